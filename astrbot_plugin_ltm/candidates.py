@@ -1,0 +1,31 @@
+"""What extraction produces: a candidate fact with the events behind it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Candidate:
+    type: str
+    fact: str
+    fact_key: str
+    confidence: float  # the extractor's own confidence, before weighting
+    importance: float
+    event_ids: list[str]  # evidence: events that state the fact
+    source: str = "llm_extract"  # confidence weight: user_explicit | llm_extract | tool_result
+    session_id: str | None = None  # the conversation it came from (rate limits)
+    meta: dict = field(default_factory=dict)
+
+
+@dataclass
+class Rejection:
+    raw: object
+    reason: str
+
+
+@dataclass
+class ExtractionResult:
+    candidates: list[Candidate]
+    rejected: list[Rejection] = field(default_factory=list)
+    meta: dict = field(default_factory=dict)  # model, prompt hash

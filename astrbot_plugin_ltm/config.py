@@ -1,0 +1,227 @@
+"""The plugin's configuration: parsed and validated once, at load or change.
+
+AstrBot hands plugins a dict built from ``_conf_schema.json``; operators can
+also type anything into its JSON editor. Nothing here raises on bad input:
+each invalid value is replaced by its safe default and explained in a
+message the operator can act on (the adapter logs them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, asdict
+from typing import Any
+
+from .policy import INJECTION_POSITIONS, MEMORY_TYPES, MODES, ReadPolicy, WritePolicy
+
+SCOPE_STRATEGIES = ("sender_id", "unified_msg_origin")
+
+
+@dataclass
+class IdentityConfig:
+    # sender_id: a person's scope is platform + sender id, the same in every
+    # conversation; unified_msg_origin: one scope per conversation (the
+    # design's original behaviour, kept for operators who want it).
+    user_scope_strategy: str = "sender_id"
+    # "platform:sender_id=alias" lines: every listed account shares the
+    # alias's scope, so one person on QQ and Telegram has one memory.
+    cross_platform_aliases: list[str] = field(default_factory=list)
+    include_legacy_umo_on_read: bool = True
+
+    def alias_map(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for line in self.cross_platform_aliases:
+            account, _, alias = line.partition("=")
+            out[account.strip()] = alias.strip()
+        return out
+
+
+@dataclass
+class ExtractionConfig:
+    batch_size: int = 8  # events per LLM call
+    idle_seconds: float = 15.0  # wait this long after a scope's last event
+    poll_seconds: float = 5.0
+    timeout_seconds: float = 60.0
+    max_attempts: int = 6  # then the events are marked failed (kept, retryable)
+    backoff_seconds: float = 30.0  # doubled after each failed attempt
+    max_fact_chars: int = 300
+
+
+@dataclass
+class RecordingConfig:
+    record_tool_results: bool = True
+    tool_result_max_chars: int = 2000
+    max_message_chars: int = 8000
+
+
+def _default_retention() -> dict[str, int]:
+    return {"profile": -1, "preference": 90, "task_state": 7, "constraint": -1, "episode": 30}
+
+
+@dataclass
+class LTMConfig:
+    enable: bool = True
+    write_policy: WritePolicy = field(default_factory=WritePolicy)
+    read_policy: ReadPolicy = field(default_factory=ReadPolicy)
+    identity: IdentityConfig = field(default_factory=IdentityConfig)
+    extraction_provider_id: str = ""
+    embedding_provider_id: str = ""
+    retention_days: dict[str, int] = field(default_factory=_default_retention)
+    emergency_read_only: bool = False
+    extraction: ExtractionConfig = field(default_factory=ExtractionConfig)
+    recording: RecordingConfig = field(default_factory=RecordingConfig)
+
+    def ttl_days(self, memory_type: str) -> int | None:
+        days = self.retention_days.get(memory_type, -1)
+        return None if days < 0 else days
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# Allowed ranges and choices, by dotted path. Anything not listed only has
+# to have the right type.
+_RANGES: dict[str, tuple[float, float]] = {
+    "write_policy.min_confidence": (0.0, 1.0),
+    "write_policy.min_evidence_count": (1, 1000),
+    "write_policy.max_writes_per_session": (0, 100000),
+    "write_policy.max_writes_per_hour": (0, 1000000),
+    "write_policy.max_items_per_scope": (1, 10000000),
+    "read_policy.max_items": (0, 200),
+    "read_policy.max_tokens": (0, 32000),
+    "read_policy.max_per_type": (1, 200),
+    "read_policy.min_confidence": (0.0, 1.0),
+    "read_policy.recency_weight": (0.0, 10.0),
+    "read_policy.importance_weight": (0.0, 10.0),
+    "read_policy.similarity_weight": (0.0, 10.0),
+    "extraction.batch_size": (1, 100),
+    "extraction.idle_seconds": (0.0, 86400.0),
+    "extraction.poll_seconds": (0.05, 3600.0),
+    "extraction.timeout_seconds": (1.0, 600.0),
+    "extraction.max_attempts": (1, 100),
+    "extraction.backoff_seconds": (0.0, 86400.0),
+    "extraction.max_fact_chars": (20, 2000),
+    "recording.tool_result_max_chars": (100, 200000),
+    "recording.max_message_chars": (100, 200000),
+}
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "write_policy.mode": MODES,
+    "read_policy.injection_position": INJECTION_POSITIONS,
+    "identity.user_scope_strategy": SCOPE_STRATEGIES,
+}
+_TYPE_LISTS = ("write_policy.allowed_types", "write_policy.require_approval_types")
+
+
+def _coerce(path: str, value: Any, default: Any, errors: list[str]) -> Any:
+    def bad(why: str) -> Any:
+        errors.append(f"{path}: {why}; using the default {default!r}")
+        return default
+
+    if isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        return bad(f"{value!r} is not true/false")
+    if isinstance(default, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            return bad(f"{value!r} is not a number")
+        try:
+            number = float(value)
+        except ValueError:
+            return bad(f"{value!r} is not a number")
+        if isinstance(default, int):
+            if number != int(number):
+                return bad(f"{value!r} is not a whole number")
+            number = int(number)
+        lo, hi = _RANGES.get(path, (float("-inf"), float("inf")))
+        if not lo <= number <= hi:
+            return bad(f"{value!r} is outside the allowed range {lo:g}–{hi:g}")
+        return number
+    if isinstance(default, str):
+        if not isinstance(value, str):
+            return bad(f"{value!r} is not text")
+        value = value.strip()
+        choices = _CHOICES.get(path)
+        if choices and value not in choices:
+            return bad(f"{value!r} is not one of {', '.join(choices)}")
+        return value
+    if isinstance(default, list):
+        if isinstance(value, str):  # a comma-separated list typed by hand
+            value = [v for v in (s.strip() for s in value.split(",")) if v]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            return bad(f"{value!r} is not a list of text")
+        if path in _TYPE_LISTS:
+            unknown = [v for v in value if v not in MEMORY_TYPES]
+            if unknown:
+                return bad(f"unknown memory type(s) {unknown}; known: {', '.join(MEMORY_TYPES)}")
+        if path == "identity.cross_platform_aliases":
+            malformed = [v for v in value if "=" not in v or ":" not in v.partition("=")[0]]
+            if malformed:
+                return bad(f"{malformed} are not of the form platform:sender_id=alias")
+        return list(value)
+    raise TypeError(f"no coercion for {path}")  # a programming error, not input
+
+
+def _parse_section(cls: type, raw: Any, prefix: str, errors: list[str]):
+    obj = cls()
+    if raw is None:
+        return obj
+    if not isinstance(raw, dict):
+        errors.append(f"{prefix}: expected an object, got {raw!r}; using defaults")
+        return obj
+    known = {f.name for f in fields(cls)}
+    for name in sorted(set(raw) - known):
+        errors.append(f"{prefix}.{name}: unknown setting, ignored")
+    for f in fields(cls):
+        if f.name in raw:
+            setattr(obj, f.name, _coerce(f"{prefix}.{f.name}", raw[f.name], getattr(obj, f.name), errors))
+    return obj
+
+
+def parse_config(raw: dict[str, Any] | None) -> tuple[LTMConfig, list[str]]:
+    """Build a validated config. Returns it with one message per fixed value."""
+    errors: list[str] = []
+    cfg = LTMConfig()
+    raw = dict(raw or {})
+    sections = {
+        "write_policy": WritePolicy,
+        "read_policy": ReadPolicy,
+        "identity": IdentityConfig,
+        "extraction": ExtractionConfig,
+        "recording": RecordingConfig,
+    }
+    for name, cls in sections.items():
+        setattr(cfg, name, _parse_section(cls, raw.get(name), name, errors))
+    for name in ("enable", "emergency_read_only", "extraction_provider_id", "embedding_provider_id"):
+        if name in raw:
+            setattr(cfg, name, _coerce(name, raw[name], getattr(cfg, name), errors))
+    retention = raw.get("retention_days")
+    if retention is not None:
+        if not isinstance(retention, dict):
+            errors.append(f"retention_days: expected an object, got {retention!r}; using defaults")
+        else:
+            for memory_type in MEMORY_TYPES:
+                if memory_type in retention:
+                    value = _coerce(
+                        f"retention_days.{memory_type}",
+                        retention[memory_type],
+                        cfg.retention_days[memory_type],
+                        errors,
+                    )
+                    if value < -1:
+                        errors.append(
+                            f"retention_days.{memory_type}: {value} days makes no sense "
+                            "(-1 = keep forever); using the default"
+                        )
+                    else:
+                        cfg.retention_days[memory_type] = value
+    ignored = set(raw) - {f.name for f in fields(LTMConfig)}
+    errors.extend(f"{name}: unknown setting, ignored" for name in sorted(ignored))
+    wp = cfg.write_policy
+    stray = [t for t in wp.require_approval_types if t not in wp.allowed_types]
+    if stray:
+        errors.append(
+            f"write_policy.require_approval_types: {stray} are not in allowed_types, "
+            "so they can never be written; check both lists"
+        )
+    return cfg, errors

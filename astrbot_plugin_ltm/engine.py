@@ -1,0 +1,194 @@
+"""LTMEngine: the plugin's core, composed from its parts (design §6's
+"LTMManager"). The AstrBot adapter talks to this class only; tests and
+benchmarks drive it directly with an in-process SQLite engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any, Protocol
+
+from sqlalchemy import update
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+
+from .admin import Admin
+from .candidates import Candidate
+from .config import LTMConfig, parse_config
+from .db import Database, ReadOnlyError
+from .explicit import attribute, explicit_fact, guess_type
+from .extractor import Complete, Extractor, LLMExtractor
+from .models import ExtractionStatus, MemoryEvent, utcnow
+from .policy import Method
+from .reader import MemoryBlock, MemoryReader
+from .recorder import EventRecorder
+from .retrieval import KeywordRetriever, Retriever
+from .scope import Origin, Scope, ScopeResolver
+from .tokens import TokenCounter, default_counter
+from .worker import ExtractionWorker
+from .writer import MemoryWriter, WriteOutcome
+
+log = logging.getLogger("astrbot_plugin_ltm")
+
+EXPLICIT_IMPORTANCE = 0.8
+
+
+class ModelGateway(Protocol):
+    """How the core reaches AstrBot's chat models (implemented in adapter.py)."""
+
+    async def completer(self, provider_id: str, session_id: str | None) -> tuple[Complete, str] | None:
+        """A (system, prompt) -> text function and the model's name, or None."""
+        ...
+
+
+class LTMEngine:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        raw_config: dict[str, Any] | None = None,
+        *,
+        models: ModelGateway | None = None,
+        extractor_for: Callable[[str | None], Awaitable[Extractor | None]] | None = None,
+        retrievers: list[Retriever] | None = None,
+        counter: TokenCounter | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.config, self.config_errors = parse_config(raw_config)
+        self.resolver = ScopeResolver(self.config.identity)
+        self.clock = clock
+        self.models = models
+        self.db = Database(engine, read_only=lambda: self.config.emergency_read_only)
+        self.writer = MemoryWriter(lambda: self.config, clock)
+        self.admin = Admin(self.db, lambda: self.config, clock)
+        self.recorder = EventRecorder(
+            self.db, lambda: self.config, lambda: self.resolver, clock, on_inserted=self._capture_explicit
+        )
+        self.worker = ExtractionWorker(
+            self.db, self.writer, extractor_for or self._extractor_for, lambda: self.config, clock
+        )
+        self._counter = counter
+        self._retrievers = retrievers or [KeywordRetriever()]
+        self.reader: MemoryReader | None = None
+        self.started = False
+
+    # -- lifecycle ---------------------------------------------------------
+
+    async def start(self, background: bool = True) -> None:
+        """Migrate the schema and start the recorder and extraction worker."""
+        await self.db.migrate()
+        counter = self._counter or await asyncio.to_thread(default_counter)
+        self.reader = MemoryReader(self._retrievers, counter, self.clock)
+        if background:
+            self.recorder.start()
+            self.worker.start()
+        self.started = True
+
+    async def stop(self) -> None:
+        await self.worker.stop()
+        await self.recorder.stop()
+        self.started = False
+
+    def apply_config(self, raw: dict[str, Any]) -> list[str]:
+        """Validate and switch to a new configuration at once."""
+        self.config, self.config_errors = parse_config(raw)
+        self.resolver = ScopeResolver(self.config.identity)
+        return self.config_errors
+
+    # -- hooks: hot path -------------------------------------------------
+
+    def record_turn(self, origin: Origin, user_text: str, assistant_text: str,
+                    created_at: datetime | None = None) -> list[MemoryEvent]:
+        if not self.config.enable:
+            return []
+        events = self.recorder.record_turn(origin, user_text, assistant_text, created_at)
+        if events:
+            self.worker.kick()
+        return events
+
+    def record_tool(self, origin: Origin, tool: str, args: Any, result: Any) -> MemoryEvent | None:
+        if not self.config.enable:
+            return None
+        return self.recorder.record_tool(origin, tool, args, result)
+
+    async def memory_block(self, origin: Origin, query: str) -> MemoryBlock:
+        """What to inject before the model call for this message."""
+        if not (self.config.enable and self.config.read_policy.enable) or self.reader is None:
+            return MemoryBlock()
+        scopes = self.resolver.read_scopes(origin)
+        async with self.db.read() as session:
+            return await self.reader.read(session, scopes, query, self.config.read_policy)
+
+    # -- explicit memories -------------------------------------------------
+
+    def _explicit_candidate(self, event: MemoryEvent, fact: str) -> Candidate:
+        fact = attribute(fact, event.sender_name or event.sender_id or "")
+        return Candidate(
+            type=guess_type(fact),
+            fact=fact,
+            fact_key=fact,
+            confidence=1.0,
+            importance=EXPLICIT_IMPORTANCE,
+            event_ids=[event.event_id],
+            source="user_explicit",
+            session_id=event.session_id,
+        )
+
+    async def _capture_explicit(self, session: AsyncSession, events: list[MemoryEvent]) -> None:
+        """'Remember that …' in a recorded message becomes a memory at once."""
+        for event in events:
+            if event.source_role != "user":
+                continue
+            fact = explicit_fact(event.content.get("text", ""))
+            if not fact:
+                continue
+            await self.writer.apply(
+                session, Scope(event.scope, event.scope_id), [self._explicit_candidate(event, fact)],
+                method=Method.USER_EXPLICIT, actor=f"user:{event.sender_id}",
+            )
+            # The user said exactly what to keep; extracting it again would
+            # only produce a differently worded duplicate.
+            await session.execute(
+                update(MemoryEvent).where(MemoryEvent.id == event.id)
+                .values(extraction_status=ExtractionStatus.DONE)
+            )
+
+    async def remember(self, origin: Origin, fact: str) -> WriteOutcome:
+        """The `/ltm remember <fact>` command: an audited explicit memory.
+
+        Raises ReadOnlyError while emergency_read_only is on.
+        """
+        fact = " ".join(fact.split())
+        if not fact:
+            raise ValueError("nothing to remember")
+        scope = self.resolver.write_scope(origin)
+        event = MemoryEvent(
+            scope=scope.kind, scope_id=scope.id, source_type="message", source_role="user",
+            content={"text": fact, "command": "ltm remember"}, platform_id=origin.platform_id,
+            session_id=origin.unified_msg_origin, sender_id=origin.sender_id,
+            sender_name=origin.speaker, created_at=self.clock(),
+            extraction_status=ExtractionStatus.DONE,
+        )
+        async with self.db.write() as session:
+            session.add(event)
+            await session.flush()
+            (outcome,) = await self.writer.apply(
+                session, scope, [self._explicit_candidate(event, fact)],
+                method=Method.USER_EXPLICIT, actor=f"user:{origin.sender_id}",
+            )
+        return outcome
+
+    # -- extraction provider -------------------------------------------------
+
+    async def _extractor_for(self, session_id: str | None) -> Extractor | None:
+        if self.models is None:
+            return None
+        found = await self.models.completer(self.config.extraction_provider_id, session_id)
+        if found is None:
+            return None
+        complete, model = found
+        return LLMExtractor(complete, model, self.config.extraction.max_fact_chars)
+
+
+__all__ = ["LTMEngine", "ModelGateway", "ReadOnlyError", "LTMConfig"]

@@ -1,0 +1,50 @@
+"""Candidate retrieval for the read path, behind one interface.
+
+A retriever returns, for a query, the items it finds relevant with a
+similarity in 0..1. The reader fuses several retrievers and adds the
+scope's most important items, which matter even when the message shares
+no word with them ("hi!" should still get the user's name).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from .db import fts_search
+from .policy import Status
+from .scope import Scope
+from .text import query_tokens
+
+
+class Retriever(Protocol):
+    name: str
+
+    async def search(
+        self, session: AsyncSession, scopes: list[Scope], query: str, limit: int
+    ) -> dict[int, float]:
+        """Item rowid -> similarity in 0..1, for active items of ``scopes``."""
+        ...
+
+
+class KeywordRetriever:
+    """SQLite FTS5 over the facts' search tokens (CJK bigrams included).
+
+    BM25 is unbounded, so it is scaled by the best score of the query: the
+    top keyword hit gets similarity 1.
+    """
+
+    name = "keyword"
+
+    async def search(
+        self, session: AsyncSession, scopes: list[Scope], query: str, limit: int
+    ) -> dict[int, float]:
+        tokens = query_tokens(query)
+        hits = await fts_search(
+            session, tokens, [(s.kind, s.id) for s in scopes], (Status.ACTIVE,), limit
+        )
+        if not hits:
+            return {}
+        best = max(score for _, score in hits) or 1.0
+        return {rowid: max(0.0, score / best) for rowid, score in hits}

@@ -1,0 +1,80 @@
+"""Who a message is from, and which memory scopes it reads and writes.
+
+AstrBot's ``unified_msg_origin`` names a conversation, not a person: web chat
+gives every new conversation a new one. A person's memory must follow the
+person, so by default the user scope is keyed by platform + sender id, and
+``cross_platform_aliases`` can join one person's accounts on several
+platforms into one scope.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import IdentityConfig
+
+
+@dataclass(frozen=True)
+class Origin:
+    """The parts of an AstrBot message event the core needs (see adapter.py)."""
+
+    platform_id: str
+    unified_msg_origin: str
+    sender_id: str
+    sender_name: str = ""
+    group_id: str | None = None  # None in a private chat
+    is_admin: bool = False
+
+    @property
+    def is_group(self) -> bool:
+        return bool(self.group_id)
+
+    @property
+    def speaker(self) -> str:
+        return self.sender_name or self.sender_id
+
+
+@dataclass(frozen=True, order=True)
+class Scope:
+    kind: str  # user | group
+    id: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.id}"
+
+    @property
+    def namespace(self) -> str:
+        return f"ltm_{self.kind}_{self.id}"
+
+
+class ScopeResolver:
+    def __init__(self, identity: IdentityConfig) -> None:
+        self.identity = identity
+        self._aliases = identity.alias_map()
+
+    def user_scope(self, origin: Origin) -> Scope:
+        account = f"{origin.platform_id}:{origin.sender_id}"
+        if account in self._aliases:
+            return Scope("user", self._aliases[account])
+        if self.identity.user_scope_strategy == "unified_msg_origin" and not origin.is_group:
+            return Scope("user", origin.unified_msg_origin)
+        return Scope("user", account)
+
+    def group_scope(self, origin: Origin) -> Scope:
+        return Scope("group", f"{origin.platform_id}:{origin.group_id}")
+
+    def write_scope(self, origin: Origin) -> Scope:
+        """Where a conversation's events and memories go."""
+        return self.group_scope(origin) if origin.is_group else self.user_scope(origin)
+
+    def read_scopes(self, origin: Origin) -> list[Scope]:
+        """Private chat: the user. Group chat: the group, then the speaker."""
+        scopes = [self.write_scope(origin)]
+        if origin.is_group:
+            scopes.append(self.user_scope(origin))
+        elif self.identity.include_legacy_umo_on_read:
+            # Memories written under the design's per-conversation keying.
+            legacy = Scope("user", origin.unified_msg_origin)
+            if legacy not in scopes:
+                scopes.append(legacy)
+        return scopes
