@@ -151,18 +151,19 @@ class Admin:
             raise AdminError(f"no memory with id {memory_id}", 404)
         return item
 
-    async def find_by_prefix(self, scopes: list[Scope], prefix: str) -> MemoryItem:
-        """An item of these scopes by its id or an unambiguous id prefix (chat)."""
+    async def find_by_prefix(self, prefix: str, scopes: list[Scope] | None = None) -> MemoryItem:
+        """An item by its id or an unambiguous id prefix (chat commands show
+        8 characters), limited to ``scopes`` when given."""
         prefix = prefix.strip()
         if len(prefix) < 4:
             raise AdminError("give at least 4 characters of the memory id")
-        in_scopes = or_(*(and_(MemoryItem.scope == s.kind, MemoryItem.scope_id == s.id) for s in scopes))
+        query = select(MemoryItem).where(MemoryItem.memory_id.startswith(prefix)).limit(2)
+        if scopes is not None:
+            query = query.where(
+                or_(*(and_(MemoryItem.scope == s.kind, MemoryItem.scope_id == s.id) for s in scopes))
+            )
         async with self._db.read() as session:
-            rows = (
-                await session.execute(
-                    select(MemoryItem).where(in_scopes, MemoryItem.memory_id.startswith(prefix)).limit(2)
-                )
-            ).scalars().all()
+            rows = (await session.execute(query)).scalars().all()
         if not rows:
             raise AdminError(f"no memory {prefix} here", 404)
         if len(rows) > 1:

@@ -1,0 +1,110 @@
+"""The one module of the core that imports AstrBot.
+
+It turns AstrBot's objects into the core's (an event into an Origin, a
+provider into a completion function) and puts the memory block into the
+request. Everything AstrBot-specific that could change between AstrBot
+versions is here, so the rest of the package stays testable on its own.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from .extractor import Complete
+from .scope import Origin
+
+log = logging.getLogger("astrbot_plugin_ltm")
+
+
+def origin_from_event(event: Any) -> Origin:
+    group_id = event.get_group_id() or None
+    return Origin(
+        platform_id=event.get_platform_id() or event.get_platform_name() or "unknown",
+        unified_msg_origin=event.unified_msg_origin,
+        sender_id=str(event.get_sender_id() or ""),
+        sender_name=str(event.get_sender_name() or ""),
+        group_id=str(group_id) if group_id else None,
+        is_admin=bool(event.is_admin()),
+    )
+
+
+class AstrBotModels:
+    """ModelGateway over AstrBot's providers. ``llm_generate`` calls the
+    provider directly, without plugin hooks, so extraction never re-enters
+    our own hooks."""
+
+    def __init__(self, context: Any) -> None:
+        self._context = context
+
+    async def completer(self, provider_id: str, session_id: str | None) -> tuple[Complete, str] | None:
+        ctx = self._context
+        if not provider_id and session_id:
+            provider_id = await ctx.get_current_chat_provider_id(session_id) or ""
+        provider = ctx.get_provider_by_id(provider_id) if provider_id else None
+        if provider is None:
+            providers = ctx.get_all_providers()
+            if provider_id:
+                log.warning("ltm: extraction provider %r not found; using the default", provider_id)
+            provider = providers[0] if providers else None
+        if provider is None:
+            return None
+        pid = provider.meta().id
+
+        async def complete(system: str, prompt: str) -> str:
+            resp = await ctx.llm_generate(chat_provider_id=pid, prompt=prompt, system_prompt=system)
+            if getattr(resp, "role", "") == "err":
+                raise RuntimeError(f"provider {pid} answered with an error: {resp.completion_text}")
+            return resp.completion_text or ""
+
+        return complete, f"{pid}:{provider.get_model()}"
+
+
+def inject(run_context: Any, block: str, position: str) -> bool:
+    """Put the memory block into this turn's messages without it ever being
+    saved to the conversation history AstrBot replays.
+
+    ``context_message`` (default) adds the block as a temporary text part
+    at the start of the current user message, so the system prompt and the
+    earlier turns — the provider's prompt-cache prefix — stay byte-identical
+    between turns; AstrBot drops temporary parts when it saves history.
+    ``system_prompt`` prepends it to the first system message (the design's
+    placement); AstrBot never saves that message either.
+    """
+    from astrbot.core.agent.message import Message, TextPart
+
+    messages = run_context.messages
+    if position == "system_prompt":
+        if messages and messages[0].role == "system" and isinstance(messages[0].content, str):
+            messages[0].content = block + "\n\n" + messages[0].content
+        else:
+            messages.insert(0, Message(role="system", content=block))
+        return True
+    for message in reversed(messages):
+        if message.role == "user":
+            content = message.content
+            parts = [TextPart(text=content)] if isinstance(content, str) else list(content or [])
+            message.content = [TextPart(text=block).mark_as_temp(), *parts]
+            return True
+    return False
+
+
+def tool_result_payload(tool_result: Any) -> Any:
+    """The text (or structured content) of an MCP CallToolResult."""
+    if tool_result is None:
+        return ""
+    content = getattr(tool_result, "content", None)
+    if content is None:
+        return str(tool_result)
+    texts = []
+    for part in content:
+        text = getattr(part, "text", None)
+        texts.append(text if text is not None else f"<{getattr(part, 'type', 'content')}>")
+    payload: Any = "\n".join(texts)
+    if getattr(tool_result, "isError", False):
+        payload = f"[tool error] {payload}"
+    return payload
+
+
+def tool_name(tool: Any) -> str:
+    return str(getattr(tool, "name", None) or tool)

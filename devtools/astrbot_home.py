@@ -1,0 +1,304 @@
+"""Run a real AstrBot with this plugin: prepare a home, start, log in, chat.
+
+Standard library only. The AstrBot used is the one installed next to the
+running Python (the project's virtual environment).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+PLUGIN_NAME = "astrbot_plugin_ltm"
+# What AstrBot's plugin loader needs; development files stay out.
+PLUGIN_FILES = ("main.py", "metadata.yaml", "_conf_schema.json", "astrbot_plugin_ltm",
+                "dashboard_routes", "migrations", "pages", ".astrbot-plugin", "README.md")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def astrbot_env(home: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({
+        "ASTRBOT_ROOT": str(home),
+        "ASTRBOT_TEST_MODE": "true",  # no login rate limit for scripted clients
+        "ASTRBOT_DISABLE_METRICS": "1",
+        "PYTHONUNBUFFERED": "1",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
+    })
+    for key in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        env.pop(key, None)
+    return env
+
+
+def _deep_update(dst: dict, src: dict) -> dict:
+    for key, value in src.items():
+        if isinstance(value, dict) and isinstance(dst.get(key), dict):
+            _deep_update(dst[key], value)
+        else:
+            dst[key] = value
+    return dst
+
+
+def _pbkdf2(password: str, iterations: int = 1000) -> str:
+    salt = secrets.token_bytes(16)
+    digest = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations)
+    return f"pbkdf2_sha256${iterations}${salt.hex()}${digest.hex()}"
+
+
+def install_plugin(home: Path, source: Path = REPO) -> Path:
+    """Copy the plugin into ``data/plugins/`` as the plugin market would."""
+    target = home / "data" / "plugins" / PLUGIN_NAME
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in PLUGIN_FILES:
+        path = source / name
+        if path.is_dir():
+            shutil.copytree(path, target / name, ignore=ignore)
+        elif path.exists():
+            shutil.copy2(path, target / name)
+    return target
+
+
+def provider_config(model_port: int) -> dict:
+    """Providers pointing at the fake model (chat + embeddings)."""
+    base = f"http://127.0.0.1:{model_port}/v1"
+    return {
+        "provider_sources": [{
+            "id": "fake_src", "provider": "openai", "type": "openai_chat_completion",
+            "provider_type": "chat_completion", "enable": True, "key": ["sk-fake"],
+            "api_base": base, "timeout": 30, "proxy": "", "custom_headers": {},
+        }],
+        "provider": [
+            {"id": "fake_chat", "provider_source_id": "fake_src", "enable": True,
+             "model": "fake-model", "modalities": ["tool_use"], "custom_extra_body": {}},
+            {"id": "fake_embed", "type": "openai_embedding", "provider_type": "embedding",
+             "enable": True, "embedding_api_key": "sk-fake", "embedding_api_base": base,
+             "embedding_model": "fake-embed", "embedding_dimensions": 64,
+             "embedding_dimensions_mode": "auto", "timeout": 20, "proxy": ""},
+        ],
+        "agent_runner": {"config": {"model": {"provider_id": "fake_chat", "request_max_retries": 1}}},
+    }
+
+
+def prepare_home(
+    home: Path,
+    *,
+    dashboard_port: int,
+    password: str,
+    model_port: int | None = None,
+    plugin_config: dict | None = None,
+    extra_config: dict | None = None,
+    extra_plugins: tuple[Path, ...] = (),
+) -> Path:
+    """A fresh AstrBot home with this plugin installed and a known password."""
+    home = Path(home)
+    if home.exists():
+        shutil.rmtree(home)
+    home.mkdir(parents=True)
+    env = astrbot_env(home)
+    subprocess.run([str(BIN / "astrbot"), "init", "-y"], cwd=home, env=env, check=True, capture_output=True)
+    # Importing astrbot.core writes the complete default cmd_config.json.
+    subprocess.run([sys.executable, "-c", "import astrbot.core"], cwd=home, env=env, check=True, capture_output=True)
+    update_config(home, {
+        "dashboard": {
+            "host": "127.0.0.1", "port": dashboard_port, "username": "astrbot",
+            "password": hashlib.md5(password.encode()).hexdigest(),
+            "pbkdf2_password": _pbkdf2(password),
+            "password_storage_upgraded": True, "password_change_required": False,
+            "jwt_secret": secrets.token_hex(32),
+        },
+        "provider_settings": {"datetime_system_prompt": False},
+        "disable_metrics": True,
+        "t2i": False,
+        "t2i_endpoint": "http://127.0.0.1:9/text2img",  # skip the online endpoint list
+        "log_file_enable": True,
+        "log_file_path": "logs/astrbot.log",
+    })
+    if model_port is not None:
+        update_config(home, provider_config(model_port))
+    if extra_config:
+        update_config(home, extra_config)
+    install_plugin(home)
+    for plugin in extra_plugins:
+        shutil.copytree(plugin, home / "data" / "plugins" / Path(plugin).name)
+    if plugin_config is not None:
+        write_plugin_config(home, plugin_config)
+    return home
+
+
+def update_config(home: Path, values: dict) -> None:
+    """Merge ``values`` into AstrBot's cmd_config.json (written with a BOM)."""
+    path = home / "data" / "cmd_config.json"
+    config = json.loads(path.read_text(encoding="utf-8-sig"))
+    path.write_text(json.dumps(_deep_update(config, values), indent=2, ensure_ascii=False), encoding="utf-8")
+
+
+def write_plugin_config(home: Path, values: dict) -> None:
+    """Set plugin config values before start (missing keys get defaults)."""
+    path = home / "data" / "config" / f"{PLUGIN_NAME}_config.json"
+    current = json.loads(path.read_text(encoding="utf-8-sig")) if path.exists() else {}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(_deep_update(current, values), ensure_ascii=False, indent=2), encoding="utf-8")
+
+
+class AstrBotProcess:
+    def __init__(self, home: Path, port: int) -> None:
+        self.home, self.port = Path(home), port
+        self.url = f"http://127.0.0.1:{port}"
+        self.log_path = self.home / "astrbot.stdout.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 120.0, foreground_log: bool = False) -> AstrBotProcess:
+        log = None if foreground_log else open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [str(BIN / "astrbot"), "run", "-p", str(self.port)], cwd=self.home, env=astrbot_env(self.home),
+            stdout=log, stderr=subprocess.STDOUT if log else None, start_new_session=True,
+        )
+        if log:
+            log.close()
+        self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"AstrBot exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(self.url + "/api/stat/start-time", timeout=2) as resp:
+                    if resp.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.3)
+        raise TimeoutError(f"AstrBot did not become ready in {timeout}s:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 80) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGINT (AstrBot then calls every plugin's terminate()), SIGKILL if stuck."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, signal.SIGINT)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+
+class Client:
+    """A dashboard / Open API client."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.token: str | None = None
+        self.api_key: str | None = None
+
+    def request(self, method: str, path: str, body=None, *, auth: str | None = "jwt",
+                timeout: float = 60, raw: bool = False, headers: dict | None = None):
+        hdrs = {"Content-Type": "application/json", **(headers or {})}
+        if auth == "jwt" and self.token:
+            hdrs["Authorization"] = f"Bearer {self.token}"
+        elif auth == "key" and self.api_key:
+            hdrs["X-API-Key"] = self.api_key
+        data = body if isinstance(body, bytes) else (json.dumps(body).encode() if body is not None else None)
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers=hdrs)
+        try:
+            resp = urllib.request.urlopen(req, timeout=timeout)
+        except urllib.error.HTTPError as exc:
+            resp = exc
+        if raw:
+            return resp
+        with resp:
+            text = resp.read().decode()
+            status = resp.status
+        try:
+            payload = json.loads(text)
+        except json.JSONDecodeError:
+            payload = {"_text": text}
+        if isinstance(payload, dict):
+            payload.setdefault("_status", status)
+        return payload
+
+    def login(self, password: str, username: str = "astrbot") -> None:
+        answer = self.request("POST", "/api/auth/login", {"username": username, "password": password}, auth=None)
+        if answer.get("status") != "ok":
+            raise RuntimeError(f"login failed: {answer}")
+        self.token = answer["data"]["token"]
+
+    def create_api_key(self, name: str = "ltm-tests", scopes: list[str] | None = None) -> str:
+        body = {"name": name, **({"scopes": scopes} if scopes is not None else {})}
+        answer = self.request("POST", "/api/v1/api-keys", body)
+        if answer.get("status") != "ok":
+            raise RuntimeError(f"could not create an API key: {answer}")
+        self.api_key = answer["data"]["api_key"]
+        return self.api_key
+
+    def chat(self, message: str, *, username: str, session_id: str, streaming: bool = False,
+             timeout: float = 120) -> str:
+        """One turn through the Open API as ``username``; returns the reply text."""
+        resp = self.request(
+            "POST", "/api/v1/chat",
+            {"message": message, "username": username, "session_id": session_id,
+             "enable_streaming": streaming},
+            auth="key", raw=True, timeout=timeout,
+        )
+        events = []
+        with resp:
+            if "text/event-stream" not in resp.headers.get("Content-Type", ""):
+                raise RuntimeError(f"chat failed: {resp.status} {resp.read().decode()}")
+            for line in resp:
+                line = line.decode().rstrip("\n")
+                if line.startswith("data:"):
+                    try:
+                        events.append(json.loads(line[5:].strip()))
+                    except json.JSONDecodeError:
+                        pass
+        for event in reversed(events):
+            if event.get("type") == "complete" and isinstance(event.get("data"), str):
+                return event["data"]
+        return "".join(e["data"] for e in events if e.get("type") == "plain" and isinstance(e.get("data"), str))
+
+
+def conversation_history(home: Path, umo: str) -> list[dict]:
+    """The history AstrBot stored for the current conversation of ``umo``."""
+    db = sqlite3.connect(Path(home) / "data" / "data_v4.db")
+    try:
+        row = db.execute(
+            "SELECT value FROM preferences WHERE scope='umo' AND scope_id=? AND key='sel_conv_id'", (umo,)
+        ).fetchone()
+        if row is None:
+            return []
+        cid = json.loads(row[0])["val"]
+        content = db.execute("SELECT content FROM conversations WHERE conversation_id=?", (cid,)).fetchone()
+        history = json.loads(content[0]) if content and content[0] else []
+    finally:
+        db.close()
+    return [m for m in history if m.get("role") != "_checkpoint"]

@@ -1,0 +1,220 @@
+"""A fake OpenAI-compatible model server (standard library only).
+
+- ``POST /v1/chat/completions``, plain and streaming (SSE). Chat turns are
+  answered ``ECHO: <user text>``. Memory-extraction calls (recognised by the
+  plugin's extraction system prompt) are answered by a small rule-based
+  extractor, so the offline demo really learns "my name is …", "I live in …",
+  "我叫…", "住在…", "I like …". AstrBot's title requests get a fixed title.
+- A user message containing "weather" is answered with a call to the
+  ``get_weather`` tool when the request offers it.
+- ``POST /v1/embeddings``: deterministic bag-of-words vectors.
+- ``GET /_requests`` lists every request received; ``POST /_reset`` clears it.
+- ``POST /_control`` {"extraction": "rules"|"error"|"timeout"|"malformed",
+  "timeout_seconds": N} makes extraction calls fail on purpose.
+
+Run it alone: ``python -m devtools.fake_openai PORT``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+EXTRACTION_MARKER = "You extract long-term memory"
+EMBED_DIM = 64
+_LINE = re.compile(r"^\[(\d+)\] (?P<who>.+?) \(user id (?P<uid>[^)]*)\): (?P<text>.*)$")
+_RULES = [
+    (re.compile(r"\bmy name is ([A-Z][\w-]*)", re.I), "profile", "{who}'s name is {0}", "name", 0.95, 0.9),
+    (re.compile(r"\bI live in ([A-Z][\w -]*?)(?:[.,!]|\s+and\b|$)", re.I), "profile", "{who} lives in {0}", "home_city", 0.9, 0.8),
+    (re.compile(r"\bI (?:really )?(?:like|love|prefer) ([^.,!]+)", re.I), "preference", "{who} likes {0}", "likes_{0}", 0.85, 0.6),
+    (re.compile(r"我叫([\u4e00-\u9fff\w]{1,8}?)(?:[，,。！!\s]|$)"), "profile", "{who}的名字是{0}", "name", 0.95, 0.9),
+    (re.compile(r"住在([\u4e00-\u9fff\w]{1,10}?)(?:[，,。！!\s]|$)"), "profile", "{who}住在{0}", "home_city", 0.9, 0.8),
+    (re.compile(r"我(?:很)?喜欢([\u4e00-\u9fff\w]{1,12}?)(?:[，,。！!\s]|$)"), "preference", "{who}喜欢{0}", "likes_{0}", 0.85, 0.6),
+]
+
+
+class State:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.requests: list[dict] = []
+        self.extraction = "rules"
+        self.timeout_seconds = 30.0
+
+
+STATE = State()
+
+
+def rule_extract(transcript: str) -> list[dict]:
+    facts = []
+    for line in transcript.splitlines():
+        m = _LINE.match(line.strip())
+        if not m:
+            continue
+        who, uid, text = m.group("who"), m.group("uid"), m.group("text")
+        for pattern, mtype, template, key, conf, imp in _RULES:
+            for found in pattern.finditer(text):
+                value = found.group(1).strip()
+                facts.append({
+                    "type": mtype,
+                    "fact": template.format(value, who=who),
+                    "fact_key": f"{uid}_{key.format(value)}",
+                    "confidence": conf,
+                    "importance": imp,
+                    "lines": [int(m.group(1))],
+                })
+    return facts
+
+
+def embed(text: str) -> list[float]:
+    vec = [0.0] * EMBED_DIM
+    for token in re.findall(r"\w+", text.lower()):
+        h = int(hashlib.md5(token.encode()).hexdigest(), 16)
+        vec[h % EMBED_DIM] += 1.0
+    norm = math.sqrt(sum(v * v for v in vec)) or 1.0
+    return [v / norm for v in vec]
+
+
+def _text(content) -> str:
+    if isinstance(content, list):
+        return " ".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return str(content or "")
+
+
+def _last(messages: list[dict], role: str) -> dict | None:
+    return next((m for m in reversed(messages) if m.get("role") == role), None)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def _json(self, obj, code: int = 200) -> None:
+        data = json.dumps(obj, ensure_ascii=False).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        if self.path == "/_requests":
+            with STATE.lock:
+                return self._json(STATE.requests)
+        if self.path.rstrip("/").endswith("/models"):
+            return self._json({"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+        self._json({"error": "not found"}, 404)
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        if self.path == "/_reset":
+            with STATE.lock:
+                STATE.requests.clear()
+            return self._json({"ok": True})
+        if self.path == "/_control":
+            with STATE.lock:
+                STATE.extraction = body.get("extraction", STATE.extraction)
+                STATE.timeout_seconds = float(body.get("timeout_seconds", STATE.timeout_seconds))
+            return self._json({"ok": True, "extraction": STATE.extraction})
+        with STATE.lock:
+            STATE.requests.append({"path": self.path, "body": body, "time": time.time()})
+        if self.path.endswith("/embeddings"):
+            inputs = body.get("input")
+            inputs = inputs if isinstance(inputs, list) else [inputs]
+            data = [{"object": "embedding", "index": i, "embedding": embed(str(s))} for i, s in enumerate(inputs)]
+            return self._json({"object": "list", "data": data, "model": body.get("model"),
+                               "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+        if self.path.endswith("/chat/completions"):
+            return self._chat(body)
+        self._json({"error": "not found"}, 404)
+
+    def _chat(self, body: dict) -> None:
+        messages = body.get("messages", [])
+        system = _text((_last(messages, "system") or {}).get("content"))
+        user = _text((_last(messages, "user") or {}).get("content"))
+        tool_calls = None
+        if EXTRACTION_MARKER in system:
+            mode = STATE.extraction
+            if mode == "error":
+                return self._json({"error": {"message": "fake outage", "type": "server_error"}}, 500)
+            if mode == "timeout":
+                time.sleep(STATE.timeout_seconds)
+            text = "this is not JSON" if mode == "malformed" else json.dumps(rule_extract(user), ensure_ascii=False)
+        elif "conversation title generator" in system:
+            text = "Fake Title"
+        else:
+            last = messages[-1] if messages else {}
+            tools = [t.get("function", {}).get("name") for t in body.get("tools") or []]
+            if last.get("role") == "tool":
+                text = f"The tool said: {_text(last.get('content'))}"
+            elif "weather" in user.lower() and "get_weather" in tools:
+                text = ""
+                tool_calls = [{"id": "call_fake_1", "type": "function",
+                               "function": {"name": "get_weather", "arguments": json.dumps({"city": "Paris"})}}]
+            else:
+                # Echo only the user's own words (the last text part), not
+                # context a plugin put before them.
+                content = (_last(messages, "user") or {}).get("content")
+                if isinstance(content, list):
+                    texts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+                    user = texts[-1] if texts else ""
+                text = "ECHO: " + user
+        self._answer(body, text, tool_calls)
+
+    def _answer(self, body: dict, text: str, tool_calls) -> None:
+        model, cid, now = body.get("model", "fake-model"), "chatcmpl-fake", int(time.time())
+        usage = {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10}
+        finish = "tool_calls" if tool_calls else "stop"
+        if not body.get("stream"):
+            message = {"role": "assistant", "content": text or None}
+            if tool_calls:
+                message["tool_calls"] = tool_calls
+            return self._json({"id": cid, "object": "chat.completion", "created": now, "model": model,
+                               "choices": [{"index": 0, "finish_reason": finish, "message": message}],
+                               "usage": usage})
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+
+        def chunk(delta: dict, finish_reason=None, with_usage=False) -> None:
+            data = {"id": cid, "object": "chat.completion.chunk", "created": now, "model": model,
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+            if with_usage:
+                data["usage"] = usage
+            self.wfile.write(f"data: {json.dumps(data, ensure_ascii=False)}\n\n".encode())
+            self.wfile.flush()
+
+        chunk({"role": "assistant", "content": ""})
+        if tool_calls:
+            chunk({"tool_calls": [{"index": 0, **tool_calls[0]}]})
+        for i in range(0, len(text), 8):
+            chunk({"content": text[i:i + 8]})
+        chunk({}, finish, with_usage=True)
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+        self.close_connection = True
+
+
+def serve(port: int = 0) -> ThreadingHTTPServer:
+    """Start in a background thread; ``server.server_address[1]`` is the port."""
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True, name="fake-openai").start()
+    return server
+
+
+if __name__ == "__main__":
+    port = int(sys.argv[1]) if len(sys.argv) > 1 else 18080
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    print(f"fake OpenAI-compatible model on http://127.0.0.1:{port}/v1", flush=True)
+    server.serve_forever()

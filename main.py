@@ -1,0 +1,154 @@
+"""AstrBot entry point: wires AstrBot's hooks, commands and web routes to
+the core in ``astrbot_plugin_ltm/``. No memory logic lives here."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from astrbot.api import AstrBotConfig, logger
+from astrbot.api.event import AstrMessageEvent, filter
+from astrbot.api.star import Context, Star
+from astrbot.core.star.filter.command import GreedyStr
+
+from .astrbot_plugin_ltm import LTMEngine
+from .astrbot_plugin_ltm.adapter import (
+    AstrBotModels,
+    inject,
+    origin_from_event,
+    tool_name,
+    tool_result_payload,
+)
+from .astrbot_plugin_ltm.commands import HELP, Commands
+
+# The read path gets this long before the turn goes on without memory.
+READ_TIMEOUT_SECONDS = 3.0
+
+
+class LTMPlugin(Star):
+    def __init__(self, context: Context, config: AstrBotConfig | None = None) -> None:
+        super().__init__(context)
+        self.config = config
+        self.engine: LTMEngine | None = None
+        self.commands: Commands | None = None
+
+    async def initialize(self) -> None:
+        engine = LTMEngine(
+            self.context.get_db().engine, dict(self.config or {}), models=AstrBotModels(self.context)
+        )
+        for message in engine.config_errors:
+            logger.warning(f"ltm config: {message}")
+        try:
+            await engine.start()
+        except Exception as exc:
+            logger.error(f"ltm: could not start, memory is off until this is fixed: {exc}", exc_info=True)
+            return
+        self.engine = engine
+        self.commands = Commands(engine)
+        logger.info(
+            f"ltm: started (mode {engine.config.write_policy.mode}, "
+            f"injection {engine.config.read_policy.injection_position}, "
+            f"read-only {engine.config.emergency_read_only})"
+        )
+
+    async def terminate(self) -> None:
+        if self.engine is not None:
+            await self.engine.stop()
+            self.engine = None
+
+    # -- hooks -------------------------------------------------------------
+
+    @filter.on_agent_begin()
+    async def ltm_inject(self, event: AstrMessageEvent, run_context) -> None:
+        if self.engine is None:
+            return
+        started = time.perf_counter()
+        try:
+            block = await asyncio.wait_for(
+                self.engine.memory_block(origin_from_event(event), event.message_str or ""),
+                READ_TIMEOUT_SECONDS,
+            )
+            if block:
+                inject(run_context, block.text, self.engine.config.read_policy.injection_position)
+                logger.debug(
+                    f"ltm: injected {len(block.items)} memories, {block.tokens} tokens "
+                    f"in {1000 * (time.perf_counter() - started):.1f} ms"
+                )
+        except Exception as exc:
+            logger.warning(f"ltm: no memory for this turn ({type(exc).__name__}: {exc})")
+
+    @filter.on_agent_done()
+    async def ltm_record_turn(self, event: AstrMessageEvent, run_context, resp) -> None:
+        if self.engine is None:
+            return
+        try:
+            self.engine.record_turn(
+                origin_from_event(event), event.message_str or "", getattr(resp, "completion_text", "") or ""
+            )
+        except Exception as exc:
+            logger.warning(f"ltm: turn not recorded ({type(exc).__name__}: {exc})")
+
+    @filter.on_llm_tool_respond()
+    async def ltm_record_tool(self, event: AstrMessageEvent, tool, tool_args, tool_result) -> None:
+        if self.engine is None:
+            return
+        try:
+            self.engine.record_tool(
+                origin_from_event(event), tool_name(tool), tool_args or {}, tool_result_payload(tool_result)
+            )
+        except Exception as exc:
+            logger.warning(f"ltm: tool result not recorded ({type(exc).__name__}: {exc})")
+
+    # -- commands ------------------------------------------------------------
+
+    @filter.command_group("ltm")
+    def ltm(self) -> None:
+        """Long-term memory"""
+
+    async def _reply(self, event: AstrMessageEvent, make) -> str:
+        if self.commands is None:
+            return "Long-term memory is not running; see the AstrBot log."
+        try:
+            return await make(self.commands, origin_from_event(event))
+        except Exception as exc:
+            logger.error(f"ltm command failed: {exc}", exc_info=True)
+            return f"Sorry, that failed: {exc}"
+
+    @ltm.command("help")
+    async def ltm_help(self, event: AstrMessageEvent):
+        yield event.plain_result(HELP)
+
+    @ltm.command("status")
+    async def ltm_status(self, event: AstrMessageEvent):
+        yield event.plain_result(await self._reply(event, lambda c, o: c.status(o)))
+
+    @ltm.command("list")
+    async def ltm_list(self, event: AstrMessageEvent):
+        yield event.plain_result(await self._reply(event, lambda c, o: c.list(o)))
+
+    @ltm.command("remember")
+    async def ltm_remember(self, event: AstrMessageEvent, fact: GreedyStr):
+        yield event.plain_result(await self._reply(event, lambda c, o: c.remember(o, str(fact))))
+
+    @ltm.command("forget")
+    async def ltm_forget(self, event: AstrMessageEvent, memory_id: str):
+        yield event.plain_result(await self._reply(event, lambda c, o: c.forget(o, memory_id)))
+
+    @ltm.command("forget-all")
+    async def ltm_forget_all(self, event: AstrMessageEvent, confirm: str = ""):
+        yield event.plain_result(await self._reply(event, lambda c, o: c.forget_all(o, confirm)))
+
+    @filter.permission_type(filter.PermissionType.ADMIN)
+    @ltm.command("pending")
+    async def ltm_pending(self, event: AstrMessageEvent):
+        yield event.plain_result(await self._reply(event, lambda c, o: c.pending(o)))
+
+    @filter.permission_type(filter.PermissionType.ADMIN)
+    @ltm.command("approve")
+    async def ltm_approve(self, event: AstrMessageEvent, memory_id: str):
+        yield event.plain_result(await self._reply(event, lambda c, o: c.review(o, memory_id, "approve")))
+
+    @filter.permission_type(filter.PermissionType.ADMIN)
+    @ltm.command("reject")
+    async def ltm_reject(self, event: AstrMessageEvent, memory_id: str):
+        yield event.plain_result(await self._reply(event, lambda c, o: c.review(o, memory_id, "reject")))
