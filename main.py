@@ -13,7 +13,9 @@ from astrbot.core.star.filter.command import GreedyStr
 
 from .astrbot_plugin_ltm import LTMEngine
 from .astrbot_plugin_ltm.adapter import (
+    AstrBotEmbedder,
     AstrBotModels,
+    plugin_data_dir,
     inject,
     origin_from_event,
     tool_name,
@@ -33,8 +35,13 @@ class LTMPlugin(Star):
         self.commands: Commands | None = None
 
     async def initialize(self) -> None:
+        raw = dict(self.config or {})
         engine = LTMEngine(
-            self.context.get_db().engine, dict(self.config or {}), models=AstrBotModels(self.context)
+            self.context.get_db().engine,
+            raw,
+            models=AstrBotModels(self.context),
+            embedder=AstrBotEmbedder(self.context, str(raw.get("embedding_provider_id") or "")),
+            data_dir=plugin_data_dir("astrbot_plugin_ltm"),
         )
         for message in engine.config_errors:
             logger.warning(f"ltm config: {message}")

@@ -108,3 +108,41 @@ def tool_result_payload(tool_result: Any) -> Any:
 
 def tool_name(tool: Any) -> str:
     return str(getattr(tool, "name", None) or tool)
+
+
+class AstrBotEmbedder:
+    """Embedder over an AstrBot embedding provider, resolved at each call:
+    AstrBot loads providers after plugins, and operators add or switch
+    providers at run time. ``embedding_provider_id`` empty means the first
+    embedding provider AstrBot has; with none, calls raise and the core
+    falls back to keyword-only retrieval."""
+
+    def __init__(self, context: Any, provider_id: str) -> None:
+        self._context = context
+        self._provider_id = provider_id
+        self.model_id = ""
+
+    def _provider(self) -> Any:
+        provider = self._context.get_provider_by_id(self._provider_id) if self._provider_id else None
+        if provider is None or not hasattr(provider, "get_embeddings"):
+            providers = self._context.get_all_embedding_providers()
+            provider = providers[0] if providers else None
+        return provider
+
+    async def embed(self, texts: list[str]):
+        import numpy as np
+
+        provider = self._provider()
+        if provider is None:
+            self.model_id = ""
+            raise LookupError("no embedding provider is configured in AstrBot")
+        vectors = np.asarray(await provider.get_embeddings(texts), dtype=np.float32)
+        meta = provider.meta()
+        self.model_id = f"{meta.id}:{getattr(meta, 'model', '') or ''}:{vectors.shape[-1]}"
+        return vectors
+
+
+def plugin_data_dir(name: str) -> Any:
+    from astrbot.api.star import StarTools
+
+    return StarTools.get_data_dir(name)

@@ -20,6 +20,7 @@ from .models import MemoryAudit, MemoryEvent, MemoryEvidence, MemoryItem, Memory
 from .policy import MEMORY_TYPES, Status
 from .scope import Scope
 from .text import normalize_fact_key
+from .vectors import delete_vector
 from .writer import WRITE_ACTIONS, audit, remove_item
 
 
@@ -244,6 +245,7 @@ class Admin:
             await session.flush()
             if fact_changed:
                 await fts_upsert(session, item.id, item.fact)
+                await delete_vector(session, item.id)
             after = item_dict(item)
             changed = {k: [before[k], after[k]] for k in after if before[k] != after[k] and k != "updated_at"}
             await audit(session, "edit", actor, "edited", item=item, now=now, changes=changed)

@@ -53,6 +53,12 @@ class RecordingConfig:
     max_message_chars: int = 8000
 
 
+@dataclass
+class VectorConfig:
+    query_timeout_seconds: float = 2.0  # the read path's one embedding call
+    max_loaded_namespaces: int = 256  # FAISS namespaces kept in memory (LRU)
+
+
 def _default_retention() -> dict[str, int]:
     return {"profile": -1, "preference": 90, "task_state": 7, "constraint": -1, "episode": 30}
 
@@ -69,6 +75,7 @@ class LTMConfig:
     emergency_read_only: bool = False
     extraction: ExtractionConfig = field(default_factory=ExtractionConfig)
     recording: RecordingConfig = field(default_factory=RecordingConfig)
+    vectors: VectorConfig = field(default_factory=VectorConfig)
 
     def ttl_days(self, memory_type: str) -> int | None:
         days = self.retention_days.get(memory_type, -1)
@@ -102,6 +109,8 @@ _RANGES: dict[str, tuple[float, float]] = {
     "extraction.max_fact_chars": (20, 2000),
     "recording.tool_result_max_chars": (100, 200000),
     "recording.max_message_chars": (100, 200000),
+    "vectors.query_timeout_seconds": (0.05, 60.0),
+    "vectors.max_loaded_namespaces": (1, 100000),
 }
 _CHOICES: dict[str, tuple[str, ...]] = {
     "write_policy.mode": MODES,
@@ -189,6 +198,7 @@ def parse_config(raw: dict[str, Any] | None) -> tuple[LTMConfig, list[str]]:
         "identity": IdentityConfig,
         "extraction": ExtractionConfig,
         "recording": RecordingConfig,
+        "vectors": VectorConfig,
     }
     for name, cls in sections.items():
         setattr(cfg, name, _parse_section(cls, raw.get(name), name, errors))

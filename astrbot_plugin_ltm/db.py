@@ -8,6 +8,7 @@ takes effect on the next write without a restart and nothing can slip past.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
@@ -103,6 +104,40 @@ async def fts_search(
         params,
     )
     return [(int(r[0]), float(r[1])) for r in rows]
+
+
+def event_search_text(content: dict) -> str:
+    """The words of a raw event, for the events' keyword index."""
+    if "tool" in content:
+        return f"{content.get('tool', '')} {content.get('result', '')}"
+    return str(content.get("text", ""))
+
+
+async def events_fts_insert(session: AsyncSession, rows: list[tuple[int, dict]]) -> None:
+    for rowid, content in rows:
+        await session.execute(
+            text("INSERT INTO ltm_events_fts (rowid, tokens) VALUES (:r, :t)"),
+            {"r": rowid, "t": index_text(event_search_text(content))},
+        )
+
+
+async def events_fts_backfill(session: AsyncSession, batch: int = 1000) -> int:
+    """Index events recorded before the events' keyword index existed."""
+    done = 0
+    while True:
+        last = (await session.execute(text("SELECT COALESCE(MAX(rowid), 0) FROM ltm_events_fts"))).scalar_one()
+        rows = (
+            await session.execute(
+                text("SELECT id, content FROM ltm_events WHERE id > :last ORDER BY id LIMIT :n"),
+                {"last": last, "n": batch},
+            )
+        ).all()
+        if not rows:
+            return done
+        await events_fts_insert(
+            session, [(r[0], json.loads(r[1]) if isinstance(r[1], str) else r[1]) for r in rows]
+        )
+        done += len(rows)
 
 
 async def fts_rebuild(session: AsyncSession) -> int:

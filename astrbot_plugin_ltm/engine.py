@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, Protocol
@@ -17,17 +18,19 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from .admin import Admin
 from .candidates import Candidate
 from .config import LTMConfig, parse_config
-from .db import Database, ReadOnlyError
+from .db import Database, ReadOnlyError, events_fts_backfill
 from .explicit import attribute, explicit_fact, guess_type
 from .extractor import Complete, Extractor, LLMExtractor
 from .models import ExtractionStatus, MemoryEvent, utcnow
 from .policy import Method
 from .reader import MemoryBlock, MemoryReader
 from .recorder import EventRecorder
-from .retrieval import KeywordRetriever, Retriever
+from .embedding import Embedder
+from .retrieval import KeywordRetriever, Retriever, VectorRetriever
 from .scope import Origin, Scope, ScopeResolver
 from .tokens import TokenCounter, default_counter
 from .worker import ExtractionWorker
+from .vectors import VectorIndex, VectorService
 from .writer import MemoryWriter, WriteOutcome
 
 log = logging.getLogger("astrbot_plugin_ltm")
@@ -51,6 +54,8 @@ class LTMEngine:
         *,
         models: ModelGateway | None = None,
         extractor_for: Callable[[str | None], Awaitable[Extractor | None]] | None = None,
+        embedder: Embedder | None = None,
+        data_dir: Path | None = None,
         retrievers: list[Retriever] | None = None,
         counter: TokenCounter | None = None,
         clock: Callable[[], datetime] = utcnow,
@@ -60,16 +65,36 @@ class LTMEngine:
         self.clock = clock
         self.models = models
         self.db = Database(engine, read_only=lambda: self.config.emergency_read_only)
-        self.writer = MemoryWriter(lambda: self.config, clock)
-        self.admin = Admin(self.db, lambda: self.config, clock)
+        self.vector_index = VectorIndex(
+            self.db, Path(data_dir) / "vectors" if data_dir else None,
+            self.config.vectors.max_loaded_namespaces, clock,
+        )
+        self.vectors = VectorService(
+            self.db, self.vector_index, embedder, self.config.vectors.query_timeout_seconds
+        )
+        self.writer = MemoryWriter(
+            lambda: self.config, clock,
+            matcher=self.vectors if embedder is not None else None,
+            on_fact_changed=self.vector_index.discard,
+            on_removed=self.vector_index.discard,
+        )
+        self.admin = Admin(
+            self.db, lambda: self.config, clock,
+            on_fact_changed=self.vector_index.discard, on_removed=self.vector_index.discard,
+        )
         self.recorder = EventRecorder(
             self.db, lambda: self.config, lambda: self.resolver, clock, on_inserted=self._capture_explicit
         )
         self.worker = ExtractionWorker(
-            self.db, self.writer, extractor_for or self._extractor_for, lambda: self.config, clock
+            self.db, self.writer, extractor_for or self._extractor_for, lambda: self.config, clock,
+            vectors=self.vectors if embedder is not None else None,
         )
         self._counter = counter
-        self._retrievers = retrievers or [KeywordRetriever()]
+        if retrievers is None:
+            retrievers = [KeywordRetriever()]
+            if embedder is not None:
+                retrievers.append(VectorRetriever(self.vectors))
+        self._retrievers = retrievers
         self.reader: MemoryReader | None = None
         self.started = False
 
@@ -78,6 +103,9 @@ class LTMEngine:
     async def start(self, background: bool = True) -> None:
         """Migrate the schema and start the recorder and extraction worker."""
         await self.db.migrate()
+        if not self.config.emergency_read_only:
+            async with self.db.write() as session:
+                await events_fts_backfill(session)
         counter = self._counter or await asyncio.to_thread(default_counter)
         self.reader = MemoryReader(self._retrievers, counter, self.clock)
         if background:
@@ -88,12 +116,15 @@ class LTMEngine:
     async def stop(self) -> None:
         await self.worker.stop()
         await self.recorder.stop()
+        await self.vector_index.flush()
         self.started = False
 
     def apply_config(self, raw: dict[str, Any]) -> list[str]:
         """Validate and switch to a new configuration at once."""
         self.config, self.config_errors = parse_config(raw)
         self.resolver = ScopeResolver(self.config.identity)
+        self.vectors.query_timeout = self.config.vectors.query_timeout_seconds
+        self.vector_index.max_loaded = self.config.vectors.max_loaded_namespaces
         return self.config_errors
 
     # -- hooks: hot path -------------------------------------------------

@@ -151,3 +151,18 @@ class MemoryTombstone(LTMBase, table=True):
     created_at: datetime = Field(default_factory=utcnow)
     actor: str = Field(default="", max_length=255)
     reason: str = ""
+
+
+class MemoryVector(LTMBase, table=True):
+    """An item's embedding. FAISS namespaces are caches rebuilt from these."""
+
+    __tablename__ = "ltm_item_vectors"
+    __table_args__ = (Index("ix_ltm_item_vectors_scope", "scope", "scope_id", "model"),)
+
+    item_id: int = Field(primary_key=True)  # ltm_items.id
+    scope: str = Field(max_length=16)
+    scope_id: str = Field(max_length=255)
+    model: str = Field(max_length=255)
+    dim: int
+    vector: bytes
+    updated_at: datetime = Field(default_factory=utcnow)

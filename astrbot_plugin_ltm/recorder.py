@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from .config import LTMConfig
-from .db import Database, ReadOnlyError
+from .db import Database, ReadOnlyError, events_fts_insert
 from .models import MemoryEvent, utcnow
 from .scope import Origin, ScopeResolver
 
@@ -135,6 +135,7 @@ class EventRecorder:
             async with self._db.write() as session:
                 session.add_all(batch)
                 await session.flush()
+                await events_fts_insert(session, [(e.id, e.content) for e in batch])
                 if self._on_inserted is not None:
                     await self._on_inserted(session, batch)
         except ReadOnlyError:

@@ -16,6 +16,7 @@ from .db import fts_search
 from .policy import Status
 from .scope import Scope
 from .text import query_tokens
+from .vectors import VectorService
 
 
 class Retriever(Protocol):
@@ -48,3 +49,24 @@ class KeywordRetriever:
             return {}
         best = max(score for _, score in hits) or 1.0
         return {rowid: max(0.0, score / best) for rowid, score in hits}
+
+
+class VectorRetriever:
+    """Cosine similarity from the scope's FAISS namespaces (negative → 0).
+
+    Keyword-only when there is no embedder, or when the query cannot be
+    embedded within the timeout: then this returns nothing for the turn.
+    """
+
+    name = "vector"
+
+    def __init__(self, service: VectorService) -> None:
+        self.service = service
+
+    async def search(
+        self, session: AsyncSession, scopes: list[Scope], query: str, limit: int
+    ) -> dict[int, float]:
+        if not query.strip():
+            return {}
+        hits = await self.service.query(scopes, query, limit)
+        return {rowid: max(0.0, sim) for rowid, sim in hits.items()}

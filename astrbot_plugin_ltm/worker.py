@@ -25,6 +25,7 @@ from .extractor import Extractor
 from .models import ExtractionStatus, MemoryEvent, MemoryItem, as_utc, utcnow
 from .policy import Method, Status
 from .scope import Scope
+from .vectors import VectorService
 from .writer import MemoryWriter, WriteOutcome, audit
 
 log = logging.getLogger("astrbot_plugin_ltm")
@@ -52,9 +53,11 @@ class ExtractionWorker:
         extractor_for: ExtractorFor,
         config: Callable[[], LTMConfig],
         clock: Callable[[], datetime] = utcnow,
+        vectors: VectorService | None = None,
     ) -> None:
         self._db = db
         self._writer = writer
+        self._vectors = vectors
         self._extractor_for = extractor_for
         self._config = config
         self._clock = clock
@@ -97,15 +100,28 @@ class ExtractionWorker:
         return results
 
     async def drain(self, max_batches: int = 1000) -> list[BatchResult]:
-        """Extract everything pending now, ignoring the idle wait (tests, tools)."""
+        """Extract everything pending now, ignoring the idle wait, then embed
+        the new items (tests, benchmarks, tools)."""
         results: list[BatchResult] = []
         while len(results) < max_batches:
             batch = await self.run_once(ignore_idle=True)
-            if not batch or not any(r.ok for r in batch):
-                results.extend(batch)
-                break
             results.extend(batch)
+            if not batch or not any(r.ok for r in batch):
+                break
+        await self.fill_vectors()
         return results
+
+    async def fill_vectors(self, max_rounds: int = 1000) -> int:
+        """Embed items that have no vector yet, batch by batch."""
+        if self._vectors is None:
+            return 0
+        total = 0
+        for _ in range(max_rounds):
+            done = await self._vectors.fill()
+            if not done:
+                break
+            total += done
+        return total
 
     async def _pending(self, scope: Scope) -> list[MemoryEvent]:
         now = self._clock()
@@ -146,6 +162,8 @@ class ExtractionWorker:
             await self._failed(events, error)
             return BatchResult(scope, len(events), False, [], error)
 
+        if self._vectors is not None and result.candidates:
+            await self._vectors.prime([c.fact for c in result.candidates])
         session_of = {e.event_id: e.session_id for e in events}
         for candidate in result.candidates:
             candidate.session_id = session_of.get(candidate.event_ids[0])
@@ -243,6 +261,7 @@ class ExtractionWorker:
             try:
                 if self._config().enable:
                     await self.run_once()
+                    await self.fill_vectors(max_rounds=20)
                 now = self._clock()
                 if self._last_sweep is None or now - self._last_sweep > timedelta(hours=1):
                     await self.sweep_expired()

@@ -24,6 +24,7 @@ from .models import MemoryAudit, MemoryEvidence, MemoryItem, MemoryTombstone, ut
 from .policy import GateInput, Method, Status, confidence, gate
 from .scope import Scope
 from .text import contradicts, normalize_fact_key
+from .vectors import delete_vector
 
 log = logging.getLogger("astrbot_plugin_ltm")
 
@@ -239,6 +240,7 @@ class MemoryWriter:
             item.status, item.awaiting_approval = self._next_status(item, decision, action)
             if item.fact != old["fact"]:
                 await fts_upsert(session, item.id, item.fact)
+                await delete_vector(session, item.id)
                 self._on_fact_changed(item)
             if item.status != old["status"]:
                 await audit(
@@ -344,6 +346,7 @@ async def remove_item(session: AsyncSession, item: MemoryItem) -> None:
     """Delete an item with its evidence links and keyword-index row."""
     await session.execute(delete(MemoryEvidence).where(MemoryEvidence.memory_id == item.memory_id))
     await fts_delete(session, item.id)
+    await delete_vector(session, item.id)
     await session.delete(item)
 
 

@@ -10,7 +10,13 @@
 - ``POST /v1/embeddings``: deterministic bag-of-words vectors.
 - ``GET /_requests`` lists every request received; ``POST /_reset`` clears it.
 - ``POST /_control`` {"extraction": "rules"|"error"|"timeout"|"malformed",
-  "timeout_seconds": N} makes extraction calls fail on purpose.
+  "timeout_seconds": N, "delay_seconds": N} makes extraction calls fail on
+  purpose (``delay_seconds`` slows down successful extraction answers).
+
+Every server has a ``State`` (``server.state``); ``serve(port, state=State())``
+gives a server its own recorded requests and controls, ``STATE`` is the
+shared default. ``request_kind()`` tells chat turns from extraction and
+title calls.
 
 Run it alone: ``python -m devtools.fake_openai PORT``.
 """
@@ -45,6 +51,11 @@ class State:
         self.requests: list[dict] = []
         self.extraction = "rules"
         self.timeout_seconds = 30.0
+        self.delay_seconds = 0.0
+
+    def snapshot(self) -> list[dict]:
+        with self.lock:
+            return list(self.requests)
 
 
 STATE = State()
@@ -90,11 +101,38 @@ def _last(messages: list[dict], role: str) -> dict | None:
     return next((m for m in reversed(messages) if m.get("role") == role), None)
 
 
+def request_kind(request: dict) -> str:
+    """``chat`` (a turn AstrBot sent for a user), ``extraction``, ``title``,
+    ``embedding`` or ``other`` for one entry of ``State.requests``."""
+    path = request.get("path", "")
+    if path.endswith("/embeddings"):
+        return "embedding"
+    if not path.endswith("/chat/completions"):
+        return "other"
+    messages = (request.get("body") or {}).get("messages") or []
+    system = " ".join(_text(m.get("content")) for m in messages if m.get("role") == "system")
+    if EXTRACTION_MARKER in system:
+        return "extraction"
+    if "conversation title generator" in system:
+        return "title"
+    return "chat"
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def log_message(self, *args) -> None:
         pass
+
+    @property
+    def state(self) -> State:
+        return getattr(self.server, "state", STATE)
+
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (e.g. a timed-out extraction call)
 
     def _json(self, obj, code: int = 200) -> None:
         data = json.dumps(obj, ensure_ascii=False).encode()
@@ -106,8 +144,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path == "/_requests":
-            with STATE.lock:
-                return self._json(STATE.requests)
+            with self.state.lock:
+                return self._json(self.state.requests)
         if self.path.rstrip("/").endswith("/models"):
             return self._json({"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
         self._json({"error": "not found"}, 404)
@@ -115,17 +153,21 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         body = json.loads(self.rfile.read(length) or b"{}")
+        state = self.state
         if self.path == "/_reset":
-            with STATE.lock:
-                STATE.requests.clear()
+            with state.lock:
+                state.requests.clear()
             return self._json({"ok": True})
         if self.path == "/_control":
-            with STATE.lock:
-                STATE.extraction = body.get("extraction", STATE.extraction)
-                STATE.timeout_seconds = float(body.get("timeout_seconds", STATE.timeout_seconds))
-            return self._json({"ok": True, "extraction": STATE.extraction})
-        with STATE.lock:
-            STATE.requests.append({"path": self.path, "body": body, "time": time.time()})
+            with state.lock:
+                state.extraction = body.get("extraction", state.extraction)
+                state.timeout_seconds = float(body.get("timeout_seconds", state.timeout_seconds))
+                state.delay_seconds = float(body.get("delay_seconds", state.delay_seconds))
+            return self._json({"ok": True, "extraction": state.extraction,
+                               "timeout_seconds": state.timeout_seconds,
+                               "delay_seconds": state.delay_seconds})
+        with state.lock:
+            state.requests.append({"path": self.path, "body": body, "time": time.time()})
         if self.path.endswith("/embeddings"):
             inputs = body.get("input")
             inputs = inputs if isinstance(inputs, list) else [inputs]
@@ -142,11 +184,14 @@ class Handler(BaseHTTPRequestHandler):
         user = _text((_last(messages, "user") or {}).get("content"))
         tool_calls = None
         if EXTRACTION_MARKER in system:
-            mode = STATE.extraction
+            state = self.state
+            mode = state.extraction
             if mode == "error":
                 return self._json({"error": {"message": "fake outage", "type": "server_error"}}, 500)
             if mode == "timeout":
-                time.sleep(STATE.timeout_seconds)
+                time.sleep(state.timeout_seconds)
+            elif state.delay_seconds > 0:
+                time.sleep(state.delay_seconds)
             text = "this is not JSON" if mode == "malformed" else json.dumps(rule_extract(user), ensure_ascii=False)
         elif "conversation title generator" in system:
             text = "Fake Title"
@@ -205,9 +250,14 @@ class Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
 
-def serve(port: int = 0) -> ThreadingHTTPServer:
-    """Start in a background thread; ``server.server_address[1]`` is the port."""
+def serve(port: int = 0, state: State | None = None) -> ThreadingHTTPServer:
+    """Start in a background thread; ``server.server_address[1]`` is the port.
+
+    ``state`` (default: the shared ``STATE``) holds the requests this server
+    records and its controls; it is also ``server.state``.
+    """
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server.state = state if state is not None else STATE
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True, name="fake-openai").start()
     return server

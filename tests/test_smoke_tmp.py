@@ -1,0 +1,11 @@
+async def test_smoke(ltm, origin):
+    a = origin("alice")
+    events, res = await ltm.turn(a, "I live in Paris", "Nice!", {"fact": "The user lives in Paris", "fact_key": "alice_home_city", "type": "profile"})
+    print(res)
+    for i in await ltm.items(): print(i)
+    for e in await ltm.events(): print(e)
+    for e in await ltm.audit(): print(e)
+    b = await ltm.block(a, "where do I live")
+    print(b)
+    print(await ltm.table_counts())
+    print(ltm.gateway.calls[0]["prompt"])
