@@ -20,6 +20,7 @@ from .config import LTMConfig
 from .db import Database, ReadOnlyError, events_fts_insert
 from .models import MemoryEvent, utcnow
 from .scope import Origin, ScopeResolver
+from .tasks import BackgroundTask
 
 log = logging.getLogger("astrbot_plugin_ltm")
 
@@ -48,7 +49,7 @@ class EventRecorder:
         self._on_inserted = on_inserted
         self._queue: list[MemoryEvent] = []
         self._wake = asyncio.Event()
-        self._task: asyncio.Task | None = None
+        self._task = BackgroundTask("ltm-recorder", self._run)
         self.dropped_read_only = 0  # events refused while emergency_read_only was on
 
     # -- hot path ---------------------------------------------------------
@@ -165,17 +166,10 @@ class EventRecorder:
                 self._wake.set()
 
     def start(self) -> None:
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._run(), name="ltm-recorder")
+        self._task.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await self._task.stop()
         try:
             await self.flush()
         except Exception:

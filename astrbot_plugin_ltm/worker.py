@@ -25,6 +25,7 @@ from .extractor import Extractor
 from .models import ExtractionStatus, MemoryEvent, MemoryItem, as_utc, utcnow
 from .policy import Method, Status
 from .scope import Scope
+from .tasks import BackgroundTask
 from .vectors import VectorService
 from .writer import MemoryWriter, WriteOutcome, audit
 
@@ -61,7 +62,7 @@ class ExtractionWorker:
         self._extractor_for = extractor_for
         self._config = config
         self._clock = clock
-        self._task: asyncio.Task | None = None
+        self._task = BackgroundTask("ltm-extraction", self._run)
         self._kick = asyncio.Event()
         self._last_sweep: datetime | None = None
 
@@ -277,14 +278,7 @@ class ExtractionWorker:
             self._kick.clear()
 
     def start(self) -> None:
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._run(), name="ltm-extraction")
+        self._task.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await self._task.stop()

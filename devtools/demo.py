@@ -63,7 +63,6 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\n  Dashboard: {bot.url}\n  Login:     astrbot / {password}\n"
         f"  Web chat:  {bot.url}/#/chat\n"
-        f"  Memory review page: {bot.url}/#/plugin-view/astrbot_plugin_ltm/review\n",
         flush=True,
     )
     if args.offline_demo:

@@ -1,0 +1,36 @@
+"""A named background task that can be started once and stopped cleanly.
+
+AstrBot reloads a plugin by creating a new instance; whatever the old one
+started must end in ``terminate()``, or every config save would leak a
+worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+
+class BackgroundTask:
+    def __init__(self, name: str, run: Callable[[], Awaitable[None]]) -> None:
+        self.name = name
+        self._run = run
+        self._task: asyncio.Task | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def start(self) -> None:
+        if not self.running:
+            self._task = asyncio.create_task(self._run(), name=self.name)
+
+    async def stop(self) -> None:
+        if self._task is None:
+            return
+        self._task.cancel()
+        try:
+            await self._task
+        except asyncio.CancelledError:
+            pass
+        self._task = None
