@@ -8,7 +8,8 @@ message the operator can act on (the adapter logs them).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, asdict
+import math
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from .policy import INJECTION_POSITIONS, MEMORY_TYPES, MODES, ReadPolicy, WritePolicy
@@ -138,6 +139,8 @@ def _coerce(path: str, value: Any, default: Any, errors: list[str]) -> Any:
             number = float(value)
         except ValueError:
             return bad(f"{value!r} is not a number")
+        if not math.isfinite(number):
+            return bad(f"{value!r} is not a finite number")
         if isinstance(default, int):
             if number != int(number):
                 return bad(f"{value!r} is not a whole number")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 _REQUEST = re.compile(
-    r"^\s*(?:please\s+|pls\s+)?(?:remember|memorize|note)(?:\s+that)?\s*[:：,，]?\s*(?P<en>.+)$"
+    r"^\s*(?:please\s+|pls\s+)?(?:remember|memorize|note)\b(?:\s+that\b)?\s*[:：,，]?\s*(?P<en>.+)$"
     r"|^\s*(?:请|帮我|麻烦)?\s*(?:记住|记一下|记得)\s*[:：,，]?\s*(?P<zh>.+)$",
     re.I | re.S,
 )
@@ -35,8 +35,9 @@ def explicit_fact(message: str) -> str | None:
     if not match:
         return None
     fact = (match.group("en") or match.group("zh") or "").strip().rstrip("。.!！")
-    # "Remember when we…?" is reminiscing, not a request.
-    if not fact or fact.endswith(("?", "？", "吗")) or _RECALL.match(fact):
+    # "Remember when we…?" is reminiscing and "记住了" an acknowledgement,
+    # not requests.
+    if len(fact) < 2 or fact.lower() in ("that", "this", "it") or fact.endswith(("?", "？", "吗")) or _RECALL.match(fact) or fact[0] in "了啦喽哦吧":
         return None
     return fact
 
@@ -45,7 +46,8 @@ def attribute(fact: str, speaker: str) -> str:
     if not speaker:
         return fact
     for pattern, replacement in _FIRST_PERSON:
-        fact = pattern.sub(replacement.format(name=speaker), fact)
+        text = replacement.format(name=speaker)
+        fact = pattern.sub(lambda _, text=text: text, fact)  # a name is literal text
     return fact
 
 

@@ -158,7 +158,8 @@ def _check(raw: Any, events, humans, max_fact_chars) -> tuple[str, Candidate | N
         speaker = humans[next(iter(speakers))]
         name = speaker.sender_name or speaker.sender_id or ""
         for pattern, replacement in _GENERIC_USER:
-            fact = pattern.sub(replacement.format(name=name), fact)
+            text = replacement.format(name=name)
+            fact = pattern.sub(lambda _, text=text: text, fact)  # a name is literal text
     elif any(p.search(fact) for p, _ in _GENERIC_USER):
         return "fact says 'the user' but several people are its source", None
     source = "tool_result" if all(e.source_role == "tool" for e in sources) else "llm_extract"

@@ -22,7 +22,9 @@ _CJK_RANGES = (
 )
 _CJK_CLASS = "".join(f"\\u{lo:04x}-\\u{hi:04x}" for lo, hi in _CJK_RANGES)
 _CJK_RUN = re.compile(f"[{_CJK_CLASS}]+")
-_TOKEN_RUN = re.compile(f"[{_CJK_CLASS}]+|[^\\W_]+", re.UNICODE)
+# A Latin (or other script) word must not run on into CJK: "Python编程" is
+# "python" + the CJK run "编程".
+_TOKEN_RUN = re.compile(f"[{_CJK_CLASS}]+|[^\\W_{_CJK_CLASS}]+", re.UNICODE)
 
 # Words too common to say anything about relevance. Kept short on purpose:
 # BM25 already discounts frequent terms, this only removes query noise.
@@ -110,19 +112,42 @@ def token_set_similarity(a: str, b: str) -> float:
     return len(sa & sb) / len(sa | sb)
 
 
-def _content_tokens(text: str) -> set[str]:
-    return {t for t in search_tokens(text) if t not in _STOPWORDS and (len(t) > 1 or is_cjk(t))}
+_NEGATION = re.compile(
+    r"\b(not|never|no longer|no|don't|doesn't|didn't|isn't|aren't|wasn't|won't|cannot|can't|dislikes?|hates?)\b"
+    r"|不|没|别|未|非|讨厌",
+    re.I,
+)
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
+_UNIT = re.compile(f"[{_CJK_CLASS}]|[^\\W_{_CJK_CLASS}]+", re.UNICODE)
+_MAX_VALUE_UNITS = 8  # a replaced value ("Paris", "上海", "30") is short
+
+
+def _units(text: str) -> list[str]:
+    """Words, and single CJK characters, for comparing two phrasings."""
+    return _UNIT.findall(unicodedata.normalize("NFKC", text).lower())
 
 
 def contradicts(old: str, new: str) -> bool:
-    """Keyword heuristic for two statements under the same fact key.
+    """Keyword heuristic: does ``new`` contradict ``old`` (same fact key)?
 
-    A restatement or a refinement (one side's content words contain the
-    other's) agrees; when each side says something the other does not and
-    they share little ("lives in Paris" / "lives in London", "30" / "31",
-    "likes" / "doesn't like"), they contradict.
+    Models reword facts all the time, so a different wording is not enough.
+    Three signs are: one says "not"/"不" and the other does not ("likes
+    cats" / "doesn't like cats"); both state numbers and they differ ("30" /
+    "31"); or the two share their beginning and differ only in a short value
+    at the end ("lives in Paris" / "lives in London", "住在上海" / "住在北京").
+    A paraphrase ("loves green tea" / "favourite drink is green tea") keeps
+    its ending and so agrees.
     """
-    a, b = _content_tokens(old), _content_tokens(new)
-    if a <= b or b <= a:
-        return False
-    return len(a & b) / len(a | b) < 0.75
+    if bool(_NEGATION.search(old)) != bool(_NEGATION.search(new)):
+        return True
+    old_numbers, new_numbers = set(_NUMBER.findall(old)), set(_NUMBER.findall(new))
+    if old_numbers and new_numbers and old_numbers != new_numbers:
+        return True
+    a, b = _units(old), _units(new)
+    prefix = 0
+    while prefix < min(len(a), len(b)) and a[prefix] == b[prefix]:
+        prefix += 1
+    rest_a, rest_b = a[prefix:], b[prefix:]
+    if not rest_a or not rest_b or rest_a[-1] == rest_b[-1]:
+        return False  # a refinement, or the same ending
+    return prefix >= 2 and len(rest_a) <= _MAX_VALUE_UNITS and len(rest_b) <= _MAX_VALUE_UNITS

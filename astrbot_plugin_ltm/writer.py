@@ -132,6 +132,9 @@ class MemoryWriter:
 
         if not key:
             return await drop("empty fact key")
+        # One limit for every source: extraction, explicit requests, imports.
+        if len(c.fact) > cfg.extraction.max_fact_chars:
+            return await drop(f"fact longer than {cfg.extraction.max_fact_chars} characters")
 
         tomb = await session.get(MemoryTombstone, (scope.kind, scope.id, key))
         if tomb is not None:
