@@ -89,10 +89,18 @@ class FakeGateway:
         self.replies.extend(replies)
         return self
 
+    def slow(self, seconds: float, reply: Any = "[]") -> FakeGateway:
+        """Script a reply that takes ``seconds`` of real time to arrive."""
+        self.replies.append(Slow(seconds, reply))
+        return self
+
+    @staticmethod
+    def facts_json(*specs: dict[str, Any]) -> str:
+        return json.dumps([{**FakeGateway.FACT_DEFAULTS, **spec} for spec in specs], ensure_ascii=False)
+
     def facts(self, *specs: dict[str, Any]) -> FakeGateway:
         """Script one reply: a JSON array of facts, defaults filled in."""
-        payload = [{**self.FACT_DEFAULTS, **spec} for spec in specs]
-        self.replies.append(json.dumps(payload, ensure_ascii=False))
+        self.replies.append(self.facts_json(*specs))
         return self
 
     # -- the ModelGateway protocol ---------------------------------------

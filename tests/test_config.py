@@ -1,0 +1,334 @@
+"""Config validation: bad values become safe defaults with one clear message
+each, never an exception; _conf_schema.json agrees with the dataclasses."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, fields, is_dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from astrbot_plugin_ltm.config import _CHOICES, _RANGES, LTMConfig, parse_config
+from astrbot_plugin_ltm.policy import MEMORY_TYPES
+
+SCHEMA = Path(__file__).resolve().parent.parent / "_conf_schema.json"
+DEFAULT = LTMConfig()
+
+
+def get(cfg, path):
+    value = cfg
+    for part in path.split("."):
+        value = value[part] if isinstance(value, dict) else getattr(value, part)
+    return value
+
+
+def nest(path, value):
+    raw = value
+    for part in reversed(path.split(".")):
+        raw = {part: raw}
+    return raw
+
+
+def test_no_config_means_defaults_without_messages():
+    for raw in (None, {}):
+        cfg, errors = parse_config(raw)
+        assert errors == [] and cfg == DEFAULT
+
+
+INVALID = [
+    ("write_policy.mode", "yolo"),
+    ("write_policy.mode", None),
+    ("write_policy.min_confidence", 1.7),
+    ("write_policy.min_confidence", -0.1),
+    ("write_policy.min_confidence", "high"),
+    ("write_policy.min_evidence_count", 0),
+    ("write_policy.min_evidence_count", 1.5),
+    ("write_policy.max_writes_per_session", "ten"),
+    ("write_policy.max_writes_per_hour", -1),
+    ("write_policy.max_items_per_scope", 0),
+    ("write_policy.enable", "maybe"),
+    ("write_policy.allowed_types", ["profile", "hobby"]),
+    ("write_policy.allowed_types", "profile, hobby"),
+    ("write_policy.allowed_types", [1, 2]),
+    ("write_policy.require_approval_types", ["everything"]),
+    ("read_policy.max_tokens", -5),
+    ("read_policy.max_tokens", "lots"),
+    ("read_policy.max_tokens", True),
+    ("read_policy.max_tokens", [800]),
+    ("read_policy.max_items", 1000),
+    ("read_policy.max_per_type", 0),
+    ("read_policy.min_confidence", 2),
+    ("read_policy.similarity_weight", -1),
+    ("read_policy.injection_position", "footer"),
+    ("identity.user_scope_strategy", "email"),
+    ("identity.cross_platform_aliases", ["alice"]),
+    ("identity.cross_platform_aliases", ["qq111=alice"]),
+    ("identity.cross_platform_aliases", {"qq:1": "alice"}),
+    ("identity.include_legacy_umo_on_read", "sometimes"),
+    ("extraction.timeout_seconds", 0),
+    ("extraction.batch_size", 0),
+    ("extraction.max_attempts", "many"),
+    ("extraction.poll_seconds", 0),
+    ("recording.tool_result_max_chars", 5),
+    ("recording.record_tool_results", "yes please"),
+    ("enable", "maybe"),
+    ("emergency_read_only", 3),
+    ("extraction_provider_id", 42),
+    ("retention_days.preference", -2),
+    ("retention_days.preference", "forever"),
+    ("retention_days.episode", 1.5),
+]
+
+
+@pytest.mark.parametrize(("path", "value"), INVALID, ids=[f"{p}={v!r}" for p, v in INVALID])
+def test_an_invalid_value_becomes_the_default_with_one_message(path, value):
+    cfg, errors = parse_config(nest(path, value))
+    assert get(cfg, path) == get(DEFAULT, path)
+    assert len(errors) == 1, errors
+    message = errors[0]
+    assert message.startswith(path + ":"), message
+    assert "default" in message
+    # the rest of the config is untouched
+    assert asdict(cfg) == asdict(DEFAULT)
+
+
+@pytest.mark.parametrize(
+    ("raw", "path"),
+    [
+        ({"write_policy": "auto"}, "write_policy"),
+        ({"read_policy": [1, 2]}, "read_policy"),
+        ({"retention_days": 30}, "retention_days"),
+        ({"colour": "blue"}, "colour"),
+        ({"write_policy": {"colour": "blue"}}, "write_policy.colour"),
+        ({"identity": {"aliases": []}}, "identity.aliases"),
+    ],
+)
+def test_malformed_sections_and_unknown_keys_give_one_message(raw, path):
+    cfg, errors = parse_config(raw)
+    assert asdict(cfg) == asdict(DEFAULT)
+    assert len(errors) == 1 and errors[0].startswith(path + ":"), errors
+
+
+def test_one_message_per_invalid_value():
+    raw = {
+        "write_policy": {"mode": "yolo", "min_confidence": 1.7, "allowed_types": ["hobby"], "max_items_per_scope": 50},
+        "read_policy": {"max_tokens": -5, "max_items": "lots", "max_per_type": 3},
+        "identity": {"cross_platform_aliases": ["nonsense"]},
+        "unknown": 1,
+    }
+    cfg, errors = parse_config(raw)
+    paths = ["write_policy.mode", "write_policy.min_confidence", "write_policy.allowed_types",
+             "read_policy.max_tokens", "read_policy.max_items", "identity.cross_platform_aliases", "unknown"]
+    assert len(errors) == len(paths), errors
+    for path in paths:
+        assert sum(e.startswith(path + ":") for e in errors) == 1, (path, errors)
+    # the valid values next to them are kept
+    assert cfg.write_policy.max_items_per_scope == 50 and cfg.read_policy.max_per_type == 3
+    assert cfg.write_policy.mode == "shadow" and cfg.read_policy.max_tokens == 800
+
+
+def test_valid_values_are_taken():
+    raw = {
+        "enable": True,
+        "emergency_read_only": "true",
+        "write_policy": {"mode": "manual", "min_confidence": 0.75, "min_evidence_count": 2,
+                         "allowed_types": "profile, preference", "require_approval_types": ["profile"],
+                         "max_writes_per_session": 3, "max_writes_per_hour": 7, "max_items_per_scope": 9},
+        "read_policy": {"max_tokens": 300, "max_items": 4, "max_per_type": 2, "min_confidence": 0,
+                        "injection_position": "system_prompt"},
+        "identity": {"user_scope_strategy": "unified_msg_origin", "cross_platform_aliases": ["qq:1=a", "tg:2=a"]},
+        "retention_days": {"episode": -1, "task_state": 0},
+        "extraction": {"timeout_seconds": 1, "idle_seconds": 0.5},
+        "extraction_provider_id": "  openai  ",
+    }
+    cfg, errors = parse_config(raw)
+    assert errors == []
+    assert cfg.emergency_read_only is True
+    w = cfg.write_policy
+    assert (w.mode, w.min_confidence, w.min_evidence_count) == ("manual", 0.75, 2)
+    assert w.allowed_types == ["profile", "preference"] and w.require_approval_types == ["profile"]
+    assert (w.max_writes_per_session, w.max_writes_per_hour, w.max_items_per_scope) == (3, 7, 9)
+    r = cfg.read_policy
+    assert (r.max_tokens, r.max_items, r.max_per_type, r.min_confidence) == (300, 4, 2, 0.0)
+    assert isinstance(r.max_tokens, int)
+    assert cfg.identity.alias_map() == {"qq:1": "a", "tg:2": "a"}
+    assert cfg.ttl_days("episode") is None and cfg.ttl_days("task_state") == 0
+    assert cfg.extraction.timeout_seconds == 1.0 and cfg.extraction_provider_id == "openai"
+
+
+def test_approval_types_outside_allowed_types_are_pointed_out():
+    cfg, errors = parse_config({"write_policy": {"allowed_types": ["profile"], "require_approval_types": ["constraint"]}})
+    assert len(errors) == 1 and "require_approval_types" in errors[0] and "allowed_types" in errors[0]
+
+
+def test_non_finite_numbers_never_raise():
+    # "inf"/"nan" typed into the JSON editor, or Infinity/NaN (Python's json reads them)
+    problems = []
+    for path in ("read_policy.max_tokens", "write_policy.max_items_per_scope",
+                 "retention_days.preference", "read_policy.min_confidence"):
+        for value in ("inf", "-inf", "nan", "Infinity", float("inf"), float("nan"), 1e400):
+            try:
+                cfg, errors = parse_config(nest(path, value))
+            except Exception as exc:  # noqa: BLE001 - that is the point
+                problems.append(f"{path}={value!r} raised {type(exc).__name__}: {exc}")
+                continue
+            if get(cfg, path) != get(DEFAULT, path) or len(errors) != 1 or not errors[0].startswith(path + ":"):
+                problems.append(f"{path}={value!r} gave {get(cfg, path)!r} with {errors}")
+    assert problems == []
+
+
+def test_engine_apply_config_reports_messages(tmp_path):
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from astrbot_plugin_ltm import LTMEngine
+
+    engine = LTMEngine(create_async_engine(f"sqlite+aiosqlite:///{tmp_path}/c.db"), {"write_policy": {"mode": "yolo"}})
+    assert len(engine.config_errors) == 1 and engine.config.write_policy.mode == "shadow"
+    errors = engine.apply_config({"write_policy": {"mode": "auto"}, "read_policy": {"max_tokens": -5}})
+    assert errors == engine.config_errors and len(errors) == 1
+    assert engine.config.write_policy.mode == "auto" and engine.config.read_policy.max_tokens == 800
+
+
+# -- never an exception, always a valid config ----------------------------------
+
+_scalar = st.one_of(
+    st.none(), st.booleans(), st.integers(-10**6, 10**6),
+    st.floats(allow_nan=False, allow_infinity=False, width=32),
+    st.text(max_size=12).filter(lambda s: not _non_finite_text(s)),
+    st.sampled_from(["shadow", "auto", "manual", "0.5", "10", "true", "False", "profile", "qq:1=a", ""]),
+)
+_value = st.one_of(_scalar, st.lists(_scalar, max_size=4), st.dictionaries(st.text(max_size=6), _scalar, max_size=3))
+
+
+def _non_finite_text(s: str) -> bool:
+    try:
+        return not math.isfinite(float(s))
+    except (ValueError, OverflowError):
+        return False
+
+
+def _section_keys(cls):
+    return [f.name for f in fields(cls)]
+
+
+def _raw_strategy():
+    section_names = ["write_policy", "read_policy", "identity", "extraction", "recording", "retention_days"]
+    known = {
+        "write_policy": _section_keys(type(DEFAULT.write_policy)),
+        "read_policy": _section_keys(type(DEFAULT.read_policy)),
+        "identity": _section_keys(type(DEFAULT.identity)),
+        "extraction": _section_keys(type(DEFAULT.extraction)),
+        "recording": _section_keys(type(DEFAULT.recording)),
+        "retention_days": list(MEMORY_TYPES),
+    }
+    section = st.one_of(
+        st.sampled_from(section_names).flatmap(
+            lambda name: st.tuples(
+                st.just(name),
+                st.one_of(
+                    _value,
+                    st.dictionaries(st.sampled_from(known[name] + ["bogus"]), _value, max_size=6),
+                ),
+            )
+        ),
+        st.tuples(st.sampled_from(["enable", "emergency_read_only", "extraction_provider_id", "bogus"]), _value),
+    )
+    return st.lists(section, max_size=8).map(dict)
+
+
+def assert_valid(cfg: LTMConfig):
+    for path, (lo, hi) in _RANGES.items():
+        try:
+            value = get(cfg, path)
+        except AttributeError:
+            continue
+        assert lo <= value <= hi, (path, value)
+        assert isinstance(value, type(get(DEFAULT, path))), (path, value)
+    for path, choices in _CHOICES.items():
+        assert get(cfg, path) in choices, path
+    assert set(cfg.write_policy.allowed_types) <= set(MEMORY_TYPES)
+    assert set(cfg.write_policy.require_approval_types) <= set(MEMORY_TYPES)
+    assert all(isinstance(v, int) and v >= -1 for v in cfg.retention_days.values())
+    assert set(cfg.retention_days) == set(MEMORY_TYPES)
+    for line in cfg.identity.cross_platform_aliases:
+        assert "=" in line and ":" in line.partition("=")[0]
+    assert isinstance(cfg.enable, bool) and isinstance(cfg.emergency_read_only, bool)
+
+
+@settings(max_examples=300, deadline=None)
+@given(raw=_raw_strategy())
+def test_any_input_gives_a_valid_config_and_never_raises(raw):
+    cfg, errors = parse_config(raw)
+    assert_valid(cfg)
+    assert all(isinstance(e, str) and e for e in errors)
+    if not errors:
+        # nothing was fixed, so everything given was taken as is
+        for name, value in raw.items():
+            if isinstance(value, dict) and is_dataclass(getattr(cfg, name)):
+                for key in value:
+                    assert hasattr(getattr(cfg, name), key)
+
+
+# -- _conf_schema.json --------------------------------------------------------------
+
+_PY_TYPES = {"bool": bool, "int": int, "float": float, "string": str, "text": str, "list": list}
+
+
+def _schema_leaves(schema: dict, prefix=""):
+    for key, entry in schema.items():
+        if entry.get("type") == "object":
+            yield from _schema_leaves(entry["items"], f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", entry
+
+
+def test_schema_defaults_equal_the_dataclass_defaults():
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    leaves = dict(_schema_leaves(schema))
+    assert leaves, "the schema has no settings"
+    for path, entry in leaves.items():
+        expected = get(DEFAULT, path)
+        assert "default" in entry, path
+        assert entry["default"] == expected, path
+        assert type(entry["default"]) is type(expected) or (
+            isinstance(expected, float) and type(entry["default"]) is int
+        ), path
+        assert isinstance(expected, _PY_TYPES[entry["type"]]), (path, entry["type"])
+        if "options" in entry:
+            assert tuple(entry["options"]) == _CHOICES[path], path
+
+
+def test_schema_defaults_parse_without_messages():
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    raw: dict = {}
+    for path, entry in _schema_leaves(schema):
+        node = raw
+        *parents, last = path.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = entry["default"]
+    cfg, errors = parse_config(raw)
+    assert errors == [] and asdict(cfg) == asdict(DEFAULT)
+
+
+def test_every_setting_is_in_the_schema():
+    """Operators configure the plugin through AstrBot's form, built from the schema."""
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    leaves = set(dict(_schema_leaves(schema)))
+
+    def config_leaves(obj, prefix=""):
+        for f in fields(obj):
+            value = getattr(obj, f.name)
+            if is_dataclass(value):
+                yield from config_leaves(value, f"{prefix}{f.name}.")
+            elif isinstance(value, dict):
+                yield from (f"{prefix}{f.name}.{k}" for k in value)
+            else:
+                yield f"{prefix}{f.name}"
+
+    missing = sorted(set(config_leaves(DEFAULT)) - leaves)
+    assert missing == []

@@ -1,0 +1,192 @@
+"""Explicit requests: "remember that …" / "记住…" in a message and the
+remember() API become user_explicit memories without a model call."""
+
+from __future__ import annotations
+
+import pytest
+
+from astrbot_plugin_ltm.explicit import attribute, explicit_fact, guess_type
+from astrbot_plugin_ltm.models import MemoryEvidence
+
+
+async def _explicit_item(ltm):
+    item = await ltm.item()
+    (link,) = await ltm.evidence(MemoryEvidence.memory_id == item.memory_id)
+    return item, link
+
+
+async def test_english_request_in_a_message(ltm, origin):
+    a = origin("alice")
+    events = await ltm.record(a, "Remember that I like green tea", "Sure, I will.")
+    # written when the events are written: no extraction needed
+    item, link = await _explicit_item(ltm)
+    assert item.fact == "Alice like green tea"
+    assert item.type == "preference" and item.status == "active"
+    assert item.confidence == 1.0  # 1.0 × user_explicit weight 1.0
+    assert link.extraction_method == "user_explicit" and link.event_id == events[0].event_id
+    assert (await ltm.audit())[0].actor == "user:alice"
+
+    await ltm.engine.worker.drain()
+    assert ltm.gateway.calls == []  # the model was never asked
+    assert (await ltm.item()).evidence_count == 1  # and nothing was extracted twice
+    assert {e.extraction_status for e in await ltm.events()} <= {"done", "skipped"}
+    assert "green tea" in (await ltm.block(a, "what do I drink")).text
+
+
+async def test_chinese_request_in_a_message(ltm, origin):
+    xm = origin("xiaoming", name="小明")
+    await ltm.record(xm, "记住我喜欢喝绿茶", "好的，记住了。")
+    item, link = await _explicit_item(ltm)
+    assert item.fact == "小明喜欢喝绿茶"
+    assert item.type == "preference" and item.status == "active"
+    assert link.extraction_method == "user_explicit"
+    await ltm.engine.worker.drain()
+    assert ltm.gateway.calls == []
+    assert "小明喜欢喝绿茶" in (await ltm.block(xm, "我喜欢喝什么")).text
+
+
+async def test_remember_api(ltm, origin):
+    a = origin("alice")
+    outcome = await ltm.engine.remember(a, "  my   birthday is May 1  ")
+    assert outcome.action == "created" and outcome.status == "active"
+    item, link = await _explicit_item(ltm)
+    assert item.fact == "Alice's birthday is May 1" and item.memory_id == outcome.memory_id
+    assert link.extraction_method == "user_explicit"
+    (event,) = await ltm.events()
+    assert event.event_id == link.event_id and event.extraction_status == "done"
+    assert event.content["text"] == "my birthday is May 1" and event.sender_id == "alice"
+    await ltm.engine.worker.drain()
+    assert ltm.gateway.calls == [] and ltm.gateway.completer_calls == []
+
+
+async def test_remember_api_rejects_empty_facts(ltm, origin):
+    with pytest.raises(ValueError):
+        await ltm.engine.remember(origin("alice"), "   ")
+    assert await ltm.items() == [] and await ltm.events() == []
+
+
+async def test_explicit_memories_respect_max_fact_chars(make_ltm, origin):
+    # extraction.max_fact_chars is "the longest a memory may be"; extraction
+    # and operator edits enforce it, and explicit requests must not bypass it.
+    ltm = await make_ltm({"write_policy": {"mode": "auto"}, "extraction": {"max_fact_chars": 50}})
+    a = origin("alice")
+    long_fact = "my favourite things are " + ", ".join(f"thing number {n}" for n in range(30))
+    try:
+        await ltm.engine.remember(a, long_fact)
+    except ValueError:
+        pass  # refusing is fine
+    await ltm.record(a, "Remember that " + long_fact, "OK.")
+    assert all(len(i.fact) <= 50 for i in await ltm.items()), [len(i.fact) for i in await ltm.items()]
+
+
+async def test_explicit_requests_skip_confidence_thresholds(make_ltm, origin):
+    ltm = await make_ltm({"write_policy": {"mode": "auto", "min_confidence": 1.0, "min_evidence_count": 3}})
+    await ltm.engine.remember(origin("alice"), "I am vegetarian")
+    item = await ltm.item()
+    assert item.status == "active" and item.fact == "Alice is vegetarian"
+
+
+async def test_explicit_request_in_a_group_names_the_speaker(ltm, origin):
+    bob = origin("bob", group="g1")
+    await ltm.record(bob, "please remember my birthday is May 1", "OK Bob.")
+    item = await ltm.item()
+    assert item.fact == "Bob's birthday is May 1"
+    assert (item.scope, item.scope_id) == ("group", "qq:g1")
+
+
+async def test_the_assistant_saying_remember_is_not_a_request(ltm, origin):
+    await ltm.record(origin("alice"), "what's next?", "Remember that you have a meeting at 10.")
+    assert await ltm.items() == []
+
+
+async def test_reminiscing_is_not_a_request(ltm, origin):
+    a = origin("alice")
+    await ltm.record(a, "Remember when we went to Paris?", "Yes!")
+    await ltm.record(a, "记得吗？", "嗯")
+    assert await ltm.items() == []
+    # those events wait for normal extraction instead
+    assert {e.extraction_status for e in await ltm.events()} == {"pending"}
+
+
+def test_words_that_only_begin_like_a_request_are_not_requests():
+    # "note"/"remember"/"记住" must be whole words: "Noted, thanks!" is not
+    # a request to remember "d, thanks".
+    messages = [
+        "Noted, thanks!",
+        "Notebook is broken",
+        "notes are in the drawer",
+        "Remembering names is hard for me",
+        "Memorizes everything",
+        "Remember that",
+        "记住了",
+    ]
+    assert {m: explicit_fact(m) for m in messages} == {m: None for m in messages}
+
+
+async def test_an_acknowledgement_creates_no_memory(ltm, origin):
+    await ltm.record(origin("alice"), "Noted, thanks!", "You're welcome.")
+    await ltm.record(origin("xiaoming", name="小明"), "记住了", "好的")
+    assert [i.fact for i in await ltm.items()] == []
+    # and the messages still go to normal extraction
+    assert {e.extraction_status for e in await ltm.events()} == {"pending"}
+
+
+WEIRD_NAME = r"C:\Users\bob \1 \g<0>"
+
+
+def test_attribute_inserts_the_speaker_name_literally():
+    assert attribute("I like tea", WEIRD_NAME) == WEIRD_NAME + " like tea"
+    assert attribute("我喜欢茶", WEIRD_NAME) == WEIRD_NAME + "喜欢茶"
+
+
+async def test_a_backslash_in_a_nickname_does_not_block_recording(ltm, origin):
+    weird = origin("bob", name=WEIRD_NAME)
+    ltm.engine.record_turn(weird, "Remember that I like green tea", "OK")
+    ltm.engine.record_turn(origin("alice"), "hello", "hi")
+    await ltm.engine.recorder.flush()
+    assert len(await ltm.events()) == 4
+    assert [i.fact for i in await ltm.items()] == [WEIRD_NAME + " like green tea"]
+
+
+@pytest.mark.parametrize(
+    ("message", "fact"),
+    [
+        ("Remember that I like green tea", "I like green tea"),
+        ("remember: my cat is called Tom.", "my cat is called Tom"),
+        ("Please remember I'm allergic to nuts!", "I'm allergic to nuts"),
+        ("note that the deadline is Friday", "the deadline is Friday"),
+        ("记住我喜欢喝绿茶", "我喜欢喝绿茶"),
+        ("请记住：我住在上海。", "我住在上海"),
+        ("帮我记一下明天开会", "明天开会"),
+        ("Remember when we met?", None),
+        ("Do you remember me?", None),
+        ("I remember that day", None),
+        ("记得吗", None),
+        ("hello", None),
+    ],
+)
+def test_explicit_fact(message, fact):
+    assert explicit_fact(message) == fact
+
+
+def test_attribute_rewrites_the_first_person():
+    assert attribute("I like green tea", "Alice") == "Alice like green tea"
+    assert attribute("my cat is Tom", "Alice") == "Alice's cat is Tom"
+    assert attribute("I'm allergic to nuts", "Alice") == "Alice is allergic to nuts"
+    assert attribute("我的猫叫汤姆", "小明") == "小明的猫叫汤姆"
+    assert attribute("我喜欢绿茶", "小明") == "小明喜欢绿茶"
+    assert attribute("I like tea", "") == "I like tea"
+
+
+@pytest.mark.parametrize(
+    ("fact", "mtype"),
+    [
+        ("Alice likes green tea", "preference"),
+        ("小明喜欢喝绿茶", "preference"),
+        ("never use sudo", "constraint"),
+        ("不要用sudo", "constraint"),
+        ("Alice lives in Paris", "profile"),
+    ],
+)
+def test_guess_type(fact, mtype):
+    assert guess_type(fact) == mtype

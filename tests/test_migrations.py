@@ -1,0 +1,309 @@
+"""Numbered migrations: complete, idempotent, data-preserving, transactional,
+and in agreement with the SQLModel models column by column."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+
+from astrbot_plugin_ltm.migrate import MIGRATIONS_DIR, MigrationError, current_version, discover, migrate
+from astrbot_plugin_ltm.models import metadata
+
+MIGRATIONS = discover()
+LATEST = MIGRATIONS[-1].version
+
+
+def connect(path) -> sqlite3.Connection:
+    return sqlite3.connect(str(path))
+
+
+def version(path) -> int:
+    conn = connect(path)
+    try:
+        return current_version(conn)
+    finally:
+        conn.close()
+
+
+def schema(path) -> dict[str, str]:
+    conn = connect(path)
+    try:
+        return {name: sql for name, sql in conn.execute("SELECT name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")}
+    finally:
+        conn.close()
+
+
+def ltm_tables(conn) -> dict[str, str]:
+    """Plain and virtual ltm_ tables (not FTS shadow tables), name -> kind."""
+    rows = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name LIKE 'ltm%'").fetchall()
+    virtual = {name for name, sql in rows if sql and sql.upper().startswith("CREATE VIRTUAL TABLE")}
+    out = {}
+    for name, _ in rows:
+        if name != "ltm_schema_version" and not any(name.startswith(v + "_") for v in virtual):
+            out[name] = "virtual" if name in virtual else "table"
+    return out
+
+
+def columns(conn, table) -> list[tuple]:
+    """(name, declared type, notnull, pk) per column."""
+    return [(r[1], r[2], bool(r[3]), r[5]) for r in conn.execute(f'PRAGMA table_info("{table}")')]
+
+
+def sample_value(declared: str, name: str):
+    t = declared.upper()
+    if "INT" in t:
+        return 7
+    if "BOOL" in t:
+        return 1
+    if "FLOAT" in t or "REAL" in t or "DOUBLE" in t or "NUMERIC" in t:
+        return 0.25
+    if "DATE" in t or "TIME" in t:
+        return "2025-01-02 03:04:05.000000"
+    if "JSON" in t:
+        return '{"sample": true}'
+    if "BLOB" in t:
+        return b"\x00\x01\x02"
+    return f"sample-{name}"[:16]
+
+
+# -- from scratch ---------------------------------------------------------------
+
+
+def test_migrations_are_numbered_from_one():
+    assert [m.version for m in MIGRATIONS] == list(range(1, LATEST + 1))
+    assert all(MIGRATIONS_DIR in m.path.parents for m in MIGRATIONS)
+
+
+def test_migrate_an_empty_database_creates_every_table(tmp_path):
+    db = tmp_path / "empty.db"
+    assert migrate(str(db)) == list(range(1, LATEST + 1))
+    assert version(db) == LATEST
+    conn = connect(db)
+    try:
+        tables = ltm_tables(conn)
+        for table in metadata.tables:
+            assert tables.get(table) == "table", table
+        assert tables.get("ltm_items_fts") == "virtual"
+        recorded = conn.execute("SELECT version, name FROM ltm_schema_version ORDER BY version").fetchall()
+        assert recorded == [(m.version, m.name) for m in MIGRATIONS]
+    finally:
+        conn.close()
+
+
+def test_rerunning_applies_nothing(tmp_path):
+    db = tmp_path / "again.db"
+    migrate(str(db))
+    before = schema(db)
+    assert migrate(str(db)) == []
+    assert migrate(str(db), target=1) == []
+    assert schema(db) == before and version(db) == LATEST
+
+
+def test_target_stops_at_that_version(tmp_path):
+    db = tmp_path / "one.db"
+    assert migrate(str(db), target=1) == [1]
+    assert version(db) == 1
+    assert migrate(str(db)) == list(range(2, LATEST + 1))
+
+
+@pytest.mark.parametrize("start", range(1, LATEST + 1))
+def test_upgrading_from_every_earlier_version_keeps_the_data(tmp_path, start):
+    db = tmp_path / f"from{start}.db"
+    assert migrate(str(db), target=start) == list(range(1, start + 1))
+    conn = connect(db)
+    inserted: dict[str, dict[str, object]] = {}
+    try:
+        for table in ltm_tables(conn):
+            row = {name: sample_value(declared, name) for name, declared, _, _ in columns(conn, table)}
+            names = ", ".join(f'"{n}"' for n in row)
+            marks = ", ".join("?" for _ in row)
+            conn.execute(f'INSERT INTO "{table}" ({names}) VALUES ({marks})', list(row.values()))
+            inserted[table] = row
+        conn.commit()
+    finally:
+        conn.close()
+    assert "ltm_items" in inserted and "ltm_events" in inserted
+
+    assert migrate(str(db)) == list(range(start + 1, LATEST + 1))
+    assert version(db) == LATEST
+    conn = connect(db)
+    try:
+        for table, row in inserted.items():
+            present = [n for n, *_ in columns(conn, table) if n in row]
+            assert present, f"{table} lost all of its columns"
+            names = ", ".join(f'"{n}"' for n in present)
+            found = conn.execute(f'SELECT {names} FROM "{table}"').fetchall()
+            assert found == [tuple(row[n] for n in present)], table
+    finally:
+        conn.close()
+
+
+def test_migrated_columns_equal_the_models(tmp_path):
+    db = tmp_path / "models.db"
+    migrate(str(db))
+    dialect = sqlite_dialect.dialect()
+    conn = connect(db)
+    try:
+        for table in metadata.sorted_tables:
+            actual = {name: (declared.upper(), notnull, pk) for name, declared, notnull, pk in columns(conn, table.name)}
+            expected = {}
+            pk_order = [c.name for c in table.primary_key.columns]
+            for col in table.columns:
+                pk = pk_order.index(col.name) + 1 if col.primary_key else 0
+                notnull = not col.nullable and not (col.primary_key and len(pk_order) == 1)
+                expected[col.name] = (col.type.compile(dialect=dialect).upper(), notnull, pk)
+            assert set(actual) == set(expected), table.name
+            for name in expected:
+                exp_type, exp_notnull, exp_pk = expected[name]
+                act_type, act_notnull, act_pk = actual[name]
+                assert act_type == exp_type, (table.name, name)
+                assert act_pk == exp_pk, (table.name, name)
+                if not act_pk:
+                    assert act_notnull == exp_notnull, (table.name, name)
+    finally:
+        conn.close()
+
+
+def test_migrated_indexes_and_unique_constraints_equal_the_models(tmp_path):
+    db = tmp_path / "idx.db"
+    migrate(str(db))
+    conn = connect(db)
+    try:
+        for table in metadata.sorted_tables:
+            index_list = conn.execute(f'PRAGMA index_list("{table.name}")').fetchall()
+            named = {}
+            unique_sets = set()
+            for _, name, unique, origin, _ in index_list:
+                cols = tuple(r[2] for r in conn.execute(f'PRAGMA index_info("{name}")'))
+                if origin == "c":
+                    named[name] = (cols, bool(unique))
+                if unique:
+                    unique_sets.add(frozenset(cols))
+            expected_named = {i.name: (tuple(c.name for c in i.columns), bool(i.unique)) for i in table.indexes}
+            assert named == expected_named, table.name
+            expected_unique = {
+                frozenset(c.name for c in con.columns)
+                for con in table.constraints
+                if type(con).__name__ == "UniqueConstraint"
+            }
+            expected_unique |= {frozenset([c.name]) for c in table.columns if c.unique}
+            if len(table.primary_key.columns) > 1 or not any(
+                c.type.compile(dialect=sqlite_dialect.dialect()) == "INTEGER" for c in table.primary_key.columns
+            ):
+                expected_unique.add(frozenset(c.name for c in table.primary_key.columns))
+            assert unique_sets == expected_unique, table.name
+    finally:
+        conn.close()
+
+
+def test_every_plain_table_has_a_model(tmp_path):
+    db = tmp_path / "all.db"
+    migrate(str(db))
+    conn = connect(db)
+    try:
+        plain = {name for name, kind in ltm_tables(conn).items() if kind == "table"}
+    finally:
+        conn.close()
+    assert plain == set(metadata.tables)
+
+
+# -- failures -----------------------------------------------------------------------
+
+BROKEN = '''
+def upgrade(conn):
+    conn.execute("CREATE TABLE ltm_half_done (id INTEGER PRIMARY KEY)")
+    conn.execute("INSERT INTO ltm_half_done (id) VALUES (1)")
+    conn.execute("ALTER TABLE ltm_items ADD COLUMN half_done INTEGER")
+    conn.execute("THIS IS NOT SQL")
+'''
+
+
+def broken_dir(tmp_path, keep: int) -> Path:
+    directory = tmp_path / f"migrations_{keep}"
+    directory.mkdir()
+    for m in MIGRATIONS[:keep]:
+        shutil.copy(m.path, directory / m.path.name)
+    (directory / f"{keep + 1:04d}_broken.py").write_text(BROKEN)
+    return directory
+
+
+def test_a_failing_migration_rolls_back_and_leaves_version_1(tmp_path):
+    directory = broken_dir(tmp_path, keep=1)
+    db = tmp_path / "broken.db"
+    with pytest.raises(MigrationError, match="0002_broken"):
+        migrate(str(db), directory=directory)
+    assert version(db) == 1
+    conn = connect(db)
+    try:
+        tables = ltm_tables(conn)
+        assert "ltm_half_done" not in tables
+        assert "half_done" not in [c[0] for c in columns(conn, "ltm_items")]
+        assert "ltm_items" in tables
+    finally:
+        conn.close()
+    # and it is retried next time (still failing), never recorded as applied
+    with pytest.raises(MigrationError):
+        migrate(str(db), directory=directory)
+    assert version(db) == 1
+
+
+def test_a_failing_migration_after_the_latest_leaves_data_alone(tmp_path):
+    db = tmp_path / "latest.db"
+    migrate(str(db))
+    conn = connect(db)
+    conn.execute(
+        "INSERT INTO ltm_tombstones (scope, scope_id, fact_key, fact, created_at, actor, reason) "
+        "VALUES ('user', 'u', 'k', 'f', '2025-01-01 00:00:00', 'a', 'r')"
+    )
+    conn.commit()
+    conn.close()
+    before = schema(db)
+    with pytest.raises(MigrationError):
+        migrate(str(db), directory=broken_dir(tmp_path, keep=LATEST))
+    assert version(db) == LATEST and schema(db) == before
+    conn = connect(db)
+    try:
+        assert conn.execute("SELECT count(*) FROM ltm_tombstones").fetchone() == (1,)
+    finally:
+        conn.close()
+
+
+def test_gaps_in_the_numbering_are_refused(tmp_path):
+    directory = tmp_path / "gap"
+    directory.mkdir()
+    shutil.copy(MIGRATIONS[0].path, directory / MIGRATIONS[0].path.name)
+    (directory / "0003_later.py").write_text("def upgrade(conn):\n    pass\n")
+    with pytest.raises(MigrationError, match="not numbered"):
+        migrate(str(tmp_path / "gap.db"), directory=directory)
+
+
+def test_concurrent_migrations_apply_each_version_once(tmp_path):
+    db = tmp_path / "race.db"
+    results, errors = [], []
+
+    def run():
+        try:
+            results.append(migrate(str(db)))
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    applied = sorted(v for r in results for v in r)
+    assert applied == list(range(1, LATEST + 1))
+    assert version(db) == LATEST
+
+
+async def test_engine_start_migrates(make_ltm):
+    ltm = await make_ltm()
+    assert version(ltm.path) == LATEST
+    assert set(metadata.tables) <= set((await ltm.table_counts()))

@@ -1,0 +1,327 @@
+"""The read pipeline: the token budget is a hard limit, item caps, what is
+never injected, TTL, ranking and keyword search (Chinese and English)."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from datetime import timedelta
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from astrbot_plugin_ltm.db import fts_upsert
+from astrbot_plugin_ltm.models import MemoryItem
+from astrbot_plugin_ltm.policy import MEMORY_TYPES, ReadPolicy
+from astrbot_plugin_ltm.reader import FOOTER, HEADER, MemoryReader
+from astrbot_plugin_ltm.retrieval import KeywordRetriever
+from astrbot_plugin_ltm.scope import Scope
+from astrbot_plugin_ltm.tokens import EstimateCounter, default_counter
+
+ALICE = Scope("user", "qq:alice")
+_keys = itertools.count()
+
+
+async def add(ltm, fact, *, scope=ALICE, type="preference", status="active", confidence=0.9,
+              importance=0.5, ttl_days=None, age=timedelta(0), awaiting_approval=False) -> MemoryItem:
+    """Insert an item directly (with its keyword-index row)."""
+    when = ltm.clock() - age
+    async with ltm.engine.db.write() as session:
+        item = MemoryItem(
+            scope=scope.kind, scope_id=scope.id, type=type, fact=fact, fact_key=f"k{next(_keys)}",
+            confidence=confidence, importance=importance, ttl_days=ttl_days, status=status,
+            awaiting_approval=awaiting_approval, created_at=when, updated_at=when,
+        )
+        session.add(item)
+        await session.flush()
+        await fts_upsert(session, item.id, item.fact)
+    return item
+
+
+def check_block(block, policy: ReadPolicy, counter):
+    """The invariants every memory block must satisfy."""
+    if not block.items:
+        assert block.text == "" and block.tokens == 0
+        return
+    assert block.tokens == counter.count(block.text)
+    assert block.tokens <= policy.max_tokens
+    assert len(block.items) <= policy.max_items
+    per_type: dict[str, int] = {}
+    for s in block.items:
+        per_type[s.type] = per_type.get(s.type, 0) + 1
+    assert max(per_type.values()) <= policy.max_per_type
+    lines = block.text.split("\n")
+    assert lines[0] == HEADER and lines[-1] == FOOTER
+    assert len(lines) == len(block.items) + 2
+    for line, s in zip(lines[1:-1], block.items):
+        assert line.startswith(f"- [{s.type}] {s.fact} (confidence: ")
+
+
+# -- the budget ---------------------------------------------------------------
+
+WORDS = (
+    "Alice Bob tea coffee Paris London python rust deadline friday meeting nurse guitar cat dog "
+    "allergic peanuts vegetarian marathon 2025-03-01 v2 API 🍵 🐱 naïve café"
+).split()
+CJK = "小明住在上海喜欢喝绿茶周五开会猫狗程序员北京咖啡马拉松素食对花生过敏東京ラーメン한국어"
+
+
+def random_fact(rng: random.Random) -> str:
+    parts = []
+    for _ in range(rng.randint(1, 25)):
+        if rng.random() < 0.4:
+            start = rng.randrange(len(CJK) - 1)
+            parts.append(CJK[start : start + rng.randint(1, 8)])
+        else:
+            parts.append(rng.choice(WORDS))
+    sep = "" if rng.random() < 0.3 else " "
+    return sep.join(parts)
+
+
+async def test_budget_is_never_exceeded_random_facts_and_budgets(ltm, origin):
+    rng = random.Random(20250301)
+    a = origin("alice")
+    for _ in range(90):
+        await add(ltm, random_fact(rng), type=rng.choice(MEMORY_TYPES), confidence=rng.uniform(0.5, 1.0),
+                  importance=rng.random(), age=timedelta(days=rng.uniform(0, 60)))
+    counter = ltm.engine.reader.counter
+    budgets = [0, 1, 5, 10, 11, 12, 13, 15, 20, 25, 30] + [rng.randint(0, 400) for _ in range(80)]
+    nonempty = 0
+    for max_tokens in budgets:
+        raw = {"read_policy": {"max_tokens": max_tokens, "max_items": rng.randint(1, 30),
+                               "max_per_type": rng.randint(1, 8)}}
+        assert ltm.configure(raw) == []
+        policy = ltm.engine.config.read_policy
+        query = random_fact(rng)
+        block = await ltm.block(a, query)
+        check_block(block, policy, counter)
+        nonempty += bool(block.items)
+        if max_tokens < counter.count(HEADER + "\n" + FOOTER):
+            assert not block.items
+    assert nonempty > len(budgets) // 2  # the loop really exercised non-empty blocks
+
+
+async def test_budget_fills_up_with_shorter_lower_ranked_lines(make_ltm, origin):
+    ltm = await make_ltm({"read_policy": {"max_items": 10}})
+    long_fact = "Alice once explained at great length " + "and in much detail " * 10 + "her tea ritual"
+    await add(ltm, long_fact, importance=1.0)
+    short = await add(ltm, "Alice likes tea", importance=0.1)
+    counter = ltm.engine.reader.counter
+    frame = counter.count(f"{HEADER}\n{FOOTER}")
+    budget = frame + counter.count("\n- [preference] Alice likes tea (confidence: 0.90)") + 2
+    assert counter.count(long_fact) > budget
+    ltm.configure({"read_policy": {"max_tokens": budget}})
+    block = await ltm.block(origin("alice"), "tea")
+    assert [s.memory_id for s in block.items] == [short.memory_id]
+    assert block.tokens <= budget
+    ltm.configure({"read_policy": {"max_tokens": frame}})  # room for the frame only
+    assert not await ltm.block(origin("alice"), "tea")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    facts=st.lists(
+        st.tuples(
+            # stored facts are whitespace-normalised by every write path
+            st.text(min_size=1, max_size=120).map(lambda s: " ".join(s.split())).filter(bool),
+            st.sampled_from(MEMORY_TYPES),
+            st.floats(0, 1),
+        ),
+        min_size=0, max_size=25,
+    ),
+    max_tokens=st.integers(0, 300),
+    max_items=st.integers(1, 20),
+    max_per_type=st.integers(1, 6),
+)
+def test_fit_respects_every_cap_for_arbitrary_text(facts, max_tokens, max_items, max_per_type):
+    counter = default_counter()
+    reader = MemoryReader([], counter)
+    policy = ReadPolicy(max_tokens=max_tokens, max_items=max_items, max_per_type=max_per_type)
+    scored = [
+        (score, MemoryItem(id=n, memory_id=f"m{n}", scope="user", scope_id="x", type=t, fact=f,
+                           fact_key=f"k{n}", confidence=0.9))
+        for n, (f, t, score) in enumerate(facts)
+    ]
+    scored.sort(key=lambda p: -p[0])
+    check_block(reader._fit(scored, policy), policy, counter)
+
+
+def test_estimate_counter_errs_high_for_cjk():
+    real, estimate = default_counter(), EstimateCounter()
+    for text in ["小明住在上海，喜欢喝绿茶。", "東京ラーメン", "한국어 텍스트", "hello world, this is Alice"]:
+        assert estimate.count(text) >= real.count(text)
+
+
+async def test_budget_holds_with_the_estimate_counter(make_ltm, origin):
+    ltm = await make_ltm(counter=EstimateCounter())
+    rng = random.Random(7)
+    for _ in range(30):
+        await add(ltm, random_fact(rng), type=rng.choice(MEMORY_TYPES))
+    for max_tokens in (0, 10, 30, 60, 120, 500):
+        ltm.configure({"read_policy": {"max_tokens": max_tokens}})
+        block = await ltm.block(origin("alice"), "tea")
+        check_block(block, ltm.engine.config.read_policy, EstimateCounter())
+        assert default_counter().count(block.text) <= max_tokens  # the real tokenizer agrees
+
+
+# -- item caps ------------------------------------------------------------------
+
+
+async def test_max_items_and_max_per_type(make_ltm, origin):
+    ltm = await make_ltm({"read_policy": {"max_items": 15, "max_per_type": 3}})
+    for n in range(8):
+        await add(ltm, f"Alice likes fruit {n} {'x' * n}", type="preference", importance=0.9 - n / 100)
+    for n in range(4):
+        await add(ltm, f"Alice's job number {n} is {'y' * n}", type="profile", importance=0.5 - n / 100)
+    await add(ltm, "Alice never uses sudo", type="constraint")
+    a = origin("alice")
+    block = await ltm.block(a, "")
+    types = [s.type for s in block.items]
+    assert types.count("preference") == 3 and types.count("profile") == 3 and types.count("constraint") == 1
+    # the three most important preferences are the ones kept
+    assert sorted(s.fact for s in block.items if s.type == "preference") == [
+        "Alice likes fruit 0 ", "Alice likes fruit 1 x", "Alice likes fruit 2 xx",
+    ]
+
+    ltm.configure({"read_policy": {"max_items": 4}})
+    block = await ltm.block(a, "")
+    assert len(block.items) == 4 and block.items[0].fact == "Alice likes fruit 0 "
+
+    ltm.configure({"read_policy": {"max_items": 0}})
+    assert not await ltm.block(a, "")
+
+
+async def test_near_duplicates_are_injected_once(ltm, origin):
+    await add(ltm, "Alice loves green tea", importance=0.9)
+    await add(ltm, "Alice loves green tea!", importance=0.8)
+    await add(ltm, "Alice lives in Paris", importance=0.7)
+    block = await ltm.block(origin("alice"), "")
+    assert [s.fact for s in block.items] == ["Alice loves green tea", "Alice lives in Paris"]
+
+
+async def test_ranked_by_score_with_provenance(ltm, origin):
+    await add(ltm, "Alice is a nurse", type="profile", importance=0.2)
+    await add(ltm, "Alice never uses sudo", type="constraint", importance=0.9)
+    await add(ltm, "Alice likes tea", importance=0.5, age=timedelta(days=300))
+    block = await ltm.block(origin("alice"), "")
+    assert [s.fact for s in block.items] == ["Alice never uses sudo", "Alice is a nurse", "Alice likes tea"]
+    assert all(s.scope == "user:qq:alice" for s in block.items)
+    scores = [s.score for s in block.items]
+    assert scores == sorted(scores, reverse=True)
+    assert "- [constraint] Alice never uses sudo (confidence: 0.90)" in block.text
+
+
+# -- what is never injected --------------------------------------------------------
+
+
+async def test_only_active_confident_unexpired_items_are_injected(ltm, origin):
+    good = await add(ltm, "Alice drinks green tea daily")
+    await add(ltm, "Alice drinks green tea shadow", status="shadow")
+    await add(ltm, "Alice drinks green tea pending", status="shadow", awaiting_approval=True)
+    await add(ltm, "Alice drinks green tea disabled", status="disabled")
+    await add(ltm, "Alice drinks green tea expired", status="expired")
+    await add(ltm, "Alice drinks green tea unsure", confidence=0.4)
+    await add(ltm, "Alice drinks green tea stale", ttl_days=1, age=timedelta(days=2))  # not swept yet
+    a = origin("alice")
+    for query in ("green tea", "shadow pending disabled expired unsure stale", ""):
+        block = await ltm.block(a, query)
+        assert [s.memory_id for s in block.items] == [good.memory_id], query
+
+    # the read threshold is the operator's
+    ltm.configure({"read_policy": {"min_confidence": 0.3}})
+    facts = {s.fact for s in (await ltm.block(a, "green tea")).items}
+    assert facts == {"Alice drinks green tea daily", "Alice drinks green tea unsure"}
+
+
+async def test_read_policy_and_plugin_switches(ltm, origin):
+    await add(ltm, "Alice likes tea")
+    a = origin("alice")
+    assert await ltm.block(a, "tea")
+    ltm.configure({"read_policy": {"enable": False}})
+    assert not await ltm.block(a, "tea")
+    ltm.configure({"read_policy": {"enable": True}, "enable": False})
+    assert not await ltm.block(a, "tea")
+    ltm.configure({"enable": True})
+    assert await ltm.block(a, "tea")
+
+
+async def test_ttl_expiry_on_read_follows_the_clock(ltm, origin):
+    await add(ltm, "Alice is fixing the login bug", type="task_state", ttl_days=7)
+    a = origin("alice")
+    assert await ltm.block(a, "bug")
+    ltm.clock.advance(days=7, seconds=1)
+    assert not await ltm.block(a, "bug")  # expired even before the sweep marks it
+    assert await ltm.engine.worker.sweep_expired() == 1
+    assert (await ltm.item()).status == "expired"
+    assert not await ltm.block(a, "bug")
+
+
+# -- keyword search ----------------------------------------------------------------
+
+
+async def test_chinese_keyword_search(ltm, origin):
+    target = await add(ltm, "小明住在上海", importance=0.5)
+    await add(ltm, "小红住在北京", importance=0.6)
+    await add(ltm, "小明喜欢喝绿茶", importance=0.6)
+    await add(ltm, "天气很好", importance=0.7)
+    async with ltm.engine.db.read() as session:
+        hits = await KeywordRetriever().search(session, [ALICE], "小明住在哪里", 10)
+    assert hits[target.id] == 1.0
+    assert max(hits.values()) == hits[target.id] and sum(1 for v in hits.values() if v == 1.0) == 1
+
+    ltm.configure({"read_policy": {"max_items": 1}})
+    block = await ltm.block(origin("alice"), "小明住在哪里")
+    assert [s.fact for s in block.items] == ["小明住在上海"]
+
+
+async def test_english_keyword_search(ltm, origin):
+    target = await add(ltm, "Alice's favourite drink is green tea", importance=0.3)
+    await add(ltm, "Alice works as a nurse", importance=0.6)
+    await add(ltm, "Bob plays the guitar", importance=0.7)
+    async with ltm.engine.db.read() as session:
+        hits = await KeywordRetriever().search(session, [ALICE], "What drink should I order for Alice?", 10)
+    assert max(hits, key=hits.get) == target.id
+    ltm.configure({"read_policy": {"max_items": 1}})
+    block = await ltm.block(origin("alice"), "What drinks should I order? Tea?")
+    assert [s.fact for s in block.items] == ["Alice's favourite drink is green tea"]
+
+
+async def test_mixed_script_facts_are_found_by_each_part(ltm):
+    # Chinese users write Latin words without spaces: "我喜欢Python编程".
+    item = await add(ltm, "小明喜欢Python编程")
+    await add(ltm, "小红喜欢画画")
+    async with ltm.engine.db.read() as session:
+        retriever = KeywordRetriever()
+        for query in ("Python", "编程", "小明会什么编程语言", "who likes python"):
+            hits = await retriever.search(session, [ALICE], query, 10)
+            assert item.id in hits, query
+
+
+async def test_keyword_search_only_returns_active_items_of_the_scopes(ltm):
+    await add(ltm, "Alice likes green tea", status="shadow")
+    await add(ltm, "Bob likes green tea", scope=Scope("user", "qq:bob"))
+    mine = await add(ltm, "Alice loves green tea")
+    async with ltm.engine.db.read() as session:
+        hits = await KeywordRetriever().search(session, [ALICE], "green tea", 10)
+    assert list(hits) == [mine.id]
+
+
+async def test_keyword_index_follows_edits_and_deletes(ltm, origin):
+    item = await add(ltm, "Alice lives in Paris")
+    await ltm.engine.admin.update_item(item.memory_id, {"fact": "Alice lives in Lisbon"}, "operator:root")
+    async with ltm.engine.db.read() as session:
+        retriever = KeywordRetriever()
+        assert await retriever.search(session, [ALICE], "Paris", 10) == {}
+        assert list(await retriever.search(session, [ALICE], "Lisbon", 10)) == [item.id]
+    await ltm.engine.admin.delete(item.memory_id, "operator:root")
+    async with ltm.engine.db.read() as session:
+        assert await KeywordRetriever().search(session, [ALICE], "Lisbon", 10) == {}
+    assert await ltm.sql("SELECT count(*) FROM ltm_items_fts") == [(0,)]
+
+
+@pytest.mark.parametrize("query", ['"', "a OR b", "NEAR(x y)", "*", "tea AND", "'; DROP TABLE ltm_items; --", "🍵"])
+async def test_queries_with_fts_syntax_are_safe(ltm, origin, query):
+    await add(ltm, "Alice likes tea")
+    block = await ltm.block(origin("alice"), query)
+    assert [s.fact for s in block.items] == ["Alice likes tea"]  # found via the importance baseline

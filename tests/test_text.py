@@ -1,0 +1,119 @@
+"""Text helpers shared by the write and read paths (CJK first-class)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from astrbot_plugin_ltm.text import (
+    FACT_KEY_MAX_CHARS,
+    contradicts,
+    fts_match_expression,
+    index_text,
+    is_cjk,
+    normalize_fact_key,
+    query_tokens,
+    search_tokens,
+    token_set_similarity,
+)
+from astrbot_plugin_ltm.tokens import EstimateCounter, default_counter
+
+
+@pytest.mark.parametrize(
+    ("raw", "key"),
+    [
+        ("Home City", "home_city"),
+        ("home_city", "home_city"),
+        ("  Alice's  home-city!! ", "alices_home_city"),
+        ("ALICE.HOME/CITY", "alice_home_city"),
+        ("小明的 住址", "小明的_住址"),
+        ("小明，住址。", "小明住址"),
+        ("Ｆｕｌｌｗｉｄｔｈ　Key", "fullwidth_key"),
+        ("café au lait", "café_au_lait"),
+        ("!!!", ""),
+        ("__", ""),
+    ],
+)
+def test_normalize_fact_key(raw, key):
+    assert normalize_fact_key(raw) == key
+
+
+@given(st.text())
+def test_fact_key_is_bounded_and_idempotent(raw):
+    key = normalize_fact_key(raw)
+    assert len(key) <= FACT_KEY_MAX_CHARS
+    assert normalize_fact_key(key) == key.rstrip("_")  # a cut at 128 may end on a separator
+    assert " " not in key
+
+
+def test_search_tokens_split_cjk_into_bigrams():
+    assert search_tokens("小明住在上海") == ["小明", "明住", "住在", "在上", "上海"]
+    assert search_tokens("我") == ["我"]
+    assert search_tokens("Alice lives in 上海") == ["alice", "lives", "in", "上海"]
+    assert search_tokens("東京ラーメン") == ["東京", "京ラ", "ラー", "ーメ", "メン"]
+    assert search_tokens("Hello, World!") == ["hello", "world"]
+    assert index_text("小明 likes 绿茶") == "小明 likes 绿茶"
+
+
+def test_search_tokens_split_latin_and_cjk_written_together():
+    # "我喜欢Python编程": no spaces between scripts is normal in Chinese
+    assert search_tokens("Alice喜欢Python 3") == ["alice", "喜欢", "python", "3"]
+    assert search_tokens("我喜欢Python编程") == ["我喜", "喜欢", "python", "编程"]
+
+
+def test_query_tokens_drop_stopwords_and_repeats():
+    assert query_tokens("What drink should I order for Alice?") == ["drink", "order", "alice"]
+    assert query_tokens("小明住在哪里") == ["小明", "明住", "住在", "在哪", "哪里"]
+    assert query_tokens("tea tea TEA") == ["tea"]
+    assert query_tokens("a b c") == []
+    assert len(query_tokens(" ".join(f"w{n}" for n in range(100)))) == 32
+
+
+def test_fts_match_expression_quotes_every_token():
+    assert fts_match_expression(["tea", 'a"b', "OR"]) == '"tea" OR "a""b" OR "OR"'
+
+
+def test_is_cjk():
+    assert all(is_cjk(c) for c in "中文かなカナ한")
+    assert not any(is_cjk(c) for c in "abc123,.!é")
+
+
+def test_token_set_similarity():
+    assert token_set_similarity("Alice likes tea", "alice likes tea!") == 1.0
+    assert token_set_similarity("", "") == 0.0
+    assert 0 < token_set_similarity("Alice likes tea", "Alice likes coffee") < 1
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("Alice lives in Paris", "Alice lives in London"),
+        ("Alice is 30", "Alice is 31"),
+        ("小明住在上海", "小明住在北京"),
+    ],
+)
+def test_contradictions(old, new):
+    assert contradicts(old, new)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("Alice lives in Paris", "Alice lives in Paris"),
+        ("Alice lives in Paris", "Alice lives in Paris, France"),
+        ("Alice lives in Paris, France", "Alice lives in Paris"),
+        ("小明住在上海", "小明住在上海市"),
+    ],
+)
+def test_restatements_and_refinements_agree(old, new):
+    assert not contradicts(old, new)
+
+
+def test_token_counters():
+    real = default_counter()
+    assert real.name.startswith("tiktoken") or real.name == "estimate"
+    assert real.count("") == 0 and real.count("hello world") >= 2
+    est = EstimateCounter()
+    assert est.count("小明") == 4
+    assert est.count("hello world") == 4  # max(ceil(2 × 1.5), ceil(11 / 3))

@@ -1,0 +1,558 @@
+"""The write pipeline through the engine: write modes, every write-policy
+field, dedup & merge, contradictions, tombstones and the audit trail."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+
+from astrbot_plugin_ltm.admin import ItemFilter
+from astrbot_plugin_ltm.candidates import Candidate
+from astrbot_plugin_ltm.models import MemoryAudit, MemoryEvent, MemoryEvidence, MemoryItem
+from astrbot_plugin_ltm.policy import confidence
+from astrbot_plugin_ltm.scope import Scope
+
+OPERATOR = "operator:root"
+
+
+def tea(**kw):
+    return {"fact": "Alice loves green tea", "fact_key": "alice_favourite_drink", **kw}
+
+
+async def actions(ltm, action=None):
+    rows = await ltm.audit()
+    return [r for r in rows if action is None or r.action == action]
+
+
+# -- write modes ----------------------------------------------------------
+
+
+async def test_shadow_mode_stores_shadow_and_never_injects(make_ltm, origin):
+    ltm = await make_ltm({"write_policy": {"mode": "shadow"}})
+    a = origin("alice")
+    await ltm.turn(a, "I love green tea", "Noted.", tea(confidence=1.0))
+    item = await ltm.item()
+    assert item.status == "shadow" and not item.awaiting_approval
+    assert not await ltm.block(a, "green tea")
+    (create,) = await actions(ltm, "create")
+    assert create.memory_id == item.memory_id and "shadow" in create.reason
+
+    # More evidence does not promote it either: shadow mode never injects.
+    await ltm.turn(a, "green tea is the best", "Sure.", tea(confidence=1.0))
+    item = await ltm.item()
+    assert item.evidence_count == 2 and item.status == "shadow"
+    assert not await ltm.block(a, "green tea")
+
+
+async def test_shadow_mode_applies_to_explicit_requests_too(make_ltm, origin):
+    ltm = await make_ltm({"write_policy": {"mode": "shadow"}})
+    a = origin("alice")
+    outcome = await ltm.engine.remember(a, "I like green tea")
+    assert outcome.status == "shadow"
+    assert (await ltm.item()).status == "shadow"
+    assert not await ltm.block(a, "green tea")
+
+
+async def test_auto_mode_activates_when_thresholds_pass(ltm, origin):
+    a = origin("alice")
+    await ltm.turn(a, "I love green tea", "Noted.", tea(confidence=0.9))  # 0.9 × 0.8 = 0.72 ≥ 0.6
+    item = await ltm.item()
+    assert item.status == "active" and item.confidence == pytest.approx(0.72)
+    block = await ltm.block(a, "what should I drink")
+    assert [s.memory_id for s in block.items] == [item.memory_id]
+    assert "Alice loves green tea" in block.text
+    (create,) = await actions(ltm, "create")
+    assert create.reason == "mode auto: thresholds met"
+
+
+async def test_auto_mode_keeps_low_confidence_in_shadow(ltm, origin):
+    a = origin("alice")
+    await ltm.turn(a, "I might like green tea", "OK.", tea(confidence=0.7))  # 0.56 < 0.6
+    item = await ltm.item()
+    assert item.status == "shadow" and item.confidence == pytest.approx(0.56)
+    assert not await ltm.block(a, "green tea")
+    (create,) = await actions(ltm, "create")
+    assert "min_confidence" in create.reason
+
+
+async def test_auto_mode_min_confidence_is_configurable(make_ltm, origin):
+    ltm = await make_ltm({"write_policy": {"mode": "auto", "min_confidence": 0.5}})
+    a = origin("alice")
+    await ltm.turn(a, "I might like green tea", "OK.", tea(confidence=0.7))  # 0.56 ≥ 0.5
+    assert (await ltm.item()).status == "active"
+
+
+async def test_auto_mode_min_evidence_count(make_ltm, origin):
+    ltm = await make_ltm({"write_policy": {"mode": "auto", "min_evidence_count": 2}})
+    a = origin("alice")
+    await ltm.turn(a, "I love green tea", "Noted.", tea(confidence=0.9))
+    item = await ltm.item()
+    assert item.status == "shadow"
+    assert "min_evidence_count" in (await actions(ltm, "create"))[0].reason
+    assert not await ltm.block(a, "green tea")
+
+    # A second, independent confirmation meets the threshold.
+    await ltm.turn(a, "Green tea again today", "Enjoy.", tea(confidence=0.9))
+    item = await ltm.item()
+    assert item.evidence_count == 2 and item.status == "active"
+    (status,) = await actions(ltm, "status")
+    assert (status.detail["old"], status.detail["new"]) == ("shadow", "active") and status.reason
+    assert await ltm.block(a, "green tea")
+
+
+async def test_manual_mode_queues_until_approved(make_ltm, origin):
+    ltm = await make_ltm({"write_policy": {"mode": "manual"}})
+    a = origin("alice")
+    await ltm.turn(a, "I love green tea", "Noted.", tea(confidence=1.0))
+    item = await ltm.item()
+    assert item.status == "shadow" and item.awaiting_approval
+    assert "approval" in (await actions(ltm, "create"))[0].reason
+    assert not await ltm.block(a, "green tea")
+
+    # More evidence does not release it from the queue.
+    await ltm.turn(a, "Green tea!", "OK.", tea(confidence=1.0))
+    item = await ltm.item()
+    assert item.awaiting_approval and item.status == "shadow"
+    assert not await ltm.block(a, "green tea")
+
+    await ltm.engine.admin.review([item.memory_id], "approve", OPERATOR)
+    item = await ltm.item()
+    assert item.status == "active" and not item.awaiting_approval
+    block = await ltm.block(a, "green tea")
+    assert [s.memory_id for s in block.items] == [item.memory_id]
+    (approve,) = await actions(ltm, "approve")
+    assert approve.actor == OPERATOR and approve.memory_id == item.memory_id and approve.reason
+
+
+async def test_manual_mode_explicit_requests_also_wait_for_approval(make_ltm, origin):
+    ltm = await make_ltm({"write_policy": {"mode": "manual"}})
+    a = origin("alice")
+    await ltm.record(a, "Remember that I like green tea", "I will.")
+    item = await ltm.item()
+    assert item.awaiting_approval and item.status == "shadow"
+    assert not await ltm.block(a, "green tea")
+
+
+# -- every write-policy field ---------------------------------------------
+
+
+async def test_policy_enable_false_drops_and_audits(make_ltm, origin):
+    ltm = await make_ltm({"write_policy": {"mode": "auto", "enable": False}})
+    a = origin("alice")
+    await ltm.turn(a, "I love green tea", "Noted.", tea())
+    assert await ltm.items() == []
+    (drop,) = await actions(ltm, "policy")
+    assert drop.detail["decision"] == "dropped" and drop.reason == "write policy disabled"
+    assert drop.scope == "user" and drop.scope_id == "qq:alice"
+    # the events are not retried forever
+    assert {e.extraction_status for e in await ltm.events()} == {"done"}
+
+
+async def test_policy_allowed_types(make_ltm, origin):
+    ltm = await make_ltm({"write_policy": {"mode": "auto", "allowed_types": ["profile"]}})
+    a = origin("alice")
+    await ltm.turn(
+        a, "I'm Alice from Paris and I love tea", "Hi Alice.",
+        {"type": "profile", "fact": "Alice lives in Paris"},
+        {"type": "preference", "fact": "Alice loves tea"},
+    )
+    assert [i.fact for i in await ltm.items()] == ["Alice lives in Paris"]
+    (drop,) = await actions(ltm, "policy")
+    assert drop.detail["decision"] == "dropped" and "allowed_types" in drop.reason
+    assert drop.detail["fact"] == "Alice loves tea"
+
+
+async def test_policy_max_writes_per_session(make_ltm, origin):
+    ltm = await make_ltm({"write_policy": {"mode": "auto", "max_writes_per_session": 2}})
+    a = origin("alice")
+    facts = [{"fact": f"Alice likes fruit number {n}", "fact_key": f"fruit_{n}"} for n in range(3)]
+    await ltm.turn(a, "I like many fruits", "OK.", *facts)
+    assert len(await ltm.items()) == 2
+    (drop,) = await actions(ltm, "policy")
+    assert "max_writes_per_session (2)" in drop.reason and drop.session_id == a.unified_msg_origin
+
+    # A later batch of the same conversation is limited too ...
+    await ltm.turn(a, "and kiwis", "OK.", {"fact": "Alice likes kiwis", "fact_key": "kiwi"})
+    assert len(await ltm.items()) == 2
+    # ... but a new conversation of the same person is not.
+    other_conversation = origin("alice", umo="qq:FriendMessage:alice:second")
+    await ltm.turn(other_conversation, "I like kiwis", "OK.", {"fact": "Alice likes kiwis", "fact_key": "kiwi"})
+    assert len(await ltm.items()) == 3
+    # Confirming an existing item is not a new write and is never limited.
+    await ltm.turn(a, "I like fruit 0", "OK.", {"fact": "Alice likes fruit number 0", "fact_key": "fruit_0"})
+    assert (await ltm.item(MemoryItem.fact_key == "fruit_0")).evidence_count == 2
+
+
+async def test_policy_max_writes_per_hour(make_ltm, origin):
+    ltm = await make_ltm(
+        {"write_policy": {"mode": "auto", "max_writes_per_hour": 2, "max_writes_per_session": 1000}}
+    )
+    a = origin("alice")
+    facts = [{"fact": f"Alice likes fruit number {n}", "fact_key": f"fruit_{n}"} for n in range(3)]
+    await ltm.turn(a, "I like many fruits", "OK.", *facts)
+    assert len(await ltm.items()) == 2
+    assert "max_writes_per_hour (2)" in (await actions(ltm, "policy"))[0].reason
+
+    ltm.clock.advance(minutes=30)
+    await ltm.turn(a, "kiwis", "OK.", {"fact": "Alice likes kiwis", "fact_key": "kiwi"})
+    assert len(await ltm.items()) == 2
+
+    ltm.clock.advance(minutes=31)  # the first two writes are now more than an hour old
+    await ltm.turn(a, "kiwis", "OK.", {"fact": "Alice likes kiwis", "fact_key": "kiwi"})
+    assert len(await ltm.items()) == 3
+
+
+async def test_policy_max_writes_per_hour_is_per_scope(make_ltm, origin):
+    ltm = await make_ltm({"write_policy": {"mode": "auto", "max_writes_per_hour": 1}})
+    await ltm.turn(origin("alice"), "tea", "OK.", {"fact": "Alice likes tea"})
+    await ltm.turn(origin("bob"), "coffee", "OK.", {"fact": "Bob likes coffee"})
+    assert sorted(i.fact for i in await ltm.items()) == ["Alice likes tea", "Bob likes coffee"]
+
+
+async def test_policy_max_items_per_scope_evicts_lowest_importance_oldest(make_ltm, origin):
+    ltm = await make_ltm({"write_policy": {"mode": "auto", "max_items_per_scope": 3}})
+    a = origin("alice")
+    await ltm.turn(a, "one", "OK.", {"fact": "Alice is a nurse", "fact_key": "job", "importance": 0.9})
+    ltm.clock.advance(minutes=1)
+    await ltm.turn(a, "two", "OK.", {"fact": "Alice had soup", "fact_key": "soup", "importance": 0.2})
+    ltm.clock.advance(minutes=1)
+    await ltm.turn(a, "three", "OK.", {"fact": "Alice had bread", "fact_key": "bread", "importance": 0.2})
+    soup = await ltm.item(MemoryItem.fact_key == "soup")
+    ltm.clock.advance(minutes=1)
+    await ltm.turn(a, "four", "OK.", {"fact": "Alice owns a cat", "fact_key": "cat", "importance": 0.5})
+
+    keys = sorted(i.fact_key for i in await ltm.items())
+    assert keys == ["bread", "cat", "job"]  # soup: lowest importance, and older than bread
+    (evict,) = await actions(ltm, "evict")
+    assert evict.memory_id == soup.memory_id and "max_items_per_scope (3)" in evict.reason
+    assert await ltm.evidence(MemoryEvidence.memory_id == soup.memory_id) == []
+
+    # another scope's items are not counted
+    await ltm.turn(origin("bob"), "hi", "OK.", {"fact": "Bob is a pilot", "fact_key": "job"})
+    assert len(await ltm.items()) == 4 and len(await actions(ltm, "evict")) == 1
+
+
+async def test_policy_require_approval_types(make_ltm, origin):
+    ltm = await make_ltm({"write_policy": {"mode": "auto", "require_approval_types": ["constraint"]}})
+    a = origin("alice")
+    await ltm.turn(
+        a, "Never use sudo. I like tea.", "OK.",
+        {"type": "constraint", "fact": "Never suggest sudo to Alice", "fact_key": "no_sudo"},
+        {"type": "preference", "fact": "Alice likes tea", "fact_key": "tea"},
+    )
+    constraint = await ltm.item(MemoryItem.fact_key == "no_sudo")
+    preference = await ltm.item(MemoryItem.fact_key == "tea")
+    assert constraint.awaiting_approval and constraint.status == "shadow"
+    assert preference.status == "active" and not preference.awaiting_approval
+    block = await ltm.block(a, "sudo tea")
+    assert [s.memory_id for s in block.items] == [preference.memory_id]
+    create = {r.memory_id: r for r in await actions(ltm, "create")}
+    assert "requires approval" in create[constraint.memory_id].reason
+    # the approval queue lists it for operators
+    pending, total = await ltm.engine.admin.list_items(ItemFilter(status="pending"))
+    assert total == 1 and pending[0].memory_id == constraint.memory_id
+
+
+async def test_every_decision_is_audited_with_a_reason(make_ltm, origin):
+    ltm = await make_ltm(
+        {"write_policy": {"mode": "auto", "allowed_types": ["profile", "preference"], "max_writes_per_session": 3}}
+    )
+    a = origin("alice")
+    outcomes = []
+    _, results = await ltm.turn(
+        a, "lots of facts", "OK.",
+        {"type": "profile", "fact": "Alice lives in Paris", "fact_key": "city"},
+        {"type": "preference", "fact": "Alice likes tea", "fact_key": "tea", "confidence": 0.5},
+        {"type": "episode", "fact": "Alice went hiking", "fact_key": "hike"},
+        {"type": "preference", "fact": "Alice likes jazz", "fact_key": "jazz"},
+        {"type": "preference", "fact": "Alice likes cats", "fact_key": "cats"},
+        {"type": "banana", "fact": "Alice is a banana"},
+    )
+    outcomes += [o for r in results for o in r.outcomes]
+    # (a new conversation: the first one has used up its session cap)
+    later = origin("alice", umo="qq:FriendMessage:alice:later")
+    _, results = await ltm.turn(later, "Paris!", "OK.", {"type": "profile", "fact": "Alice lives in Paris", "fact_key": "city"})
+    outcomes += [o for r in results for o in r.outcomes]
+    _, results = await ltm.turn(later, "London!", "OK.", {"type": "profile", "fact": "Alice lives in London", "fact_key": "city"})
+    outcomes += [o for r in results for o in r.outcomes]
+
+    rows = await ltm.audit()
+    assert all(r.reason.strip() for r in rows), [(r.action, r.reason) for r in rows if not r.reason.strip()]
+    assert all(r.actor for r in rows)
+    by_action = {}
+    for r in rows:
+        by_action.setdefault(r.action, []).append(r)
+    assert len(by_action["create"]) == 3  # city, tea, jazz (cats hits the session cap)
+    assert len(by_action["confirm"]) == 1 and len(by_action["supersede"]) == 1
+    decisions = sorted(r.detail.get("decision") for r in by_action["policy"])
+    assert decisions == ["dropped", "dropped", "rejected"]  # episode type, session cap, unknown type
+    # one audit row per outcome of the writer (created/confirmed/superseded/dropped)
+    past = {"created": "create", "confirmed": "confirm", "superseded": "supersede", "dropped": "policy"}
+    for outcome in outcomes:
+        matching = [r for r in by_action[past[outcome.action]] if outcome.memory_id is None or r.memory_id == outcome.memory_id]
+        assert matching and all(r.reason for r in matching)
+    # every item has the audit row of its creation
+    for item in await ltm.items():
+        assert any(r.memory_id == item.memory_id for r in by_action["create"])
+
+
+# -- dedup & merge ---------------------------------------------------------
+
+
+async def test_exact_fact_key_match_adds_evidence(ltm, origin):
+    a = origin("alice")
+    first, _ = await ltm.turn(a, "I love green tea", "Noted.", tea(confidence=0.8))  # weighted 0.64
+    second, _ = await ltm.turn(a, "Green tea is great", "Yes.", tea(confidence=0.6))  # weighted 0.48
+    item = await ltm.item()
+    assert item.evidence_count == 2
+    assert item.confidence == pytest.approx(round((0.64 + 0.48) / 2 * 1.1, 4))  # mean × repetition bonus
+    links = await ltm.evidence(MemoryEvidence.memory_id == item.memory_id)
+    assert [e.event_id for e in links] == [first[0].event_id, second[0].event_id]
+    assert all(e.extraction_method == "llm_extract" for e in links)
+    assert links[1].extraction_meta["confidence"] == {"base": 0.6, "source": "llm_extract", "weighted": 0.48}
+    assert links[1].extraction_meta["model"] == "fake:model"
+    (confirm,) = await actions(ltm, "confirm")
+    assert confirm.memory_id == item.memory_id and confirm.detail["evidence_count"] == 2
+
+    third, _ = await ltm.turn(a, "Tea time", "Enjoy.", tea(confidence=0.9))  # weighted 0.72
+    item = await ltm.item()
+    assert item.evidence_count == 3
+    assert item.confidence == pytest.approx(round((0.64 + 0.48 + 0.72) / 3 * 1.2, 4))
+
+
+async def test_fact_key_match_is_normalised(ltm, origin):
+    a = origin("alice")
+    await ltm.turn(a, "tea", "OK.", tea(fact_key="Alice Favourite-Drink"))
+    await ltm.turn(a, "tea", "OK.", tea(fact_key="alice_favourite_drink!"))
+    item = await ltm.item()
+    assert item.fact_key == "alice_favourite_drink" and item.evidence_count == 2
+
+
+async def test_re_extraction_of_linked_events_adds_no_evidence(ltm, origin):
+    a = origin("alice")
+    events, _ = await ltm.turn(a, "I love green tea", "Noted.", tea(confidence=0.8))
+    before = await ltm.item()
+    # An operator re-queues the same events; the model finds the same fact again.
+    await ltm.execute("UPDATE ltm_events SET extraction_status = 'pending'")
+    ltm.gateway.facts(tea(confidence=1.0))
+    await ltm.engine.worker.drain()
+    assert len(ltm.gateway.calls) == 2
+    item = await ltm.item()
+    assert item.evidence_count == 1 and item.confidence == before.confidence
+    assert len(await ltm.evidence()) == 1
+    assert await actions(ltm, "confirm") == []
+
+    # The same through the writer directly.
+    candidate = Candidate(type="preference", fact="Alice loves green tea", fact_key="alice_favourite_drink",
+                          confidence=1.0, importance=0.5, event_ids=[events[0].event_id])
+    async with ltm.engine.db.write() as session:
+        (outcome,) = await ltm.engine.writer.apply(
+            session, Scope("user", "qq:alice"), [candidate], method="llm_extract", actor="test"
+        )
+    assert outcome.action == "confirmed" and "already linked" in outcome.reason
+    assert (await ltm.item()).evidence_count == 1
+
+
+async def test_contradicting_fact_supersedes_with_penalty(ltm, origin):
+    a = origin("alice")
+    paris, _ = await ltm.turn(a, "I live in Paris", "Nice.",
+                              {"type": "profile", "fact": "Alice lives in Paris", "fact_key": "alice_home_city"})
+    old = await ltm.item()
+    assert old.status == "active"
+    london, _ = await ltm.turn(a, "I moved to London", "Nice.",
+                               {"type": "profile", "fact": "Alice lives in London", "fact_key": "alice_home_city",
+                                "confidence": 0.9})
+    item = await ltm.item()
+    assert item.memory_id == old.memory_id
+    assert item.fact == "Alice lives in London"
+    assert item.confidence == pytest.approx(confidence(0.9, "llm_extract", 1, contradicted=True))
+    assert item.confidence == pytest.approx(0.36)
+    assert item.evidence_count == 1
+    (sup,) = await actions(ltm, "supersede")
+    assert sup.memory_id == item.memory_id and sup.detail["previous_fact"] == "Alice lives in Paris"
+    links = {e.event_id: e for e in await ltm.evidence()}
+    assert links[paris[0].event_id].extraction_meta.get("superseded") is True
+    assert not links[london[0].event_id].extraction_meta.get("superseded")
+    # 0.36 is gated afresh: below min_confidence, so the item is no longer injected
+    assert item.status == "shadow"
+    block = await ltm.block(a, "where does Alice live Paris London")
+    assert "Paris" not in block.text and "London" not in block.text
+    # and the keyword index follows the new wording
+    hits = await ltm.sql("SELECT rowid FROM ltm_items_fts WHERE ltm_items_fts MATCH 'paris'")
+    assert hits == []
+
+
+async def test_restating_an_item_is_not_a_contradiction(ltm, origin):
+    a = origin("alice")
+    await ltm.turn(a, "I live in Paris", "Nice.", {"type": "profile", "fact": "Alice lives in Paris", "fact_key": "city"})
+    await ltm.turn(a, "Paris, France", "Nice.",
+                   {"type": "profile", "fact": "Alice lives in Paris, France", "fact_key": "city"})
+    item = await ltm.item()
+    assert item.evidence_count == 2 and await actions(ltm, "supersede") == []
+
+
+class FakeMatcher:
+    """writer.matcher stand-in: 'semantically equal' means the test says so."""
+
+    def __init__(self, same_as: dict[str, str]) -> None:
+        self.same_as = same_as  # new fact -> fact of the existing item it means
+        self.calls: list[tuple[Scope, str]] = []
+
+    async def find(self, session, scope, fact):
+        self.calls.append((scope, fact))
+        target = self.same_as.get(fact)
+        if target is None:
+            return None
+        return (
+            await session.execute(
+                select(MemoryItem).where(
+                    MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id, MemoryItem.fact == target
+                )
+            )
+        ).scalar_one_or_none()
+
+
+async def test_semantic_match_merges_into_the_existing_item(ltm, origin):
+    a = origin("alice")
+    matcher = FakeMatcher({"Alice really enjoys drinking green tea": "Alice loves green tea"})
+    ltm.engine.writer.matcher = matcher
+    first, _ = await ltm.turn(a, "I love green tea", "OK.", tea(confidence=0.8))  # 0.64
+    assert len(matcher.calls) == 1  # no key match: the matcher is asked, finds nothing
+    second, _ = await ltm.turn(a, "green tea is my thing", "OK.",
+                               {"fact": "Alice really enjoys drinking green tea", "fact_key": "alice_tea_habit",
+                                "confidence": 1.0})  # 0.8
+    item = await ltm.item()
+    assert item.evidence_count == 2
+    assert item.fact == "Alice really enjoys drinking green tea"  # better-supported wording wins
+    assert item.fact_key == "alice_favourite_drink"  # the item keeps its key
+    assert item.confidence == pytest.approx(round((0.64 + 0.8) / 2 * 1.1, 4))
+    assert {e.event_id for e in await ltm.evidence()} == {first[0].event_id, second[0].event_id}
+    (merge,) = await actions(ltm, "merge")
+    assert merge.memory_id == item.memory_id and merge.detail["previous_fact"] == "Alice loves green tea"
+    assert matcher.calls[-1] == (Scope("user", "qq:alice"), "Alice really enjoys drinking green tea")
+
+
+async def test_exact_key_match_does_not_consult_the_matcher(ltm, origin):
+    a = origin("alice")
+    matcher = FakeMatcher({})
+    ltm.engine.writer.matcher = matcher
+    await ltm.turn(a, "I love green tea", "OK.", tea())
+    await ltm.turn(a, "green tea", "OK.", tea())
+    assert len(matcher.calls) == 1 and (await ltm.item()).evidence_count == 2
+
+
+async def test_restating_the_original_wording_after_a_merge_confirms(ltm, origin):
+    # The matcher judged the two wordings to mean the same; when the first
+    # wording comes again under the item's own key it is a confirmation,
+    # not a contradiction that halves the confidence and resets the evidence.
+    a = origin("alice")
+    ltm.engine.writer.matcher = FakeMatcher({"Alice really enjoys drinking green tea": "Alice loves green tea"})
+    await ltm.turn(a, "I love green tea", "OK.", tea(confidence=0.8))
+    await ltm.turn(a, "green tea is my thing", "OK.",
+                   {"fact": "Alice really enjoys drinking green tea", "fact_key": "alice_tea_habit", "confidence": 1.0})
+    await ltm.turn(a, "tea", "OK.", tea(confidence=0.8))
+    item = await ltm.item()
+    assert await actions(ltm, "supersede") == []
+    assert item.evidence_count == 3 and item.status == "active"
+
+
+async def test_paraphrase_under_the_same_key_confirms(ltm, origin):
+    # Design §3.3: an exact key match adds evidence. Models reword facts all
+    # the time; only a real contradiction (Paris/London) may supersede.
+    a = origin("alice")
+    await ltm.turn(a, "I love green tea", "OK.", tea(fact="Alice loves green tea"))
+    await ltm.turn(a, "green tea is my favourite", "OK.", tea(fact="Alice's favourite drink is green tea"))
+    item = await ltm.item()
+    assert await actions(ltm, "supersede") == []
+    assert item.evidence_count == 2 and item.status == "active"
+
+
+async def test_semantic_match_with_weaker_support_keeps_the_wording(ltm, origin):
+    a = origin("alice")
+    ltm.engine.writer.matcher = FakeMatcher({"Alice kind of likes green tea": "Alice loves green tea"})
+    await ltm.turn(a, "I love green tea", "OK.", tea(confidence=1.0))  # 0.8
+    await ltm.turn(a, "tea is ok", "OK.", {"fact": "Alice kind of likes green tea", "fact_key": "x", "confidence": 0.5})
+    item = await ltm.item()
+    assert item.fact == "Alice loves green tea" and item.evidence_count == 2
+    assert len(await actions(ltm, "merge")) == 1
+
+
+# -- tombstones -----------------------------------------------------------
+
+
+async def test_deleted_fact_is_not_recreated_by_extraction(ltm, origin):
+    a = origin("alice")
+    await ltm.turn(a, "I live in Paris", "OK.", {"type": "profile", "fact": "Alice lives in Paris", "fact_key": "alice_home_city"})
+    item = await ltm.item()
+    await ltm.engine.admin.delete(item.memory_id, OPERATOR, "wrong")
+    assert await ltm.items() == []
+    (tomb,) = await ltm.tombstones()
+    assert (tomb.fact_key, tomb.actor) == ("alice_home_city", OPERATOR)
+    assert (await actions(ltm, "delete"))[0].memory_id == item.memory_id
+
+    await ltm.turn(a, "Paris is home", "OK.",
+                   {"type": "profile", "fact": "Alice lives in Paris", "fact_key": "alice_home_city"},
+                   {"type": "profile", "fact": "Alice's home is Paris", "fact_key": "Alice home city"})
+    assert await ltm.items() == []
+    drops = await actions(ltm, "policy")
+    assert len(drops) == 2 and all("tombstoned" in d.reason for d in drops)
+
+
+async def test_rejected_fact_is_not_recreated_by_extraction(make_ltm, origin):
+    ltm = await make_ltm({"write_policy": {"mode": "manual"}})
+    a = origin("alice")
+    await ltm.turn(a, "I hate tea", "OK.", tea())
+    item = await ltm.item()
+    await ltm.engine.admin.review([item.memory_id], "reject", OPERATOR, "not true")
+    assert await ltm.items() == []
+    assert (await actions(ltm, "reject"))[0].reason == "not true"
+    await ltm.turn(a, "tea tea", "OK.", tea())
+    assert await ltm.items() == []
+    assert "tombstoned" in (await actions(ltm, "policy"))[0].reason
+
+
+async def test_explicit_request_revives_a_tombstoned_fact(ltm, origin):
+    a = origin("alice")
+    await ltm.engine.remember(a, "I like green tea")
+    item = await ltm.item()
+    key = item.fact_key
+    await ltm.engine.admin.delete(item.memory_id, "user:alice", "forgotten")
+    assert await ltm.items() == []
+
+    # extraction may not bring it back ...
+    await ltm.turn(a, "I like green tea", "OK.", {"fact": item.fact, "fact_key": key})
+    assert await ltm.items() == []
+
+    # ... but the user saying it explicitly does
+    await ltm.record(a, "Remember that I like green tea", "Will do.")
+    revived = await ltm.item()
+    assert revived.fact_key == key and revived.status == "active"
+    assert await ltm.tombstones() == []
+    (revive,) = await actions(ltm, "revive")
+    assert revive.detail["fact_key"] == key and revive.actor == "user:alice" and revive.reason
+    assert await ltm.block(a, "green tea")
+
+
+async def test_tombstones_are_per_scope(ltm, origin):
+    await ltm.turn(origin("alice"), "tea", "OK.", tea())
+    await ltm.engine.admin.delete((await ltm.item()).memory_id, OPERATOR)
+    await ltm.turn(origin("bob"), "tea", "OK.", {"fact": "Bob loves green tea", "fact_key": "alice_favourite_drink"})
+    assert [i.scope_id for i in await ltm.items()] == ["qq:bob"]
+
+
+async def test_evidence_links_point_at_real_events(ltm, origin):
+    a = origin("alice")
+    await ltm.turn(a, "I love green tea", "Noted.", tea())
+    events = {e.event_id: e for e in await ltm.events()}
+    for link in await ltm.evidence():
+        assert link.event_id in events
+        assert events[link.event_id].source_role == "user"
+    async with ltm.engine.db.read() as session:
+        orphans = (
+            await session.execute(
+                select(MemoryEvidence).where(~MemoryEvidence.memory_id.in_(select(MemoryItem.memory_id)))
+            )
+        ).scalars().all()
+    assert orphans == []
+    assert all(r.memory_id for r in await ltm.rows(MemoryAudit, MemoryAudit.action == "create"))
+    assert len(await ltm.rows(MemoryEvent)) == 2
