@@ -8,13 +8,12 @@ versions is here, so the rest of the package stays testable on its own.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
+from .logs import log
 from .extractor import Complete
 from .scope import Origin
 
-log = logging.getLogger("astrbot_plugin_ltm")
 
 
 def origin_from_event(event: Any) -> Origin:

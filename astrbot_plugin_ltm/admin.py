@@ -48,6 +48,7 @@ class ItemFilter:
     status: str | None = None  # also "pending": awaiting approval
     query: str | None = None
     min_confidence: float | None = None
+    told_by: str | None = None  # only items evidenced by this sender's messages
 
 
 def item_dict(item: MemoryItem) -> dict[str, Any]:
@@ -110,6 +111,8 @@ class Admin:
             conditions.append(MemoryItem.confidence >= f.min_confidence)
         if f.query:
             conditions.append(MemoryItem.fact.contains(f.query))
+        if f.told_by:
+            conditions.append(told_by(f.told_by))
         where = and_(*conditions) if conditions else True
         async with self._db.read() as session:
             total = (await session.execute(select(func.count()).select_from(MemoryItem).where(where))).scalar_one()
@@ -152,7 +155,9 @@ class Admin:
             raise AdminError(f"no memory with id {memory_id}", 404)
         return item
 
-    async def find_by_prefix(self, prefix: str, scopes: list[Scope] | None = None) -> MemoryItem:
+    async def find_by_prefix(
+        self, prefix: str, scopes: list[Scope] | None = None, sender_id: str | None = None
+    ) -> MemoryItem:
         """An item by its id or an unambiguous id prefix (chat commands show
         8 characters), limited to ``scopes`` when given."""
         prefix = prefix.strip()
@@ -163,6 +168,8 @@ class Admin:
             query = query.where(
                 or_(*(and_(MemoryItem.scope == s.kind, MemoryItem.scope_id == s.id) for s in scopes))
             )
+        if sender_id is not None:
+            query = query.where(told_by(sender_id))
         async with self._db.read() as session:
             rows = (await session.execute(query)).scalars().all()
         if not rows:
@@ -338,6 +345,15 @@ class Admin:
             for scope, scope_id, n in rows:
                 entry(scope, scope_id)["writes_last_hour"] = n
         return sorted(out.values(), key=lambda e: (e["scope"], e["scope_id"]))
+
+
+def told_by(sender_id: str):
+    """Items with evidence from this sender's own messages."""
+    return MemoryItem.memory_id.in_(
+        select(MemoryEvidence.memory_id)
+        .join(MemoryEvent, MemoryEvent.event_id == MemoryEvidence.event_id)
+        .where(MemoryEvent.sender_id == sender_id)
+    )
 
 
 def event_dict(event: MemoryEvent) -> dict[str, Any]:

@@ -47,19 +47,30 @@ class Commands:
         ro = " Writes are paused (emergency read-only)." if self.engine.config.emergency_read_only else ""
         return "\n".join(lines) + f"\nWrite mode: {mode}.{ro}"
 
-    async def list(self, origin: Origin) -> str:
+    def _own_filters(self, origin: Origin) -> list[ItemFilter]:
+        """A user's memories: their own scope and, in a group, what the group
+        remembers from their own messages."""
         scope = self._own_scope(origin)
-        items, total = await self.engine.admin.list_items(
-            ItemFilter(scope=scope.kind, scope_id=scope.id), sort="importance", limit=LIST_LIMIT
-        )
+        filters = [ItemFilter(scope=scope.kind, scope_id=scope.id)]
+        if origin.is_group:
+            group = self.engine.resolver.group_scope(origin)
+            filters.append(ItemFilter(scope=group.kind, scope_id=group.id, told_by=origin.sender_id))
+        return filters
+
+    async def list(self, origin: Origin) -> str:
+        items, total = [], 0
+        for f in self._own_filters(origin):
+            found, count = await self.engine.admin.list_items(f, sort="importance", limit=LIST_LIMIT)
+            items.extend(found)
+            total += count
         if not items:
             return "I don't remember anything about you."
         lines = [
             f"{i.memory_id[:8]} [{i.type}] {i.fact}"
             + ("" if i.status == "active" else f" ({'awaiting approval' if i.awaiting_approval else i.status})")
-            for i in items
+            for i in items[:LIST_LIMIT]
         ]
-        more = f"\n… and {total - len(items)} more" if total > len(items) else ""
+        more = f"\n… and {total - len(lines)} more" if total > len(lines) else ""
         return "\n".join(lines) + more
 
     async def remember(self, origin: Origin, fact: str) -> str:
@@ -76,7 +87,13 @@ class Commands:
 
     async def forget(self, origin: Origin, memory_id: str) -> str:
         try:
-            item = await self.engine.admin.find_by_prefix(memory_id, [self._own_scope(origin)])
+            try:
+                item = await self.engine.admin.find_by_prefix(memory_id, [self._own_scope(origin)])
+            except AdminError:
+                if not origin.is_group:
+                    raise
+                group = self.engine.resolver.group_scope(origin)
+                item = await self.engine.admin.find_by_prefix(memory_id, [group], sender_id=origin.sender_id)
             await self.engine.admin.delete(item.memory_id, f"user:{origin.sender_id}", "forgotten by the user")
         except AdminError as exc:
             return str(exc)

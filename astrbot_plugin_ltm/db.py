@@ -75,22 +75,21 @@ async def fts_delete(session: AsyncSession, rowid: int) -> None:
 async def fts_search(
     session: AsyncSession,
     tokens: list[str],
-    scopes: list[tuple[str, str]],
+    scopes: list[tuple[str, str]] | None,
     statuses: tuple[str, ...],
     limit: int,
 ) -> list[tuple[int, float]]:
-    """(item rowid, bm25) of the best keyword matches in the given scopes.
-
-    bm25 is negated so that larger is better.
+    """(item rowid, bm25) of the best keyword matches in the given scopes
+    (``None``: every scope). bm25 is negated so that larger is better.
     """
-    if not tokens or not scopes:
+    if not tokens or scopes == []:
         return []
     scope_sql = " OR ".join(
-        f"(i.scope = :s{n} AND i.scope_id = :i{n})" for n in range(len(scopes))
-    )
+        f"(i.scope = :s{n} AND i.scope_id = :i{n})" for n in range(len(scopes or []))
+    ) or "1"
     status_sql = ", ".join(f":st{n}" for n in range(len(statuses)))
     params: dict[str, object] = {"q": fts_match_expression(tokens), "lim": limit}
-    for n, (scope, scope_id) in enumerate(scopes):
+    for n, (scope, scope_id) in enumerate(scopes or []):
         params[f"s{n}"], params[f"i{n}"] = scope, scope_id
     for n, status in enumerate(statuses):
         params[f"st{n}"] = status

@@ -6,7 +6,6 @@ benchmarks drive it directly with an in-process SQLite engine.
 from __future__ import annotations
 
 import asyncio
-import logging
 from pathlib import Path
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -15,6 +14,7 @@ from typing import Any, Protocol
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
+from .logs import log
 from .admin import Admin
 from .candidates import Candidate
 from .config import LTMConfig, parse_config
@@ -33,7 +33,6 @@ from .worker import ExtractionWorker
 from .vectors import VectorIndex, VectorService
 from .writer import MemoryWriter, WriteOutcome
 
-log = logging.getLogger("astrbot_plugin_ltm")
 
 EXPLICIT_IMPORTANCE = 0.8
 

@@ -24,8 +24,9 @@ _FIRST_PERSON = [
     (re.compile(r"\bmine\b", re.I), "{name}'s"),
     (re.compile(r"\bme\b", re.I), "{name}"),
     (re.compile(r"\bI\b"), "{name}"),
-    (re.compile("我的"), "{name}的"),
-    (re.compile("我"), "{name}"),
+    # "我们" is "we" and "自我" is "self": neither is the speaker alone.
+    (re.compile("(?<!自)我的"), "{name}的"),
+    (re.compile("(?<!自)我(?!们)"), "{name}"),
 ]
 
 

@@ -11,18 +11,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import math
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
+from .logs import log
 from .candidates import Candidate, ExtractionResult, Rejection
 from .models import MemoryEvent
 from .policy import MEMORY_TYPES
 from .text import normalize_fact_key
 
-log = logging.getLogger("astrbot_plugin_ltm")
 
 SYSTEM_PROMPT = """You extract long-term memory from a chat transcript.
 Each transcript line is numbered and names its speaker.

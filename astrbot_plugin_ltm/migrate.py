@@ -15,16 +15,15 @@ commits DDL statements implicitly, which would make a migration half-apply.
 from __future__ import annotations
 
 import importlib.util
-import logging
 import re
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from .logs import log
 from .models import utcnow
 
-log = logging.getLogger("astrbot_plugin_ltm")
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 _NAME = re.compile(r"^(\d{4})_(\w+)\.py$")

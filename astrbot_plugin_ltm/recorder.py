@@ -9,20 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from .logs import log
 from .config import LTMConfig
 from .db import Database, ReadOnlyError, events_fts_insert
 from .models import MemoryEvent, utcnow
 from .scope import Origin, ScopeResolver
 from .tasks import BackgroundTask
 
-log = logging.getLogger("astrbot_plugin_ltm")
 
 OnInserted = Callable[[AsyncSession, list[MemoryEvent]], Awaitable[None]]
 

@@ -14,15 +14,14 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
-import logging
 import math
 from functools import lru_cache
 from importlib import resources
 from typing import Protocol
 
+from .logs import log
 from .text import is_cjk
 
-log = logging.getLogger("astrbot_plugin_ltm")
 
 _CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
 _CL100K_PATTERN = (

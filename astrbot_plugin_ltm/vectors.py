@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import logging
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,12 +29,12 @@ import numpy as np
 from sqlalchemy import and_, delete, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from .logs import log
 from .db import Database, ReadOnlyError
 from .embedding import Embedder, normalise
 from .models import MemoryItem, MemoryVector, utcnow
 from .scope import Scope
 
-log = logging.getLogger("astrbot_plugin_ltm")
 
 # Below this many vectors a search takes well under a millisecond and is
 # run inline; larger namespaces are searched in a worker thread.

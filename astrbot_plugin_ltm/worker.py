@@ -12,13 +12,13 @@ pending and are retried with exponential backoff, and after
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import and_, func, or_, select, text, update
 
+from .logs import log
 from .config import LTMConfig
 from .db import Database, ReadOnlyError
 from .extractor import Extractor
@@ -29,7 +29,6 @@ from .tasks import BackgroundTask
 from .vectors import VectorService
 from .writer import MemoryWriter, WriteOutcome, audit
 
-log = logging.getLogger("astrbot_plugin_ltm")
 
 ACTOR = "system:extractor"
 # Resolves the extractor for a conversation (its unified_msg_origin); None
@@ -93,6 +92,8 @@ class ExtractionWorker:
 
     async def run_once(self, ignore_idle: bool = False) -> list[BatchResult]:
         """Process every scope that is ready now, one batch each."""
+        if self._db.is_read_only():
+            return []  # every model call would be paid for and thrown away
         results = []
         for scope in await self.ready_scopes(ignore_idle):
             result = await self.process_scope(scope)
@@ -181,6 +182,13 @@ class ExtractionWorker:
                 await self._set_status(session, events, ExtractionStatus.DONE)
         except ReadOnlyError:
             return BatchResult(scope, len(events), False, [], "emergency_read_only")
+        except Exception as exc:
+            # Rolled back as a whole; back off like a failed call so one bad
+            # scope neither blocks the others nor calls the model every poll.
+            log.exception("ltm: writing extracted memories failed")
+            error = f"write failed: {type(exc).__name__}: {exc}"
+            await self._failed(events, error)
+            return BatchResult(scope, len(events), False, [], error)
         return BatchResult(scope, len(events), True, outcomes)
 
     @staticmethod

@@ -8,7 +8,6 @@ not at all.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -17,6 +16,7 @@ from typing import Protocol
 from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from .logs import log
 from .candidates import Candidate
 from .config import LTMConfig
 from .db import fts_delete, fts_upsert
@@ -26,11 +26,11 @@ from .scope import Scope
 from .text import contradicts, normalize_fact_key
 from .vectors import delete_vector
 
-log = logging.getLogger("astrbot_plugin_ltm")
 
 # Audit actions that count as a write for the rate limits: a new item, or
 # an item whose fact was replaced by a contradicting one.
 WRITE_ACTIONS = ("create", "supersede")
+SESSION_WINDOW = timedelta(hours=24)
 
 
 class SemanticMatcher(Protocol):
@@ -170,17 +170,18 @@ class MemoryWriter:
             **c.meta,
             "confidence": {"base": c.confidence, "source": c.source, "weighted": weighted},
         }
-        new_events = list(c.event_ids)
-        if item is not None and action != "supersede":
-            linked = set(
-                (
-                    await session.execute(
-                        select(MemoryEvidence.event_id).where(MemoryEvidence.memory_id == item.memory_id)
-                    )
-                ).scalars()
-            )
-            new_events = [e for e in c.event_ids if e not in linked]
-            if not new_events:
+        new_events = list(dict.fromkeys(c.event_ids))
+        relinked: list[MemoryEvidence] = []
+        if item is not None:
+            links = (
+                await session.execute(select(MemoryEvidence).where(MemoryEvidence.memory_id == item.memory_id))
+            ).scalars().all()
+            linked = {link.event_id: link for link in links}
+            new_events = [e for e in new_events if e not in linked]
+            # A contradiction stated in an already linked line ("I used to
+            # live in Paris, now London") re-points that link to the new fact.
+            relinked = [linked[e] for e in c.event_ids if e in linked] if action == "supersede" else []
+            if not new_events and not relinked:
                 return WriteOutcome("confirmed", item.memory_id, item.status, "evidence already linked", item.fact)
 
         if action == "create":
@@ -250,6 +251,9 @@ class MemoryWriter:
                     session, "status", actor, decision.reason, item=item, session_id=c.session_id,
                     now=now, old=old["status"], new=item.status,
                 )
+        for link in relinked:
+            link.extraction_meta = evidence_meta
+            link.extraction_method = method
         for event_id in new_events:
             session.add(
                 MemoryEvidence(
@@ -360,6 +364,10 @@ class _WriteCounts:
         self._session = session
         self._scope = scope
         self._since = now - timedelta(hours=1)
+        # A private chat on QQ or Telegram keeps one unified_msg_origin for
+        # ever; counting its writes over a day keeps the per-session limit a
+        # limit on bursts, not a lifetime cap on learning about a person.
+        self._session_since = now - SESSION_WINDOW
         self._by_session: dict[str | None, int] = {}
         self._hour: int | None = None
 
@@ -370,7 +378,9 @@ class _WriteCounts:
             self._by_session[session_id] = (
                 await self._session.execute(
                     select(func.count()).select_from(MemoryAudit).where(
-                        MemoryAudit.session_id == session_id, MemoryAudit.action.in_(WRITE_ACTIONS)
+                        MemoryAudit.session_id == session_id,
+                        MemoryAudit.action.in_(WRITE_ACTIONS),
+                        MemoryAudit.created_at >= self._session_since,
                     )
                 )
             ).scalar_one()

@@ -284,7 +284,13 @@ class Client:
         for event in reversed(events):
             if event.get("type") == "complete" and isinstance(event.get("data"), str):
                 return event["data"]
-        return "".join(e["data"] for e in events if e.get("type") == "plain" and isinstance(e.get("data"), str))
+        # Tool calls and their results also arrive as "plain" events; they
+        # are progress notes, not the reply.
+        return "".join(
+            e["data"] for e in events
+            if e.get("type") == "plain" and isinstance(e.get("data"), str)
+            and e.get("chain_type") not in ("tool_call", "tool_call_result")
+        )
 
 
 def conversation_history(home: Path, umo: str) -> list[dict]:

@@ -10,8 +10,10 @@
 - ``POST /v1/embeddings``: deterministic bag-of-words vectors.
 - ``GET /_requests`` lists every request received; ``POST /_reset`` clears it.
 - ``POST /_control`` {"extraction": "rules"|"error"|"timeout"|"malformed",
-  "timeout_seconds": N, "delay_seconds": N} makes extraction calls fail on
-  purpose (``delay_seconds`` slows down successful extraction answers).
+  "timeout_seconds": N, "delay_seconds": N, "error_status": N} makes
+  extraction calls fail on purpose (``error_status``, default 500, is the
+  HTTP status of "error" answers: AstrBot retries 5xx for about 15 s, a 4xx
+  fails at once; ``delay_seconds`` slows down successful answers).
 
 Every server has a ``State`` (``server.state``); ``serve(port, state=State())``
 gives a server its own recorded requests and controls, ``STATE`` is the
@@ -52,6 +54,7 @@ class State:
         self.extraction = "rules"
         self.timeout_seconds = 30.0
         self.delay_seconds = 0.0
+        self.error_status = 500
 
     def snapshot(self) -> list[dict]:
         with self.lock:
@@ -163,9 +166,11 @@ class Handler(BaseHTTPRequestHandler):
                 state.extraction = body.get("extraction", state.extraction)
                 state.timeout_seconds = float(body.get("timeout_seconds", state.timeout_seconds))
                 state.delay_seconds = float(body.get("delay_seconds", state.delay_seconds))
+                state.error_status = int(body.get("error_status", state.error_status))
             return self._json({"ok": True, "extraction": state.extraction,
                                "timeout_seconds": state.timeout_seconds,
-                               "delay_seconds": state.delay_seconds})
+                               "delay_seconds": state.delay_seconds,
+                               "error_status": state.error_status})
         with state.lock:
             state.requests.append({"path": self.path, "body": body, "time": time.time()})
         if self.path.endswith("/embeddings"):
@@ -187,7 +192,8 @@ class Handler(BaseHTTPRequestHandler):
             state = self.state
             mode = state.extraction
             if mode == "error":
-                return self._json({"error": {"message": "fake outage", "type": "server_error"}}, 500)
+                kind = "server_error" if state.error_status >= 500 else "invalid_request_error"
+                return self._json({"error": {"message": "fake outage", "type": kind}}, state.error_status)
             if mode == "timeout":
                 time.sleep(state.timeout_seconds)
             elif state.delay_seconds > 0:

@@ -168,3 +168,15 @@ async def test_pending_approve_reject(make_ltm, origin):
 def test_help_lists_every_command():
     for name in ("status", "list", "remember", "forget", "forget-all", "pending", "approve", "reject"):
         assert f"/ltm {name}" in HELP
+
+
+async def test_what_a_user_remembers_in_a_group_they_can_list_and_forget(ltm, cmd, origin):
+    # /ltm remember answers with an id; /ltm list and /ltm forget in the same
+    # chat must know it, or the user cannot take back their own words.
+    bob = origin("bob", group="g1")
+    reply = await cmd.remember(bob, "I am vegetarian")
+    assert reply.startswith("Remembered (")
+    short_id = reply[len("Remembered ("):].split(")")[0]
+    assert short_id in await cmd.list(bob)
+    assert (await cmd.forget(bob, short_id)).startswith("Forgotten")
+    assert await ltm.items() == []

@@ -178,6 +178,12 @@ def test_attribute_rewrites_the_first_person():
     assert attribute("I like tea", "") == "I like tea"
 
 
+def test_attribute_leaves_we_and_words_containing_wo_alone():
+    # "我们" is "we" (English "we" is left alone too), "自我" is "self"
+    assert attribute("我们周五开会", "小明") == "我们周五开会"
+    assert attribute("我在准备自我介绍", "小明") == "小明在准备自我介绍"
+
+
 @pytest.mark.parametrize(
     ("fact", "mtype"),
     [

@@ -97,3 +97,18 @@ async def test_starting_in_read_only_writes_nothing(make_ltm, origin):
     assert await again.table_snapshot() == before
     assert await again.block(origin("alice"), "tea")
 
+
+
+async def test_read_only_does_not_spend_model_calls_it_cannot_store(ltm, origin):
+    # The worker polls every few seconds; while nothing can be written, each
+    # extraction call would be paid for and thrown away, again and again.
+    a = origin("alice")
+    await ltm.record(a, "I live in Paris", "Nice.")
+    ltm.configure({"emergency_read_only": True})
+    for _ in range(3):
+        await ltm.engine.worker.run_once(ignore_idle=True)
+    assert ltm.gateway.calls == []
+    ltm.configure({"emergency_read_only": False})
+    ltm.gateway.facts({"type": "profile", "fact": "Alice lives in Paris"})
+    await ltm.engine.worker.drain()
+    assert len(ltm.gateway.calls) == 1 and len(await ltm.items()) == 1

@@ -91,6 +91,12 @@ def test_token_set_similarity():
         ("Alice lives in Paris", "Alice lives in London"),
         ("Alice is 30", "Alice is 31"),
         ("小明住在上海", "小明住在北京"),
+        ("Alice lives in Paris", "Alice lives in New York"),
+        ("Alice's favourite drink is green tea", "Alice's favourite drink is coffee"),
+        ("Alice likes cats", "Alice doesn't like cats"),
+        ("Alice doesn't like cats", "Alice likes cats"),
+        ("小明喜欢猫", "小明不喜欢猫"),
+        ("小明今年30岁", "小明今年31岁"),
     ],
 )
 def test_contradictions(old, new):
@@ -104,6 +110,10 @@ def test_contradictions(old, new):
         ("Alice lives in Paris", "Alice lives in Paris, France"),
         ("Alice lives in Paris, France", "Alice lives in Paris"),
         ("小明住在上海", "小明住在上海市"),
+        ("Alice works as a nurse", "Alice works as a nurse at St Mary's"),
+        ("Alice loves green tea", "Alice's favourite drink is green tea"),
+        ("Alice loves green tea", "Alice really enjoys drinking green tea"),
+        ("Alice is 30", "Alice is 30 years old"),
     ],
 )
 def test_restatements_and_refinements_agree(old, new):

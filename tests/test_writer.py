@@ -183,6 +183,19 @@ async def test_policy_max_writes_per_session(make_ltm, origin):
     assert (await ltm.item(MemoryItem.fact_key == "fruit_0")).evidence_count == 2
 
 
+async def test_a_long_lived_chat_keeps_learning_over_days(ltm, origin):
+    # A QQ/Telegram private chat keeps one unified_msg_origin for ever, so
+    # max_writes_per_session (default 10) must not become a lifetime cap of
+    # ten memories per person: max_items_per_scope (200) could never be
+    # reached and the bot would stop learning about its most loyal users.
+    a = origin("alice")
+    for day in range(12):
+        await ltm.turn(a, f"news of day {day}", "OK.",
+                       {"fact": f"Alice did thing number {day} today", "fact_key": f"thing_{day}"})
+        ltm.clock.advance(days=1)
+    assert len(await ltm.items()) == 12, [r.reason for r in await actions(ltm, "policy")]
+
+
 async def test_policy_max_writes_per_hour(make_ltm, origin):
     ltm = await make_ltm(
         {"write_policy": {"mode": "auto", "max_writes_per_hour": 2, "max_writes_per_session": 1000}}
@@ -380,6 +393,33 @@ async def test_contradicting_fact_supersedes_with_penalty(ltm, origin):
     # and the keyword index follows the new wording
     hits = await ltm.sql("SELECT rowid FROM ltm_items_fts WHERE ltm_items_fts MATCH 'paris'")
     assert hits == []
+
+
+async def test_a_negated_fact_supersedes(ltm, origin):
+    a = origin("alice")
+    await ltm.turn(a, "I like cats", "OK.", {"fact": "Alice likes cats", "fact_key": "alice_cats", "confidence": 1.0})
+    await ltm.turn(a, "I don't like cats anymore", "OK.",
+                   {"fact": "Alice doesn't like cats", "fact_key": "alice_cats", "confidence": 1.0})
+    item = await ltm.item()
+    assert item.fact == "Alice doesn't like cats"
+    assert item.confidence == pytest.approx(0.4)  # 1.0 × 0.8 × (1 − 0.5)
+    assert len(await actions(ltm, "supersede")) == 1
+
+
+async def test_contradicting_facts_from_the_same_line_in_one_batch(ltm, origin):
+    # "I used to live in Paris, now I live in London": both facts cite line 1.
+    a = origin("alice")
+    await ltm.record(a, "I used to live in Paris, now I live in London", "OK.")
+    ltm.gateway.facts({"type": "profile", "fact": "Alice lives in Paris", "fact_key": "city"},
+                      {"type": "profile", "fact": "Alice lives in London", "fact_key": "city"})
+    (result,) = await ltm.engine.worker.drain()
+    assert result.ok, result.error
+    item = await ltm.item()
+    assert item.fact == "Alice lives in London"
+    assert len(await actions(ltm, "supersede")) == 1
+    assert {e.extraction_status for e in await ltm.events()} == {"done"}
+    links = await ltm.evidence()
+    assert len({(e.memory_id, e.event_id) for e in links}) == len(links) >= 1
 
 
 async def test_restating_an_item_is_not_a_contradiction(ltm, origin):

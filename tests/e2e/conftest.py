@@ -1,0 +1,440 @@
+"""End-to-end harness: a real AstrBot (the project's venv) in a temporary
+home, with this plugin installed from the checkout, the fake model of
+``devtools.fake_openai`` as its only chat provider and everything on
+loopback.
+
+Test modules get a running bot from the session fixture ``bot_factory``::
+
+    @pytest.fixture(scope="module")
+    def bot(bot_factory):
+        with bot_factory("auto", {"write_policy": {"mode": "auto"}}) as b:
+            yield b
+
+Every bot has its own fake model server (its own recorded requests and
+``/_control`` state), its own home and dashboard port, and is stopped by its
+own process id when the ``with`` block ends, whether the tests passed or not.
+
+``LTM_E2E_PLUGIN_SOURCE=<dir>`` installs the plugin from another directory
+than this checkout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import sqlite3
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from devtools import fake_openai  # noqa: E402
+from devtools.astrbot_home import (  # noqa: E402
+    PLUGIN_NAME,
+    AstrBotProcess,
+    Client,
+    conversation_history,
+    free_port,
+    install_plugin,
+    prepare_home,
+)
+
+FIXTURE_PLUGINS = Path(__file__).resolve().parent / "fixture_plugins"
+TOOLS_PLUGIN = FIXTURE_PLUGINS / "ltm_test_tools"
+PASSWORD = "Ltm-E2e-Passw0rd"
+OPEN_API_SCOPES = ["bot", "provider", "persona", "im", "config", "chat", "data", "file", "plugin", "mcp", "skill"]
+ADMIN_USER = "astrbot"  # in AstrBot's default admins_id
+
+HEADER = "[Long-term Memory]"
+FOOTER = "[End Memory]"
+BLOCK_RE = re.compile(re.escape(HEADER) + r"\n(.*?)\n" + re.escape(FOOTER), re.S)
+BLOCK_LINE_RE = re.compile(r"^- \[(?P<type>[a-z_]+)\] (?P<fact>.+) \(confidence: (?P<conf>[0-9.]+)\)$")
+
+# Small timings so background extraction runs within a second of a turn.
+FAST_EXTRACTION = {
+    "idle_seconds": 0.3,
+    "poll_seconds": 0.3,
+    "backoff_seconds": 0.5,
+    "timeout_seconds": 3.0,
+    "max_attempts": 20,
+}
+
+# Lines that mean the plugin itself failed (beyond AstrBot's own noise).
+PLUGIN_ERROR_PATTERNS = [
+    re.compile(p)
+    for p in (
+        r"\[ERRO\].*(ltm|astrbot_plugin_ltm|ltm_test_tools)",
+        r"\[CRIT\].*(ltm|astrbot_plugin_ltm)",
+        r"ltm: could not start",
+        r"ltm: no memory for this turn",
+        r"ltm: turn not recorded",
+        r"ltm: tool result not recorded",
+        r"ltm command failed",
+        r"ltm: writing events failed",
+        r"ltm: extraction worker error",
+        r"Failed to import plugin",
+        r"File \".*astrbot_plugin_ltm",
+    )
+]
+ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "e2e: end-to-end test against a real AstrBot process")
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):
+        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return str(content or "")
+
+
+def last_user_text(body: dict) -> str:
+    """The user's own words in a chat request (the last text part of the
+    last user message; a memory block, if any, is a part before it)."""
+    for message in reversed(body.get("messages") or []):
+        if message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):
+                texts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+                return texts[-1] if texts else ""
+            return str(content or "")
+    return ""
+
+
+def memory_blocks(body: dict) -> list[dict]:
+    """Every memory block in a request: where it is and what it says."""
+    found = []
+    for index, message in enumerate(body.get("messages") or []):
+        content = message.get("content")
+        parts = content if isinstance(content, list) else [{"type": "text", "text": str(content or "")}]
+        for part_index, part in enumerate(parts):
+            if not isinstance(part, dict) or part.get("type") != "text":
+                continue
+            for m in BLOCK_RE.finditer(part.get("text", "")):
+                lines = m.group(1).splitlines()
+                found.append({
+                    "message_index": index,
+                    "role": message.get("role"),
+                    "part_index": part_index,
+                    "starts_part": part.get("text", "").startswith(HEADER),
+                    "text": m.group(0),
+                    "lines": lines,
+                    "facts": [BLOCK_LINE_RE.match(line).groupdict() if BLOCK_LINE_RE.match(line) else {"raw": line}
+                              for line in lines],
+                })
+    return found
+
+
+class Bot:
+    """One AstrBot process with the plugin, its fake model and clients."""
+
+    def __init__(self, name: str, home: Path, plugin_config: dict, extra_plugins: tuple[Path, ...] = ()) -> None:
+        self.name = name
+        self.home = home
+        self.state = fake_openai.State()
+        self.fake = fake_openai.serve(0, self.state)
+        self.model_port = self.fake.server_address[1]
+        self.port = free_port()
+        try:
+            prepare_home(
+                home, dashboard_port=self.port, password=PASSWORD, model_port=self.model_port,
+                plugin_config=plugin_config, extra_plugins=extra_plugins,
+            )
+            if os.environ.get("LTM_E2E_PLUGIN_SOURCE"):
+                # Test another copy of the plugin (a release build, a mutant).
+                install_plugin(home, Path(os.environ["LTM_E2E_PLUGIN_SOURCE"]))
+        except BaseException:
+            self.fake.shutdown()
+            self.fake.server_close()
+            raise
+        self.proc = AstrBotProcess(home, self.port)
+        self.url = self.proc.url
+        self.client = Client(self.url)
+        self.admin = Client(self.url)
+        self.db_path = home / "data" / "data_v4.db"
+        self.window_start = 0  # log offset where the current test began
+
+    # -- process -----------------------------------------------------------
+
+    def start(self) -> None:
+        log_start = self.log_size()
+        try:
+            self.proc.start(timeout=90)
+        except BaseException:
+            self.proc.stop()
+            raise
+        log = self.log_text(log_start)
+        assert f"Starting WebUI at http://127.0.0.1:{self.port}" in log, self.diag("dashboard not on loopback")
+        if self.client.token is None:
+            self.client.login(PASSWORD)
+            self.client.create_api_key("ltm-e2e")
+            self.admin.token = self.client.token
+            self.admin.create_api_key("ltm-e2e-admin", scopes=[*OPEN_API_SCOPES, "chat:admin"])
+        failed = self.client.request("GET", "/api/v1/plugins/failed")
+        assert failed.get("data") == {}, self.diag(f"plugins failed to load: {failed}")
+        plugins = self.client.request("GET", "/api/v1/plugins").get("data") or []
+        ours = [p for p in plugins if isinstance(p, dict) and p.get("name") == PLUGIN_NAME]
+        assert ours and ours[0].get("activated"), self.diag(f"{PLUGIN_NAME} is not loaded and activated: {ours}")
+        self.assert_log_clean(log_start)
+
+    def stop(self) -> None:
+        self.proc.stop()
+
+    def restart(self) -> None:
+        self.stop()
+        assert self.proc.proc is not None and self.proc.proc.returncode == 0, self.diag(
+            f"AstrBot did not shut down cleanly (rc={self.proc.proc.returncode if self.proc.proc else None})")
+        self.start()
+
+    def close(self) -> None:
+        try:
+            self.stop()
+        finally:
+            self.fake.shutdown()
+            self.fake.server_close()
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.proc.pid if self.proc.proc else None
+
+    # -- logs ----------------------------------------------------------------
+
+    def log_size(self) -> int:
+        try:
+            return self.proc.log_path.stat().st_size
+        except OSError:
+            return 0
+
+    def log_text(self, since: int = 0) -> str:
+        try:
+            with open(self.proc.log_path, "rb") as f:
+                f.seek(since)
+                return ANSI_RE.sub("", f.read().decode(errors="replace"))
+        except OSError:
+            return ""
+
+    def plugin_errors(self, since: int = 0, allow: tuple[str, ...] = ()) -> list[str]:
+        lines = []
+        for line in self.log_text(since).splitlines():
+            if any(p.search(line) for p in PLUGIN_ERROR_PATTERNS) and not any(re.search(a, line) for a in allow):
+                lines.append(line)
+        return lines
+
+    def diag(self, message: str = "", lines: int = 60) -> str:
+        errors = self.plugin_errors(self.window_start)
+        tail = "\n".join(self.log_text(0).splitlines()[-lines:])
+        out = f"{message}\n--- bot {self.name!r} ({self.home})"
+        if errors:
+            out += "\n--- plugin errors in the AstrBot log:\n" + "\n".join(errors[-20:])
+        return out + f"\n--- AstrBot log tail:\n{tail}"
+
+    def assert_log_clean(self, since: int | None = None, allow: tuple[str, ...] = ()) -> None:
+        errors = self.plugin_errors(self.window_start if since is None else since, allow)
+        assert not errors, self.diag("the plugin logged errors:\n" + "\n".join(errors[:20]))
+
+    # -- chatting --------------------------------------------------------------
+
+    @staticmethod
+    def umo(user: str, session: str) -> str:
+        return f"webchat:FriendMessage:webchat!{user}!{session}"
+
+    def history(self, user: str, session: str) -> list[dict]:
+        """The conversation history AstrBot stored for this session."""
+        return conversation_history(self.home, self.umo(user, session))
+
+    memory_blocks = staticmethod(memory_blocks)
+    last_user_text = staticmethod(last_user_text)
+    HEADER = HEADER
+    FOOTER = FOOTER
+
+    def chat(self, text: str, user: str, session: str) -> str:
+        try:
+            return self.client.chat(text, username=user, session_id=session)
+        except Exception as exc:
+            raise AssertionError(self.diag(f"chat {text!r} as {user} failed: {exc!r}")) from exc
+
+    def admin_chat(self, text: str, session: str) -> str:
+        """A message from AstrBot's admin (Open API user ``astrbot`` with a
+        ``chat:admin`` key), so ``event.is_admin()`` is true."""
+        try:
+            return self.admin.chat(text, username=ADMIN_USER, session_id=session)
+        except Exception as exc:
+            raise AssertionError(self.diag(f"admin chat {text!r} failed: {exc!r}")) from exc
+
+    # -- the fake model ----------------------------------------------------------
+
+    def mark(self) -> int:
+        return len(self.state.snapshot())
+
+    def requests(self, since: int = 0, kind: str | None = None) -> list[dict]:
+        reqs = self.state.snapshot()[since:]
+        return [r for r in reqs if kind is None or fake_openai.request_kind(r) == kind]
+
+    def chat_requests(self, since: int = 0) -> list[dict]:
+        """What AstrBot sent for users' turns (no title or extraction calls)."""
+        return [r["body"] for r in self.requests(since, "chat")]
+
+    def turn_request(self, user_text: str, since: int = 0) -> dict:
+        """The one chat request of the turn whose user words are ``user_text``."""
+        found = [b for b in self.chat_requests(since) if last_user_text(b) == user_text]
+        assert len(found) == 1, self.diag(
+            f"expected one chat request for {user_text!r}, got {len(found)}; "
+            f"turns seen: {[last_user_text(b) for b in self.chat_requests(since)]}")
+        return found[0]
+
+    def extraction_requests(self, since: int = 0, containing: str | None = None) -> list[dict]:
+        out = []
+        for r in self.requests(since, "extraction"):
+            text = "\n".join(_text(m.get("content")) for m in r["body"].get("messages") or [])
+            if containing is None or containing in text:
+                out.append(r["body"])
+        return out
+
+    def control(self, **values: Any) -> dict:
+        """POST /_control on this bot's fake model (as a test client would)."""
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{self.model_port}/_control", data=json.dumps(values).encode(),
+            method="POST", headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return json.loads(resp.read())
+
+    # -- AstrBot's plugin API (as the WebUI calls it) --------------------------
+
+    def put_plugin_config(self, config: dict) -> dict:
+        answer = self.client.request("PUT", "/api/v1/plugins/config", {"plugin_id": PLUGIN_NAME, "config": config})
+        assert answer.get("status") == "ok", self.diag(f"saving the plugin config failed: {answer}")
+        return answer
+
+    def get_plugin_config(self) -> dict:
+        answer = self.client.request("GET", f"/api/v1/plugins/config?plugin_id={PLUGIN_NAME}")
+        assert answer.get("status") == "ok", self.diag(f"reading the plugin config failed: {answer}")
+        return answer["data"]["config"]
+
+    def reload_plugin(self) -> dict:
+        answer = self.client.request("POST", "/api/v1/plugins/reload", {"plugin_id": PLUGIN_NAME})
+        assert answer.get("status") == "ok", self.diag(f"reloading the plugin failed: {answer}")
+        return answer
+
+    # -- the database ------------------------------------------------------------
+
+    def query(self, sql: str, params: tuple | dict = ()) -> list[sqlite3.Row]:
+        db = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True, timeout=10)
+        db.row_factory = sqlite3.Row
+        try:
+            return db.execute(sql, params).fetchall()
+        finally:
+            db.close()
+
+    def ltm_tables(self) -> list[str]:
+        rows = self.query("SELECT name FROM sqlite_master WHERE type='table' AND name LIKE 'ltm\\_%' ESCAPE '\\' ORDER BY name")
+        return [r["name"] for r in rows]
+
+    def ltm_counts(self) -> dict[str, int]:
+        return {t: self.query(f'SELECT count(*) AS n FROM "{t}"')[0]["n"] for t in self.ltm_tables()}
+
+    def events(self, user: str | None = None, session_umo: str | None = None) -> list[dict]:
+        sql, params = "SELECT * FROM ltm_events WHERE 1=1", []
+        if user is not None:
+            sql += " AND scope='user' AND scope_id=?"
+            params.append(f"webchat:{user}")
+        if session_umo is not None:
+            sql += " AND session_id=?"
+            params.append(session_umo)
+        rows = self.query(sql + " ORDER BY id", tuple(params))
+        out = []
+        for r in rows:
+            d = dict(r)
+            d["content"] = json.loads(d["content"]) if isinstance(d["content"], str) else d["content"]
+            out.append(d)
+        return out
+
+    def items(self, user: str | None = None) -> list[dict]:
+        if user is None:
+            return [dict(r) for r in self.query("SELECT * FROM ltm_items ORDER BY id")]
+        return [dict(r) for r in self.query(
+            "SELECT * FROM ltm_items WHERE scope='user' AND scope_id=? ORDER BY id", (f"webchat:{user}",))]
+
+    def wait_for(self, predicate: Callable[[], Any], timeout: float = 45.0, what: str = "a condition",
+                 interval: float = 0.1) -> Any:
+        deadline = time.monotonic() + timeout
+        last_exc: Exception | None = None
+        while True:
+            try:
+                value = predicate()
+                if value:
+                    return value
+            except sqlite3.OperationalError as exc:  # table not created yet, database busy
+                last_exc = exc
+            if time.monotonic() >= deadline:
+                raise AssertionError(self.diag(f"timed out after {timeout}s waiting for {what}"
+                                               + (f" (last error: {last_exc})" if last_exc else "")))
+            time.sleep(interval)
+
+    def wait_extracted(self, user: str, facts: list[str], status: str = "active", timeout: float = 45.0) -> list[dict]:
+        """Wait until ``user`` has items containing each of ``facts`` with
+        ``status`` and none of their events is pending any more."""
+
+        def ready():
+            items = self.items(user)
+            matched = [next((i for i in items if f in i["fact"] and i["status"] == status), None) for f in facts]
+            if None in matched:
+                return None
+            if any(e["extraction_status"] == "pending" for e in self.events(user)):
+                return None
+            return matched
+
+        return self.wait_for(ready, timeout, f"{user}'s memories {facts} ({status})")
+
+
+@pytest.fixture(scope="session")
+def bot_factory(tmp_path_factory: pytest.TempPathFactory):
+    """``with bot_factory(name, plugin_config) as bot:`` runs one AstrBot."""
+    running: list[Bot] = []
+
+    @contextlib.contextmanager
+    def factory(name: str, plugin_config: dict, *, tools_plugin: bool = False) -> Iterator[Bot]:
+        home = tmp_path_factory.mktemp(f"astrbot-{name}") / "home"
+        config = _merge({"extraction": dict(FAST_EXTRACTION)}, plugin_config)
+        bot = Bot(name, home, config, (TOOLS_PLUGIN,) if tools_plugin else ())
+        running.append(bot)
+        try:
+            bot.start()
+            yield bot
+        finally:
+            bot.close()
+            running.remove(bot)
+
+    yield factory
+    # Safety net: anything a broken fixture left running.
+    for bot in list(running):
+        bot.close()
+
+
+@pytest.fixture(autouse=True)
+def _bot_log_window(request: pytest.FixtureRequest):
+    """Remember where the AstrBot log stood when the test began, so plugin
+    errors are attributed to the test that caused them."""
+    if "bot" in request.fixturenames:
+        bot = request.getfixturevalue("bot")
+        bot.window_start = bot.log_size()
+    yield
+
