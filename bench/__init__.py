@@ -1,0 +1,1 @@
+"""Benchmarks for astrbot_plugin_ltm (see bench/README.md)."""

@@ -1,0 +1,135 @@
+"""Embedders for the benchmarks, both following astrbot_plugin_ltm's
+``Embedder`` protocol (``model_id`` + ``async embed(texts)`` returning a
+float32 array of L2-normalised rows).
+
+- :class:`FastEmbedEmbedder` runs all-MiniLM-L6-v2 (ONNX, int8) from
+  ``../shared/models`` with fastembed, offline, in a worker thread.
+- :class:`HashEmbedder` makes deterministic fake vectors by feature-hashing
+  the plugin's search tokens: texts sharing words get similar vectors, and
+  nothing has to be loaded. For the scale bench and the tests.
+- :class:`TimedEmbedder` wraps either and records how long ``embed`` took,
+  so a latency can be reported with and without the embedding call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from astrbot_plugin_ltm.embedding import normalise
+from astrbot_plugin_ltm.text import search_tokens
+
+ROOT = Path(__file__).resolve().parent.parent
+# The repository is checked out beside ../shared (see scripts/setup.sh);
+# LTM_BENCH_MODEL overrides the location.
+DEFAULT_MODEL_DIR = Path(
+    os.environ.get("LTM_BENCH_MODEL", str(ROOT.parent / "shared" / "models" / "all-MiniLM-L6-v2-onnx"))
+)
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+class FastEmbedEmbedder:
+    """all-MiniLM-L6-v2 through fastembed, no network. 384 dimensions."""
+
+    model_id = "all-MiniLM-L6-v2"
+    dim = 384
+
+    def __init__(self, model_dir: str | Path | None = None, batch_size: int = 32,
+                 threads: int | None = None) -> None:
+        from fastembed import TextEmbedding  # imported here: tests never load it
+
+        path = Path(model_dir) if model_dir else DEFAULT_MODEL_DIR
+        if not (path / "model.onnx").exists():
+            raise FileNotFoundError(f"no model.onnx in {path} (set LTM_BENCH_MODEL)")
+        self.batch_size = batch_size
+        self._model = TextEmbedding(model_name=MINILM, specific_model_path=str(path), threads=threads)
+        # onnxruntime sessions are not meant to be entered from two threads
+        # at once; one embedding call at a time, like a provider would queue.
+        self._lock = asyncio.Lock()
+
+    def embed_sync(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        # A batch is padded to its longest text: embedding texts in order of
+        # length and putting the rows back is ~2x faster on chat turns.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        rows = list(self._model.embed([texts[i] for i in order], batch_size=self.batch_size))
+        out = np.empty((len(texts), len(rows[0])), dtype=np.float32)
+        out[order] = np.stack(rows)
+        return normalise(out)
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        async with self._lock:
+            return await asyncio.to_thread(self.embed_sync, list(texts))
+
+
+def _bucket(token: str, dim: int) -> tuple[int, float]:
+    digest = hashlib.blake2b(token.encode("utf-8"), digest_size=8).digest()
+    value = int.from_bytes(digest, "little")
+    return value % dim, (1.0 if (value >> 63) & 1 else -1.0)
+
+
+class HashEmbedder:
+    """Deterministic fake embeddings: signed feature hashing of the search
+    tokens (and of adjacent token pairs, at half weight). Same text, same
+    vector, in any process; a text with no tokens gets a fixed vector."""
+
+    def __init__(self, dim: int = 384, model_id: str | None = None) -> None:
+        self.dim = dim
+        self.model_id = model_id or f"hash-{dim}"
+        self._cache: dict[str, tuple[int, float]] = {}
+        self.calls = 0
+        self.texts = 0
+
+    def _index(self, token: str) -> tuple[int, float]:
+        found = self._cache.get(token)
+        if found is None:
+            found = self._cache[token] = _bucket(token, self.dim)
+        return found
+
+    def embed_sync(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            tokens = search_tokens(text)
+            if not tokens:
+                tokens = ["\x00empty"]
+            for token in tokens:
+                col, sign = self._index(token)
+                out[row, col] += sign
+            for a, b in zip(tokens, tokens[1:]):
+                col, sign = self._index(a + "\x00" + b)
+                out[row, col] += 0.5 * sign
+        return normalise(out)
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        self.calls += 1
+        self.texts += len(texts)
+        return self.embed_sync(list(texts))
+
+
+class TimedEmbedder:
+    """Delegates to another embedder and adds up the time spent in it."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.seconds = 0.0
+        self.calls = 0
+        self.texts = 0
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        start = time.perf_counter()
+        try:
+            return await self.inner.embed(texts)
+        finally:
+            self.seconds += time.perf_counter() - start
+            self.calls += 1
+            self.texts += len(texts)
+
+    def embed_sync(self, texts: list[str]) -> np.ndarray:
+        return self.inner.embed_sync(texts)

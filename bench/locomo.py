@@ -1,0 +1,762 @@
+"""LoCoMo evidence-recall benchmark of the plugin's real write and read paths.
+
+    python -m bench.locomo --data ../shared/data/locomo/locomo_dev.json \\
+        --json bench/results/locomo_dev.json [--max-tokens 800] [--max-items 15]
+
+Data: LoCoMo (Maharana et al., ACL 2024), Snap Research, CC BY-NC 4.0 —
+non-commercial research and evaluation use only. Nothing from it is copied
+into this repository; the file is read from the path given.
+
+What happens, per conversation, in one SQLite database:
+
+write  Every turn becomes one event through ``engine.record_turn`` (the
+       hook's own entry point: the speaker as a user-role sender, no
+       assistant text), timestamped at its session's date plus one minute
+       per turn; a shared image is appended as ``[shares an image: …]``.
+       All events of a conversation share one user scope (identity
+       strategy ``unified_msg_origin``). After each session the recorder is
+       flushed and ``engine.worker.drain()`` runs the real extraction worker
+       with a RecordedExtractor: LoCoMo's LLM-written ``observation`` facts
+       of the turns in the batch, as candidates (confidence 0.9, importance
+       0.5) evidence-linked to the events of the dialogue ids they cite.
+       From there the plugin's writer, policy gate (mode auto) and indexes
+       do what they would do with an LLM's output. No LLM is called.
+read   For every question, with the clock an hour after the last session,
+       ``engine.memory_block(origin, question)`` under the read budget. The
+       injected entries reach dialogue turns through ltm_evidence ->
+       ltm_events (a raw event injected as itself reaches its own turn).
+
+Metrics: evidence recall (share of a question's gold dialogue ids reached),
+the share of questions with all their evidence reached, injected tokens,
+read latency. Categories 1–4 make the main figures; category 5
+(adversarial: the answer is not in the conversation) is reported apart.
+
+Baselines, same data, same process, same token counter and budget (one
+line per unit, stop at the first line that would not fit): BM25 over raw
+turns, dense (all-MiniLM-L6-v2) over raw turns, their reciprocal-rank
+fusion (k=60), dense and BM25 over the observation facts (a fact reaches
+its evidence turns); and the token count of each whole conversation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import inspect
+import json
+import logging
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlalchemy import text as sql
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from astrbot_plugin_ltm.candidates import Candidate, ExtractionResult
+from astrbot_plugin_ltm.engine import LTMEngine
+from astrbot_plugin_ltm.models import MemoryEvent
+from astrbot_plugin_ltm.policy import MEMORY_TYPES
+from astrbot_plugin_ltm.scope import Origin
+from astrbot_plugin_ltm.tokens import TokenCounter, default_counter
+
+from .metrics import (
+    BM25,
+    QuestionResult,
+    Unit,
+    budget_cut,
+    cut_reaches,
+    dense_rank,
+    normalise_evidence,
+    percentile,
+    reached_dia_ids,
+    report,
+    rrf,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
+LICENCE = (
+    "LoCoMo (Maharana et al., ACL 2024, 'Evaluating Very Long-Term Conversational Memory of "
+    "LLM Agents'), released by Snap Research under CC BY-NC 4.0. Non-commercial research "
+    "and evaluation use only."
+)
+CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+PLATFORM = "locomo"
+READ_AFTER = timedelta(hours=1)  # questions are asked this long after the last turn
+FACT_CONFIDENCE = 0.9
+FACT_IMPORTANCE = 0.5
+# 43 turns is the longest session of the dev split; the worker's maximum
+# batch keeps one session per extraction call.
+BATCH_SIZE = 100
+
+log = logging.getLogger("bench.locomo")
+
+
+# -- the data -----------------------------------------------------------------------
+
+
+@dataclass
+class Turn:
+    dia_id: str
+    session: int
+    speaker: str
+    text: str  # with the image caption, as recorded
+    at: datetime
+
+    @property
+    def line(self) -> str:
+        """How a raw turn is injected by the baselines."""
+        return f"[{self.at.day} {self.at:%B %Y}] {self.speaker}: {self.text}"
+
+    @property
+    def search_text(self) -> str:
+        return f"{self.speaker}: {self.text}"
+
+
+@dataclass
+class Fact:
+    text: str
+    speaker: str
+    session: int
+    evidence: list[str]  # dialogue ids, normalised
+    type: str = "episode"
+
+
+@dataclass
+class Question:
+    text: str
+    category: int
+    evidence: list[str]  # normalised, only ids of turns that exist
+    unknown_evidence: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Session:
+    number: int
+    at: datetime
+    turns: list[Turn]
+
+
+@dataclass
+class Conversation:
+    sample_id: str
+    speakers: tuple[str, str]
+    sessions: list[Session]
+    facts: list[Fact]
+    questions: list[Question]
+
+    @property
+    def turns(self) -> list[Turn]:
+        return [t for s in self.sessions for t in s.turns]
+
+    @property
+    def end(self) -> datetime:
+        return max(t.at for t in self.turns)
+
+    def full_text(self) -> str:
+        """The whole conversation as a model would be given it."""
+        parts = []
+        for s in self.sessions:
+            parts.append(f"Session {s.number} ({s.at.day} {s.at:%B %Y}, {s.at:%H:%M}):")
+            parts.extend(f"{t.speaker}: {t.text}" for t in s.turns)
+        return "\n".join(parts)
+
+
+def parse_when(value: str) -> datetime:
+    """LoCoMo's "1:56 pm on 8 May, 2023" as an aware UTC datetime."""
+    cleaned = " ".join(value.replace(",", ", ").split())
+    for fmt in ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%H:%M on %d %B, %Y"):
+        try:
+            return datetime.strptime(cleaned, fmt).replace(tzinfo=UTC)
+        except ValueError:
+            continue
+    raise ValueError(f"unreadable LoCoMo date {value!r}")
+
+
+_PREFERENCE = re.compile(r"\b(likes?|loves?|enjoys?|prefers?|hates?|dislikes?|favou?rite|fan of|passionate about)\b", re.I)
+_PROFILE = re.compile(
+    r"\b(lives in|is from|moved to|works (as|at|for)|is an? [a-z]+ (by profession|student)|"
+    r"years old|identif(y|ies) as|is married|has (a|an|two|three|\d+) (kids?|children|sons?|daughters?|"
+    r"dogs?|cats?|pets?|brothers?|sisters?|siblings?))\b",
+    re.I,
+)
+
+
+def fact_type(fact: str) -> str:
+    """A tiny stand-in for the type an extraction model would give."""
+    if _PREFERENCE.search(fact):
+        return "preference"
+    if _PROFILE.search(fact):
+        return "profile"
+    return "episode"
+
+
+def _session_numbers(conv: dict[str, Any]) -> list[int]:
+    found = []
+    for key, value in conv.items():
+        m = re.fullmatch(r"session_(\d+)", key)
+        if m and isinstance(value, list) and value:
+            found.append(int(m.group(1)))
+    return sorted(found)
+
+
+def load_conversations(data: str | Path | list[dict[str, Any]]) -> list[Conversation]:
+    """Read a LoCoMo-format file (or its parsed JSON)."""
+    samples = json.loads(Path(data).read_text(encoding="utf-8")) if isinstance(data, (str, Path)) else data
+    out = []
+    for sample in samples:
+        conv = sample["conversation"]
+        sessions = []
+        for n in _session_numbers(conv):
+            start = parse_when(conv[f"session_{n}_date_time"])
+            turns = []
+            for i, raw in enumerate(conv[f"session_{n}"]):
+                body = str(raw.get("text") or "").strip()
+                caption = str(raw.get("blip_caption") or "").strip()
+                if caption:
+                    body = f"{body} [shares an image: {caption}]".strip()
+                dia = normalise_evidence(raw.get("dia_id"))
+                dia_id = dia[0] if dia else f"D{n}:{i + 1}"
+                turns.append(Turn(dia_id, n, str(raw.get("speaker") or "someone"), body,
+                                  start + timedelta(minutes=i)))
+            sessions.append(Session(n, start, turns))
+        known = {t.dia_id for s in sessions for t in s.turns}
+        facts = []
+        observations = sample.get("observation") or {}
+        for n in _session_numbers(conv):
+            per_speaker = observations.get(f"session_{n}_observation") or {}
+            for speaker, entries in per_speaker.items():
+                for entry in entries:
+                    if not isinstance(entry, (list, tuple)) or not entry or not isinstance(entry[0], str):
+                        continue
+                    fact = " ".join(entry[0].split())
+                    evidence = [d for d in normalise_evidence(entry[1:]) if d in known]
+                    if fact:
+                        facts.append(Fact(fact, speaker, n, evidence, fact_type(fact)))
+        questions = []
+        for qa in sample.get("qa") or []:
+            ids = normalise_evidence(qa.get("evidence"))
+            questions.append(Question(
+                str(qa["question"]), int(qa.get("category", 0)),
+                [d for d in ids if d in known], [d for d in ids if d not in known],
+            ))
+        out.append(Conversation(
+            str(sample.get("sample_id", f"conv-{len(out)}")),
+            (str(conv.get("speaker_a", "")), str(conv.get("speaker_b", ""))),
+            sessions, facts, questions,
+        ))
+    return out
+
+
+# -- the recorded extractor -------------------------------------------------------------
+
+
+class RecordedExtractor:
+    """The Extractor protocol, answering from LoCoMo's observation facts.
+
+    A batch yields each fact that cites a turn in the batch and has not been
+    given before, evidenced by the events of all the turns it cites that
+    have been recorded.
+    """
+
+    def __init__(self, conv: Conversation) -> None:
+        self.facts = conv.facts
+        self.event_dia: dict[str, str] = {}
+        self.dia_events: dict[str, list[str]] = {}
+        self._by_dia: dict[str, list[int]] = {}
+        for i, fact in enumerate(conv.facts):
+            for d in fact.evidence:
+                self._by_dia.setdefault(d, []).append(i)
+        self.given: set[int] = set()
+        self.batches = 0
+        self.unlinked = sum(1 for f in conv.facts if not f.evidence)
+
+    def recorded(self, dia_id: str, event: MemoryEvent) -> None:
+        self.event_dia[event.event_id] = dia_id
+        self.dia_events.setdefault(dia_id, []).append(event.event_id)
+
+    async def extract(self, events: Sequence[MemoryEvent]) -> ExtractionResult:
+        self.batches += 1
+        in_batch = {self.event_dia[e.event_id] for e in events if e.event_id in self.event_dia}
+        todo = sorted({i for d in in_batch for i in self._by_dia.get(d, ())} - self.given)
+        candidates = []
+        for i in todo:
+            self.given.add(i)
+            fact = self.facts[i]
+            event_ids = [e for d in fact.evidence for e in self.dia_events.get(d, ())]
+            if not event_ids:
+                continue
+            candidates.append(Candidate(
+                type=fact.type, fact=fact.text, fact_key=fact.text, confidence=FACT_CONFIDENCE,
+                importance=FACT_IMPORTANCE, event_ids=event_ids, source="llm_extract",
+                meta={"model": "recorded:locomo-observation"},
+            ))
+        return ExtractionResult(candidates, [], {"model": "recorded:locomo-observation"})
+
+
+# -- the plugin -------------------------------------------------------------------------
+
+
+class Clock:
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def engine_takes_embedder() -> bool:
+    return "embedder" in inspect.signature(LTMEngine.__init__).parameters
+
+
+def apply_overrides(config: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """``section.name=value`` settings (value as JSON, else text) over ``config``."""
+    for setting in overrides:
+        path, sep, raw = setting.partition("=")
+        if not sep or not path.strip():
+            raise ValueError(f"--set {setting!r}: expected section.name=value")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        node = config
+        *parents, leaf = path.strip().split(".")
+        for name in parents:
+            node = node.setdefault(name, {})
+        node[leaf] = value
+    return config
+
+
+def bench_config(max_tokens: int, max_items: int, max_per_type: int | None) -> dict[str, Any]:
+    """The plugin's defaults, except what a replay of months of two people's
+    conversation would otherwise trip over: the write rate limits and the
+    per-scope cap (made for one live chat, not a bulk replay), retention
+    (the clock jumps months; episodes would expire after 30 days), and the
+    identity strategy (both speakers in one scope)."""
+    read: dict[str, Any] = {"max_tokens": max_tokens, "max_items": max_items}
+    if max_per_type is not None:
+        read["max_per_type"] = max_per_type
+    return {
+        "write_policy": {
+            "mode": "auto",
+            "max_writes_per_session": 100000,
+            "max_writes_per_hour": 1000000,
+            "max_items_per_scope": 100000,
+        },
+        "read_policy": read,
+        "identity": {"user_scope_strategy": "unified_msg_origin", "include_legacy_umo_on_read": False},
+        "extraction": {"batch_size": BATCH_SIZE},
+        "retention_days": {t: -1 for t in MEMORY_TYPES},
+    }
+
+
+async def index_pending(engine: LTMEngine) -> int:
+    """Bring derived indexes (item vectors) up to date before reading.
+
+    ``worker.drain()`` already embeds new items; this only makes sure of it
+    with whatever the engine offers (there is no engine-level call for it).
+    """
+    for owner, name in ((engine, "index_pending"), (engine, "fill_vectors"), (engine.worker, "fill_vectors")):
+        method = getattr(owner, name, None)
+        if callable(method):
+            return int(await method() or 0)
+    for name in ("vectors", "vector_service", "_vectors"):
+        service = getattr(engine, name, None)
+        fill = getattr(service, "fill", None)
+        if callable(fill):
+            total = 0
+            while True:
+                n = await fill()
+                if not n:
+                    return total
+                total += n
+    return 0
+
+
+def origin_for(conv: Conversation, speaker: str) -> Origin:
+    return Origin(
+        platform_id=PLATFORM,
+        unified_msg_origin=f"{PLATFORM}:FriendMessage:{conv.sample_id}",
+        sender_id=speaker,
+        sender_name=speaker,
+    )
+
+
+@dataclass
+class Replay:
+    conv: Conversation
+    extractor: RecordedExtractor
+    event_dia: dict[str, str]
+    evidence: dict[str, set[str]]
+    outcomes: dict[str, int]
+    events: int
+    seconds: float
+
+
+async def replay(engine: LTMEngine, clock: Clock, conv: Conversation, extractor: RecordedExtractor) -> Replay:
+    """Record every turn, extracting after each session, through the plugin."""
+    start = time.perf_counter()
+    outcomes: dict[str, int] = {}
+    events = 0
+    for session in conv.sessions:
+        for turn in session.turns:
+            clock.now = turn.at
+            recorded = engine.record_turn(origin_for(conv, turn.speaker), turn.text, "", created_at=turn.at)
+            for event in recorded:
+                extractor.recorded(turn.dia_id, event)
+            events += len(recorded)
+        clock.now = session.turns[-1].at + timedelta(minutes=1)
+        await engine.recorder.flush()
+        for batch in await engine.worker.drain():
+            if not batch.ok:
+                raise RuntimeError(f"extraction failed for {conv.sample_id}: {batch.error}")
+            for outcome in batch.outcomes:
+                outcomes[outcome.action] = outcomes.get(outcome.action, 0) + 1
+        await index_pending(engine)
+    evidence = await evidence_links(engine, set(extractor.event_dia))
+    return Replay(conv, extractor, dict(extractor.event_dia), evidence, outcomes, events,
+                  time.perf_counter() - start)
+
+
+async def evidence_links(engine: LTMEngine, event_ids: set[str]) -> dict[str, set[str]]:
+    """memory_id -> ids of the recorded events it is evidenced by."""
+    async with engine.db.read() as session:
+        rows = await session.execute(sql(
+            "SELECT ev.memory_id, e.event_id FROM ltm_evidence ev "
+            "JOIN ltm_events e ON e.event_id = ev.event_id"
+        ))
+        out: dict[str, set[str]] = {}
+        for memory_id, event_id in rows:
+            if event_id in event_ids:
+                out.setdefault(memory_id, set()).add(event_id)
+        return out
+
+
+async def active_items(engine: LTMEngine, conv: Conversation) -> dict[str, int]:
+    async with engine.db.read() as session:
+        rows = await session.execute(
+            sql("SELECT type, status, COUNT(*) FROM ltm_items WHERE scope_id = :s GROUP BY type, status"),
+            {"s": origin_for(conv, conv.speakers[0]).unified_msg_origin},
+        )
+        out: dict[str, int] = {}
+        for mtype, status, n in rows:
+            out[f"{status}:{mtype}"] = int(n)
+        return out
+
+
+async def read_questions(engine: LTMEngine, clock: Clock, rep: Replay,
+                         timed: Any | None) -> list[QuestionResult]:
+    conv = rep.conv
+    clock.now = conv.end + READ_AFTER
+    origin = origin_for(conv, conv.speakers[0])
+    results = []
+    for q in conv.questions:
+        if not q.evidence:
+            continue
+        before = timed.seconds if timed is not None else 0.0
+        start = time.perf_counter()
+        block = await engine.memory_block(origin, q.text)
+        ms = (time.perf_counter() - start) * 1000.0
+        embed_ms = ((timed.seconds - before) * 1000.0) if timed is not None else 0.0
+        reached = reached_dia_ids(block.items, rep.evidence, rep.event_dia)
+        results.append(QuestionResult(q.category, frozenset(q.evidence), frozenset(reached),
+                                      block.tokens, len(block.items), ms, embed_ms))
+    return results
+
+
+# -- baselines ---------------------------------------------------------------------------
+
+
+@dataclass
+class Corpus:
+    turns: list[Unit]
+    turn_texts: list[str]
+    facts: list[Unit]
+    fact_texts: list[str]
+
+
+def corpus(conv: Conversation) -> Corpus:
+    turns = conv.turns
+    facts = [f for f in conv.facts if f.evidence]
+    return Corpus(
+        [Unit(t.line, frozenset({t.dia_id})) for t in turns],
+        [t.search_text for t in turns],
+        [Unit(f"- {f.text}", frozenset(f.evidence)) for f in facts],
+        [f.text for f in facts],
+    )
+
+
+BASELINES = ("bm25_turns", "dense_turns", "rrf_turns", "dense_facts", "bm25_facts")
+
+
+async def run_baselines(conv: Conversation, embed: Callable[[list[str]], Any] | None,
+                        count: Callable[[str], int], max_tokens: int) -> dict[str, list[QuestionResult]]:
+    c = corpus(conv)
+    questions = [q for q in conv.questions if q.evidence]
+    bm25_turns = BM25(c.turn_texts)
+    bm25_facts = BM25(c.fact_texts)
+    vecs = None
+    if embed is not None:
+        texts = c.turn_texts + c.fact_texts + [q.text for q in questions]
+        every = np.asarray(await embed(texts), dtype=np.float32)
+        a, b = len(c.turn_texts), len(c.turn_texts) + len(c.fact_texts)
+        vecs = (every[:a], every[a:b], every[b:])
+    out: dict[str, list[QuestionResult]] = {name: [] for name in BASELINES}
+    for n, q in enumerate(questions):
+        rankings: dict[str, tuple[list[int], list[Unit]]] = {}
+        lexical = bm25_turns.rank(q.text)
+        rankings["bm25_turns"] = (lexical, c.turns)
+        rankings["bm25_facts"] = (bm25_facts.rank(q.text), c.facts)
+        if vecs is not None:
+            dense = dense_rank(vecs[2][n], vecs[0])
+            rankings["dense_turns"] = (dense, c.turns)
+            rankings["rrf_turns"] = (rrf([lexical, dense], k=60), c.turns)
+            rankings["dense_facts"] = (dense_rank(vecs[2][n], vecs[1]), c.facts)
+        for name, (ranking, units) in rankings.items():
+            cut = budget_cut(ranking, units, count, max_tokens)
+            out[name].append(QuestionResult(q.category, frozenset(q.evidence),
+                                            frozenset(cut_reaches(cut, units)), cut.tokens, len(cut.chosen)))
+    return {k: v for k, v in out.items() if v}
+
+
+# -- the run -----------------------------------------------------------------------------
+
+
+def _round(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 4)
+    if isinstance(value, dict):
+        return {k: _round(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_round(v) for v in value]
+    return value
+
+
+async def run(
+    conversations: list[Conversation],
+    *,
+    max_tokens: int = 800,
+    max_items: int = 15,
+    max_per_type: int | None = None,
+    embedder: Any | None = None,
+    counter: TokenCounter | None = None,
+    db_path: str | Path | None = None,
+    use_engine_embedder: bool = True,
+    overrides: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Run the whole benchmark; returns the JSON document.
+
+    ``embedder`` (the Embedder protocol, plus an optional ``embed_sync``)
+    serves the dense baselines, and the plugin too when LTMEngine accepts
+    ``embedder=``; None skips the dense baselines. ``counter`` defaults to
+    the plugin's ``default_counter()``.
+    """
+    from .embedders import TimedEmbedder
+
+    counter = counter or default_counter()
+    started = time.perf_counter()
+    tmp = None
+    if db_path is None:
+        tmp = tempfile.TemporaryDirectory(prefix="ltm-locomo-")
+        db_path = Path(tmp.name) / "locomo.db"
+    db = create_async_engine(f"sqlite+aiosqlite:///{db_path}")
+    clock = Clock(conversations[0].sessions[0].at if conversations and conversations[0].sessions
+                  else datetime(2023, 1, 1, tzinfo=UTC))
+    extractors: dict[str, RecordedExtractor] = {}
+
+    async def extractor_for(session_id: str | None):
+        return extractors.get(session_id or "")
+
+    kwargs: dict[str, Any] = {"extractor_for": extractor_for, "clock": clock, "counter": counter}
+    timed = None
+    takes = engine_takes_embedder()
+    if takes and embedder is not None and use_engine_embedder:
+        timed = TimedEmbedder(embedder)
+        kwargs["embedder"] = timed
+    mode = (f"hybrid: LTMEngine(embedder={embedder.model_id})" if timed is not None
+            else "keyword-only" + ("" if takes else " (LTMEngine takes no embedder= yet)"))
+    config = apply_overrides(bench_config(max_tokens, max_items, max_per_type), overrides)
+    engine = LTMEngine(db, config, **kwargs)
+    if engine.config_errors:
+        raise RuntimeError(f"bench config rejected: {engine.config_errors}")
+    try:
+        await engine.start(background=False)
+        ours: list[QuestionResult] = []
+        base: dict[str, list[QuestionResult]] = {}
+        per_conv = []
+        write = {"events": 0, "facts_offered": 0, "outcomes": {}, "replay_seconds": 0.0, "items": {}}
+        base_seconds = 0.0
+        embed = embedder.embed if embedder is not None else None
+        for conv in conversations:
+            extractor = RecordedExtractor(conv)
+            extractors[origin_for(conv, conv.speakers[0]).unified_msg_origin] = extractor
+            rep = await replay(engine, clock, conv, extractor)
+            results = await read_questions(engine, clock, rep, timed)
+            ours.extend(results)
+            items = await active_items(engine, conv)
+            write["events"] += rep.events
+            write["facts_offered"] += len(extractor.given)
+            write["replay_seconds"] += rep.seconds
+            for k, v in rep.outcomes.items():
+                write["outcomes"][k] = write["outcomes"].get(k, 0) + v
+            for k, v in items.items():
+                write["items"][k] = write["items"].get(k, 0) + v
+            t0 = time.perf_counter()
+            for name, rs in (await run_baselines(conv, embed, counter.count, max_tokens)).items():
+                base.setdefault(name, []).extend(rs)
+            base_seconds += time.perf_counter() - t0
+            per_conv.append({
+                "sample_id": conv.sample_id, "turns": len(conv.turns), "facts": len(conv.facts),
+                "questions": len(conv.questions), "replay_seconds": rep.seconds,
+                "evidence_recall": report(results)["evidence_recall"],
+            })
+    finally:
+        await engine.stop()
+        await db.dispose()
+        if tmp is not None:
+            tmp.cleanup()
+
+    ours_report = report(ours)
+    if timed is not None:
+        main = [r for r in ours if r.category in (1, 2, 3, 4)]
+        excl = [r.read_ms - r.embed_ms for r in main]
+        ours_report["p50_read_ms_excl_embedding"] = percentile(excl, 50)
+        ours_report["p95_read_ms_excl_embedding"] = percentile(excl, 95)
+    all_questions = [q for c in conversations for q in c.questions]
+    full = [counter.count(c.full_text()) for c in conversations]
+    doc = {
+        "dataset": {"licence": LICENCE, "conversations": [c.sample_id for c in conversations]},
+        "settings": {
+            "max_tokens": max_tokens, "max_items": max_items,
+            "max_per_type": engine.config.read_policy.max_per_type,
+            "plugin_mode": mode, "embedder": getattr(embedder, "model_id", None),
+            "token_counter": counter.name, "config": config, "overrides": list(overrides),
+            "baseline_cut": "one line per unit between the reader's header and footer; stop at the "
+                            "first line that would exceed max_tokens (no max_items)",
+        },
+        "ours": ours_report,
+        "baselines": {name: report(rs) for name, rs in base.items()},
+        "full_context_tokens": sum(full) / len(full) if full else 0,
+        "full_context_tokens_per_conversation": dict(zip([c.sample_id for c in conversations], full)),
+        "questions": {
+            "total": len(all_questions),
+            "scored": len(ours),
+            "categories_1_4": sum(1 for r in ours if r.category in (1, 2, 3, 4)),
+            "category_5": sum(1 for r in ours if r.category == 5),
+            "skipped_no_evidence": sum(1 for q in all_questions if not q.evidence),
+            "unknown_evidence_ids": sorted({d for q in all_questions for d in q.unknown_evidence}),
+        },
+        "write": write,
+        "per_conversation": per_conv,
+        "seconds": {
+            "total": time.perf_counter() - started,
+            "replay": write["replay_seconds"],
+            "baselines": base_seconds,
+            "plugin_embedding": timed.seconds if timed is not None else 0.0,
+        },
+    }
+    return _round(doc)
+
+
+# -- printing ----------------------------------------------------------------------------
+
+
+def _f(value: Any, fmt: str = ".3f") -> str:
+    return "—" if value is None else format(value, fmt)
+
+
+def table(doc: dict[str, Any]) -> str:
+    s, q = doc["settings"], doc["questions"]
+    lines = [
+        f"LoCoMo ({', '.join(doc['dataset']['conversations'])}): {q['total']} questions, "
+        f"{q['categories_1_4']} scored in categories 1–4, {q['category_5']} in category 5, "
+        f"{q['skipped_no_evidence']} without evidence skipped",
+        f"budget {s['max_tokens']} tokens ({s['token_counter']}), plugin max_items {s['max_items']}, "
+        f"max_per_type {s['max_per_type']}; plugin: {s['plugin_mode']}"
+        + (f"; overrides: {', '.join(s['overrides'])}" if s.get("overrides") else ""),
+        "",
+        f"{'categories 1–4':<22}{'recall':>8}{'all-ev':>8}{'tokens':>8}{'lines':>7}{'p50 ms':>8}{'p95 ms':>8}",
+    ]
+    rows = [("ours (plugin)", doc["ours"])] + list(doc["baselines"].items())
+    for name, r in rows:
+        lines.append(
+            f"{name:<22}{_f(r['evidence_recall']):>8}{_f(r['all_evidence_rate']):>8}"
+            f"{_f(r['mean_tokens'], '.0f'):>8}{_f(r['mean_items'], '.1f'):>7}"
+            f"{_f(r.get('p50_read_ms'), '.1f'):>8}{_f(r.get('p95_read_ms'), '.1f'):>8}"
+        )
+    ours = doc["ours"]
+    if "p95_read_ms_excl_embedding" in ours:
+        lines.append(f"  ours without the query embedding: p50 {_f(ours['p50_read_ms_excl_embedding'], '.1f')} ms, "
+                     f"p95 {_f(ours['p95_read_ms_excl_embedding'], '.1f')} ms")
+    lines.append(f"{'full context':<22}{'1.000':>8}{'1.000':>8}{doc['full_context_tokens']:>8.0f}"
+                 "   (mean tokens of a whole conversation)")
+    lines += ["", "evidence recall / all-evidence rate by category (n)"]
+    head = f"{'':<22}" + "".join(f"{f'{c} {CATEGORY_NAMES[c]}':>17}" for c in (1, 2, 3, 4, 5))
+    lines.append(head)
+    counts = [doc["ours"]["per_category"][str(c)]["n"] for c in (1, 2, 3, 4)] + [doc["ours"]["category_5"]["n"]]
+    lines.append(f"{'(questions)':<22}" + "".join(f"{n:>17}" for n in counts))
+    for name, r in rows:
+        cells = [r["per_category"][str(c)] for c in (1, 2, 3, 4)] + [r["category_5"]]
+        lines.append(f"{name:<22}" + "".join(
+            f"{_f(x['evidence_recall']) + ' / ' + _f(x['all_evidence_rate']):>17}" for x in cells))
+    w = doc["write"]
+    lines += [
+        "",
+        f"write path: {w['events']} events, {w['facts_offered']} facts offered -> "
+        + ", ".join(f"{k} {v}" for k, v in sorted(w["outcomes"].items()))
+        + "; items " + ", ".join(f"{k} {v}" for k, v in sorted(w["items"].items())),
+        f"time: total {doc['seconds']['total']:.1f} s, replay {doc['seconds']['replay']:.1f} s, "
+        f"baselines {doc['seconds']['baselines']:.1f} s",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.locomo", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", default=str(DEFAULT_DATA), help="a LoCoMo-format JSON file")
+    parser.add_argument("--json", dest="json_out", help="write the results here")
+    parser.add_argument("--max-tokens", type=int, default=800)
+    parser.add_argument("--max-items", type=int, default=15)
+    parser.add_argument("--max-per-type", type=int, default=None, help="default: the plugin's")
+    parser.add_argument("--limit-conversations", type=int, default=None)
+    parser.add_argument("--keyword-only", action="store_true",
+                        help="do not give the plugin an embedder even if it takes one")
+    parser.add_argument("--no-dense", action="store_true", help="no embedding model at all (fast)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.NAME=VALUE",
+                        help="override a plugin setting, e.g. read_policy.recency_weight=0 (repeatable)")
+    parser.add_argument("--db", help="keep the SQLite database here instead of a temporary file")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+
+    conversations = load_conversations(args.data)
+    if args.limit_conversations:
+        conversations = conversations[: args.limit_conversations]
+    embedder = None
+    if not args.no_dense:
+        from .embedders import FastEmbedEmbedder
+
+        embedder = FastEmbedEmbedder()
+    doc = asyncio.run(run(
+        conversations, max_tokens=args.max_tokens, max_items=args.max_items,
+        max_per_type=args.max_per_type, embedder=embedder, db_path=args.db,
+        use_engine_embedder=not args.keyword_only, overrides=args.overrides,
+    ))
+    doc["dataset"]["path"] = str(args.data)
+    print(table(doc))
+    if args.json_out:
+        out = Path(args.json_out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(f"\nwritten to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
