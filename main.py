@@ -21,7 +21,10 @@ from .astrbot_plugin_ltm.adapter import (
     tool_name,
     tool_result_payload,
 )
+from .astrbot_plugin_ltm.api import MemoryAPI
 from .astrbot_plugin_ltm.commands import HELP, Commands
+from .dashboard_routes import register as register_routes
+from .dashboard_routes import unregister as unregister_routes
 
 # The read path gets this long before the turn goes on without memory.
 READ_TIMEOUT_SECONDS = 3.0
@@ -33,6 +36,7 @@ class LTMPlugin(Star):
         self.config = config
         self.engine: LTMEngine | None = None
         self.commands: Commands | None = None
+        self.api: MemoryAPI | None = None
 
     async def initialize(self) -> None:
         raw = dict(self.config or {})
@@ -52,13 +56,21 @@ class LTMPlugin(Star):
             return
         self.engine = engine
         self.commands = Commands(engine)
+        self.api = MemoryAPI(engine, lambda: dict(self.config or {}), self._save_config)
+        register_routes(self.context, lambda: self.api)
         logger.info(
             f"ltm: started (mode {engine.config.write_policy.mode}, "
             f"injection {engine.config.read_policy.injection_position}, "
             f"read-only {engine.config.emergency_read_only})"
         )
 
+    async def _save_config(self, raw: dict) -> None:
+        if self.config is not None:
+            await asyncio.to_thread(self.config.save_config, raw)
+
     async def terminate(self) -> None:
+        unregister_routes(self.context)
+        self.api = None
         if self.engine is not None:
             await self.engine.stop()
             self.engine = None

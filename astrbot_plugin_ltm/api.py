@@ -283,7 +283,7 @@ class MemoryAPI:
         _, problems = parse_config(raw)
         if problems:
             # Through the API an invalid value is refused, not defaulted.
-            raise AdminError("invalid settings: " + "; ".join(problems))
+            raise AdminError("invalid settings, nothing changed: " + "; ".join(p.split("; using the default")[0] for p in problems))
         before = await self.get_policy()
         turning_read_only = self.engine.config.emergency_read_only is False and raw.get("emergency_read_only") is True
         if turning_read_only:  # the last write before the store closes
@@ -323,5 +323,10 @@ class MemoryAPI:
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise AdminError(f"not valid JSON: {exc}") from None
         dry_run = str(query.get("dry_run", "")).lower() in ("1", "true", "yes")
+        # The review page posts {"dry_run": …, "export": {…}}; files and
+        # scripts send the export itself.
+        if isinstance(payload, dict) and "export" in payload and "format" not in payload:
+            dry_run = dry_run or payload.get("dry_run") is True
+            payload = payload["export"]
         report = await import_items(self.engine.db, payload, _actor(user), dry_run)
         return report.as_dict()

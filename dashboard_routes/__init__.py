@@ -1,0 +1,175 @@
+"""The plugin's dashboard API routes, registered with AstrBot.
+
+Each route adapts AstrBot's request object to :class:`MemoryAPI` (the core,
+framework-free) and returns its answer. Routes live under the plugin's name,
+as AstrBot's plugin-page bridge requires, and answer at
+``/api/v1/plugins/extensions/astrbot_plugin_ltm/<route>`` (every method) and
+``/api/plug/astrbot_plugin_ltm/<route>`` (GET and POST); AstrBot refuses
+both without a dashboard login. The page bridge can only GET and POST, so
+updates and deletions also have POST forms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+PLUGIN = "astrbot_plugin_ltm"
+
+class _WebRequest:
+    """Newer AstrBot (an ASGI dashboard): the plugin web API's request proxy."""
+
+    def __init__(self, request: Any) -> None:
+        self.r = request
+
+    def query(self) -> dict[str, Any]:
+        return {k: self.r.query.get(k) for k in self.r.query.keys()}
+
+    async def json(self) -> Any:
+        return await self.r.json(default=None)
+
+    async def files(self) -> Any:
+        return await self.r.files()
+
+    async def body(self) -> bytes:
+        return await self.r.body()
+
+
+class _QuartRequest:
+    """Older AstrBot: the dashboard runs on Quart."""
+
+    def __init__(self, request: Any) -> None:
+        self.r = request
+
+    def query(self) -> dict[str, Any]:
+        return dict(self.r.args)
+
+    async def json(self) -> Any:
+        return await self.r.get_json(silent=True)
+
+    async def files(self) -> Any:
+        return await self.r.files
+
+    async def body(self) -> bytes:
+        return await self.r.get_data()
+
+
+try:
+    from astrbot.api.web import request as _request
+
+    req: _WebRequest | _QuartRequest = _WebRequest(_request)
+except ImportError:
+    from quart import request as _request
+
+    req = _QuartRequest(_request)
+
+
+async def _json() -> Any:
+    try:
+        return await req.json()
+    except Exception:  # a body that is not JSON is answered as missing
+        return None
+
+
+async def _raw_body() -> bytes:
+    """An uploaded file (multipart field ``file``) or the request body."""
+    if req.r.headers.get("content-type", "").startswith("multipart/"):
+        upload = (await req.files()).get("file")
+        return await upload.read() if upload is not None else b""
+    return await req.body()
+
+
+def _user() -> str | None:
+    return getattr(req.r, "username", None)
+
+
+def _method() -> str:
+    return str(req.r.method).upper()
+
+
+def routes(api: Callable[[], Any]) -> list[tuple[str, Callable[..., Awaitable[Any]], list[str], str]]:
+    """(route, handler, methods, description) for every API route.
+
+    ``api`` returns the current MemoryAPI, or None while the plugin is not
+    running (then every route answers 503).
+    """
+
+    def handler(run: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        async def view(**path: str) -> Any:
+            current = api()
+            if current is None:
+                return {"status": "error", "message": "long-term memory is not running; see the AstrBot log"}, 503
+            response = await current.call(lambda: run(current, **path))
+            return response.body, response.status
+
+        return view
+
+    async def list_items(a, **_):
+        return await a.list_items(req.query())
+
+    async def review(a, **_):
+        return await a.review(await _json(), _user())
+
+    async def get_item(a, memory_id: str):
+        return await a.get_item(memory_id)
+
+    async def change_item(a, memory_id: str):
+        if _method() == "DELETE":
+            return await a.delete_item(memory_id, _user())
+        return await a.patch_item(memory_id, await _json(), _user())
+
+    async def update_item(a, memory_id: str):
+        return await a.patch_item(memory_id, await _json(), _user())
+
+    async def delete_item(a, memory_id: str):
+        return await a.delete_item(memory_id, _user())
+
+    async def events(a, **_):
+        return await a.list_events(req.query())
+
+    async def stats(a, **_):
+        return await a.stats(req.query())
+
+    async def policy(a, **_):
+        if _method() == "GET":
+            return await a.get_policy()
+        return await a.put_policy(await _json(), _user())
+
+    async def audit(a, **_):
+        return await a.audit_log(req.query())
+
+    async def export(a, **_):
+        return await a.export(req.query())
+
+    async def import_(a, **_):
+        return await a.import_(await _raw_body(), req.query(), _user())
+
+    p = f"/{PLUGIN}"
+    # Order matters: AstrBot takes the first route that matches, so the
+    # fixed "items/review" comes before "items/<memory_id>".
+    return [
+        (f"{p}/items", handler(list_items), ["GET"], "list memories"),
+        (f"{p}/items/review", handler(review), ["POST"], "approve or reject memories"),
+        (f"{p}/items/<memory_id>", handler(get_item), ["GET"], "one memory with its evidence"),
+        (f"{p}/items/<memory_id>", handler(change_item), ["PATCH", "DELETE"], "edit or delete a memory"),
+        (f"{p}/items/<memory_id>/update", handler(update_item), ["POST"], "edit a memory (page bridge)"),
+        (f"{p}/items/<memory_id>/delete", handler(delete_item), ["POST"], "delete a memory (page bridge)"),
+        (f"{p}/events", handler(events), ["GET"], "list raw events"),
+        (f"{p}/stats", handler(stats), ["GET"], "statistics per scope"),
+        (f"{p}/policy", handler(policy), ["GET", "PUT", "POST"], "read or change the policy"),
+        (f"{p}/audit", handler(audit), ["GET"], "the audit log"),
+        (f"{p}/export", handler(export), ["GET"], "export memories as JSON"),
+        (f"{p}/import", handler(import_), ["POST"], "import an export (dry_run=1 to preview)"),
+    ]
+
+
+def register(context: Any, api: Callable[[], Any]) -> None:
+    for route, view, methods, desc in routes(api):
+        context.register_web_api(route, view, methods, desc)
+
+
+def unregister(context: Any) -> None:
+    """AstrBot never removes plugin routes; drop ours so none outlives us."""
+    registered = getattr(context, "registered_web_apis", None)
+    if isinstance(registered, list):
+        registered[:] = [r for r in registered if not str(r[0]).lstrip("/").startswith(PLUGIN + "/")]
