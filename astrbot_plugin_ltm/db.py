@@ -105,6 +105,39 @@ async def fts_search(
     return [(int(r[0]), float(r[1])) for r in rows]
 
 
+async def events_fts_search(
+    session: AsyncSession,
+    tokens: list[str],
+    scopes: list[tuple[str, str]],
+    limit: int,
+    include_pending: bool,
+) -> list[tuple[int, float]]:
+    """(event rowid, bm25) of the best keyword matches among the scopes'
+    user and tool events (never the assistant's own lines) that may be
+    shown to the model: evidence of an active memory, or — when
+    ``include_pending`` — not extracted yet. A turn behind a shadow,
+    disabled or deleted memory, or one extraction found nothing in, is never
+    eligible: operators decide what the bot knows, not the raw log."""
+    if not tokens or not scopes:
+        return []
+    scope_sql = " OR ".join(f"(e.scope = :s{n} AND e.scope_id = :i{n})" for n in range(len(scopes)))
+    params: dict[str, object] = {"q": fts_match_expression(tokens), "lim": limit}
+    for n, (scope, scope_id) in enumerate(scopes):
+        params[f"s{n}"], params[f"i{n}"] = scope, scope_id
+    rows = await session.execute(
+        text(
+            "SELECT f.rowid, -bm25(ltm_events_fts) FROM ltm_events_fts f JOIN ltm_events e ON e.id = f.rowid "
+            f"WHERE ltm_events_fts MATCH :q AND ({scope_sql}) AND e.source_role IN ('user', 'tool') "
+            "AND (EXISTS (SELECT 1 FROM ltm_evidence v JOIN ltm_items i ON i.memory_id = v.memory_id "
+            "             WHERE v.event_id = e.event_id AND i.status = 'active')"
+            f"     {'OR e.extraction_status = ' + repr('pending') if include_pending else ''}) "
+            "ORDER BY bm25(ltm_events_fts) LIMIT :lim"
+        ),
+        params,
+    )
+    return [(int(r[0]), float(r[1])) for r in rows]
+
+
 def event_search_text(content: dict) -> str:
     """The words of a raw event, for the events' keyword index."""
     if "tool" in content:

@@ -106,7 +106,10 @@ class LTMEngine:
             async with self.db.write() as session:
                 await events_fts_backfill(session)
         counter = self._counter or await asyncio.to_thread(default_counter)
-        self.reader = MemoryReader(self._retrievers, counter, self.clock)
+        self.reader = MemoryReader(
+            self._retrievers, counter, self.clock,
+            include_pending=lambda: self.config.write_policy.mode == "auto",
+        )
         if background:
             self.recorder.start()
             self.worker.start()

@@ -56,6 +56,9 @@ class ReadPolicy:
     recency_weight: float = 0.3
     importance_weight: float = 0.4
     similarity_weight: float = 0.3
+    # Raw turns that no injected memory covers, ranked by keyword match, may
+    # fill what the memories leave of max_tokens (0 = memories only).
+    max_events: int = 10
     injection_position: str = "context_message"
 
 

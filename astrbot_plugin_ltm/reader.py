@@ -11,14 +11,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import or_, select, and_
+from sqlalchemy import and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from .models import MemoryItem, as_utc, utcnow
+from .db import events_fts_search
+from .models import MemoryEvent, MemoryEvidence, MemoryItem, as_utc, utcnow
 from .policy import ReadPolicy, Status
 from .retrieval import Retriever
 from .scope import Scope
-from .text import token_set_similarity
+from .text import query_tokens, token_set_similarity
 from .tokens import TokenCounter
 
 HEADER = "[Long-term Memory]"
@@ -28,12 +29,13 @@ FOOTER = "[End Memory]"
 BASELINE_POOL = 50
 SEARCH_LIMIT = 50
 NEAR_DUPLICATE = 0.8
+EVENT_CHARS = 300  # a raw turn is cut to this many characters
 
 
 @dataclass(frozen=True)
 class Selected:
-    memory_id: str
-    type: str
+    memory_id: str  # the event_id for a raw turn
+    type: str  # a memory type, or "event" for a raw turn
     fact: str
     confidence: float
     score: float
@@ -43,11 +45,12 @@ class Selected:
 @dataclass
 class MemoryBlock:
     text: str = ""
-    items: list[Selected] = field(default_factory=list)
+    items: list[Selected] = field(default_factory=list)  # memories (≤ max_items)
     tokens: int = 0
+    events: list[Selected] = field(default_factory=list)  # raw turns (≤ max_events)
 
     def __bool__(self) -> bool:
-        return bool(self.items)
+        return bool(self.items or self.events)
 
 
 def time_decay(updated_at: datetime, now: datetime) -> float:
@@ -59,16 +62,60 @@ def format_line(item: MemoryItem) -> str:
     return f"- [{item.type}] {item.fact} (confidence: {item.confidence:.2f})"
 
 
+def format_event_line(event: MemoryEvent) -> str:
+    """A raw turn, tagged with when it was said and by whom."""
+    content = event.content or {}
+    when = as_utc(event.created_at).strftime("%Y-%m-%d")
+    if event.source_type == "tool_result":
+        body = f"tool {content.get('tool', '?')}: {content.get('result', '')}"
+    else:
+        body = f"{event.sender_name or event.sender_id or 'someone'}: {content.get('text', '')}"
+    body = " ".join(body.split())
+    if len(body) > EVENT_CHARS:
+        body = body[:EVENT_CHARS] + "…"
+    return f"- [said {when}] {body}"
+
+
+class _Budget:
+    """Lines under max_tokens: a line costs its own tokens plus its newline."""
+
+    def __init__(self, count, max_tokens: int) -> None:
+        self.count = count
+        self.max_tokens = max_tokens
+        self.used = count(HEADER + "\n" + FOOTER)
+        self.lines: list[str] = []
+
+    @property
+    def open(self) -> bool:
+        return self.used <= self.max_tokens
+
+    def take(self, line: str) -> bool:
+        cost = self.count("\n" + line)
+        if self.used + cost > self.max_tokens:
+            return False  # a shorter, lower-ranked line may still fit
+        self.used += cost
+        self.lines.append(line)
+        return True
+
+    def text(self) -> tuple[str, int]:
+        text = "\n".join([HEADER, *self.lines, FOOTER])
+        return text, self.count(text)
+
+
 class MemoryReader:
     def __init__(
         self,
         retrievers: Sequence[Retriever],
         counter: TokenCounter,
         clock: Callable[[], datetime] = utcnow,
+        include_pending: Callable[[], bool] = lambda: False,
     ) -> None:
         self.retrievers = list(retrievers)
         self.counter = counter
         self._clock = clock
+        # Unextracted turns may be shown only where facts would go live
+        # without review (mode auto); the engine says which mode is on.
+        self._include_pending = include_pending
 
     async def read(
         self, session: AsyncSession, scopes: list[Scope], query: str, policy: ReadPolicy
@@ -92,7 +139,10 @@ class MemoryReader:
             )
             scored.append((score, item))
         scored.sort(key=lambda pair: (-pair[0], -pair[1].confidence, pair[1].id))
-        return self._fit(scored, policy)
+        budget = _Budget(self.counter.count, policy.max_tokens)
+        chosen = self._select(scored, policy, budget)
+        events = await self._events(session, scopes, query, chosen, budget, policy) if budget.open else []
+        return self._assemble(budget, chosen, events, policy)
 
     @staticmethod
     def _usable(item: MemoryItem, policy: ReadPolicy, now: datetime) -> bool:
@@ -123,42 +173,87 @@ class MemoryReader:
         return list(found.values())
 
     def _fit(self, scored: list[tuple[float, MemoryItem]], policy: ReadPolicy) -> MemoryBlock:
-        count = self.counter.count
-        # A line costs its own tokens plus the newline joining it.
-        used = count(HEADER + "\n" + FOOTER)
-        if used > policy.max_tokens:
-            return MemoryBlock()
+        """The memories alone, within the budget (pure: no database)."""
+        budget = _Budget(self.counter.count, policy.max_tokens)
+        return self._assemble(budget, self._select(scored, policy, budget), [], policy)
+
+    @staticmethod
+    def _select(scored: list[tuple[float, MemoryItem]], policy: ReadPolicy, budget: _Budget) -> list[Selected]:
+        """Best-scored memories under max_items, max_per_type and the tokens,
+        skipping near-duplicates of what is already chosen."""
+        if not budget.open:
+            return []
         per_type: dict[str, int] = {}
-        chosen: list[tuple[MemoryItem, float, str]] = []
+        chosen: list[Selected] = []
         for score, item in scored:
             if len(chosen) >= policy.max_items:
                 break
             if per_type.get(item.type, 0) >= policy.max_per_type:
                 continue
-            if any(token_set_similarity(item.fact, c.fact) >= NEAR_DUPLICATE for c, _, _ in chosen):
+            if any(token_set_similarity(item.fact, c.fact) >= NEAR_DUPLICATE for c in chosen):
                 continue
-            line = format_line(item)
-            cost = count("\n" + line)
-            if used + cost > policy.max_tokens:
-                continue  # a shorter, lower-scored line may still fit
-            used += cost
-            per_type[item.type] = per_type.get(item.type, 0) + 1
-            chosen.append((item, score, line))
-        if not chosen:
+            if budget.take(format_line(item)):
+                per_type[item.type] = per_type.get(item.type, 0) + 1
+                chosen.append(Selected(item.memory_id, item.type, item.fact, item.confidence,
+                                       round(score, 4), f"{item.scope}:{item.scope_id}"))
+        return chosen
+
+    @staticmethod
+    def _assemble(budget: _Budget, chosen: list[Selected], events: list[Selected], policy: ReadPolicy) -> MemoryBlock:
+        text, tokens = budget.text()
+        while tokens > policy.max_tokens and budget.lines:
+            # BPE merges across lines can make the whole differ from the sum.
+            budget.lines.pop()
+            (events or chosen).pop()
+            text, tokens = budget.text()
+        if not (chosen or events):
             return MemoryBlock()
-        while chosen:
-            text = "\n".join([HEADER, *(line for _, _, line in chosen), FOOTER])
-            tokens = count(text)
-            if tokens <= policy.max_tokens:
-                break
-            chosen.pop()  # BPE merges across lines can differ from the sum
-        else:
-            return MemoryBlock()
-        return MemoryBlock(
-            text=text,
-            tokens=tokens,
-            items=[
-                Selected(i.memory_id, i.type, i.fact, i.confidence, round(s, 4), f"{i.scope}:{i.scope_id}")
-                for i, s, _ in chosen
-            ],
+        return MemoryBlock(text=text, tokens=tokens, items=chosen, events=events)
+
+    async def _events(
+        self,
+        session: AsyncSession,
+        scopes: list[Scope],
+        query: str,
+        chosen: list[Selected],
+        budget: _Budget,
+        policy: ReadPolicy,
+    ) -> list[Selected]:
+        """Raw turns matching the message that no chosen memory already covers."""
+        tokens = query_tokens(query)
+        if policy.max_events <= 0 or not tokens:
+            return []
+        hits = await events_fts_search(
+            session, tokens, [(s.kind, s.id) for s in scopes], SEARCH_LIMIT, self._include_pending()
         )
+        if not hits:
+            return []
+        covered: set[str] = set()
+        if chosen:
+            covered = set(
+                (
+                    await session.execute(
+                        select(MemoryEvidence.event_id).where(
+                            MemoryEvidence.memory_id.in_([c.memory_id for c in chosen])
+                        )
+                    )
+                ).scalars()
+            )
+        rows = {
+            e.id: e
+            for e in (
+                await session.execute(select(MemoryEvent).where(MemoryEvent.id.in_([r for r, _ in hits])))
+            ).scalars()
+        }
+        best = max(score for _, score in hits) or 1.0
+        picked: list[Selected] = []
+        for rowid, score in hits:
+            event = rows.get(rowid)
+            if event is None or event.event_id in covered:
+                continue
+            if len(picked) >= policy.max_events:
+                break
+            if budget.take(format_event_line(event)):
+                picked.append(Selected(event.event_id, "event", format_event_line(event), 1.0,
+                                       round(score / best, 4), f"{event.scope}:{event.scope_id}"))
+        return picked
