@@ -123,6 +123,11 @@ class MemoryReader:
         if not policy.enable or not scopes or policy.max_items <= 0:
             return MemoryBlock()
         now = self._clock()
+        # Fusion of keyword and vector similarity: the larger of the two.
+        # Measured on LoCoMo (bench/locomo.py, 2 dev conversations, 800
+        # tokens): max 0.682 evidence recall, mean 0.683, reciprocal-rank
+        # fusion 0.669. Max is as good as any and keeps a strong keyword hit
+        # (a name, a number) from being diluted by a weak vector score.
         sims: dict[int, float] = {}
         for retriever in self.retrievers:
             for rowid, sim in (await retriever.search(session, scopes, query, SEARCH_LIMIT)).items():

@@ -1,0 +1,218 @@
+"""FAISS namespaces per scope: rebuilt from SQLite, isolated, and optional."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+import re
+
+import numpy as np
+import pytest
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from astrbot_plugin_ltm import LTMEngine, Origin
+from astrbot_plugin_ltm.models import MemoryItem, MemoryVector
+from astrbot_plugin_ltm.scope import Scope
+
+
+class HashEmbedder:
+    """Deterministic bag-of-words vectors: texts sharing words are close."""
+
+    def __init__(self, dim: int = 32) -> None:
+        self.dim = dim
+        self.model_id = f"hash-{dim}"
+        self.calls = 0
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        self.calls += 1
+        out = np.zeros((len(texts), self.dim), np.float32)
+        for i, text in enumerate(texts):
+            for token in re.findall(r"\w+", text.lower()):
+                out[i, int(hashlib.md5(token.encode()).hexdigest(), 16) % self.dim] += 1
+        return out
+
+
+class FailingEmbedder:
+    model_id = "broken"
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        raise ConnectionError("embedding provider down")
+
+
+class HangingEmbedder:
+    model_id = "slow"
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        await asyncio.sleep(30)
+        raise AssertionError("never reached")
+
+
+def alice(n: int = 0) -> Origin:
+    return Origin("qq", f"qq:FriendMessage:user{n}", f"user{n}", f"User{n}")
+
+
+@pytest.fixture
+def db_url(tmp_path):
+    return f"sqlite+aiosqlite:///{tmp_path}/ltm.db"
+
+
+async def make(db_url, tmp_path, embedder, **config) -> LTMEngine:
+    engine = LTMEngine(
+        create_async_engine(db_url),
+        {"write_policy": {"mode": "auto", "max_writes_per_session": 1000, "max_writes_per_hour": 10000}, **config},
+        embedder=embedder,
+        data_dir=tmp_path,
+    )
+    await engine.start(background=False)
+    return engine
+
+
+async def vector_ids(engine: LTMEngine, scope: Scope, text: str) -> set[int]:
+    return set(await engine.vectors.query([scope], text, 50))
+
+
+async def test_items_get_vectors_in_the_background_and_are_found_by_meaning(db_url, tmp_path):
+    engine = await make(db_url, tmp_path, HashEmbedder())
+    await engine.remember(alice(), "I enjoy hiking in the mountains")
+    assert await engine.worker.fill_vectors() == 1
+    scope = engine.resolver.user_scope(alice())
+    hits = await engine.vectors.query([scope], "mountains hiking", 5)
+    assert len(hits) == 1 and next(iter(hits.values())) > 0.5
+    block = await engine.memory_block(alice(), "any mountains nearby?")
+    assert "hiking in the mountains" in block.text
+
+
+async def test_deleted_item_leaves_the_namespace_and_a_stale_file_is_rebuilt(db_url, tmp_path):
+    engine = await make(db_url, tmp_path, HashEmbedder())
+    kept = await engine.remember(alice(), "I enjoy hiking in the mountains")
+    gone = await engine.remember(alice(), "I enjoy swimming in mountains lakes")
+    await engine.worker.fill_vectors()
+    scope = engine.resolver.user_scope(alice())
+    both = await vector_ids(engine, scope, "mountains")
+    assert len(both) == 2
+    await engine.stop()  # the namespace file now holds both vectors
+    gone_row = await _rowid(engine, gone.memory_id)
+
+    await engine.admin.delete(gone.memory_id, "operator:test")
+    async with engine.db.read() as session:
+        assert await session.get(MemoryVector, gone_row) is None  # SQLite first
+    assert gone_row not in await vector_ids(engine, scope, "mountains")
+
+    # A new process finds the file stale (its fingerprint no longer matches
+    # SQLite) and rebuilds the namespace without the deleted item.
+    fresh = await make(db_url, tmp_path, HashEmbedder())
+    assert await vector_ids(fresh, scope, "mountains") == {await _rowid(fresh, kept.memory_id)}
+
+
+async def test_corrupt_namespace_file_is_rebuilt_from_sqlite(db_url, tmp_path):
+    engine = await make(db_url, tmp_path, HashEmbedder())
+    await engine.remember(alice(), "I enjoy hiking in the mountains")
+    await engine.worker.fill_vectors()
+    scope = engine.resolver.user_scope(alice())
+    expected = await vector_ids(engine, scope, "hiking")
+    await engine.stop()
+    files = list((tmp_path / "vectors").glob("*.faiss"))
+    assert files
+    for path in files:
+        path.write_bytes(b"not a faiss index")
+
+    fresh = await make(db_url, tmp_path, HashEmbedder())
+    assert await vector_ids(fresh, scope, "hiking") == expected
+    await fresh.stop()
+    assert all(p.read_bytes()[:4] != b"not " for p in files)  # rewritten
+
+
+async def test_a_new_model_or_dimension_is_embedded_afresh(db_url, tmp_path):
+    engine = await make(db_url, tmp_path, HashEmbedder(32))
+    await engine.remember(alice(), "I enjoy hiking in the mountains")
+    await engine.worker.fill_vectors()
+    await engine.stop()
+
+    switched = await make(db_url, tmp_path, HashEmbedder(16))
+    scope = switched.resolver.user_scope(alice())
+    assert await vector_ids(switched, scope, "hiking") == set()  # no 32-d vector is compared with 16-d
+    block = await switched.memory_block(alice(), "hiking")
+    assert "hiking" in block.text  # keyword retrieval covers the gap
+    assert await switched.worker.fill_vectors() == 1
+    assert len(await vector_ids(switched, scope, "hiking")) == 1
+    async with switched.db.read() as session:
+        models = set((await session.execute(select(MemoryVector.model))).scalars())
+    assert models == {"hash-16"}
+
+
+@pytest.mark.parametrize("embedder", [None, FailingEmbedder(), HangingEmbedder()], ids=["none", "failing", "hanging"])
+async def test_keyword_only_without_a_working_embedding_provider(db_url, tmp_path, embedder):
+    engine = await make(db_url, tmp_path, embedder, vectors={"query_timeout_seconds": 0.2})
+    await engine.remember(alice(), "I enjoy hiking in the mountains")
+    assert await engine.worker.fill_vectors() == 0
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    block = await engine.memory_block(alice(), "hiking")
+    assert loop.time() - started < 5  # a hanging provider costs one timeout, not the turn
+    assert "hiking in the mountains" in block.text
+
+
+async def test_loaded_namespaces_stay_under_the_bound(db_url, tmp_path):
+    engine = await make(db_url, tmp_path, HashEmbedder(), vectors={"max_loaded_namespaces": 2})
+    for n in range(4):
+        await engine.remember(alice(n), f"I collect stamps number {n}")
+    await engine.worker.fill_vectors()
+    for n in range(4):
+        scope = engine.resolver.user_scope(alice(n))
+        assert len(await vector_ids(engine, scope, "stamps")) == 1
+        assert len(engine.vector_index._loaded) <= 2
+
+
+@pytest.mark.parametrize("seed", range(4))
+async def test_no_vector_from_one_scope_is_returned_for_another(db_url, tmp_path, seed):
+    """Random adds, edits, deletions and reloads over 5 scopes: every vector
+    hit a scope's query returns is an item of that scope."""
+    rng = random.Random(seed)
+    words = "tea coffee hiking stamps chess piano paris london rome cats dogs".split()
+    engine = await make(db_url, tmp_path, HashEmbedder(16), vectors={"max_loaded_namespaces": 2})
+    for step in range(60):
+        who = alice(rng.randrange(5))
+        op = rng.random()
+        if op < 0.55:
+            await engine.remember(who, f"I like {rng.choice(words)} and {rng.choice(words)} {step}")
+        elif op < 0.7:
+            items, _ = await engine.admin.list_items(_filter(engine, who), limit=50)
+            if items:
+                await engine.admin.delete(rng.choice(items).memory_id, "operator:test")
+        elif op < 0.8:
+            items, _ = await engine.admin.list_items(_filter(engine, who), limit=50)
+            if items:
+                await engine.admin.update_item(rng.choice(items).memory_id,
+                                               {"fact": f"edited {rng.choice(words)} {step}"}, "operator:test")
+        elif op < 0.9:
+            await engine.worker.fill_vectors()
+        else:
+            engine.vector_index.forget_loaded()  # as if evicted or restarted
+        if step % 5 == 0:
+            await engine.worker.fill_vectors()
+        for n in range(5):
+            scope = engine.resolver.user_scope(alice(n))
+            hits = await engine.vectors.query([scope], rng.choice(words), 50)
+            if hits:
+                async with engine.db.read() as session:
+                    rows = (
+                        await session.execute(select(MemoryItem.scope, MemoryItem.scope_id)
+                                              .where(MemoryItem.id.in_(list(hits))))
+                    ).all()
+                assert {(k, i) for k, i in rows} <= {(scope.kind, scope.id)}
+    async with engine.db.read() as session:
+        assert (await session.execute(select(func.count()).select_from(MemoryItem))).scalar_one() > 0
+
+
+def _filter(engine, who):
+    from astrbot_plugin_ltm.admin import ItemFilter
+
+    scope = engine.resolver.user_scope(who)
+    return ItemFilter(scope=scope.kind, scope_id=scope.id)
+
+
+async def _rowid(engine: LTMEngine, memory_id: str) -> int:
+    async with engine.db.read() as session:
+        return (await session.execute(select(MemoryItem.id).where(MemoryItem.memory_id == memory_id))).scalar_one()
