@@ -146,7 +146,12 @@ class MemoryReader:
         scored.sort(key=lambda pair: (-pair[0], -pair[1].confidence, pair[1].id))
         budget = _Budget(self.counter.count, policy.max_tokens)
         chosen = self._select(scored, policy, budget)
-        events = await self._events(session, scopes, query, chosen, budget, policy) if budget.open else []
+        taken = {c.memory_id for c in chosen}
+        # Relevant memories the caps kept out still point at useful turns.
+        left_out = [item for _, item in scored if item.memory_id not in taken and sims.get(item.id, 0) > 0][:SEARCH_LIMIT]
+        events = (
+            await self._events(session, scopes, query, chosen, left_out, budget, policy) if budget.open else []
+        )
         return self._assemble(budget, chosen, events, policy)
 
     @staticmethod
@@ -221,44 +226,71 @@ class MemoryReader:
         scopes: list[Scope],
         query: str,
         chosen: list[Selected],
+        left_out: list[MemoryItem],
         budget: _Budget,
         policy: ReadPolicy,
     ) -> list[Selected]:
-        """Raw turns matching the message that no chosen memory already covers."""
+        """Raw turns for the rest of the budget, from two rankings merged by
+        reciprocal rank: the sources of the best memories the caps left out
+        (ranked by the memories' fused score), and keyword matches among the
+        turns that may be shown (see db.events_fts_search). A turn already
+        behind a chosen memory adds nothing and is skipped."""
+        if policy.max_events <= 0:
+            return []
         tokens = query_tokens(query)
-        if policy.max_events <= 0 or not tokens:
-            return []
-        hits = await events_fts_search(
+        keyword = await events_fts_search(
             session, tokens, [(s.kind, s.id) for s in scopes], SEARCH_LIMIT, self._include_pending()
-        )
-        if not hits:
+        ) if tokens else []
+        evidence = await self._evidence(session, [c.memory_id for c in chosen] + [i.memory_id for i in left_out])
+        covered = {e for c in chosen for e in evidence.get(c.memory_id, [])}
+        sources = [e for item in left_out for e in evidence.get(item.memory_id, [])]
+        keyword_ids = await self._event_ids(session, [rowid for rowid, _ in keyword])
+        fused: dict[str, float] = {}
+        for ranking in (sources, keyword_ids):
+            for rank, event_id in enumerate(dict.fromkeys(ranking)):
+                fused[event_id] = fused.get(event_id, 0.0) + 1.0 / (60 + rank + 1)
+        order = [e for e in sorted(fused, key=lambda e: -fused[e]) if e not in covered]
+        if not order:
             return []
-        covered: set[str] = set()
-        if chosen:
-            covered = set(
-                (
-                    await session.execute(
-                        select(MemoryEvidence.event_id).where(
-                            MemoryEvidence.memory_id.in_([c.memory_id for c in chosen])
-                        )
-                    )
-                ).scalars()
-            )
         rows = {
-            e.id: e
+            e.event_id: e
             for e in (
-                await session.execute(select(MemoryEvent).where(MemoryEvent.id.in_([r for r, _ in hits])))
+                await session.execute(select(MemoryEvent).where(MemoryEvent.event_id.in_(order[:SEARCH_LIMIT])))
             ).scalars()
         }
-        best = max(score for _, score in hits) or 1.0
+        best = fused[order[0]]
         picked: list[Selected] = []
-        for rowid, score in hits:
-            event = rows.get(rowid)
-            if event is None or event.event_id in covered:
+        for event_id in order:
+            event = rows.get(event_id)
+            if event is None or event.source_role not in ("user", "tool"):
                 continue
             if len(picked) >= policy.max_events:
                 break
-            if budget.take(format_event_line(event)):
-                picked.append(Selected(event.event_id, "event", format_event_line(event), 1.0,
-                                       round(score / best, 4), f"{event.scope}:{event.scope_id}"))
+            line = format_event_line(event)
+            if budget.take(line):
+                picked.append(Selected(event.event_id, "event", line, 1.0, round(fused[event_id] / best, 4),
+                                       f"{event.scope}:{event.scope_id}"))
         return picked
+
+    @staticmethod
+    async def _evidence(session: AsyncSession, memory_ids: list[str]) -> dict[str, list[str]]:
+        if not memory_ids:
+            return {}
+        rows = await session.execute(
+            select(MemoryEvidence.memory_id, MemoryEvidence.event_id)
+            .where(MemoryEvidence.memory_id.in_(memory_ids))
+            .order_by(MemoryEvidence.id)
+        )
+        out: dict[str, list[str]] = {}
+        for memory_id, event_id in rows:
+            out.setdefault(memory_id, []).append(event_id)
+        return out
+
+    @staticmethod
+    async def _event_ids(session: AsyncSession, rowids: list[int]) -> list[str]:
+        if not rowids:
+            return []
+        found = dict(
+            (await session.execute(select(MemoryEvent.id, MemoryEvent.event_id).where(MemoryEvent.id.in_(rowids)))).all()
+        )
+        return [found[r] for r in rowids if r in found]
