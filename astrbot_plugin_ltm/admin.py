@@ -294,14 +294,14 @@ class Admin:
 
     # -- statistics -------------------------------------------------------
 
-    async def stats(self, scopes: list[Scope] | None = None) -> list[dict[str, Any]]:
+    async def stats(self, scopes: list[Scope] | None = None, kind: str | None = None) -> list[dict[str, Any]]:
         """Per scope: counts by status and type, approval queue, recent writes,
         extraction backlog and failures."""
         since = self._clock() - timedelta(hours=1)
 
         def in_scopes(model):
             if scopes is None:
-                return True
+                return model.scope == kind if kind else True
             return or_(*(and_(model.scope == s.kind, model.scope_id == s.id) for s in scopes))
 
         out: dict[tuple[str, str], dict[str, Any]] = {}

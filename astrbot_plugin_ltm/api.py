@@ -124,10 +124,10 @@ class MemoryAPI:
             status=_choice(query, "status", (*Status, "pending")),
             min_confidence=min_confidence,
         )
-        text = (query.get("q") or "").strip()
-        if text:
-            return await self._search_items(f, text, page, size)
         sort = _choice(query, "sort", ("updated", "confidence", "importance", "created")) or "updated"
+        text = (query.get("q") or "").strip()
+        if text:  # ranked by relevance
+            return await self._search_items(f, text, page, size)
         items, total = await self.engine.admin.list_items(f, sort=sort, offset=(page - 1) * size, limit=size)
         return {"items": [item_dict(i) for i in items], "total": total, "page": page, "page_size": size}
 
@@ -141,6 +141,8 @@ class MemoryAPI:
         conditions = []
         if f.scope:
             conditions.append(MemoryItem.scope == f.scope)
+        if f.scope_id:
+            conditions.append(MemoryItem.scope_id == f.scope_id)
         if f.type:
             conditions.append(MemoryItem.type == f.type)
         if f.status == "pending":
@@ -213,7 +215,7 @@ class MemoryAPI:
     async def stats(self, query: Mapping[str, Any]) -> dict[str, Any]:
         scope = _choice(query, "scope", ("user", "group"))
         scopes = [Scope(scope, query["scope_id"])] if scope and query.get("scope_id") else None
-        per_scope = await self.engine.admin.stats(scopes)
+        per_scope = await self.engine.admin.stats(scopes, kind=scope)
         return {
             "scopes": per_scope,
             "totals": {
