@@ -240,8 +240,8 @@ class Admin:
                     await session.execute(
                         select(MemoryItem.memory_id).where(
                             MemoryItem.scope == item.scope, MemoryItem.scope_id == item.scope_id,
-                            MemoryItem.fact_key == key, MemoryItem.id != item.id,
-                        )
+                            or_(MemoryItem.fact_key == key, MemoryItem.fact == fact), MemoryItem.id != item.id,
+                        ).limit(1)
                     )
                 ).scalar_one_or_none()
                 if clash:

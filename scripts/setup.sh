@@ -55,3 +55,20 @@ if [ "$(cat "$STAMP" 2>/dev/null || true)" != "$WANT" ]; then
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$ROOT/requirements-dev.txt"
   echo "$WANT" > "$STAMP"
 fi
+
+# --- Browser for tests/e2e/test_e2e_review_page.py (the review page test) ---
+# The page test drives Debian's headless Chromium over the DevTools protocol.
+# Install it when it is missing and we can (root with apt-get); otherwise the
+# page test fails and says how to install it.
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing Debian's chromium for the review page test: apt-get update -qq && apt-get install -y -qq chromium"
+    if apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; then
+      echo "setup: chromium installed ($(command -v chromium))"
+    else
+      echo "setup: warning: could not install chromium; tests/e2e/test_e2e_review_page.py will fail" >&2
+    fi
+  else
+    echo "setup: note: chromium is missing (install it: sudo apt-get install chromium); the review page test needs it" >&2
+  fi
+fi

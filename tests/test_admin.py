@@ -150,3 +150,14 @@ async def test_forget_scope_tombstones_everything(ltm, origin):
     assert len([r for r in await ltm.audit() if r.action == "delete"]) == 3
     assert await ltm.sql("SELECT count(*) FROM ltm_evidence e JOIN ltm_items i ON i.memory_id = e.memory_id") == [(1,)]
     assert await ltm.sql("SELECT count(*) FROM ltm_evidence") == [(1,)]
+
+
+async def test_an_edit_cannot_duplicate_another_memory_of_the_scope(ltm, origin):
+    # "Alice might like jazz" was keyed "jazz" by the extractor, so comparing
+    # normalised keys alone would let another memory take the same text.
+    await seed(ltm, origin)
+    city = await ltm.item(MemoryItem.fact_key == "city")
+    with pytest.raises(AdminError) as refused:
+        await ltm.engine.admin.update_item(city.memory_id, {"fact": "Alice might like jazz"}, OP)
+    assert refused.value.status == 409
+    assert (await ltm.item(MemoryItem.fact_key == "city")).fact == "Alice lives in Paris"

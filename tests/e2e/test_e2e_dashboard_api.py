@@ -1,0 +1,435 @@
+"""The plugin's dashboard API in a real AstrBot: every route through
+AstrBot's own web layer and authentication, at both URL prefixes.
+
+- ``/api/v1/plugins/extensions/astrbot_plugin_ltm/…`` (every method; a
+  dashboard JWT or an API key with the ``plugin`` scope);
+- ``/api/plug/astrbot_plugin_ltm/…`` (GET and POST; a dashboard JWT only).
+
+One AstrBot serves the module (default ``shadow`` mode, memories learned
+from real chats with the fake model); the round-trip test starts a second,
+fresh one to import into.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import urllib.parse
+import uuid
+from datetime import UTC, datetime
+
+import pytest
+
+from astrbot_plugin_ltm.text import normalize_fact_key
+from astrbot_plugin_ltm.transfer import EVENT_FIELDS, FORMAT, ITEM_FIELDS, VERSION, checksum
+from devtools.astrbot_home import Client
+
+pytestmark = pytest.mark.e2e
+
+V1 = "/api/v1/plugins/extensions/astrbot_plugin_ltm"
+LEGACY = "/api/plug/astrbot_plugin_ltm"
+PLUGIN_CONFIG = "data/config/astrbot_plugin_ltm_config.json"
+
+
+@pytest.fixture(scope="module")
+def bot(bot_factory):
+    with bot_factory("dashboard-api", {}) as b:
+        b.chat("My name is Alice and I live in Paris", "alice", "api-1")
+        b.chat("我叫小明，住在北京", "xiaoming", "api-2")
+        b.wait_extracted("alice", ["name is Alice", "lives in Paris"], "shadow")
+        b.wait_extracted("xiaoming", ["名字是小明", "住在北京"], "shadow")
+        yield b
+
+
+# -- helpers -----------------------------------------------------------------------
+
+
+def call(bot, method: str, route: str, body=None, *, prefix: str = V1, auth: str | None = "jwt",
+         client: Client | None = None, headers: dict | None = None) -> tuple[int, dict, str]:
+    """(HTTP status, JSON body, raw text) of one API call."""
+    route = urllib.parse.quote(route, safe="/?&=:,%")  # non-ASCII query values (Chinese search)
+    resp = (client or bot.client).request(method, f"{prefix}/{route}", body, auth=auth, raw=True, headers=headers)
+    with resp:
+        status, text = resp.status, resp.read().decode()
+    try:
+        payload = json.loads(text)
+    except json.JSONDecodeError:
+        payload = {}
+    return status, payload, text
+
+
+def ok(bot, method: str, route: str, body=None, **kw):
+    status, payload, text = call(bot, method, route, body, **kw)
+    assert status == 200 and payload.get("status") == "ok" and "data" in payload, bot.diag(
+        f"{method} {route}: {status} {text[:500]}")
+    return payload["data"]
+
+
+def refused(bot, expect: int, method: str, route: str, body=None, **kw) -> str:
+    """A clear refusal: the status, an error envelope, a message, no trace."""
+    status, payload, text = call(bot, method, route, body, **kw)
+    assert status == expect, bot.diag(f"{method} {route}: expected {expect}, got {status} {text[:500]}")
+    assert payload.get("status") == "error", text[:500]
+    message = payload.get("message")
+    assert isinstance(message, str) and message.strip(), text[:500]
+    assert "Traceback" not in text and 'File "' not in text, text[:2000]
+    return message
+
+
+def multipart(field: str, filename: str, content: bytes) -> tuple[bytes, dict]:
+    boundary = f"ltm-{uuid.uuid4().hex}"
+    body = (
+        f"--{boundary}\r\nContent-Disposition: form-data; name=\"{field}\"; filename=\"{filename}\"\r\n"
+        "Content-Type: application/json\r\n\r\n"
+    ).encode() + content + f"\r\n--{boundary}--\r\n".encode()
+    return body, {"Content-Type": f"multipart/form-data; boundary={boundary}"}
+
+
+def make_export(n: int, scope_id: str, word: str) -> dict:
+    """A valid export of ``n`` evidence-less memories (for bulk set-up)."""
+    now = datetime.now(UTC).isoformat()
+    items = []
+    for k in range(n):
+        fact = f"{word} fact number {k}"
+        record = {
+            "memory_id": str(uuid.uuid4()), "scope": "user", "scope_id": scope_id, "type": "episode",
+            "fact": fact, "fact_key": normalize_fact_key(fact), "confidence": 0.5, "importance": 0.5,
+            "evidence_count": 1, "ttl_days": None, "status": "shadow", "awaiting_approval": False,
+            "created_at": now, "updated_at": now, "evidence": [],
+        }
+        record["checksum"] = checksum(record)
+        items.append(record)
+    return {"format": FORMAT, "version": VERSION, "exported_at": now, "filters": {}, "count": n,
+            "items": items, "checksum": checksum([i["checksum"] for i in items])}
+
+
+def settle(bot) -> None:
+    """Wait for the background embedding of new memories (each item gets a
+    vector a moment after it is written), so snapshots only see requests."""
+    bot.wait_for(
+        lambda: bot.query("SELECT count(*) AS n FROM ltm_items i LEFT JOIN ltm_item_vectors v ON v.item_id = i.id "
+                          "WHERE v.item_id IS NULL")[0]["n"] == 0,
+        20, "every memory to be embedded")
+
+
+def snapshot(bot) -> dict[str, list]:
+    """Every row of every ltm_ table: any write shows up here. Vectors are a
+    cache the worker may refresh at any time: only which items have one counts."""
+    settle(bot)
+    out = {}
+    for table in bot.ltm_tables():
+        sql = ("SELECT item_id, scope, scope_id, model FROM ltm_item_vectors" if table == "ltm_item_vectors"
+               else f'SELECT * FROM "{table}"')
+        out[table] = sorted(repr(tuple(r)) for r in bot.query(sql))
+    return out
+
+
+def changes(before: dict[str, list], after: dict[str, list]) -> str:
+    """The rows that differ between two snapshots (for failure messages)."""
+    out = []
+    for table in sorted(set(before) | set(after)):
+        gone = sorted(set(before.get(table, [])) - set(after.get(table, [])))
+        new = sorted(set(after.get(table, [])) - set(before.get(table, [])))
+        if gone or new:
+            out.append(f"{table}: -{gone[:5]} +{new[:5]}")
+    return "\n".join(out)
+
+
+def assert_unchanged(bot, before: dict[str, list]) -> None:
+    after = snapshot(bot)
+    assert after == before, bot.diag("rows were written:\n" + changes(before, after))
+
+
+def item_id(bot, fact_part: str) -> str:
+    found = [i for i in bot.items() if fact_part in i["fact"]]
+    assert len(found) == 1, [i["fact"] for i in bot.items()]
+    return found[0]["memory_id"]
+
+
+# -- authentication ----------------------------------------------------------------------
+
+
+def test_auth_is_refused_without_a_valid_login_at_both_prefixes(bot):
+    facts = [i["fact"] for i in bot.items()]
+    assert facts
+    name = item_id(bot, "name is Alice")
+    before = snapshot(bot)
+    keyless = Client(bot.url)  # no token, no key
+    forged = {"Authorization": "Bearer eyJhbGciOiJIUzI1NiJ9.eyJ1c2VybmFtZSI6ImFzdHJib3QifQ.forged"}
+    attempts = [
+        ("GET", "items", None), ("GET", f"items/{name}", None), ("GET", "export", None),
+        ("GET", "policy", None), ("GET", "stats", None), ("GET", "audit", None),
+        ("POST", "items/review", {"memory_ids": [name], "decision": "approve"}),
+        ("POST", f"items/{name}/update", {"importance": 0.01}), ("POST", f"items/{name}/delete", {}),
+        ("POST", "policy", {"emergency_read_only": True}),
+    ]
+    for prefix in (V1, LEGACY):
+        for method, route, body in attempts:
+            for headers in (None, forged):
+                status, payload, text = call(bot, method, route, body, prefix=prefix, auth=None,
+                                             client=keyless, headers=headers)
+                assert status == 401, (prefix, method, route, headers, status, text[:300])
+                assert payload.get("status") == "error" and not payload.get("data"), text[:300]
+                assert not any(f in text for f in facts) and name not in text, text[:300]
+    for method, route, body in [("PATCH", f"items/{name}", {"importance": 0.01}), ("DELETE", f"items/{name}", None),
+                                ("PUT", "policy", {"emergency_read_only": True})]:
+        assert call(bot, method, route, body, auth=None, client=keyless)[0] == 401
+
+    # An API key without the plugin scope is refused on the v1 routes ...
+    scoped = Client(bot.url)
+    scoped.token = bot.client.token
+    scoped.create_api_key("ltm-no-plugin-scope", scopes=["chat", "config"])
+    for method, route, body in attempts:
+        status, payload, text = call(bot, method, route, body, auth="key", client=scoped)
+        assert status in (401, 403) and payload.get("status") == "error", (route, status, text[:300])
+        assert not any(f in text for f in facts), text[:300]
+    # ... and any API key on the legacy routes, which want a dashboard login.
+    plugin_key = Client(bot.url)
+    plugin_key.token = bot.client.token
+    plugin_key.create_api_key("ltm-plugin-scope", scopes=["plugin"])
+    assert call(bot, "GET", "items", auth="key", client=plugin_key, prefix=LEGACY)[0] == 401
+    assert_unchanged(bot, before)
+    # A key with the plugin scope is enough for v1 (scripts, monitoring).
+    assert ok(bot, "GET", "stats", auth="key", client=plugin_key)["totals"]["items"] == len(facts)
+
+
+# -- every route, valid and bad input -------------------------------------------------------
+
+
+def test_every_route_answers_valid_input_and_refuses_bad_input_clearly(bot):
+    spare = make_export(4, "webchat:spare", "spare")
+    assert ok(bot, "POST", "import", spare)["added"] == 4
+    spare_ids = [i["memory_id"] for i in spare["items"]]
+    name, city = item_id(bot, "name is Alice"), item_id(bot, "lives in Paris")
+
+    # items
+    data = ok(bot, "GET", "items?page=1&page_size=10&sort=confidence")
+    assert data["total"] == 8 and len(data["items"]) == 8 and data["page_size"] == 10
+    assert "page_size" in refused(bot, 400, "GET", "items?page_size=500")
+    assert "status" in refused(bot, 400, "GET", "items?status=deleted")
+    assert [i["fact"] for i in ok(bot, "GET", "items?q=北京")["items"]] == ["xiaoming住在北京"]
+    assert [i["memory_id"] for i in ok(bot, "GET", "items?q=Paris&scope=user")["items"]] == [city]
+    legacy = ok(bot, "GET", "items?status=shadow&type=profile&page_size=200", prefix=LEGACY)
+    assert legacy["total"] == 4
+    assert "type" in refused(bot, 400, "GET", "items?type=hobby", prefix=LEGACY)
+    # one item, with its evidence and the source event
+    detail = ok(bot, "GET", f"items/{name}")
+    assert detail["fact"] == "alice's name is Alice" and detail["status"] == "shadow"
+    (evidence,) = detail["evidence"]
+    assert evidence["event"]["content"]["text"] == "My name is Alice and I live in Paris"
+    assert evidence["event"]["sender_id"] == "alice"
+    assert "no memory" in refused(bot, 404, "GET", "items/no-such-memory")
+    # review
+    data = ok(bot, "POST", "items/review", {"memory_ids": [spare_ids[0]], "decision": "approve", "reason": "e2e"})
+    assert data == {"reviewed": [{"memory_id": spare_ids[0], "decision": "approve"}]}
+    assert "memory_ids" in refused(bot, 400, "POST", "items/review", {"memory_ids": "all", "decision": "approve"})
+    assert "decision" in refused(bot, 400, "POST", "items/review", {"memory_ids": [city], "decision": "yes"},
+                                 prefix=LEGACY)
+    refused(bot, 404, "POST", "items/review", {"memory_ids": [city, "no-such-memory"], "decision": "approve"})
+    assert next(i for i in bot.items() if i["memory_id"] == city)["status"] == "shadow"  # all or nothing
+    # edit: PATCH (v1) and POST …/update (both prefixes)
+    assert ok(bot, "PATCH", f"items/{spare_ids[1]}", {"importance": 0.3})["importance"] == 0.3
+    assert "importance" in refused(bot, 400, "PATCH", f"items/{spare_ids[1]}", {"importance": 3})
+    assert "JSON" in refused(bot, 400, "PATCH", f"items/{spare_ids[1]}", b"{not json")
+    assert ok(bot, "POST", f"items/{spare_ids[1]}/update", {"type": "profile"}, prefix=LEGACY)["type"] == "profile"
+    assert "type" in refused(bot, 400, "POST", f"items/{spare_ids[1]}/update", {"type": "hobby"})
+    refused(bot, 404, "POST", "items/no-such-memory/update", {"importance": 0.1}, prefix=LEGACY)
+    # delete: DELETE (v1) and POST …/delete (both prefixes)
+    assert ok(bot, "DELETE", f"items/{spare_ids[2]}")["memory_id"] == spare_ids[2]
+    refused(bot, 404, "DELETE", f"items/{spare_ids[2]}")
+    assert ok(bot, "POST", f"items/{spare_ids[3]}/delete", {}, prefix=LEGACY)["memory_id"] == spare_ids[3]
+    refused(bot, 404, "POST", "items/no-such-memory/delete", {})
+    assert not {spare_ids[2], spare_ids[3]} & {i["memory_id"] for i in bot.items()}
+    assert bot.query("SELECT count(*) AS n FROM ltm_tombstones")[0]["n"] == 2
+    # events
+    events = ok(bot, "GET", "events?scope=user&source_type=message&page_size=50")
+    assert events["total"] == 4 and {e["extraction_status"] for e in events["events"]} == {"done"}
+    assert "status" in refused(bot, 400, "GET", "events?status=stuck")
+    refused(bot, 400, "GET", "events?page=0", prefix=LEGACY)
+    # stats
+    stats = ok(bot, "GET", "stats")
+    assert stats["totals"]["items"] == 6 and stats["mode"] == "shadow" and stats["emergency_read_only"] is False
+    alice = ok(bot, "GET", "stats?scope=user&scope_id=webchat:alice", prefix=LEGACY)["scopes"]
+    assert [(s["scope_id"], s["by_status"]) for s in alice] == [("webchat:alice", {"shadow": 2})]
+    assert "scope" in refused(bot, 400, "GET", "stats?scope=room")
+    # audit
+    audit = ok(bot, "GET", "audit?action=edit")
+    assert audit["total"] == 2 and all(e["actor"] == "operator:astrbot" for e in audit["entries"])
+    assert ok(bot, "GET", f"audit?memory_id={spare_ids[0]}", prefix=LEGACY)["entries"][0]["action"] == "approve"
+    refused(bot, 400, "GET", "audit?page_size=0")
+    # policy: GET, PUT (v1), POST (both prefixes)
+    policy = ok(bot, "GET", "policy", prefix=LEGACY)
+    assert policy["write_policy"]["mode"] == "shadow" and policy["emergency_read_only"] is False
+    assert ok(bot, "PUT", "policy", {"read_policy": {"max_items": 12}})["read_policy"]["max_items"] == 12
+    assert ok(bot, "POST", "policy", {"read_policy": {"max_items": 15}}, prefix=LEGACY)["read_policy"]["max_items"] == 15
+    assert "write_policy.mode" in refused(bot, 400, "PUT", "policy", {"write_policy": {"mode": "yolo"}})
+    assert "cannot change" in refused(bot, 400, "POST", "policy", {"extraction": {"batch_size": 1}}, prefix=LEGACY)
+    refused(bot, 400, "PUT", "policy", b"not json")
+    # export
+    export = ok(bot, "GET", "export?scope=user&scope_id=webchat:alice")
+    assert export["format"] == FORMAT and sorted(i["fact"] for i in export["items"]) == [
+        "alice lives in Paris", "alice's name is Alice"]
+    assert "status" in refused(bot, 400, "GET", "export?status=pending")
+    # import (dry run here; real imports are tested below)
+    before = snapshot(bot)
+    report = ok(bot, "POST", "import?dry_run=1", make_export(2, "webchat:dry", "dry"), prefix=LEGACY)
+    assert report["dry_run"] is True and report["added"] == 2
+    assert "JSON" in refused(bot, 400, "POST", "import", b"this is not json")
+    assert "format" in refused(bot, 400, "POST", "import", {"format": "other", "items": []}, prefix=LEGACY)
+    assert_unchanged(bot, before)
+    bot.assert_log_clean()
+
+
+# -- pagination ------------------------------------------------------------------------------
+
+
+def test_pagination_edges(bot):
+    bulk = make_export(201, "webchat:bulk", "bulk")
+    assert ok(bot, "POST", "import", bulk)["added"] == 201
+    q = "items?scope=user&scope_id=webchat:bulk"
+    full = ok(bot, "GET", f"{q}&page_size=200&sort=created")
+    assert full["total"] == 201 and len(full["items"]) == 200
+    rest = ok(bot, "GET", f"{q}&page_size=200&page=2&sort=created")
+    assert len(rest["items"]) == 1
+    assert {i["memory_id"] for i in full["items"] + rest["items"]} == {i["memory_id"] for i in bulk["items"]}
+    assert ok(bot, "GET", f"{q}&page_size=200&page=3") == {"items": [], "total": 201, "page": 3, "page_size": 200}
+    one = ok(bot, "GET", f"{q}&page_size=1")
+    assert len(one["items"]) == 1 and one["total"] == 201
+    last = ok(bot, "GET", f"{q}&page_size=1&page=201", prefix=LEGACY)
+    assert len(last["items"]) == 1 and last["items"][0]["memory_id"] != one["items"][0]["memory_id"]
+    assert ok(bot, "GET", f"{q}&page_size=1&page=202")["items"] == []
+    assert len(ok(bot, "GET", f"{q}&page_size=50&page=5")["items"]) == 1
+    assert ok(bot, "GET", f"{q}")["page_size"] == 50  # the default
+    for bad in ("page_size=201", "page_size=0", "page=0", "page=-3", "page=x"):
+        refused(bot, 400, "GET", f"{q}&{bad}")
+    # search results page the same way
+    found = ok(bot, "GET", "items?q=bulk&page_size=100&page=3")
+    assert found["total"] == 201 and len(found["items"]) == 1
+    assert ok(bot, "GET", "events?page=1000")["events"] == []
+    assert ok(bot, "GET", "audit?page_size=200&page=1000")["entries"] == []
+
+
+# -- export → import into a second AstrBot -----------------------------------------------------
+
+
+def fields(export: dict) -> list[dict]:
+    return sorted(({k: i[k] for k in ITEM_FIELDS} for i in export["items"]), key=lambda i: i["memory_id"])
+
+
+def evidence(export: dict) -> dict:
+    return {i["memory_id"]: sorted((e["event_id"], json.dumps(e["event"], sort_keys=True)) for e in i["evidence"])
+            for i in export["items"]}
+
+
+def test_export_import_round_trip_into_a_second_astrbot(bot, bot_factory):
+    # Give the export some variety: an approved memory and an edited one.
+    ok(bot, "POST", "items/review", {"memory_ids": [item_id(bot, "住在北京")], "decision": "approve"})
+    ok(bot, "PATCH", f"items/{item_id(bot, 'lives in Paris')}", {"importance": 0.95, "ttl_days": 30})
+    doc = ok(bot, "GET", "export?scope_id=webchat:alice")
+    doc_zh = ok(bot, "GET", "export?scope_id=webchat:xiaoming")
+    assert doc["count"] == 2 and doc_zh["count"] == 2
+    everything = ok(bot, "GET", "export")
+    assert all(i["evidence"] and i["evidence"][0]["event"] for i in doc["items"] + doc_zh["items"])
+
+    with bot_factory("dashboard-api-copy", {}) as copy_bot:
+        empty = snapshot(copy_bot)
+        assert copy_bot.items() == []
+        # Dry runs write nothing, in each form the API accepts.
+        assert ok(copy_bot, "POST", "import?dry_run=1", doc)["added"] == 2
+        assert ok(copy_bot, "POST", "import", {"dry_run": True, "export": doc})["added"] == 2
+        body, headers = multipart("file", "ltm-export.json", json.dumps(doc).encode())
+        assert ok(copy_bot, "POST", "import?dry_run=1", body, headers=headers)["dry_run"] is True
+        assert_unchanged(copy_bot, empty)
+
+        # Tampered files are refused, and nothing is written.
+        changed = copy.deepcopy(doc)
+        changed["items"][0]["fact"] = "alice lives in Berlin"
+        assert "checksum" in refused(copy_bot, 400, "POST", "import", changed)
+        changed = copy.deepcopy(doc)
+        changed["checksum"] = "0" * 64
+        assert "checksum" in refused(copy_bot, 400, "POST", "import", changed, prefix=LEGACY)
+        changed = copy.deepcopy(doc)
+        del changed["items"][0]
+        assert "checksum" in refused(copy_bot, 400, "POST", "import", {"dry_run": False, "export": changed})
+        changed = copy.deepcopy(doc)
+        changed["items"][1]["evidence"][0]["event"]["content"] = {"text": "forged"}
+        body, headers = multipart("file", "forged.json", json.dumps(changed).encode())
+        refused(copy_bot, 400, "POST", "import", body, headers=headers)
+        assert_unchanged(copy_bot, empty)
+
+        # The real import (an uploaded file, and a JSON body as the review page sends).
+        body, headers = multipart("file", "ltm-export.json", json.dumps(doc).encode())
+        report = ok(copy_bot, "POST", "import", body, headers=headers)
+        assert (report["dry_run"], report["added"], report["merged"], report["skipped"]) == (False, 2, 0, 0)
+        assert ok(copy_bot, "POST", "import", {"dry_run": False, "export": doc_zh})["added"] == 2
+        copied = ok(copy_bot, "GET", "export")
+        assert fields(copied) == sorted(fields(doc) + fields(doc_zh), key=lambda i: i["memory_id"])
+        assert evidence(copied) == {**evidence(doc), **evidence(doc_zh)}
+        for item in copied["items"]:
+            detail = ok(copy_bot, "GET", f"items/{item['memory_id']}")
+            assert detail["evidence"] and all(set(e["event"]) >= set(EVENT_FIELDS) for e in detail["evidence"])
+        assert [i["fact"] for i in ok(copy_bot, "GET", "items?q=北京")["items"]] == ["xiaoming住在北京"]
+        assert ok(copy_bot, "GET", "stats")["totals"]["items"] == 4
+        assert ok(copy_bot, "GET", "audit?action=import")["total"] == 4
+
+        # Importing the same files again changes nothing.
+        after = snapshot(copy_bot)
+        counts = copy_bot.ltm_counts()  # after snapshot(): the new items are embedded
+        again = ok(copy_bot, "POST", "import", doc, prefix=LEGACY)
+        assert (again["added"], again["merged"], again["skipped"]) == (0, 0, 2)
+        assert ok(copy_bot, "POST", "import", doc_zh)["skipped"] == 2
+        assert copy_bot.ltm_counts() == counts
+        assert_unchanged(copy_bot, after)
+        copy_bot.assert_log_clean()
+    # The source bot is untouched by all this.
+    assert fields(ok(bot, "GET", "export")) == fields(everything)
+
+
+# -- policy ---------------------------------------------------------------------------------------
+
+
+def plugin_config_file(bot) -> dict:
+    return json.loads((bot.home / PLUGIN_CONFIG).read_text(encoding="utf-8-sig"))
+
+
+def test_policy_put_persists_and_applies_without_restart(bot):
+    pid = bot.pid
+    before_file = plugin_config_file(bot)
+    assert before_file["write_policy"]["mode"] == "shadow"
+    # Invalid values: 400, and neither the file nor the running policy changes.
+    for body in ({"write_policy": {"mode": "yolo"}}, {"read_policy": {"max_tokens": -1}},
+                 {"emergency_read_only": "sometimes"}, {"write_policy": {"min_confidence": 2}}):
+        refused(bot, 400, "PUT", "policy", body)
+    assert plugin_config_file(bot) == before_file
+    assert ok(bot, "GET", "policy")["write_policy"]["mode"] == "shadow"
+
+    # Mode auto: saved to the plugin's config file, and the very next memory is active.
+    policy = ok(bot, "PUT", "policy", {"write_policy": {"mode": "auto", "min_confidence": 0.5}})
+    assert policy["write_policy"]["mode"] == "auto"
+    saved = plugin_config_file(bot)
+    assert saved["write_policy"]["mode"] == "auto" and saved["write_policy"]["min_confidence"] == 0.5
+    assert saved["extraction"] == before_file["extraction"]  # the rest of the file is kept
+    assert bot.get_plugin_config()["write_policy"]["mode"] == "auto"  # what the WebUI shows
+    bot.chat("My name is Carol", "carol", "api-policy")
+    (carol,) = bot.wait_extracted("carol", ["name is Carol"], "active")
+    change = ok(bot, "GET", "audit?action=config")["entries"][0]
+    assert change["actor"] == "operator:astrbot" and change["detail"]["changes"]["write_policy"][1]["mode"] == "auto"
+
+    # Emergency read-only: saved, and writes stop at once (nothing recorded, edits refused).
+    assert ok(bot, "POST", "policy", {"emergency_read_only": True}, prefix=LEGACY)["emergency_read_only"] is True
+    assert plugin_config_file(bot)["emergency_read_only"] is True
+    frozen = snapshot(bot)
+    bot.chat("I live in Rome", "carol", "api-policy")
+    assert "read_only" in refused(bot, 409, "PATCH", f"items/{carol['memory_id']}", {"importance": 0.1})
+    refused(bot, 409, "POST", "items/review", {"memory_ids": [carol["memory_id"]], "decision": "reject"})
+    refused(bot, 409, "POST", "import", make_export(1, "webchat:ro", "ro"))
+    assert ok(bot, "GET", "stats")["emergency_read_only"] is True
+    assert ok(bot, "GET", "items?scope_id=webchat:carol")["total"] == 1  # reading goes on
+    assert_unchanged(bot, frozen)
+
+    # And back: writes resume, still without a restart.
+    ok(bot, "PUT", "policy", {"emergency_read_only": False, "write_policy": {"mode": "shadow", "min_confidence": 0.6}})
+    assert plugin_config_file(bot)["emergency_read_only"] is False
+    assert ok(bot, "PATCH", f"items/{carol['memory_id']}", {"importance": 0.1})["importance"] == 0.1
+    assert bot.pid == pid  # the same AstrBot process all along
+    bot.assert_log_clean()

@@ -1,0 +1,487 @@
+"""The operator review page (``pages/review``) in a real browser.
+
+Headless Chromium (Debian's ``chromium``; ``scripts/setup.sh`` installs it)
+is driven over the Chrome DevTools Protocol with nothing but the standard
+library and ``websockets`` (an AstrBot dependency). The test logs in to a
+real AstrBot's dashboard the way the dashboard itself does (its JWT in
+``localStorage``), opens ``#/plugin-view/astrbot_plugin_ltm/review``, and
+works inside the sandboxed plugin iframe with real mouse clicks.
+
+Also here, without a browser: the page's zh-CN and en-US texts are complete
+and the page never writes HTML from strings.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+PAGE_DIR = REPO / "pages" / "review"
+I18N_DIR = REPO / ".astrbot-plugin" / "i18n"
+ARTIFACTS = REPO / "tests" / "artifacts"
+SCREENSHOT = ARTIFACTS / "review_page.png"
+VIEW = "/#/plugin-view/astrbot_plugin_ltm/review"
+FRAME_URL_PART = "/astrbot_plugin_ltm/views/review/"
+WIDTH, HEIGHT = 1400, 1000
+
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--no-default-browser-check", "--no-proxy-server", "--hide-scrollbars",
+]
+
+
+# -- texts (no browser) ----------------------------------------------------------------
+
+
+def flatten(tree: dict, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten(value, path + "."))
+        else:
+            out[path] = value
+    return out
+
+
+def page_fallback() -> dict[str, str]:
+    source = (PAGE_DIR / "app.js").read_text(encoding="utf-8")
+    block = re.search(r"/\*FALLBACK_EN_START\*/(.*?)/\*FALLBACK_EN_END\*/", source, re.S)
+    assert block, "app.js lost its FALLBACK_EN block"
+    return json.loads(block.group(1))
+
+
+def test_page_texts_are_complete_in_both_languages():
+    locales = {loc: json.loads((I18N_DIR / f"{loc}.json").read_text(encoding="utf-8")) for loc in ("en-US", "zh-CN")}
+    fallback = page_fallback()
+    source = (PAGE_DIR / "app.js").read_text(encoding="utf-8")
+    html = (PAGE_DIR / "index.html").read_text(encoding="utf-8")
+    used = set(re.findall(r'\bT\("([a-z_.]+)"', source))
+    used |= set(re.findall(r'data-i18n(?:-placeholder)?="([a-z_.]+)"', html))
+    dynamic = {k for k in used if k.endswith(".")}  # T("types." + type) and the like
+    for loc, data in locales.items():
+        assert {"metadata", "config"} <= set(data), f"{loc}: the plugin's metadata/config texts are gone"
+        assert data["pages"]["review"]["title"] == data["views"]["review"]["title"]  # dashboard menu = page title
+        texts = flatten(data["views"]["review"])
+        assert set(texts) == set(fallback), f"{loc}: keys differ from app.js: {sorted(set(texts) ^ set(fallback))}"
+        assert all(isinstance(v, str) and v.strip() for v in texts.values()), loc
+        for key, text in texts.items():  # the same {placeholders} in every language
+            assert set(re.findall(r"\{\w+\}", text)) == set(re.findall(r"\{\w+\}", fallback[key])), (loc, key)
+        missing = sorted(k for k in used - dynamic if k not in texts)
+        assert not missing, f"{loc}: texts used by the page but not defined: {missing}"
+        for prefix in dynamic:
+            assert any(k.startswith(prefix) for k in texts), (loc, prefix)
+    assert flatten(locales["en-US"]["views"]["review"]) == fallback, "en-US.json and the page's English fallback differ"
+    zh = flatten(locales["zh-CN"]["views"]["review"])
+    assert sum(1 for k in zh if re.search(r"[\u4e00-\u9fff]", zh[k])) > len(zh) * 0.8, "zh-CN is mostly untranslated"
+    # User text only ever reaches the page as text.
+    for name in ("app.js", "index.html"):
+        code = (PAGE_DIR / name).read_text(encoding="utf-8")
+        for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"):
+            assert sink not in code, f"{name} uses {sink}"
+    # No network beyond the dashboard: no CDN, no absolute URLs.
+    assert not re.search(r"""(src|href)=["'](https?:)?//""", html)
+    assert "http://" not in source and "https://" not in source
+
+
+# -- a small DevTools-protocol driver ----------------------------------------------------------
+
+
+class CDPError(RuntimeError):
+    pass
+
+
+def chromium_binary() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        found = shutil.which(name)
+        if found:
+            return found
+    pytest.fail(
+        "Chromium is not installed, so the review page cannot be tested. Run ./scripts/setup.sh as root "
+        "(it installs Debian's chromium with apt-get) or install it yourself: sudo apt-get install chromium",
+        pytrace=False,
+    )
+
+
+class Browser:
+    """A headless Chromium on a DevTools port chosen by Chromium itself."""
+
+    def __init__(self, binary: str) -> None:
+        from websockets.sync.client import connect
+
+        self.dir = Path(tempfile.mkdtemp(prefix="ltm-chromium-"))
+        self.log_path = self.dir / "chromium.log"
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [binary, *CHROMIUM_FLAGS, f"--user-data-dir={self.dir / 'profile'}", "--remote-debugging-port=0",
+                 f"--window-size={WIDTH},{HEIGHT}", "about:blank"],
+                stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
+            )
+        port_file = self.dir / "profile" / "DevToolsActivePort"
+        deadline = time.monotonic() + 30
+        while not (port_file.exists() and len(port_file.read_text().splitlines()) >= 2):
+            if self.proc.poll() is not None:
+                raise CDPError(f"chromium exited with {self.proc.returncode}:\n{self.log()}")
+            if time.monotonic() > deadline:
+                raise CDPError(f"chromium wrote no DevToolsActivePort in 30 s:\n{self.log()}")
+            time.sleep(0.05)
+        port, path = port_file.read_text().splitlines()[:2]
+        self.ws = connect(f"ws://127.0.0.1:{port}{path}", max_size=None, open_timeout=10)
+        self.next_id = 0
+        self.events: list[dict] = []
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-3000:]
+        except OSError:
+            return ""
+
+    def send(self, method: str, params: dict | None = None, session: str | None = None, timeout: float = 30) -> dict:
+        self.next_id += 1
+        message: dict[str, Any] = {"id": self.next_id, "method": method, "params": params or {}}
+        if session:
+            message["sessionId"] = session
+        self.ws.send(json.dumps(message))
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise CDPError(f"{method}: no answer in {timeout}s")
+            data = json.loads(self.ws.recv(timeout=remaining))
+            if data.get("id") == self.next_id:
+                if "error" in data:
+                    raise CDPError(f"{method}: {data['error']}")
+                return data.get("result", {})
+            if "method" in data:
+                self.events.append(data)
+
+    def pump(self) -> None:
+        """Collect the events that arrived meanwhile."""
+        while True:
+            try:
+                data = json.loads(self.ws.recv(timeout=0.01))
+            except TimeoutError:
+                return
+            if "method" in data:
+                self.events.append(data)
+
+    def close(self) -> None:
+        try:
+            self.ws.close()
+        except Exception:
+            pass
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Tab:
+    """One page; reaches into the plugin's iframe (in or out of process)."""
+
+    def __init__(self, browser: Browser) -> None:
+        self.b = browser
+        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        self.session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        self.send("Page.enable")
+        self.send("Runtime.enable")
+        self.send("Emulation.setDeviceMetricsOverride",
+                  {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False})
+        self.send("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": False, "flatten": True})
+        self.frame_session: str | None = None
+        self.frame_context: int | None = None
+
+    def send(self, method: str, params: dict | None = None, session: str | None = None, timeout: float = 30) -> dict:
+        return self.b.send(method, params, session or self.session, timeout)
+
+    def evaluate(self, expression: str, *, in_frame: bool = False, timeout: float = 30) -> Any:
+        params: dict[str, Any] = {"expression": expression, "returnByValue": True, "awaitPromise": True}
+        session = None
+        if in_frame:
+            if self.frame_session:
+                session = self.frame_session
+            else:
+                params["contextId"] = self.frame_context
+        result = self.send("Runtime.evaluate", params, session=session, timeout=timeout)
+        if "exceptionDetails" in result:
+            details = result["exceptionDetails"]
+            raise CDPError(f"JS error in {expression[:80]!r}: "
+                           f"{details.get('exception', {}).get('description') or details.get('text')}")
+        return result["result"].get("value")
+
+    def frame(self, expression: str, timeout: float = 30) -> Any:
+        return self.evaluate(expression, in_frame=True, timeout=timeout)
+
+    def navigate(self, url: str) -> None:
+        self.frame_session = self.frame_context = None
+        self.send("Page.navigate", {"url": url})
+
+    def find_frame(self) -> bool:
+        """Attach to the review page's iframe: an out-of-process target, or a
+        frame of this page (then an isolated world in it; same DOM)."""
+        self.b.pump()
+        for event in self.b.events:
+            if event.get("method") != "Target.attachedToTarget":
+                continue
+            if event["params"]["targetInfo"].get("type") != "iframe":
+                continue
+            sid = event["params"]["sessionId"]
+            try:
+                href = self.evaluate_in(sid, "location.href")
+            except CDPError:
+                continue
+            if FRAME_URL_PART in (href or ""):
+                self.frame_session = sid
+                self.send("Runtime.enable", session=sid)
+                return True
+        stack = [self.send("Page.getFrameTree")["frameTree"]]
+        while stack:
+            node = stack.pop()
+            if FRAME_URL_PART in node["frame"].get("url", ""):
+                self.frame_context = self.send(
+                    "Page.createIsolatedWorld", {"frameId": node["frame"]["id"], "worldName": "ltm-e2e"}
+                )["executionContextId"]
+                return True
+            stack.extend(node.get("childFrames", []))
+        return False
+
+    def evaluate_in(self, session: str, expression: str) -> Any:
+        result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session=session,
+                           timeout=5)
+        if "exceptionDetails" in result:
+            raise CDPError(str(result["exceptionDetails"]))
+        return result["result"].get("value")
+
+    def wait(self, predicate, what: str, timeout: float = 20.0, interval: float = 0.1) -> Any:
+        deadline = time.monotonic() + timeout
+        last: Exception | None = None
+        while True:
+            try:
+                value = predicate()
+                if value:
+                    return value
+            except CDPError as exc:
+                last = exc
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f" ({last})" if last else ""))
+            time.sleep(interval)
+
+    def click(self, selector: str) -> None:
+        """A real mouse click at the centre of the element in the iframe."""
+        box = self.frame(
+            "(() => { const el = document.querySelector(%s); if (!el) return null;"
+            " el.scrollIntoView({block: 'center'}); const r = el.getBoundingClientRect();"
+            " return {x: r.left + r.width / 2, y: r.top + r.height / 2, disabled: !!el.disabled}; })()"
+            % json.dumps(selector)
+        )
+        assert box, f"nothing matches {selector} in the review page"
+        assert not box["disabled"], f"{selector} is disabled"
+        frame = self.evaluate(
+            "(() => { const r = document.querySelector('iframe').getBoundingClientRect();"
+            " return {x: r.left, y: r.top}; })()"
+        )
+        x, y = frame["x"] + box["x"], frame["y"] + box["y"]
+        for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
+            params = {"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1}
+            if kind == "mouseMoved":
+                params = {"type": kind, "x": x, "y": y}
+            self.send("Input.dispatchMouseEvent", params)
+
+    def type(self, selector: str, text: str) -> None:
+        """Focus a field with a click, then type into it like a keyboard."""
+        self.click(selector)
+        self.frame("document.querySelector(%s).select(); true" % json.dumps(selector))
+        self.send("Input.insertText", {"text": text})
+
+    def screenshot(self, path: Path) -> None:
+        data = self.send("Page.captureScreenshot", {"format": "png"})["data"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(base64.b64decode(data))
+
+    def page_errors(self) -> list[str]:
+        self.b.pump()
+        out = []
+        for event in self.b.events:
+            if event.get("method") == "Runtime.exceptionThrown":
+                details = event["params"]["exceptionDetails"]
+                out.append(details.get("exception", {}).get("description") or details.get("text", ""))
+            elif event.get("method") == "Runtime.consoleAPICalled" and event["params"].get("type") == "error":
+                out.append(" ".join(str(a.get("value", a.get("description", ""))) for a in event["params"]["args"]))
+        return out
+
+
+# -- the page in the dashboard -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def bot(bot_factory):
+    with bot_factory("review-page", {}) as b:  # default write mode: shadow
+        yield b
+
+
+@pytest.fixture
+def tab():
+    browser = Browser(chromium_binary())
+    try:
+        yield Tab(browser)
+    finally:
+        browser.close()
+
+
+def open_review_page(bot, tab: Tab, locale: str = "en-US", theme: str = "light") -> None:
+    # The dashboard keeps its login in localStorage (token, user); set it on
+    # the dashboard's origin, then open the plugin view.
+    tab.navigate(bot.url + "/api/stat/start-time")
+    tab.wait(lambda: tab.evaluate("document.readyState === 'complete' && location.origin") == bot.url, "the origin")
+    tab.evaluate(
+        f"localStorage.setItem('token', {json.dumps(bot.client.token)});"
+        "localStorage.setItem('user', 'astrbot');"
+        f"localStorage.setItem('astrbot-locale', {json.dumps(locale)});"
+        f"localStorage.setItem('themeMode', {json.dumps(theme)}); true"
+    )
+    tab.navigate(bot.url + VIEW)
+    tab.wait(tab.find_frame, "the plugin iframe of the review page", timeout=30)
+    state = tab.wait(lambda: tab.frame("document.querySelector('#app')?.getAttribute('data-ready')"),
+                     "the review page to load", timeout=30)
+    assert state == "1", tab.frame("document.querySelector('#notice').textContent")
+
+
+def queue(tab: Tab) -> list[dict]:
+    return tab.frame(
+        "Array.from(document.querySelectorAll('[data-testid=queue-item]')).map(el => ({"
+        " id: el.getAttribute('data-memory-id'), fact: el.querySelector('[data-testid=fact]').textContent,"
+        " html: el.querySelector('[data-testid=fact]').innerHTML }))"
+    )
+
+
+def db_item(bot, memory_id: str) -> dict | None:
+    rows = bot.query("SELECT * FROM ltm_items WHERE memory_id=?", (memory_id,))
+    return dict(rows[0]) if rows else None
+
+
+def test_review_page_approves_a_shadow_memory_in_a_real_browser(bot, tab):
+    # Seed shadow memories the normal way: chats, background extraction.
+    bot.chat("My name is Alice and I live in Paris", "alice", "page-1")
+    bot.chat("I like <b>green</b> tea & jazz", "bob", "page-2")
+    name, city = bot.wait_extracted("alice", ["name is Alice", "lives in Paris"], "shadow")
+    (tea,) = bot.wait_extracted("bob", ["likes <b>green</b> tea"], "shadow")
+
+    try:
+        open_review_page(bot, tab)
+        assert tab.frame("document.documentElement.getAttribute('data-theme')") == "light"  # AstrBot's default
+        assert tab.frame("document.querySelector('#page-title').textContent") == "Memory review"
+        assert tab.frame("document.querySelector('#readonly-banner').getAttribute('data-state')") == "off"
+        assert tab.frame("document.querySelector('#readonly-toggle').checked") is False
+        items = tab.wait(lambda: (q := queue(tab)) and len(q) == 3 and q, "three memories in the review queue")
+        by_id = {i["id"]: i for i in items}
+        assert set(by_id) == {name["memory_id"], city["memory_id"], tea["memory_id"]}
+        # Facts are shown as text, never as markup.
+        assert by_id[tea["memory_id"]]["fact"] == tea["fact"] == "bob likes <b>green</b> tea & jazz"
+        assert "<b>" not in by_id[tea["memory_id"]]["html"]
+        assert tab.frame("document.querySelector('[data-testid=summary-shadow] b').textContent") == "3"
+        tab.screenshot(SCREENSHOT)
+
+        # Approve one memory with its own button.
+        tab.click(f'[data-testid=queue-item][data-memory-id="{name["memory_id"]}"] [data-testid=approve]')
+        bot.wait_for(lambda: db_item(bot, name["memory_id"])["status"] == "active", 15, "the approval in the DB")
+        approved = db_item(bot, name["memory_id"])
+        assert approved["status"] == "active" and not approved["awaiting_approval"]
+        audit = bot.query("SELECT action, actor FROM ltm_audit WHERE memory_id=? ORDER BY id", (name["memory_id"],))
+        assert [tuple(r) for r in audit][-1] == ("approve", "operator:astrbot")
+        tab.wait(lambda: name["memory_id"] not in {i["id"] for i in queue(tab)}, "the card to leave the queue")
+        assert "1 approved" in tab.frame(
+            "Array.from(document.querySelectorAll('[data-testid=toast]')).map(t => t.textContent).join('|')")
+
+        # Bulk edit: tick both cards, set importance and type for both.
+        for memory in (city, tea):
+            tab.click(f'[data-testid=queue-item][data-memory-id="{memory["memory_id"]}"] [data-testid=select]')
+        assert tab.frame("document.querySelector('#bulk-count').textContent") == "2 selected"
+        tab.click("#bulk-edit")
+        tab.type("[data-testid=bulk-edit-importance]", "0.35")
+        tab.frame("(() => { const s = document.querySelector('[data-testid=bulk-edit-type]');"
+                  " s.value = 'episode'; s.dispatchEvent(new Event('change')); return true; })()")
+        tab.click("[data-testid=bulk-edit-save]")
+        bot.wait_for(lambda: all((db_item(bot, m["memory_id"])["importance"], db_item(bot, m["memory_id"])["type"])
+                                 == (0.35, "episode") for m in (city, tea)), 15, "the bulk edit in the DB")
+        assert all(db_item(bot, m["memory_id"])["status"] == "shadow" for m in (city, tea))  # still in review
+        tab.wait(lambda: tab.frame("document.querySelector('#modal').hidden"), "the dialog to close")
+
+        # Bulk reject: untick Paris, reject the rest through the bulk bar and the confirmation dialog.
+        tab.click(f'[data-testid=queue-item][data-memory-id="{city["memory_id"]}"] [data-testid=select]')
+        assert tab.frame("document.querySelector('#bulk-count').textContent") == "1 selected"
+        tab.click("#bulk-reject")
+        tab.wait(lambda: tab.frame("!document.querySelector('#modal').hidden"), "the confirmation dialog")
+        tab.click("[data-testid=modal-confirm]")
+        bot.wait_for(lambda: db_item(bot, tea["memory_id"]) is None, 15, "the rejection in the DB")
+        assert bot.query("SELECT count(*) AS n FROM ltm_tombstones")[0]["n"] == 1
+        tab.wait(lambda: [i["id"] for i in queue(tab)] == [city["memory_id"]], "only Paris left in the queue")
+        assert db_item(bot, city["memory_id"])["status"] == "shadow"  # untouched
+        assert tab.page_errors() == []
+    except BaseException:
+        try:
+            tab.screenshot(ARTIFACTS / "review_page_failure.png")
+        except Exception:
+            pass
+        raise
+    bot.assert_log_clean()
+
+
+def test_review_page_follows_the_dashboard_language_and_dark_theme(bot, tab):
+    zh = json.loads((I18N_DIR / "zh-CN.json").read_text(encoding="utf-8"))["views"]["review"]
+    open_review_page(bot, tab, locale="zh-CN", theme="dark")
+    assert tab.frame("document.documentElement.getAttribute('data-theme')") == "dark"
+    assert tab.frame("document.documentElement.lang") == "zh-CN"
+    assert tab.frame("document.querySelector('#page-title').textContent") == zh["title"]
+    assert tab.frame("document.querySelector('#readonly-title').textContent") == zh["ro"]["off_title"]
+    assert tab.frame("document.querySelector('#tab-policy').textContent") == zh["tabs"]["policy"]
+    background = tab.frame("getComputedStyle(document.body).backgroundColor")
+    assert background == "rgb(22, 23, 29)", background  # the dark palette is applied
+    tab.screenshot(ARTIFACTS / "review_page_dark_zh.png")
+    assert tab.page_errors() == []
+
+
+def test_review_page_shows_english_when_a_text_is_missing(bot, tab):
+    """Drop a text from the installed plugin's locale files: the page shows
+    its English fallback for it and the translations for everything else.
+    (The bridge re-reads the files each time the page is served.)"""
+    installed = bot.home / "data" / "plugins" / "astrbot_plugin_ltm" / ".astrbot-plugin" / "i18n"
+    saved = {p: p.read_text(encoding="utf-8") for p in installed.glob("*.json")}
+    try:
+        for path, text in saved.items():
+            data = json.loads(text)
+            del data["views"]["review"]["tabs"]["audit"]
+            path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+        zh = json.loads(saved[installed / "zh-CN.json"])["views"]["review"]
+        entry = bot.client.request("GET", "/api/v1/plugins/view?plugin_id=astrbot_plugin_ltm&page_name=review",
+                                   headers={"Accept-Language": "zh-CN"})
+        assert entry.get("status") == "ok", entry
+        # The view on its own (no dashboard around it): texts come from the
+        # bridge's initial context, which is built from the files on disk.
+        tab.navigate(bot.url + entry["data"]["content_path"])
+        tab.wait(lambda: tab.evaluate("document.querySelector('#tab-policy')?.textContent") == zh["tabs"]["policy"],
+                 "the zh-CN texts")
+        assert tab.evaluate("document.querySelector('#tab-audit').textContent") == page_fallback()["tabs.audit"]
+        assert tab.evaluate("document.querySelector('#page-title').textContent") == zh["title"]
+        assert tab.evaluate("document.querySelector('#tab-memories').textContent") == zh["tabs"]["memories"]
+    finally:
+        for path, text in saved.items():
+            path.write_text(text, encoding="utf-8")

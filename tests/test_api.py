@@ -1,0 +1,759 @@
+"""The operator API (``astrbot_plugin_ltm/api.py``) and export/import
+(``transfer.py``) without AstrBot: an in-process engine per test, the API
+called the way the dashboard routes call it (plain query dicts, JSON bodies,
+raw bytes for imports) and every answer checked for its HTTP status and
+envelope.
+
+What is proven here:
+
+- every method refuses bad input with a 4xx and a readable message (never a
+  stack trace), and a refused request writes nothing;
+- pagination is exact at its edges (page size 1 and 200, the last page, a
+  page beyond the end);
+- export → import into a fresh engine reproduces every item field, its
+  evidence and its source events; a second import changes nothing; a
+  tampered, oversized or malformed file is refused with no row written; a
+  dry run writes nothing;
+- a policy change takes effect at once (read-only blocks the next write,
+  the write mode decides the next memory's status), is saved and audited.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from astrbot_plugin_ltm.api import MAX_PAGE_SIZE, MemoryAPI
+from astrbot_plugin_ltm.db import ReadOnlyError
+from astrbot_plugin_ltm.models import MemoryItem
+from astrbot_plugin_ltm.transfer import (
+    EVENT_FIELDS,
+    ITEM_FIELDS,
+    MAX_IMPORT_BYTES,
+    MAX_IMPORT_ITEMS,
+    checksum,
+)
+
+USER = "root"
+ACTOR = f"operator:{USER}"
+
+
+class Api:
+    """A MemoryAPI over a test engine, with the plugin config it would save."""
+
+    def __init__(self, ltm) -> None:
+        self.ltm = ltm
+        self.raw: dict[str, Any] = copy.deepcopy(ltm.raw_config)
+        self.saved: list[dict[str, Any]] = []
+        self.api = MemoryAPI(ltm.engine, lambda: self.raw, self._save)
+
+    async def _save(self, raw: dict[str, Any]) -> None:
+        self.saved.append(copy.deepcopy(raw))
+        self.raw = copy.deepcopy(raw)
+
+    async def call(self, method: str, *args: Any):
+        return await self.api.call(getattr(self.api, method), *args)
+
+    async def ok(self, method: str, *args: Any) -> Any:
+        response = await self.call(method, *args)
+        assert response.status == 200, response
+        assert response.body["status"] == "ok" and "data" in response.body, response.body
+        return response.body["data"]
+
+    async def err(self, status: int, method: str, *args: Any) -> str:
+        response = await self.call(method, *args)
+        assert response.status == status, (method, args, response)
+        assert response.body["status"] == "error", response.body
+        message = response.body["message"]
+        assert isinstance(message, str) and message.strip(), response.body
+        assert "Traceback" not in message and 'File "' not in message, message
+        return message
+
+
+@pytest.fixture
+async def make_api(make_ltm):
+    async def factory(overrides: dict[str, Any] | None = None, **kwargs: Any) -> Api:
+        return Api(await make_ltm(overrides or {}, **kwargs))
+
+    return factory
+
+
+def as_body(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False).encode()
+
+
+PARIS = {"type": "profile", "fact": "Alice lives in Paris", "fact_key": "city", "confidence": 0.9, "importance": 0.7}
+JAZZ = {"type": "preference", "fact": "Alice likes jazz", "fact_key": "jazz", "confidence": 0.5, "importance": 0.3}
+TEA = {"type": "preference", "fact": "Bob喜欢喝茶", "fact_key": "tea", "confidence": 1.0, "importance": 0.9}
+
+
+async def seed(api: Api, origin) -> dict[str, MemoryItem]:
+    """Three memories in two scopes (one Chinese), each with its evidence."""
+    ltm = api.ltm
+    await ltm.turn(origin("alice"), "I live in Paris", "Nice.", PARIS)
+    ltm.clock.advance(minutes=1)
+    await ltm.turn(origin("alice"), "Maybe I like jazz", "OK.", JAZZ)
+    ltm.clock.advance(minutes=1)
+    await ltm.turn(origin("bob", group="g1"), "我喜欢喝茶", "好的", TEA)
+    return {i.fact_key: i for i in await ltm.items()}
+
+
+async def bulk_items(ltm, n: int, scope_id: str = "qq:bulk") -> list[str]:
+    """``n`` memories written straight to the table (fast pagination set-up)."""
+    ids = []
+    async with ltm.engine.db.write() as session:
+        for k in range(n):
+            item = MemoryItem(
+                scope="user", scope_id=scope_id, type="episode", fact=f"bulk fact {k}", fact_key=f"bulk_{k}",
+                confidence=0.5, importance=0.5, created_at=ltm.clock(), updated_at=ltm.clock(),
+            )
+            session.add(item)
+            ids.append(item.memory_id)
+    return ids
+
+
+# -- the envelope ---------------------------------------------------------------
+
+
+async def test_unexpected_errors_become_500_without_a_stack_trace(make_api):
+    api = await make_api()
+
+    async def boom():
+        raise RuntimeError("secret internals")
+
+    async def closed():
+        raise ReadOnlyError("emergency_read_only is on")
+
+    response = await api.api.call(boom)
+    assert response.status == 500 and response.body["status"] == "error"
+    assert "RuntimeError" in response.body["message"] and "secret internals" not in response.body["message"]
+    response = await api.api.call(closed)
+    assert response.status == 409 and "read_only" in response.body["message"]
+
+
+# -- items: listing, search, pagination ---------------------------------------------
+
+BAD_LIST_QUERIES = [
+    ({"page": "0"}, "page"),
+    ({"page": "-1"}, "page"),
+    ({"page": "two"}, "page"),
+    ({"page": "1.5"}, "page"),
+    ({"page_size": "0"}, "page_size"),
+    ({"page_size": str(MAX_PAGE_SIZE + 1)}, "page_size"),
+    ({"page_size": "lots"}, "page_size"),
+    ({"scope": "channel"}, "scope"),
+    ({"type": "hobby"}, "type"),
+    ({"status": "deleted"}, "status"),
+    ({"sort": "random"}, "sort"),
+    ({"min_confidence": "high"}, "min_confidence"),
+    ({"min_confidence": "1.5"}, "min_confidence"),
+    ({"min_confidence": "-0.1"}, "min_confidence"),
+    ({"q": "!!! ???"}, "search"),
+]
+
+
+@pytest.mark.parametrize(("query", "names"), BAD_LIST_QUERIES, ids=[json.dumps(q) for q, _ in BAD_LIST_QUERIES])
+async def test_list_items_refuses_bad_queries(make_api, origin, query, names):
+    api = await make_api()
+    await seed(api, origin)
+    message = await api.err(400, "list_items", query)
+    assert names in message
+
+
+async def test_list_items_refuses_an_unknown_sort_when_searching_too(make_api, origin):
+    """A text search must validate ``sort`` like a plain listing does."""
+    api = await make_api()
+    await seed(api, origin)
+    message = await api.err(400, "list_items", {"q": "Paris", "sort": "random"})
+    assert "sort" in message
+
+
+async def test_search_honours_scope_id_without_scope(make_api, origin):
+    """``scope_id`` alone filters a plain listing; a text search must not drop it."""
+    api = await make_api()
+    await seed(api, origin)
+    assert (await api.ok("list_items", {"scope_id": "qq:g1"}))["total"] == 1
+    found = await api.ok("list_items", {"q": "alice", "scope_id": "qq:g1"})
+    assert found["items"] == [], [i["fact"] for i in found["items"]]
+
+
+async def test_list_items_filters_sorts_and_searches(make_api, origin):
+    api = await make_api({"write_policy": {"require_approval_types": ["preference"], "mode": "auto"}})
+    items = await seed(api, origin)
+    facts = lambda data: [i["fact"] for i in data["items"]]  # noqa: E731
+
+    everything = await api.ok("list_items", {})
+    assert everything["total"] == 3 and everything["page"] == 1 and everything["page_size"] == 50
+    assert facts(everything) == ["Bob喜欢喝茶", "Alice likes jazz", "Alice lives in Paris"]  # newest first
+    assert set(everything["items"][0]) >= set(ITEM_FIELDS)
+
+    assert facts(await api.ok("list_items", {"sort": "created"})) == facts(everything)
+    assert facts(await api.ok("list_items", {"sort": "importance"})) == [
+        "Bob喜欢喝茶", "Alice lives in Paris", "Alice likes jazz"]
+    assert facts(await api.ok("list_items", {"sort": "confidence"}))[-1] == "Alice likes jazz"
+    assert facts(await api.ok("list_items", {"scope": "group"})) == ["Bob喜欢喝茶"]
+    assert facts(await api.ok("list_items", {"scope_id": "qq:alice"})) == ["Alice likes jazz", "Alice lives in Paris"]
+    assert facts(await api.ok("list_items", {"type": "profile"})) == ["Alice lives in Paris"]
+    assert facts(await api.ok("list_items", {"status": "active"})) == ["Alice lives in Paris"]
+    # "pending" = awaiting approval (preferences need it in this config).
+    pending = await api.ok("list_items", {"status": "pending"})
+    assert sorted(facts(pending)) == ["Alice likes jazz", "Bob喜欢喝茶"]
+    assert all(i["awaiting_approval"] and i["status"] == "shadow" for i in pending["items"])
+    assert facts(await api.ok("list_items", {"min_confidence": "0.7"})) == ["Bob喜欢喝茶", "Alice lives in Paris"]
+    assert (await api.ok("list_items", {"min_confidence": "0.8"}))["total"] == 1  # tea: 1.0 × 0.8 (LLM source)
+    assert (await api.ok("list_items", {"min_confidence": "1"}))["total"] == 0
+    assert (await api.ok("list_items", {"page": "", "page_size": "", "sort": "", "scope": ""}))["total"] == 3
+
+    # Text search through the keyword index, Chinese included, with filters.
+    assert facts(await api.ok("list_items", {"q": "Paris"})) == ["Alice lives in Paris"]
+    assert facts(await api.ok("list_items", {"q": "喝茶"})) == ["Bob喜欢喝茶"]
+    assert sorted(facts(await api.ok("list_items", {"q": "alice"}))) == ["Alice likes jazz", "Alice lives in Paris"]
+    assert facts(await api.ok("list_items", {"q": "alice", "status": "pending"})) == ["Alice likes jazz"]
+    assert facts(await api.ok("list_items", {"q": "alice", "type": "profile"})) == ["Alice lives in Paris"]
+    assert facts(await api.ok("list_items", {"q": "alice", "scope": "group"})) == []
+    assert facts(await api.ok("list_items", {"q": "alice", "scope": "user", "scope_id": "qq:alice",
+                                             "min_confidence": "0.7"})) == ["Alice lives in Paris"]
+    assert (await api.ok("list_items", {"q": "nothing-like-this"})) == {
+        "items": [], "total": 0, "page": 1, "page_size": 50}
+    assert items["city"].memory_id in [i["memory_id"] for i in everything["items"]]
+
+
+async def test_pagination_edges(make_api, origin):
+    api = await make_api()
+    ids = await bulk_items(api.ltm, MAX_PAGE_SIZE + 1)  # 201
+
+    full = await api.ok("list_items", {"page_size": str(MAX_PAGE_SIZE)})
+    assert full["total"] == 201 and len(full["items"]) == 200 and full["page_size"] == 200
+    second = await api.ok("list_items", {"page_size": "200", "page": "2"})
+    assert len(second["items"]) == 1 and second["total"] == 201
+    assert {i["memory_id"] for i in full["items"] + second["items"]} == set(ids)
+    beyond = await api.ok("list_items", {"page_size": "200", "page": "3"})
+    assert beyond == {"items": [], "total": 201, "page": 3, "page_size": 200}
+    far = await api.ok("list_items", {"page": str(10**9)})
+    assert far["items"] == [] and far["total"] == 201
+
+    one = await api.ok("list_items", {"page_size": "1"})
+    assert len(one["items"]) == 1 and one["total"] == 201
+    last = await api.ok("list_items", {"page_size": "1", "page": "201"})
+    assert len(last["items"]) == 1 and last["items"][0]["memory_id"] != one["items"][0]["memory_id"]
+    assert (await api.ok("list_items", {"page_size": "1", "page": "202"}))["items"] == []
+
+    # Walking the pages of 7 visits every item once; the last page is short.
+    seen: list[str] = []
+    page = 1
+    while True:
+        data = await api.ok("list_items", {"page_size": "7", "page": str(page), "sort": "created"})
+        if not data["items"]:
+            break
+        seen += [i["memory_id"] for i in data["items"]]
+        page += 1
+    assert page - 1 == 29 and len(seen) == 201 and set(seen) == set(ids)
+    assert len((await api.ok("list_items", {"page_size": "7", "page": "29"}))["items"]) == 201 - 28 * 7
+
+    # Events and the audit log page the same way.
+    await seed(api, origin)
+    events = await api.ok("list_events", {"page_size": "1"})
+    assert len(events["events"]) == 1 and events["total"] == 6
+    assert len((await api.ok("list_events", {"page_size": "4", "page": "2"}))["events"]) == 2
+    assert (await api.ok("list_events", {"page_size": "4", "page": "3"}))["events"] == []
+    audit = await api.ok("audit_log", {"page_size": "200"})
+    assert audit["total"] == len(audit["entries"]) == 3
+    assert (await api.ok("audit_log", {"page": "2"}))["entries"] == []
+    # Search results are paged after ranking.
+    assert len((await api.ok("list_items", {"q": "alice", "page_size": "1", "page": "2"}))["items"]) == 1
+    assert (await api.ok("list_items", {"q": "alice", "page_size": "1", "page": "3"}))["items"] == []
+
+
+# -- one item -----------------------------------------------------------------------
+
+
+async def test_get_item_has_evidence_and_source_events(make_api, origin):
+    api = await make_api()
+    items = await seed(api, origin)
+    data = await api.ok("get_item", items["tea"].memory_id)
+    assert data["fact"] == "Bob喜欢喝茶" and data["scope"] == "group"
+    (evidence,) = data["evidence"]
+    assert evidence["extraction_method"] == "llm_extract"
+    assert evidence["event"]["content"] == {"text": "我喜欢喝茶"} and evidence["event"]["sender_id"] == "bob"
+    assert evidence["event"]["event_id"] == evidence["event_id"]
+    assert "no memory" in await api.err(404, "get_item", "no-such-id")
+    assert await api.err(404, "get_item", "")
+
+
+BAD_PATCHES = [
+    (None, 400), ([], 400), ({}, 400), ("fact", 400), (["importance", 1], 400),
+    ({"evidence_count": 2}, 400), ({"memory_id": "x"}, 400), ({"importance": 1.5}, 400),
+    ({"importance": "high"}, 400), ({"importance": True}, 400), ({"type": "hobby"}, 400),
+    ({"status": "deleted"}, 400), ({"status": "pending"}, 400), ({"ttl_days": -3}, 400),
+    ({"ttl_days": "7"}, 400), ({"fact": "   "}, 400), ({"fact": 42}, 400), ({"fact": "x" * 301}, 400),
+    # a valid change next to an invalid one: nothing is applied
+    ({"importance": 0.1, "type": "hobby"}, 400),
+    ({"fact": "JAZZ"}, 409),  # its key is another memory's key in the scope
+]
+
+
+async def test_patch_item_refuses_bad_bodies_and_changes_nothing(make_api, origin):
+    api = await make_api()
+    items = await seed(api, origin)
+    city = items["city"].memory_id
+    before = await api.ltm.table_snapshot()
+    for body, status in BAD_PATCHES:
+        await api.err(status, "patch_item", city, body, USER)
+    await api.err(404, "patch_item", "no-such-id", {"importance": 0.1}, USER)
+    assert await api.ltm.table_snapshot() == before
+
+    api.ltm.clock.advance(minutes=5)
+    data = await api.ok("patch_item", city, {"fact": "Alice  lives in Lyon", "importance": 0.95,
+                                             "type": "episode", "ttl_days": 30}, USER)
+    assert (data["fact"], data["importance"], data["type"], data["ttl_days"]) == (
+        "Alice lives in Lyon", 0.95, "episode", 30)
+    assert (await api.ok("list_items", {"q": "Lyon"}))["items"][0]["memory_id"] == city  # re-indexed
+    assert (await api.ok("list_items", {"q": "Paris"}))["items"] == []
+    (edit,) = [a for a in await api.ltm.audit() if a.action == "edit"]
+    assert edit.actor == ACTOR and edit.memory_id == city
+    assert edit.detail["changes"]["fact"] == ["Alice lives in Paris", "Alice lives in Lyon"]
+    data = await api.ok("patch_item", city, {"status": "disabled", "ttl_days": None}, None)
+    assert data["status"] == "disabled" and data["ttl_days"] is None
+    assert [a.actor for a in await api.ltm.audit() if a.action == "edit"][-1] == "operator:dashboard"
+
+
+async def test_delete_item(make_api, origin):
+    api = await make_api()
+    items = await seed(api, origin)
+    await api.err(404, "delete_item", "no-such-id", USER)
+    data = await api.ok("delete_item", items["jazz"].memory_id, USER)
+    assert data["memory_id"] == items["jazz"].memory_id and data["fact"] == "Alice likes jazz"
+    assert [i.fact_key for i in await api.ltm.items()] == ["city", "tea"]
+    (tomb,) = await api.ltm.tombstones()
+    assert tomb.fact_key == "jazz" and tomb.actor == ACTOR
+    assert [a.action for a in await api.ltm.audit()][-1] == "delete"
+    await api.err(404, "get_item", items["jazz"].memory_id)
+    await api.err(404, "delete_item", items["jazz"].memory_id, USER)
+
+
+BAD_REVIEWS = [
+    None, [], "approve", {}, {"memory_ids": "abc", "decision": "approve"},
+    {"memory_ids": [1, 2], "decision": "approve"}, {"memory_ids": [], "decision": "approve"},
+    {"memory_ids": ["@ID"], "decision": "maybe"}, {"memory_ids": ["@ID"]},
+    {"memory_ids": ["@ID"], "decision": "approve", "reason": 5},
+    {"memory_ids": ["x"] * 1001, "decision": "approve"},
+]
+
+
+async def test_review_validates_and_is_all_or_nothing(make_api, origin):
+    api = await make_api({"write_policy": {"mode": "manual"}})
+    items = await seed(api, origin)
+    assert all(i.awaiting_approval and i.status == "shadow" for i in items.values())
+    city, jazz, tea = (items[k].memory_id for k in ("city", "jazz", "tea"))
+    before = await api.ltm.table_snapshot()
+    for body in BAD_REVIEWS:
+        if isinstance(body, dict) and body.get("memory_ids") == ["@ID"]:
+            body = {**body, "memory_ids": [city]}
+        await api.err(400, "review", body, USER)
+    # One unknown id: 404, and the known ones are left as they were.
+    message = await api.err(404, "review", {"memory_ids": [city, "no-such-id"], "decision": "approve"}, USER)
+    assert "no-such-id" in message
+    assert await api.ltm.table_snapshot() == before
+
+    data = await api.ok("review", {"memory_ids": [city, tea], "decision": "approve", "reason": "checked"}, USER)
+    assert data == {"reviewed": [{"memory_id": city, "decision": "approve"},
+                                 {"memory_id": tea, "decision": "approve"}]}
+    data = await api.ok("review", {"memory_ids": [jazz], "decision": "reject"}, USER)
+    assert data == {"reviewed": [{"memory_id": jazz, "decision": "reject"}]}
+    rows = {i.fact_key: i for i in await api.ltm.items()}
+    assert set(rows) == {"city", "tea"}
+    assert all(i.status == "active" and not i.awaiting_approval for i in rows.values())
+    assert [t.fact_key for t in await api.ltm.tombstones()] == ["jazz"]
+    reviews = [(a.action, a.memory_id, a.actor, a.reason) for a in await api.ltm.audit()
+               if a.action in ("approve", "reject")]
+    assert reviews == [("approve", city, ACTOR, "checked"), ("approve", tea, ACTOR, "checked"),
+                       ("reject", jazz, ACTOR, "rejected")]
+    assert (await api.ok("list_items", {"status": "pending"}))["total"] == 0
+
+
+# -- events, stats, audit --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("query", [
+    {"page": "0"}, {"page_size": "201"}, {"scope": "room"}, {"status": "stuck"}, {"source_type": "email"},
+])
+async def test_list_events_refuses_bad_queries(make_api, query):
+    api = await make_api()
+    await api.err(400, "list_events", query)
+
+
+async def test_list_events_filters(make_api, origin):
+    api = await make_api()
+    await seed(api, origin)
+    await api.ltm.record(origin("carol"), "hello", "hi")  # not extracted yet
+    everything = await api.ok("list_events", {})
+    assert everything["total"] == 8 and everything["page_size"] == 50
+    assert set(everything["events"][0]) >= set(EVENT_FIELDS) | {"extraction_status"}
+    assert (await api.ok("list_events", {"scope": "group"}))["total"] == 2
+    assert (await api.ok("list_events", {"scope": "user", "scope_id": "qq:alice"}))["total"] == 4
+    pending = await api.ok("list_events", {"status": "pending"})
+    assert [e["content"]["text"] for e in pending["events"]] == ["hi", "hello"]
+    assert (await api.ok("list_events", {"status": "done"}))["total"] == 6
+    assert (await api.ok("list_events", {"source_type": "tool_result"}))["total"] == 0
+    assert (await api.ok("list_events", {"session_id": "qq:GroupMessage:g1"}))["total"] == 2
+
+
+async def test_stats(make_api, origin):
+    api = await make_api({"write_policy": {"require_approval_types": ["preference"], "mode": "auto"}})
+    await seed(api, origin)
+    await api.err(400, "stats", {"scope": "room"})
+    data = await api.ok("stats", {})
+    assert [(s["scope"], s["scope_id"]) for s in data["scopes"]] == [("group", "qq:g1"), ("user", "qq:alice")]
+    alice = data["scopes"][1]
+    assert alice["by_status"] == {"active": 1, "shadow": 1} and alice["awaiting_approval"] == 1
+    assert alice["by_type"] == {"profile": 1, "preference": 1}
+    assert alice["events"]["done"] == 4 and alice["writes_last_hour"] == 2
+    assert data["totals"] == {"items": 3, "awaiting_approval": 2, "shadow": 2, "pending_events": 0,
+                              "failed_events": 0, "writes_last_hour": 3}
+    assert data["emergency_read_only"] is False and data["mode"] == "auto"
+    one = await api.ok("stats", {"scope": "user", "scope_id": "qq:alice"})
+    assert [s["scope_id"] for s in one["scopes"]] == ["qq:alice"] and one["totals"]["items"] == 2
+
+
+async def test_stats_scope_filter_without_an_id_keeps_to_that_kind(make_api, origin):
+    """``scope=user`` is accepted as a filter, so it must not answer with group scopes."""
+    api = await make_api()
+    await seed(api, origin)
+    data = await api.ok("stats", {"scope": "user"})
+    assert {s["scope"] for s in data["scopes"]} == {"user"}, data["scopes"]
+
+
+async def test_audit_log_filters(make_api, origin):
+    api = await make_api()
+    items = await seed(api, origin)
+    await api.err(400, "audit_log", {"page": "x"})
+    await api.err(400, "audit_log", {"page_size": "1000"})
+    await api.ok("patch_item", items["city"].memory_id, {"importance": 0.2}, USER)
+    everything = await api.ok("audit_log", {})
+    assert everything["total"] == 4 and everything["entries"][0]["action"] == "edit"  # newest first
+    assert set(everything["entries"][0]) >= {"id", "created_at", "action", "memory_id", "scope", "scope_id",
+                                             "actor", "reason", "detail"}
+    assert (await api.ok("audit_log", {"action": "edit"}))["total"] == 1
+    assert (await api.ok("audit_log", {"actor": ACTOR}))["total"] == 1
+    assert (await api.ok("audit_log", {"memory_id": items["city"].memory_id}))["total"] == 2
+    assert (await api.ok("audit_log", {"scope": "group", "scope_id": "qq:g1"}))["total"] == 1
+    assert (await api.ok("audit_log", {"action": "nothing"}))["total"] == 0
+
+
+# -- policy ---------------------------------------------------------------------------
+
+BAD_POLICIES = [
+    None, [], {}, "shadow", {"mode": "auto"}, {"extraction": {"batch_size": 2}}, {"write_policy": "auto"},
+    {"write_policy": {"mode": "yolo"}}, {"write_policy": {"min_confidence": 2}},
+    {"write_policy": {"min_confidence": "high"}}, {"write_policy": {"max_writes_per_hour": -1}},
+    {"write_policy": {"allowed_types": ["hobby"]}}, {"write_policy": {"unknown_limit": 3}},
+    {"read_policy": {"max_tokens": -1}}, {"read_policy": {"max_items": 1.5}},
+    {"read_policy": {"injection_position": "footer"}}, {"enable": "maybe"}, {"emergency_read_only": 1},
+    # one valid and one invalid value: nothing changes
+    {"emergency_read_only": True, "write_policy": {"mode": "yolo"}},
+]
+
+
+async def test_put_policy_refuses_bad_input_and_changes_nothing(make_api, origin):
+    api = await make_api({"write_policy": {"mode": "shadow"}})
+    await seed(api, origin)
+    policy = await api.ok("get_policy")
+    assert policy["enable"] is True and policy["emergency_read_only"] is False
+    assert policy["write_policy"]["mode"] == "shadow" and policy["read_policy"]["max_tokens"] == 800
+    assert policy["config_warnings"] == []
+    raw, config = copy.deepcopy(api.raw), copy.deepcopy(api.ltm.engine.config)
+    before = await api.ltm.table_snapshot()
+    for body in BAD_POLICIES:
+        message = await api.err(400, "put_policy", body, USER)
+        assert "using the default" not in message
+    assert api.saved == [] and api.raw == raw and api.ltm.engine.config == config
+    assert await api.ltm.table_snapshot() == before
+    assert await api.ok("get_policy") == policy
+
+
+async def test_policy_change_is_saved_audited_and_applies_at_once(make_api, origin):
+    api = await make_api({"extraction": {"batch_size": 4}})
+    alice = origin("alice")
+    await api.ltm.turn(alice, "I live in Paris", "Nice.", PARIS)
+    assert (await api.ltm.item()).status == "shadow"  # the default mode
+
+    data = await api.ok("put_policy", {"write_policy": {"mode": "auto", "min_confidence": 0.5},
+                                       "read_policy": {"max_items": 3}}, USER)
+    assert data["write_policy"]["mode"] == "auto" and data["read_policy"]["max_items"] == 3
+    # Saved whole: the keys not sent survive, the other sections are kept.
+    assert api.saved[-1]["extraction"] == {"batch_size": 4}
+    assert api.saved[-1]["write_policy"] == {"mode": "auto", "min_confidence": 0.5}
+    assert api.ltm.engine.config.write_policy.mode == "auto"
+    (change,) = [a for a in await api.ltm.audit() if a.action == "config"]
+    assert change.actor == ACTOR
+    assert change.detail["changes"]["write_policy"][0]["mode"] == "shadow"
+    assert change.detail["changes"]["write_policy"][1]["mode"] == "auto"
+    # The next memory is written under the new mode.
+    await api.ltm.turn(alice, "I like jazz", "OK.", {**JAZZ, "confidence": 0.9})
+    assert (await api.ltm.item(MemoryItem.fact_key == "jazz")).status == "active"
+
+    await api.ok("put_policy", {"write_policy": {"mode": "manual"}}, USER)
+    await api.ltm.turn(alice, "我喜欢喝茶", "好的", TEA)
+    tea = await api.ltm.item(MemoryItem.fact_key == "tea")
+    assert tea.status == "shadow" and tea.awaiting_approval
+
+
+async def test_emergency_read_only_through_the_api_blocks_writes_immediately(make_api, origin):
+    api = await make_api()
+    items = await seed(api, origin)
+    city = items["city"].memory_id
+    data = await api.ok("put_policy", {"emergency_read_only": True}, USER)
+    assert data["emergency_read_only"] is True and api.saved[-1]["emergency_read_only"] is True
+    # The switch itself is audited (the store's last write).
+    (switch,) = [a for a in await api.ltm.audit() if a.action == "config"]
+    assert switch.detail["changes"]["emergency_read_only"] == [False, True] and switch.actor == ACTOR
+    before = await api.ltm.table_snapshot()
+
+    with pytest.raises(ReadOnlyError):
+        await api.ltm.engine.remember(origin("alice"), "I like tea")
+    assert "read_only" in await api.err(409, "patch_item", city, {"importance": 0.1}, USER)
+    await api.err(409, "delete_item", city, USER)
+    await api.err(409, "review", {"memory_ids": [city], "decision": "approve"}, USER)
+    export = await api.ok("export", {})  # reading goes on
+    assert (await api.ok("import_", as_body(export), {"dry_run": "1"}, USER))["skipped"] == 3
+    await api.err(409, "import_", as_body(export), {}, USER)
+    assert (await api.ok("list_items", {}))["total"] == 3
+    assert (await api.ok("stats", {}))["emergency_read_only"] is True
+    # Changing another setting while read-only is saved, not audited (no writes).
+    await api.ok("put_policy", {"read_policy": {"max_items": 4}}, USER)
+    assert api.ltm.engine.config.read_policy.max_items == 4
+    assert await api.ltm.table_snapshot() == before
+
+    await api.ok("put_policy", {"emergency_read_only": False}, USER)
+    await api.ok("patch_item", city, {"importance": 0.1}, USER)
+    assert (await api.ltm.item(MemoryItem.memory_id == city)).importance == 0.1
+    changes = [a.detail["changes"] for a in await api.ltm.audit() if a.action == "config"]
+    assert changes[-1]["emergency_read_only"] == [True, False]
+
+
+# -- export / import ----------------------------------------------------------------------
+
+
+async def rich_source(api: Api, origin) -> dict[str, MemoryItem]:
+    """Memories in every state the export must carry."""
+    items = await seed(api, origin)
+    await api.ok("review", {"memory_ids": [items["city"].memory_id], "decision": "approve"}, USER)
+    await api.ok("patch_item", items["jazz"].memory_id, {"status": "disabled", "ttl_days": 5}, USER)
+    await api.ltm.engine.remember(origin("alice"), "I like green tea")
+    return {i.fact_key: i for i in await api.ltm.items()}
+
+
+def fields_of(export: dict) -> list[dict]:
+    return sorted(({k: i[k] for k in ITEM_FIELDS} for i in export["items"]), key=lambda i: i["memory_id"])
+
+
+def evidence_of(export: dict) -> dict[str, list]:
+    return {
+        i["memory_id"]: sorted(
+            (e["event_id"], e["extraction_method"], json.dumps(e["event"], sort_keys=True, ensure_ascii=False))
+            for e in i["evidence"]
+        )
+        for i in export["items"]
+    }
+
+
+def reseal(doc: dict) -> dict:
+    """Recompute every checksum, as someone editing the file on purpose would."""
+    for item in doc["items"]:
+        item["checksum"] = checksum({k: v for k, v in item.items() if k != "checksum"})
+    doc["checksum"] = checksum([i["checksum"] for i in doc["items"]])
+    return doc
+
+
+async def test_export_format_and_filters(make_api, origin):
+    api = await make_api()
+    await rich_source(api, origin)
+    for query in ({"status": "pending"}, {"status": "deleted"}, {"type": "hobby"}, {"scope": "room"}):
+        await api.err(400, "export", query)
+    doc = await api.ok("export", {})
+    assert doc["format"] == "astrbot_plugin_ltm.export" and doc["version"] == 1
+    assert doc["count"] == len(doc["items"]) == 4 and doc["filters"] == {}
+    assert doc["checksum"] == checksum([i["checksum"] for i in doc["items"]])
+    for item in doc["items"]:
+        assert item["checksum"] == checksum({k: v for k, v in item.items() if k != "checksum"})
+        assert item["evidence"] and all(set(e["event"]) >= set(EVENT_FIELDS) for e in item["evidence"])
+    assert json.loads(json.dumps(doc)) == doc  # plain JSON
+    assert [i["fact"] for i in (await api.ok("export", {"scope": "group"}))["items"]] == ["Bob喜欢喝茶"]
+    assert [i["fact"] for i in (await api.ok("export", {"status": "disabled"}))["items"]] == ["Alice likes jazz"]
+    only = await api.ok("export", {"scope": "user", "scope_id": "qq:alice", "type": "profile"})
+    assert [i["fact"] for i in only["items"]] == ["Alice lives in Paris"]
+    assert only["filters"] == {"scope": "user", "scope_id": "qq:alice", "type": "profile"}
+    assert (await api.ok("export", {"scope_id": "nobody"}))["items"] == []
+
+
+async def test_export_import_round_trip_into_a_fresh_engine(make_api, origin):
+    source = await make_api()
+    await rich_source(source, origin)
+    doc = await source.ok("export", {})
+    target = await make_api(name="target.db")
+    empty = await target.ltm.table_counts()
+
+    preview = await target.ok("import_", as_body(doc), {"dry_run": "1"}, USER)
+    assert preview["dry_run"] is True and (preview["added"], preview["merged"], preview["skipped"]) == (4, 0, 0)
+    assert sorted(preview["details"]["added"]) == sorted(i["memory_id"] for i in doc["items"])
+    assert await target.ltm.table_counts() == empty
+
+    report = await target.ok("import_", as_body(doc), {}, USER)
+    assert report["dry_run"] is False and (report["added"], report["merged"], report["skipped"]) == (4, 0, 0)
+    copied = await target.ok("export", {})
+    assert fields_of(copied) == fields_of(doc)
+    assert evidence_of(copied) == evidence_of(doc)
+    for item in doc["items"]:
+        detail = await target.ok("get_item", item["memory_id"])
+        assert detail["evidence"] and all(e["event"] is not None for e in detail["evidence"])
+        assert all(e["extraction_meta"].get("imported") is True for e in detail["evidence"])
+    # The imported facts and events are searchable and counted like local ones.
+    assert [i["fact"] for i in (await target.ok("list_items", {"q": "喝茶"}))["items"]] == ["Bob喜欢喝茶"]
+    assert (await target.ok("stats", {}))["totals"]["items"] == 4
+    imports = [a for a in await target.ltm.audit() if a.action == "import"]
+    assert len(imports) == 4 and all(a.actor == ACTOR for a in imports)
+
+    # Importing the same file again changes nothing at all.
+    snapshot = await target.ltm.table_snapshot()
+    again = await target.ok("import_", as_body(doc), {}, USER)
+    assert (again["added"], again["merged"], again["skipped"]) == (0, 0, 4)
+    assert {s["reason"] for s in again["details"]["skipped"]} == {"already present"}
+    assert await target.ltm.table_snapshot() == snapshot
+    # ... and neither does importing it back into the bot it came from.
+    home = await source.ltm.table_snapshot()
+    back = await source.ok("import_", as_body(doc), {}, USER)
+    assert back["skipped"] == 4 and await source.ltm.table_snapshot() == home
+
+
+async def test_import_merges_into_the_same_fact_and_respects_deletions(make_api, origin):
+    source = await make_api()
+    await seed(source, origin)
+    doc = await source.ok("export", {})
+    target = await make_api(name="target.db")
+    # The target knows Alice's city under another id with weaker support,
+    # and an operator deleted the jazz memory there.
+    await target.ltm.turn(origin("alice"), "Paris, yes", "OK.", {**PARIS, "confidence": 0.5, "importance": 0.2})
+    await target.ltm.turn(origin("alice"), "jazz", "OK.", JAZZ)
+    jazz = await target.ltm.item(MemoryItem.fact_key == "jazz")
+    await target.ok("delete_item", jazz.memory_id, USER)
+    local = await target.ltm.item(MemoryItem.fact_key == "city")
+
+    report = await target.ok("import_", as_body({"dry_run": False, "export": doc}), {}, USER)
+    assert (report["added"], report["merged"], report["skipped"]) == (1, 1, 1)
+    assert report["details"]["skipped"][0]["reason"] == "deleted here by an operator"
+    merged = await target.ltm.item(MemoryItem.fact_key == "city")
+    assert merged.memory_id == local.memory_id and merged.evidence_count == 2
+    assert merged.importance == PARIS["importance"]
+    assert not await target.ltm.items(MemoryItem.fact_key == "jazz")
+    snapshot = await target.ltm.table_snapshot()
+    again = await target.ok("import_", as_body(doc), {}, USER)
+    assert (again["added"], again["merged"]) == (0, 0) and await target.ltm.table_snapshot() == snapshot
+
+
+def tamperings(doc: dict) -> list[tuple[str, dict]]:
+    out = []
+    changed = copy.deepcopy(doc)
+    changed["items"][1]["fact"] = "Alice lives in Berlin"
+    out.append(("a fact changed", changed))
+    changed = copy.deepcopy(doc)
+    changed["items"][0]["evidence"][0]["event"]["content"] = {"text": "forged"}
+    out.append(("an event changed", changed))
+    changed = copy.deepcopy(doc)
+    changed["checksum"] = "0" * 64
+    out.append(("the file checksum changed", changed))
+    changed = copy.deepcopy(doc)
+    del changed["items"][1]
+    changed["count"] -= 1
+    out.append(("an item dropped", changed))
+    changed = copy.deepcopy(doc)
+    changed["items"].reverse()
+    out.append(("items reordered", changed))
+    changed = copy.deepcopy(doc)
+    changed["items"][1]["fact"] = "Alice lives in Berlin"
+    changed["items"][1]["checksum"] = checksum({k: v for k, v in changed["items"][1].items() if k != "checksum"})
+    out.append(("a fact changed and its item resealed", changed))
+    changed = copy.deepcopy(doc)
+    changed["items"].append(copy.deepcopy(changed["items"][0]))
+    out.append(("a duplicate item, resealed", reseal(changed)))
+    for field, value in (("confidence", 5), ("type", "hobby"), ("status", "deleted"), ("scope", "room"),
+                         ("fact", " "), ("fact_key", "Not Normalised!"), ("evidence_count", 0),
+                         ("ttl_days", -2), ("created_at", "yesterday"), ("evidence", "none")):
+        changed = copy.deepcopy(doc)
+        changed["items"][-1][field] = value  # the last item: the valid ones come first
+        out.append((f"{field}={value!r}, resealed", reseal(changed)))
+    changed = copy.deepcopy(doc)
+    del changed["items"][-1]["fact_key"]
+    out.append(("a field missing, resealed", reseal(changed)))
+    changed = copy.deepcopy(doc)
+    del changed["items"][-1]["evidence"][0]["event"]["content"]
+    out.append(("an event field missing, resealed", reseal(changed)))
+    for key, value in (("format", "other.export"), ("version", 2), ("items", {"a": 1})):
+        out.append((f"{key}={value!r}", {**copy.deepcopy(doc), key: value}))
+    return out
+
+
+async def test_tampered_or_malformed_imports_are_refused_with_nothing_written(make_api, origin):
+    source = await make_api()
+    await rich_source(source, origin)
+    doc = await source.ok("export", {})
+    target = await make_api(name="target.db")
+    # The target already holds one memory (the refused imports must not touch it either).
+    await target.ltm.turn(origin("zoe"), "I like chess", "OK.", {"fact": "Zoe likes chess", "fact_key": "chess"})
+    before = await target.ltm.table_snapshot()
+
+    for what, bad in tamperings(doc):
+        for query in ({}, {"dry_run": "1"}):
+            message = await target.err(400, "import_", as_body(bad), query, USER)
+            assert message, what
+        await target.err(400, "import_", as_body({"dry_run": False, "export": bad}), {}, USER)
+    assert "checksum" in await target.err(400, "import_", as_body(tamperings(doc)[0][1]), {}, USER)
+    for raw in (b"", b"null", b"[]", b'"export"', b"{not json", b"\xff\xfe\x00", b'{"format": 1'):
+        await target.err(400, "import_", raw, {}, USER)
+    assert "JSON" in await target.err(400, "import_", b"{not json", {}, USER)
+    assert await target.ltm.table_snapshot() == before
+    # The untouched export still imports.
+    assert (await target.ok("import_", as_body(doc), {}, USER))["added"] == 4
+
+
+async def test_import_size_limits(make_api, origin):
+    api = await make_api()
+    await seed(api, origin)
+    before = await api.ltm.table_snapshot()
+    doc = await api.ok("export", {})
+    padded = as_body(doc)
+    padded += b" " * (MAX_IMPORT_BYTES + 1 - len(padded))  # still valid JSON, one byte too big
+    assert len(padded) == MAX_IMPORT_BYTES + 1
+    assert "MiB" in await api.err(413, "import_", padded, {}, USER)
+    await api.err(413, "import_", padded, {"dry_run": "1"}, USER)
+    many = {"format": doc["format"], "version": 1, "items": [{}] * (MAX_IMPORT_ITEMS + 1), "checksum": ""}
+    assert "too many" in await api.err(413, "import_", as_body(many), {}, USER)
+    assert await api.ltm.table_snapshot() == before
+    # Exactly at the limit is accepted.
+    exact = as_body(doc)
+    exact += b" " * (MAX_IMPORT_BYTES - len(exact))
+    assert (await api.ok("import_", exact, {}, USER))["skipped"] == 3
+
+
+async def test_dry_run_writes_nothing_in_every_form(make_api, origin):
+    source = await make_api()
+    await rich_source(source, origin)
+    doc = await source.ok("export", {})
+    target = await make_api(name="target.db")
+    before = await target.ltm.table_snapshot()
+    forms = [
+        (as_body(doc), {"dry_run": "1"}),
+        (as_body(doc), {"dry_run": "true"}),
+        (as_body({"dry_run": True, "export": doc}), {}),  # what the review page posts
+        (as_body({"dry_run": False, "export": doc}), {"dry_run": "yes"}),  # the query wins for safety
+        ("\ufeff".encode() + as_body(doc), {"dry_run": "1"}),  # a file saved with a BOM
+    ]
+    for body, query in forms:
+        report = await target.ok("import_", body, query, USER)
+        assert report["dry_run"] is True and report["added"] == 4, report
+    assert await target.ltm.table_snapshot() == before
+    # Without a dry-run flag it is real.
+    report = await target.ok("import_", as_body({"dry_run": False, "export": doc}), {"dry_run": "0"}, USER)
+    assert report["dry_run"] is False and len(await target.ltm.items()) == 4
