@@ -128,7 +128,10 @@ async def events_fts_search(
         text(
             "SELECT f.rowid, -bm25(ltm_events_fts) FROM ltm_events_fts f JOIN ltm_events e ON e.id = f.rowid "
             f"WHERE ltm_events_fts MATCH :q AND ({scope_sql}) AND e.source_role IN ('user', 'tool') "
-            "AND (EXISTS (SELECT 1 FROM ltm_evidence v JOIN ltm_items i ON i.memory_id = v.memory_id "
+            # CROSS JOIN keeps SQLite's join order: evidence by event id
+            # (ix_ltm_evidence_event), then the item by its unique id;
+            # a plain JOIN was planned as a scan of every active item.
+            "AND (EXISTS (SELECT 1 FROM ltm_evidence v CROSS JOIN ltm_items i ON i.memory_id = v.memory_id "
             "             WHERE v.event_id = e.event_id AND i.status = 'active')"
             f"     {'OR e.extraction_status = ' + repr('pending') if include_pending else ''}) "
             "ORDER BY bm25(ltm_events_fts) LIMIT :lim"

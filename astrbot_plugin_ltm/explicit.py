@@ -38,7 +38,8 @@ def explicit_fact(message: str) -> str | None:
     fact = (match.group("en") or match.group("zh") or "").strip().rstrip("。.!！")
     # "Remember when we…?" is reminiscing and "记住了" an acknowledgement,
     # not requests.
-    if len(fact) < 2 or fact.lower() in ("that", "this", "it") or fact.endswith(("?", "？", "吗")) or _RECALL.match(fact) or fact[0] in "了啦喽哦吧":
+    if (len(fact) < 2 or fact.lower() in ("that", "this", "it") or "?" in fact or "？" in fact
+            or fact.endswith("吗") or _RECALL.match(fact) or fact[0] in "了啦喽哦吧"):
         return None
     return fact
 

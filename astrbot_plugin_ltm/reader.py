@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from .db import events_fts_search
@@ -165,22 +165,27 @@ class MemoryReader:
     async def _load(
         self, session: AsyncSession, scopes: list[Scope], rowids: set[int], policy: ReadPolicy
     ) -> list[MemoryItem]:
-        in_scopes = or_(
-            *(and_(MemoryItem.scope == s.kind, MemoryItem.scope_id == s.id) for s in scopes)
-        )
-        base = select(MemoryItem).where(
-            in_scopes, MemoryItem.status == Status.ACTIVE, MemoryItem.confidence >= policy.min_confidence
-        )
+        wanted = {(s.kind, s.id) for s in scopes}
         found: dict[int, MemoryItem] = {}
         if rowids:
-            for item in (await session.execute(base.where(MemoryItem.id.in_(rowids)))).scalars():
-                found[item.id] = item
-        baseline = base.order_by(MemoryItem.importance.desc(), MemoryItem.updated_at.desc()).limit(
-            BASELINE_POOL
-        )
-        for item in (await session.execute(baseline)).scalars():
-            found.setdefault(item.id, item)
-        return list(found.values())
+            # By primary key; scope and status are checked here, so a hit can
+            # never bring in another scope's memory.
+            for item in (await session.execute(select(MemoryItem).where(MemoryItem.id.in_(rowids)))).scalars():
+                if (item.scope, item.scope_id) in wanted and item.status == Status.ACTIVE:
+                    found[item.id] = item
+        # One query per scope, each served by ix_ltm_items_scope_status; an
+        # OR over scopes made SQLite scan every active item in the database.
+        for scope in scopes:
+            baseline = (
+                select(MemoryItem)
+                .where(MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id,
+                       MemoryItem.status == Status.ACTIVE, MemoryItem.confidence >= policy.min_confidence)
+                .order_by(MemoryItem.importance.desc())
+                .limit(BASELINE_POOL)
+            )
+            for item in (await session.execute(baseline)).scalars():
+                found.setdefault(item.id, item)
+        return [i for i in found.values() if i.confidence >= policy.min_confidence]
 
     def _fit(self, scored: list[tuple[float, MemoryItem]], policy: ReadPolicy) -> MemoryBlock:
         """The memories alone, within the budget (pure: no database)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
 FACT_KEY_MAX_CHARS = 128
 
@@ -104,9 +105,14 @@ def fts_match_expression(tokens: list[str]) -> str:
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens)
 
 
+@lru_cache(maxsize=4096)
+def _token_set(text: str) -> frozenset[str]:
+    return frozenset(search_tokens(text))
+
+
 def token_set_similarity(a: str, b: str) -> float:
     """Jaccard similarity of two texts' search tokens (0 when both empty)."""
-    sa, sb = set(search_tokens(a)), set(search_tokens(b))
+    sa, sb = _token_set(a), _token_set(b)
     if not sa and not sb:
         return 0.0
     return len(sa & sb) / len(sa | sb)

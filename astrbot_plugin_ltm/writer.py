@@ -228,7 +228,6 @@ class MemoryWriter:
             session.add(item)
             await session.flush()
             await fts_upsert(session, item.id, item.fact)
-            self._on_fact_changed(item)
         else:
             old = {"fact": item.fact, "status": item.status, "confidence": item.confidence}
             if action == "supersede":

@@ -50,7 +50,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -451,6 +451,12 @@ async def active_items(engine: LTMEngine, conv: Conversation) -> dict[str, int]:
         return out
 
 
+def injected(block: Any) -> list[Any]:
+    """Every entry of a MemoryBlock: its memories and, where the reader
+    injects raw turns beside them (``block.events``), those too."""
+    return list(block.items) + list(getattr(block, "events", None) or [])
+
+
 async def read_questions(engine: LTMEngine, clock: Clock, rep: Replay,
                          timed: Any | None) -> list[QuestionResult]:
     conv = rep.conv
@@ -465,9 +471,12 @@ async def read_questions(engine: LTMEngine, clock: Clock, rep: Replay,
         block = await engine.memory_block(origin, q.text)
         ms = (time.perf_counter() - start) * 1000.0
         embed_ms = ((timed.seconds - before) * 1000.0) if timed is not None else 0.0
-        reached = reached_dia_ids(block.items, rep.evidence, rep.event_dia)
-        results.append(QuestionResult(q.category, frozenset(q.evidence), frozenset(reached),
-                                      block.tokens, len(block.items), ms, embed_ms))
+        entries = injected(block)
+        reached = reached_dia_ids(entries, rep.evidence, rep.event_dia)
+        result = QuestionResult(q.category, frozenset(q.evidence), frozenset(reached),
+                                block.tokens, len(entries), ms, embed_ms)
+        result.raw_events = len(entries) - len(block.items)
+        results.append(result)
     return results
 
 
@@ -636,6 +645,7 @@ async def run(
         "settings": {
             "max_tokens": max_tokens, "max_items": max_items,
             "max_per_type": engine.config.read_policy.max_per_type,
+            "read_policy": asdict(engine.config.read_policy),
             "plugin_mode": mode, "embedder": getattr(embedder, "model_id", None),
             "token_counter": counter.name, "config": config, "overrides": list(overrides),
             "baseline_cut": "one line per unit between the reader's header and footer; stop at the "
@@ -679,7 +689,12 @@ def table(doc: dict[str, Any]) -> str:
         f"{q['categories_1_4']} scored in categories 1–4, {q['category_5']} in category 5, "
         f"{q['skipped_no_evidence']} without evidence skipped",
         f"budget {s['max_tokens']} tokens ({s['token_counter']}), plugin max_items {s['max_items']}, "
-        f"max_per_type {s['max_per_type']}; plugin: {s['plugin_mode']}"
+        f"max_per_type {s['max_per_type']}"
+        + (f", max_events {s['read_policy']['max_events']}" if "max_events" in s.get("read_policy", {}) else "")
+        + (f", weights similarity/importance/recency {s['read_policy']['similarity_weight']}/"
+           f"{s['read_policy']['importance_weight']}/{s['read_policy']['recency_weight']}"
+           if "read_policy" in s else "")
+        + f"; plugin: {s['plugin_mode']}"
         + (f"; overrides: {', '.join(s['overrides'])}" if s.get("overrides") else ""),
         "",
         f"{'categories 1–4':<22}{'recall':>8}{'all-ev':>8}{'tokens':>8}{'lines':>7}{'p50 ms':>8}{'p95 ms':>8}",
@@ -692,6 +707,9 @@ def table(doc: dict[str, Any]) -> str:
             f"{_f(r.get('p50_read_ms'), '.1f'):>8}{_f(r.get('p95_read_ms'), '.1f'):>8}"
         )
     ours = doc["ours"]
+    if ours.get("mean_raw_events"):
+        lines.append(f"  ours: {ours['mean_items']:.1f} lines, of which {ours['mean_raw_events']:.1f} raw turns "
+                     "(the rest memories)")
     if "p95_read_ms_excl_embedding" in ours:
         lines.append(f"  ours without the query embedding: p50 {_f(ours['p50_read_ms_excl_embedding'], '.1f')} ms, "
                      f"p95 {_f(ours['p95_read_ms_excl_embedding'], '.1f')} ms")

@@ -135,6 +135,7 @@ class QuestionResult:
     items: int = 0
     read_ms: float | None = None
     embed_ms: float = 0.0  # of read_ms, spent embedding the query
+    raw_events: int = 0  # of items, raw turns injected as such
 
     @property
     def recall(self) -> float:
@@ -155,7 +156,7 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 def summarise(results: Sequence[QuestionResult]) -> dict[str, Any]:
     if not results:
         return {"n": 0, "evidence_recall": None, "all_evidence_rate": None, "mean_tokens": None,
-                "mean_items": None}
+                "mean_items": None, "mean_raw_events": None}
     out: dict[str, Any] = {
         "n": len(results),
         "evidence_recall": sum(r.recall for r in results) / len(results),
@@ -163,6 +164,7 @@ def summarise(results: Sequence[QuestionResult]) -> dict[str, Any]:
         "mean_tokens": sum(r.tokens for r in results) / len(results),
         "max_tokens": max(r.tokens for r in results),
         "mean_items": sum(r.items for r in results) / len(results),
+        "mean_raw_events": sum(r.raw_events for r in results) / len(results),
     }
     times = [r.read_ms for r in results if r.read_ms is not None]
     if times:

@@ -8,25 +8,30 @@ its own) and a fresh SQLite file:
 1. ``engine.start(background=False)`` migrates an empty database.
 2. N active items go into one user scope and ``--other-items`` into each
    of ``--scopes`` other scopes, inserted in bulk through the models on the
-   engine's database layer; their vectors (deterministic HashEmbedder, no
-   model) are stored in bulk the same way when the engine has vectors.
+   engine's database layer, each with ``--events-per-item`` recorded turns
+   (evidence-linked, in the events' keyword index) and, when the engine has
+   vectors, a vector from the deterministic HashEmbedder (no model).
    Facts are synthetic, Zipf-distributed words, some long, some Chinese.
 3. Keyword index rebuild: ``astrbot_plugin_ltm.db.fts_rebuild`` over all
    items (this is also what builds the index for the bulk-inserted items).
 4. Cold start: a new LTMEngine on the filled file, the token counter's
-   cache cleared, timed through ``start()``; then its first read (which
-   loads the scope's vector namespace), then the same again once the
-   namespace file exists.
-5. Read path: ``engine.memory_block`` for ``--queries`` messages in the big
-   scope and in small scopes; the time the embedder spent is subtracted
-   (reported apart), and every block is checked against the token budget,
-   recounted with the plugin's counter, at several budgets.
-6. Hook: ``engine.record_turn`` (what on_agent_done runs) per call, then the
+   cache cleared, timed through ``start()``.
+5. Hook: ``engine.record_turn`` (what on_agent_done runs) per call, then the
    recorder's flush of those events.
-7. Write pipeline: events recorded in the big scope, a fake extractor
+6. Write pipeline: events recorded in the big scope, a fake extractor
    giving one new candidate per user event, ``engine.worker.drain()``
    (extraction batches, writer, policy gate, keyword and vector indexes).
+7. Restart, first read (vector namespace from its file, then rebuilt from
+   SQLite), then ``engine.memory_block`` for ``--queries`` messages in the
+   big scope (with and without the legacy per-conversation scope) and in
+   small scopes; the time the embedder spent is subtracted (reported
+   apart), and every block is checked against the token budget, recounted
+   with the plugin's counter, at several budgets.
 8. Resident memory: current RSS (psutil) and peak (getrusage).
+
+The whole run gets ``--time-limit`` seconds (default 560), shared among the
+sizes; a size still running at the end of its share is stopped and
+reported with the figures of the phases it finished.
 
 Timings are printed, never asserted; a block over its budget is an error
 (exit status 1).
@@ -39,17 +44,17 @@ import asyncio
 import gc
 import inspect
 import json
-import math
-import os
 import random
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -61,13 +66,15 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from astrbot_plugin_ltm import models
 from astrbot_plugin_ltm import tokens as tokens_module
 from astrbot_plugin_ltm.candidates import Candidate, ExtractionResult
-from astrbot_plugin_ltm.db import fts_rebuild
+from astrbot_plugin_ltm.db import event_search_text, fts_rebuild
 from astrbot_plugin_ltm.engine import LTMEngine
-from astrbot_plugin_ltm.models import MemoryItem
+from astrbot_plugin_ltm.models import MemoryEvent, MemoryEvidence, MemoryItem
+from astrbot_plugin_ltm.text import index_text
 from astrbot_plugin_ltm.policy import MEMORY_TYPES
 from astrbot_plugin_ltm.scope import Origin
 
 from .embedders import HashEmbedder, TimedEmbedder
+from .locomo import apply_overrides
 
 NOW = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
 PLATFORM = "scale"
@@ -162,13 +169,17 @@ def config(max_tokens: int = 800, legacy_scope: bool = True) -> dict[str, Any]:
     write rate limits, the per-scope cap, retention. ``legacy_scope`` is
     identity.include_legacy_umo_on_read (default on: a private chat also
     reads the per-conversation scope of older versions)."""
-    return {
+    raw = {
         "write_policy": {"mode": "auto", "max_writes_per_session": 100000, "max_writes_per_hour": 1000000,
                          "max_items_per_scope": 10000000},
         "read_policy": {"max_tokens": max_tokens},
         "identity": {"include_legacy_umo_on_read": legacy_scope},
         "retention_days": {t: -1 for t in MEMORY_TYPES},
     }
+    return apply_overrides(raw, OVERRIDES)
+
+
+OVERRIDES: list[str] = []  # --set section.name=value, for every engine of the run
 
 
 class OneFactPerEvent:
@@ -199,7 +210,8 @@ class Store:
 
 
 async def fill(engine: LTMEngine, size: int, scopes: int, per_scope: int, words: Words,
-               embedder: HashEmbedder | None, rng: random.Random) -> tuple[Store, dict[str, float]]:
+               embedder: HashEmbedder | None, rng: random.Random,
+               events_per_item: int = 1) -> tuple[Store, dict[str, float]]:
     timings: dict[str, float] = {}
     target_scope = f"{PLATFORM}:{TARGET_SENDER}"
     others = [f"{PLATFORM}:u{n:05d}" for n in range(scopes)]
@@ -225,6 +237,43 @@ async def fill(engine: LTMEngine, size: int, scopes: int, per_scope: int, words:
             await session.execute(insert(MemoryItem), rows[lo:lo + 5000])
     timings["insert_items_s"] = time.perf_counter() - start
 
+    if events_per_item > 0:
+        # The turns the items were extracted from: the reader searches them
+        # too (raw turns of active memories), so a store at scale has them.
+        start = time.perf_counter()
+        events, links = [], []
+        for item in rows:
+            sender = item["scope_id"].split(":", 1)[1]
+            for k in range(events_per_item):
+                event_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+                words_said = item["fact"].split()[1:] + words.some(rng.randint(3, 12))
+                rng.shuffle(words_said)
+                events.append({
+                    "event_id": event_id, "scope": "user", "scope_id": item["scope_id"],
+                    "source_type": "message", "source_role": "user", "content": {"text": " ".join(words_said)},
+                    "platform_id": PLATFORM, "session_id": f"{PLATFORM}:FriendMessage:{sender}",
+                    "sender_id": sender, "sender_name": sender, "created_at": item["created_at"],
+                    "extraction_status": "done", "attempts": 0,
+                })
+                links.append({"memory_id": item["memory_id"], "event_id": event_id,
+                              "extraction_method": "llm_extract",
+                              "extraction_meta": {"confidence": {"base": 0.9, "source": "llm_extract",
+                                                                 "weighted": 0.72}},
+                              "created_at": item["created_at"]})
+        for lo in range(0, len(events), 5000):
+            async with engine.db.write() as session:
+                await session.execute(insert(MemoryEvent), events[lo:lo + 5000])
+                await session.execute(insert(MemoryEvidence), links[lo:lo + 5000])
+        async with engine.db.write() as session:
+            recorded = (await session.execute(sql("SELECT id, content FROM ltm_events ORDER BY id"))).all()
+            await session.execute(
+                sql("INSERT INTO ltm_events_fts (rowid, tokens) VALUES (:r, :t)"),
+                [{"r": rowid, "t": index_text(event_search_text(
+                    json.loads(content) if isinstance(content, str) else content))} for rowid, content in recorded],
+            )
+        timings["insert_events_s"] = time.perf_counter() - start
+        timings["events"] = len(events)
+
     vector_model = getattr(models, "MemoryVector", None)
     if embedder is not None and vector_model is not None and getattr(engine, "vectors", None) is not None:
         start = time.perf_counter()
@@ -248,7 +297,7 @@ async def fill(engine: LTMEngine, size: int, scopes: int, per_scope: int, words:
     return Store(target_facts, others), timings
 
 
-def check_block(block, budget: int, max_items: int, count) -> list[str]:
+def check_block(block, budget: int, max_items: int, count, max_events: int | None = None) -> list[str]:
     problems = []
     if block.tokens > budget:
         problems.append(f"block.tokens {block.tokens} > {budget}")
@@ -258,121 +307,113 @@ def check_block(block, budget: int, max_items: int, count) -> list[str]:
         problems.append(f"block.tokens {block.tokens} != recount {count(block.text)}")
     if len(block.items) > max_items:
         problems.append(f"{len(block.items)} items > max_items {max_items}")
+    raw = len(getattr(block, "events", None) or [])
+    if max_events is not None and raw > max_events:
+        problems.append(f"{raw} raw turns > max_events {max_events}")
     return problems
 
 
+def entries(block) -> int:
+    """Lines injected: memories, plus raw turns where the reader adds them."""
+    return len(block.items) + len(getattr(block, "events", None) or [])
+
+
+@dataclass
+class Reads:
+    ms: list[float] = field(default_factory=list)  # without the embedder's time
+    embed_ms: list[float] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    lines: list[int] = field(default_factory=list)  # memories + raw turns injected
+    problems: list[str] = field(default_factory=list)
+
+
 async def timed_reads(engine: LTMEngine, origins: list[Origin], queries: list[str],
-                      timed: TimedEmbedder | None, budget: int, count) -> tuple[list[float], list[float], list[str], list[int]]:
-    total, embed, problems, used = [], [], [], []
+                      timed: TimedEmbedder | None, budget: int, count,
+                      progress: Callable[[Reads], None] | None = None) -> Reads:
+    reads = Reads()
     max_items = engine.config.read_policy.max_items
+    reported = time.perf_counter()
     for origin, query in zip(origins, queries):
+        if progress is not None and time.perf_counter() - reported > 5:
+            progress(reads)
+            reported = time.perf_counter()
         before = timed.seconds if timed else 0.0
         start = time.perf_counter()
         block = await engine.memory_block(origin, query)
         ms = (time.perf_counter() - start) * 1000
         em = ((timed.seconds - before) * 1000) if timed else 0.0
-        total.append(ms - em)
-        embed.append(em)
-        used.append(block.tokens)
-        problems += check_block(block, budget, max_items, count)
-    return total, embed, problems, used
+        reads.ms.append(ms - em)
+        reads.embed_ms.append(em)
+        reads.tokens.append(block.tokens)
+        reads.lines.append(entries(block))
+        reads.problems += check_block(block, budget, max_items, count,
+                                      getattr(engine.config.read_policy, "max_events", None))
+    return reads
+
+
+def emit(out: dict[str, Any], phase: str) -> None:
+    """One JSON line of what is known so far: if the parent has to stop this
+    process at its time limit, the figures measured before are kept."""
+    out["phase_done"] = phase
+    print(json.dumps(out), flush=True)
 
 
 async def run_size(size: int, scopes: int, per_scope: int, n_queries: int, n_hooks: int,
-                   n_writes: int, vectors: bool, seed: int = 7) -> dict[str, Any]:
+                   n_writes: int, vectors: bool, events_per_item: int = 1, seed: int = 7) -> dict[str, Any]:
     rng = random.Random(seed)
     words = Words(rng)
     out: dict[str, Any] = {"size": size, "scopes": scopes + 1, "items_total": size + scopes * per_scope}
     tmp = tempfile.TemporaryDirectory(prefix=f"ltm-scale-{size}-")
     path = Path(tmp.name)
+    out["tmpdir"] = str(path)
     base_embedder = HashEmbedder() if vectors else None
-    counter = tokens_module.default_counter()
-    count = counter.count
-    try:
-        # -- empty database, bulk fill, keyword index ------------------------------
+    target = Origin(PLATFORM, f"{PLATFORM}:FriendMessage:{TARGET_SENDER}", TARGET_SENDER, "Target")
+    extractor = OneFactPerEvent()
+
+    async def extractor_for(_session_id):
+        return extractor
+
+    def open_engine(embedder) -> tuple[Any, LTMEngine, Clock]:
+        gc.collect()
+        tokens_module.default_counter.cache_clear()  # a cold start loads it again
         db = create_async_engine(f"sqlite+aiosqlite:///{path / 'ltm.db'}")
         clock = Clock(NOW)
-        engine = LTMEngine(db, config(), clock=clock, **engine_kwargs(base_embedder, path / "data", counter))
+        return db, LTMEngine(db, config(), clock=clock, extractor_for=extractor_for,
+                             **engine_kwargs(embedder, path / "data", None)), clock
+
+    try:
+        # -- empty database, bulk fill, keyword index ------------------------------
+        db, engine, clock = open_engine(base_embedder)
         start = time.perf_counter()
         await engine.start(background=False)
         out["migrate_empty_s"] = time.perf_counter() - start
         out["vectors"] = bool(vectors and "embedder" in inspect.signature(LTMEngine.__init__).parameters)
         store, timings = await fill(engine, size, scopes, per_scope, words,
-                                    base_embedder if out["vectors"] else None, rng)
+                                    base_embedder if out["vectors"] else None, rng, events_per_item)
         out.update(timings)
         start = time.perf_counter()
         async with engine.db.write() as session:
-            indexed = await fts_rebuild(session)
+            out["fts_rebuild_rows"] = await fts_rebuild(session)
         out["fts_rebuild_s"] = time.perf_counter() - start
-        out["fts_rebuild_rows"] = indexed
         await engine.stop()
         await db.dispose()
         out["db_mb_after_fill"] = (path / "ltm.db").stat().st_size / 2**20
+        emit(out, "fill")
 
-        # -- cold start, twice (second time the vector namespace file exists) --------
-        extractor = OneFactPerEvent()
+        # -- cold start; the hook; the write pipeline ---------------------------------
+        timed = TimedEmbedder(base_embedder) if out["vectors"] else None
+        db, engine, clock = open_engine(timed)
+        start = time.perf_counter()
+        await engine.start(background=False)
+        out["cold_start_s"] = time.perf_counter() - start
+        emit(out, "cold start")
 
-        async def extractor_for(_session_id):
-            return extractor
-
-        for attempt in (1, 2):
-            gc.collect()
-            tokens_module.default_counter.cache_clear()
-            db = create_async_engine(f"sqlite+aiosqlite:///{path / 'ltm.db'}")
-            clock = Clock(NOW)
-            timed = TimedEmbedder(base_embedder) if out["vectors"] else None
-            engine = LTMEngine(db, config(), clock=clock, extractor_for=extractor_for,
-                               **engine_kwargs(timed, path / "data", None))
-            start = time.perf_counter()
-            await engine.start(background=False)
-            out[f"cold_start_{attempt}_s"] = time.perf_counter() - start
-            target = Origin(PLATFORM, f"{PLATFORM}:FriendMessage:{TARGET_SENDER}", TARGET_SENDER, "Target")
-            start = time.perf_counter()
-            await engine.memory_block(target, words.query(store.target_facts))
-            out[f"first_read_{attempt}_ms"] = (time.perf_counter() - start) * 1000
-            if attempt == 1:
-                await engine.stop()  # writes the vector namespace file
-                await db.dispose()
-        count = engine.reader.counter.count
-
-        # -- read path --------------------------------------------------------------
-        queries = [words.query(store.target_facts) for _ in range(n_queries)]
-        origins = [target] * n_queries
-        for q in queries[:5]:
-            await engine.memory_block(target, q)  # warm
-        total, embed, problems, used = await timed_reads(engine, origins, queries, timed, 800, count)
-        out["read_p50_ms"], out["read_p95_ms"] = pct(total, 50), pct(total, 95)
-        out["read_embed_p50_ms"] = pct(embed, 50)
-        out["read_mean_tokens"] = statistics.fmean(used) if used else 0
-        small = [Origin(PLATFORM, f"{PLATFORM}:FriendMessage:{s[len(PLATFORM) + 1:]}", s[len(PLATFORM) + 1:])
-                 for s in rng.sample(store.other_scopes, min(len(store.other_scopes), n_queries // 2))]
-        small_queries = [words.query([]) for _ in small]
-        s_total, _, s_problems, _ = await timed_reads(engine, small, small_queries, timed, 800, count)
-        out["read_small_scope_p50_ms"], out["read_small_scope_p95_ms"] = pct(s_total, 50), pct(s_total, 95)
-        problems += s_problems
-        engine.apply_config(config(legacy_scope=False))
-        l_total, _, l_problems, _ = await timed_reads(engine, origins, queries, timed, 800, count)
-        out["read_no_legacy_p50_ms"], out["read_no_legacy_p95_ms"] = pct(l_total, 50), pct(l_total, 95)
-        problems += l_problems
-        budget_checks = len(total) + len(s_total) + len(l_total)
-        for budget in BUDGETS[1:]:
-            engine.apply_config(config(max_tokens=budget))
-            _, _, p, _ = await timed_reads(engine, origins[:50], queries[:50], timed, budget, count)
-            problems += p
-            budget_checks += min(50, len(queries))
-        engine.apply_config(config())
-        out["budget_checks"] = budget_checks
-        out["budget_violations"] = len(problems)
-        out["budget_problems"] = problems[:5]
-
-        # -- hook -----------------------------------------------------------------------
         hook_us = []
-        speaker = Origin(PLATFORM, f"{PLATFORM}:FriendMessage:{TARGET_SENDER}", TARGET_SENDER, "Target")
         messages = [(" ".join(words.some(rng.randint(5, 30))), " ".join(words.some(rng.randint(10, 60))))
                     for _ in range(n_hooks)]
         for user, assistant in messages:
             start = time.perf_counter_ns()
-            engine.record_turn(speaker, user, assistant)
+            engine.record_turn(target, user, assistant)
             hook_us.append((time.perf_counter_ns() - start) / 1000)
         out["hook_p50_us"], out["hook_p95_us"] = pct(hook_us, 50), pct(hook_us, 95)
         start = time.perf_counter()
@@ -380,35 +421,113 @@ async def run_size(size: int, scopes: int, per_scope: int, n_queries: int, n_hoo
         out["flush_events_per_s"] = flushed / (time.perf_counter() - start)
         # these events are not what the write benchmark extracts
         async with engine.db.write() as session:
-            await session.execute(sql("UPDATE ltm_events SET extraction_status = 'skipped'"))
+            await session.execute(sql("UPDATE ltm_events SET extraction_status = 'skipped' "
+                                      "WHERE extraction_status = 'pending'"))
+        emit(out, "hook")
 
-        # -- write pipeline ----------------------------------------------------------------
         for i in range(n_writes):
             clock.now = NOW + timedelta(seconds=i)
-            engine.record_turn(speaker, f"update {i}: " + " ".join(words.some(rng.randint(5, 20))), "")
+            engine.record_turn(target, f"update {i}: " + " ".join(words.some(rng.randint(5, 20))), "")
         await engine.recorder.flush()
         clock.now = NOW + timedelta(seconds=n_writes + 60)
         embed_before = timed.seconds if timed else 0.0
         start = time.perf_counter()
         results = await engine.worker.drain(max_batches=100000)
         elapsed = time.perf_counter() - start
-        created = sum(1 for r in results for o in r.outcomes if o.action == "created")
         out["write_candidates"] = extractor.candidates
-        out["write_created"] = created
+        out["write_created"] = sum(1 for r in results for o in r.outcomes if o.action == "created")
         out["write_batches"] = len(results)
         out["write_candidates_per_s"] = extractor.candidates / elapsed if elapsed else None
         out["write_embed_s"] = (timed.seconds - embed_before) if timed else 0.0
+        await engine.stop()  # writes the vector namespace files
+        await db.dispose()
+        emit(out, "write pipeline")
+
+        # -- restart and read ------------------------------------------------------------
+        db, engine, clock = open_engine(timed)
+        clock.now = NOW + timedelta(seconds=n_writes + 120)
+        start = time.perf_counter()
+        await engine.start(background=False)
+        out["cold_start_2_s"] = time.perf_counter() - start
+        start = time.perf_counter()
+        await engine.memory_block(target, words.query(store.target_facts))
+        out["first_read_ns_file_ms"] = (time.perf_counter() - start) * 1000
+        emit(out, "first read")
+        if out["vectors"]:
+            engine.vector_index.forget_loaded()
+            for f in (path / "data").rglob("*"):
+                if f.is_file():
+                    f.unlink()
+            start = time.perf_counter()
+            await engine.memory_block(target, words.query(store.target_facts))
+            out["first_read_ns_build_ms"] = (time.perf_counter() - start) * 1000
+            emit(out, "first read, namespace rebuilt")
+        count = engine.reader.counter.count
+
+        queries = [words.query(store.target_facts) for _ in range(n_queries)]
+        origins = [target] * n_queries
+
+        def progress(reads: Reads) -> None:
+            out["read_p50_ms"], out["read_p95_ms"] = pct(reads.ms, 50), pct(reads.ms, 95)
+            out["reads_done"] = len(reads.ms)
+            emit(out, "reads (partial)")
+
+        main = await timed_reads(engine, origins, queries, timed, 800, count, progress)
+        out["read_p50_ms"], out["read_p95_ms"] = pct(main.ms, 50), pct(main.ms, 95)
+        out["reads_done"] = len(main.ms)
+        out["read_embed_p50_ms"] = pct(main.embed_ms, 50)
+        out["read_mean_tokens"] = statistics.fmean(main.tokens) if main.tokens else 0
+        out["read_mean_lines"] = statistics.fmean(main.lines) if main.lines else 0
+        problems = list(main.problems)
+        budget_checks = len(main.ms)
+        emit(out, "reads")
+        engine.apply_config(config(legacy_scope=False))
+        no_legacy = await timed_reads(engine, origins, queries, timed, 800, count)
+        out["read_no_legacy_p50_ms"] = pct(no_legacy.ms, 50)
+        out["read_no_legacy_p95_ms"] = pct(no_legacy.ms, 95)
+        problems += no_legacy.problems
+        budget_checks += len(no_legacy.ms)
+        engine.apply_config(config())
+        emit(out, "reads without the legacy scope")
+        small = [Origin(PLATFORM, f"{PLATFORM}:FriendMessage:{s[len(PLATFORM) + 1:]}", s[len(PLATFORM) + 1:])
+                 for s in rng.sample(store.other_scopes, min(len(store.other_scopes), n_queries // 2))]
+        small_reads = await timed_reads(engine, small, [words.query([]) for _ in small], timed, 800, count)
+        out["read_small_scope_p50_ms"] = pct(small_reads.ms, 50)
+        out["read_small_scope_p95_ms"] = pct(small_reads.ms, 95)
+        problems += small_reads.problems
+        budget_checks += len(small_reads.ms)
+        for budget in BUDGETS[1:]:
+            engine.apply_config(config(max_tokens=budget))
+            tight = await timed_reads(engine, origins[:50], queries[:50], timed, budget, count)
+            problems += tight.problems
+            budget_checks += len(tight.ms)
+        engine.apply_config(config())
+        out["budget_checks"] = budget_checks
+        out["budget_violations"] = len(problems)
+        out["budget_problems"] = problems[:5]
 
         out["rss_mb"] = rss_mb()
         out["peak_rss_mb"] = peak_mb()
         await engine.stop()
         await db.dispose()
+        out.pop("phase_done", None)
     finally:
         tmp.cleanup()
     return out
 
 
 # -- driver ------------------------------------------------------------------------------
+
+
+def _last_json(stdout: bytes) -> dict[str, Any] | None:
+    for line in reversed(stdout.decode(errors="replace").splitlines()):
+        try:
+            found = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(found, dict):
+            return found
+    return None
 
 
 def _fmt(v: Any, fmt: str) -> str:
@@ -419,16 +538,20 @@ ROWS = [
     ("items in database", "items_total", ",.0f"),
     ("bulk insert items (s)", "insert_items_s", ".2f"),
     ("bulk insert vectors (s)", "insert_vectors_s", ".2f"),
+    ("events (evidence of items)", "events", ",.0f"),
+    ("bulk insert events+FTS (s)", "insert_events_s", ".2f"),
     ("FTS rebuild (s)", "fts_rebuild_s", ".2f"),
     ("database file (MB)", "db_mb_after_fill", ".0f"),
-    ("cold start (s)", "cold_start_1_s", ".3f"),
-    ("  first read (ms)", "first_read_1_ms", ".1f"),
-    ("cold start again (s)", "cold_start_2_s", ".3f"),
-    ("  first read, ns file (ms)", "first_read_2_ms", ".1f"),
+    ("cold start (s)", "cold_start_s", ".3f"),
+    ("restart (s)", "cold_start_2_s", ".3f"),
+    ("  first read, ns file (ms)", "first_read_ns_file_ms", ".1f"),
+    ("  first read, ns rebuilt (ms)", "first_read_ns_build_ms", ".1f"),
+    ("reads done", "reads_done", ",.0f"),
     ("read p50 (ms)", "read_p50_ms", ".2f"),
     ("read p95 (ms)", "read_p95_ms", ".2f"),
     ("  query embedding p50 (ms)", "read_embed_p50_ms", ".2f"),
     ("  mean tokens injected", "read_mean_tokens", ".0f"),
+    ("  mean lines injected", "read_mean_lines", ".1f"),
     ("read p50, no legacy scope (ms)", "read_no_legacy_p50_ms", ".2f"),
     ("read p95, no legacy scope (ms)", "read_no_legacy_p95_ms", ".2f"),
     ("read small scope p50 (ms)", "read_small_scope_p50_ms", ".2f"),
@@ -442,17 +565,20 @@ ROWS = [
     ("RSS (MB)", "rss_mb", ".0f"),
     ("peak RSS (MB)", "peak_rss_mb", ".0f"),
     ("time for this size (s)", "seconds", ".1f"),
+    ("stopped at time limit after", "stopped_after", ""),
 ]
 
 
 def table(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     head = f"{'':<32}" + "".join(f"{r['size']:>12,}" for r in results)
     lines = [
-        f"scale bench: one scope of N items + {meta['scopes']} other scopes × {meta['other_items']} items; "
+        f"scale bench: one scope of N items + {meta['scopes']} other scopes × {meta['other_items']} items, "
+        f"{meta['events_per_item']} recorded turn(s) behind each; "
         f"vectors: {'HashEmbedder (384-d, fake)' if results and results[0].get('vectors') else 'none (keyword-only)'}; "
         f"{meta['queries']} reads, {meta['hooks']} hooks, {meta['writes']} candidates written per size",
         "read times exclude the embedder's own time; the hook is engine.record_turn; the plugin's default "
-        "identity settings read the legacy per-conversation scope too (the 'no legacy scope' rows turn it off)",
+        "identity settings read the legacy per-conversation scope too (the 'no legacy scope' rows turn it off)"
+        + (f"; overrides: {', '.join(meta['overrides'])}" if meta.get("overrides") else ""),
         "",
         head,
     ]
@@ -464,7 +590,7 @@ def table(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         else:
             if all(r.get(key) is None for r in results):
                 continue
-            cells = [_fmt(r.get(key), fmt) for r in results]
+            cells = [_fmt(r.get(key), fmt) if fmt else str(r.get(key) or "") for r in results]
         lines.append(f"{label:<32}" + "".join(f"{c:>12}" for c in cells))
     return "\n".join(lines)
 
@@ -477,41 +603,76 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--hooks", type=int, default=2000)
     parser.add_argument("--writes", type=int, default=400, help="candidates through the write pipeline")
+    parser.add_argument("--events-per-item", type=int, default=1,
+                        help="recorded turns behind each item (evidence-linked, keyword-indexed)")
     parser.add_argument("--no-vectors", action="store_true", help="keyword-only even if the engine takes an embedder")
-    parser.add_argument("--inline", action="store_true", help="run the sizes in this process")
+    parser.add_argument("--inline", action="store_true", help="run the sizes in this process (no time limit)")
+    parser.add_argument("--time-limit", type=float, default=560.0,
+                        help="seconds for all sizes; a size still running at its share is stopped and "
+                             "reported with what it measured so far")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.NAME=VALUE",
+                        help="override a plugin setting, e.g. read_policy.max_events=0 (repeatable)")
     parser.add_argument("--json", dest="json_out")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # child: run one size, print JSON
     args = parser.parse_args(argv)
 
+    OVERRIDES[:] = args.overrides
+    errors = LTMEngine(create_async_engine("sqlite+aiosqlite://"), config()).config_errors
+    if errors:
+        raise SystemExit(f"settings rejected: {errors}")
+
     def one(size: int) -> dict[str, Any]:
         start = time.perf_counter()
         result = asyncio.run(run_size(size, args.scopes, args.other_items, args.queries, args.hooks,
-                                      args.writes, not args.no_vectors))
+                                      args.writes, not args.no_vectors, args.events_per_item))
         result["seconds"] = time.perf_counter() - start
         return result
 
     if args.one is not None:
-        print(json.dumps(one(args.one)))
+        print(json.dumps(one(args.one)), flush=True)
         return 0
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    deadline = time.monotonic() + args.time_limit
+    weight = {size: 1.0 + size / 30000 for size in sizes}  # rough share of the run time
     results = []
-    for size in sizes:
+    for n, size in enumerate(sizes):
         if args.inline:
             results.append(one(size))
             continue
+        # The time left, shared among this size and the ones after it.
+        left = deadline - time.monotonic()
+        timeout = max(20.0, left * weight[size] / sum(weight[s] for s in sizes[n:]))
         cmd = [sys.executable, "-m", "bench.scale", "--one", str(size), "--scopes", str(args.scopes),
                "--other-items", str(args.other_items), "--queries", str(args.queries),
-               "--hooks", str(args.hooks), "--writes", str(args.writes)]
+               "--hooks", str(args.hooks), "--writes", str(args.writes),
+               "--events-per-item", str(args.events_per_item)]
         if args.no_vectors:
             cmd.append("--no-vectors")
-        done = subprocess.run(cmd, capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
-        if done.returncode != 0:
-            sys.stderr.write(done.stderr)
-            raise SystemExit(f"size {size} failed")
-        results.append(json.loads(done.stdout.strip().splitlines()[-1]))
-        print(f"size {size:,}: {results[-1]['seconds']:.1f} s", file=sys.stderr)
+        for setting in args.overrides:
+            cmd += ["--set", setting]
+        start = time.monotonic()
+        try:
+            done = subprocess.run(cmd, capture_output=True, cwd=Path(__file__).resolve().parent.parent,
+                                  timeout=timeout)
+            stdout, failed = done.stdout, done.returncode != 0
+            if failed:
+                sys.stderr.write(done.stderr.decode(errors="replace"))
+        except subprocess.TimeoutExpired as exc:
+            stdout, failed = exc.stdout or b"", False
+        result = _last_json(stdout)
+        if result is None:
+            raise SystemExit(f"size {size} failed before measuring anything")
+        if "phase_done" in result:  # stopped (or failed) part-way
+            result["stopped_after"] = result.pop("phase_done")
+            result["seconds"] = time.monotonic() - start
+            shutil.rmtree(result.get("tmpdir", ""), ignore_errors=True)
+            print(f"size {size:,}: {'failed' if failed else f'stopped at its time limit ({timeout:.0f} s)'} "
+                  f"after: {result['stopped_after']}", file=sys.stderr)
+        results.append(result)
+        print(f"size {size:,}: {result['seconds']:.1f} s", file=sys.stderr)
     meta = {"scopes": args.scopes, "other_items": args.other_items, "queries": args.queries,
-            "hooks": args.hooks, "writes": args.writes}
+            "hooks": args.hooks, "writes": args.writes, "events_per_item": args.events_per_item,
+            "overrides": args.overrides, "time_limit": args.time_limit}
     print(table(results, meta))
     if args.json_out:
         out = Path(args.json_out)

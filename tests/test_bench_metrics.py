@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from astrbot_plugin_ltm.policy import ReadPolicy
 from astrbot_plugin_ltm.tokens import EstimateCounter
 from bench import locomo
 from bench.embedders import HashEmbedder
@@ -243,9 +244,12 @@ def test_load_conversations_fixture():
 
 def test_whole_run_on_fixture(tmp_path):
     convs = locomo.load_conversations(FIXTURE)
+    # Memories only, so that the figures below follow from the facts alone
+    # (raw turns beside them are the reader's business, tested elsewhere).
+    pin = ["read_policy.max_events=0"] if hasattr(ReadPolicy, "max_events") else []
     doc = asyncio.run(locomo.run(
         convs, max_tokens=800, max_items=15, embedder=HashEmbedder(), counter=EstimateCounter(),
-        db_path=tmp_path / "tiny.db",
+        db_path=tmp_path / "tiny.db", overrides=pin,
     ))
     q = doc["questions"]
     assert (q["total"], q["scored"], q["categories_1_4"], q["category_5"]) == (5, 4, 3, 1)
