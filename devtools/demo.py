@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\n  Dashboard: {bot.url}\n  Login:     astrbot / {password}\n"
         f"  Web chat:  {bot.url}/#/chat\n"
+        f"  Memory review page: {bot.url}/#/plugin-view/astrbot_plugin_ltm/review\n",
         flush=True,
     )
     if args.offline_demo:
