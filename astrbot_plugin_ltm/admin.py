@@ -11,7 +11,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, func, or_, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from .config import LTMConfig
@@ -49,6 +48,31 @@ class ItemFilter:
     query: str | None = None
     min_confidence: float | None = None
     told_by: str | None = None  # only items evidenced by this sender's messages
+
+    def conditions(self) -> list[Any]:
+        """The SQL conditions of these filters; unknown values are refused."""
+        conditions: list[Any] = []
+        if self.scope:
+            conditions.append(MemoryItem.scope == self.scope)
+        if self.scope_id:
+            conditions.append(MemoryItem.scope_id == self.scope_id)
+        if self.type:
+            if self.type not in MEMORY_TYPES:
+                raise AdminError(f"type must be one of {', '.join(MEMORY_TYPES)}")
+            conditions.append(MemoryItem.type == self.type)
+        if self.status == "pending":
+            conditions.append(MemoryItem.awaiting_approval.is_(True))
+        elif self.status:
+            if self.status not in tuple(Status):
+                raise AdminError(f"status must be one of {', '.join(Status)} or pending")
+            conditions.append(MemoryItem.status == self.status)
+        if self.min_confidence is not None:
+            conditions.append(MemoryItem.confidence >= self.min_confidence)
+        if self.query:
+            conditions.append(MemoryItem.fact.contains(self.query))
+        if self.told_by:
+            conditions.append(told_by(self.told_by))
+        return conditions
 
 
 def item_dict(item: MemoryItem) -> dict[str, Any]:
@@ -92,27 +116,7 @@ class Admin:
     ) -> tuple[list[MemoryItem], int]:
         if sort not in SORTS:
             raise AdminError(f"sort must be one of {', '.join(SORTS)}")
-        conditions = []
-        if f.scope:
-            conditions.append(MemoryItem.scope == f.scope)
-        if f.scope_id:
-            conditions.append(MemoryItem.scope_id == f.scope_id)
-        if f.type:
-            if f.type not in MEMORY_TYPES:
-                raise AdminError(f"type must be one of {', '.join(MEMORY_TYPES)}")
-            conditions.append(MemoryItem.type == f.type)
-        if f.status == "pending":
-            conditions.append(MemoryItem.awaiting_approval.is_(True))
-        elif f.status:
-            if f.status not in tuple(Status):
-                raise AdminError(f"status must be one of {', '.join(Status)} or pending")
-            conditions.append(MemoryItem.status == f.status)
-        if f.min_confidence is not None:
-            conditions.append(MemoryItem.confidence >= f.min_confidence)
-        if f.query:
-            conditions.append(MemoryItem.fact.contains(f.query))
-        if f.told_by:
-            conditions.append(told_by(f.told_by))
+        conditions = f.conditions()
         where = and_(*conditions) if conditions else True
         async with self._db.read() as session:
             total = (await session.execute(select(func.count()).select_from(MemoryItem).where(where))).scalar_one()

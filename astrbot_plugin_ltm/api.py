@@ -138,17 +138,7 @@ class MemoryAPI:
             raise AdminError("the search text has no searchable words")
         scopes = [(f.scope, f.scope_id)] if f.scope and f.scope_id else None
         statuses = tuple(Status) if f.status in (None, "pending") else (f.status,)
-        conditions = []
-        if f.scope:
-            conditions.append(MemoryItem.scope == f.scope)
-        if f.scope_id:
-            conditions.append(MemoryItem.scope_id == f.scope_id)
-        if f.type:
-            conditions.append(MemoryItem.type == f.type)
-        if f.status == "pending":
-            conditions.append(MemoryItem.awaiting_approval.is_(True))
-        if f.min_confidence is not None:
-            conditions.append(MemoryItem.confidence >= f.min_confidence)
+        conditions = f.conditions()
         async with self.engine.db.read() as session:
             ids = [rowid for rowid, _ in await fts_search(session, tokens, scopes, statuses, SEARCH_LIMIT)]
             rows = await session.execute(select(MemoryItem).where(MemoryItem.id.in_(ids), *conditions))

@@ -7,7 +7,7 @@ permission in main.py and check ``origin.is_admin`` here as well.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from .admin import AdminError, ItemFilter
 from .db import ReadOnlyError
@@ -28,7 +28,7 @@ LIST_LIMIT = 20
 class Commands:
     def __init__(self, engine: LTMEngine) -> None:
         self.engine = engine
-        self._forget_all_asked: dict[Scope, object] = {}
+        self._forget_all_asked: dict[Scope, datetime] = {}
 
     def _own_scope(self, origin: Origin) -> Scope:
         return self.engine.resolver.user_scope(origin)

@@ -14,7 +14,6 @@ from typing import Any, Protocol
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-from .logs import log
 from .admin import Admin
 from .candidates import Candidate
 from .config import LTMConfig, parse_config

@@ -19,7 +19,7 @@ from .logs import log
 from .config import LTMConfig
 from .db import Database, ReadOnlyError, events_fts_insert
 from .models import MemoryEvent, utcnow
-from .scope import Origin, ScopeResolver
+from .scope import Origin, Scope, ScopeResolver
 from .tasks import BackgroundTask
 
 
@@ -53,9 +53,8 @@ class EventRecorder:
 
     # -- hot path ---------------------------------------------------------
 
-    def _event(self, origin: Origin, source_type: str, role: str, content: dict[str, Any],
-               created_at: datetime | None) -> MemoryEvent:
-        scope = self._resolver().write_scope(origin)
+    def _event(self, scope: Scope, origin: Origin, source_type: str, role: str, content: dict[str, Any],
+                created_at: datetime | None) -> MemoryEvent:
         is_human = role == "user"
         return MemoryEvent(
             scope=scope.kind,
@@ -79,12 +78,13 @@ class EventRecorder:
         created_at: datetime | None = None,
     ) -> list[MemoryEvent]:
         limit = self._config().recording.max_message_chars
+        scope = self._resolver().write_scope(origin)
         events = []
         for role, raw in (("user", user_text), ("assistant", assistant_text)):
             if raw and raw.strip():
                 body, cut = truncate(raw.strip(), limit)
                 content = {"text": body, **({"truncated": True} if cut else {})}
-                events.append(self._event(origin, "message", role, content, created_at))
+                events.append(self._event(scope, origin, "message", role, content, created_at))
         self._enqueue(events)
         return events
 
@@ -103,7 +103,7 @@ class EventRecorder:
         content = {"tool": tool, "args": args or {}, "result": body}
         if cut:
             content.update(truncated=True, original_chars=len(text))
-        event = self._event(origin, "tool_result", "tool", content, created_at)
+        event = self._event(self._resolver().write_scope(origin), origin, "tool_result", "tool", content, created_at)
         self._enqueue([event])
         return event
 

@@ -49,18 +49,9 @@ def _iso(value: datetime) -> str:
 
 
 async def export_items(db: Database, f: ItemFilter, now: datetime | None = None) -> dict[str, Any]:
-    conditions = []
-    if f.scope:
-        conditions.append(MemoryItem.scope == f.scope)
-    if f.scope_id:
-        conditions.append(MemoryItem.scope_id == f.scope_id)
-    if f.status:
-        conditions.append(MemoryItem.status == f.status)
-    if f.type:
-        conditions.append(MemoryItem.type == f.type)
     async with db.read() as session:
         items = (
-            await session.execute(select(MemoryItem).where(and_(True, *conditions)).order_by(MemoryItem.id))
+            await session.execute(select(MemoryItem).where(and_(True, *f.conditions())).order_by(MemoryItem.id))
         ).scalars().all()
         links = (
             await session.execute(

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import faiss
 import numpy as np
-from sqlalchemy import and_, delete, func, or_, select
+from sqlalchemy import and_, delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from .logs import log

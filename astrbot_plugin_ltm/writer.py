@@ -16,7 +16,6 @@ from typing import Protocol
 from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from .logs import log
 from .candidates import Candidate
 from .config import LTMConfig
 from .db import fts_delete, fts_upsert

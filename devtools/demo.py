@@ -15,7 +15,6 @@ import argparse
 import secrets
 import signal
 import sys
-from pathlib import Path
 
 from . import fake_openai
 from .astrbot_home import (
