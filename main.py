@@ -137,13 +137,15 @@ class LTMPlugin(Star):
     async def ltm_help(self, event: AstrMessageEvent):
         yield event.plain_result(HELP)
 
+    # status, list, forget and forget-all take an operator's target (another
+    # scope); Commands checks the admin permission for those.
     @ltm.command("status")
-    async def ltm_status(self, event: AstrMessageEvent):
-        yield event.plain_result(await self._reply(event, lambda c, o: c.status(o)))
+    async def ltm_status(self, event: AstrMessageEvent, target: str = ""):
+        yield event.plain_result(await self._reply(event, lambda c, o: c.status(o, target)))
 
     @ltm.command("list")
-    async def ltm_list(self, event: AstrMessageEvent):
-        yield event.plain_result(await self._reply(event, lambda c, o: c.list(o)))
+    async def ltm_list(self, event: AstrMessageEvent, target: str = ""):
+        yield event.plain_result(await self._reply(event, lambda c, o: c.list(o, target)))
 
     @ltm.command("remember")
     async def ltm_remember(self, event: AstrMessageEvent, fact: GreedyStr):
@@ -154,8 +156,9 @@ class LTMPlugin(Star):
         yield event.plain_result(await self._reply(event, lambda c, o: c.forget(o, memory_id)))
 
     @ltm.command("forget-all")
-    async def ltm_forget_all(self, event: AstrMessageEvent, confirm: str = ""):
-        yield event.plain_result(await self._reply(event, lambda c, o: c.forget_all(o, confirm)))
+    async def ltm_forget_all(self, event: AstrMessageEvent, target: str = "", confirm: str = ""):
+        # "/ltm forget-all confirm" arrives as target="confirm"; Commands sorts it out.
+        yield event.plain_result(await self._reply(event, lambda c, o: c.forget_all(o, target, confirm)))
 
     @filter.permission_type(filter.PermissionType.ADMIN)
     @ltm.command("pending")

@@ -24,7 +24,7 @@ from .db import ReadOnlyError, fts_search
 from .engine import LTMEngine
 from .models import ExtractionStatus, MemoryAudit, MemoryEvent, MemoryItem
 from .policy import MEMORY_TYPES, Status
-from .scope import Scope
+from .scope import SCOPE_KINDS, Scope
 from .text import query_tokens
 from .transfer import MAX_IMPORT_BYTES, export_items, import_items
 from .writer import audit
@@ -116,7 +116,7 @@ class MemoryAPI:
             raise AdminError("min_confidence must be a number") from None
         if min_confidence is not None and not 0 <= min_confidence <= 1:
             raise AdminError("min_confidence must be between 0 and 1")
-        scope = _choice(query, "scope", ("user", "group"))
+        scope = _choice(query, "scope", SCOPE_KINDS)
         f = ItemFilter(
             scope=scope,
             scope_id=query.get("scope_id") or None,
@@ -178,7 +178,7 @@ class MemoryAPI:
     async def list_events(self, query: Mapping[str, Any]) -> dict[str, Any]:
         page, size = _page(query)
         conditions = []
-        scope = _choice(query, "scope", ("user", "group"))
+        scope = _choice(query, "scope", SCOPE_KINDS)
         if scope:
             conditions.append(MemoryEvent.scope == scope)
         if query.get("scope_id"):
@@ -203,7 +203,7 @@ class MemoryAPI:
         return {"events": events, "total": total, "page": page, "page_size": size}
 
     async def stats(self, query: Mapping[str, Any]) -> dict[str, Any]:
-        scope = _choice(query, "scope", ("user", "group"))
+        scope = _choice(query, "scope", SCOPE_KINDS)
         scopes = [Scope(scope, query["scope_id"])] if scope and query.get("scope_id") else None
         per_scope = await self.engine.admin.stats(scopes, kind=scope)
         return {
@@ -300,7 +300,7 @@ class MemoryAPI:
 
     async def export(self, query: Mapping[str, Any]) -> dict[str, Any]:
         f = ItemFilter(
-            scope=_choice(query, "scope", ("user", "group")),
+            scope=_choice(query, "scope", SCOPE_KINDS),
             scope_id=query.get("scope_id") or None,
             status=_choice(query, "status", tuple(Status)),
             type=_choice(query, "type", MEMORY_TYPES),

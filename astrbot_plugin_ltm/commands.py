@@ -1,8 +1,11 @@
 """The `/ltm` chat commands, as text in → text out over the engine.
 
-A user's commands act on their own memory only; the operator commands
-(approving, rejecting, other users' scopes) are wired with AstrBot's admin
-permission in main.py and check ``origin.is_admin`` here as well.
+A user's commands act on their own memory only. The operator-only commands
+(pending, approve, reject) are wired with AstrBot's admin permission in
+main.py and check ``origin.is_admin`` here as well. The operator variants of
+status, list, forget and forget-all (another user's or group's scope) share
+their command with the users' one, so ``origin.is_admin`` (AstrBot's
+``event.is_admin()``) checked here is what guards them.
 """
 
 from __future__ import annotations
@@ -12,32 +15,75 @@ from datetime import datetime, timedelta
 from .admin import AdminError, ItemFilter
 from .db import ReadOnlyError
 from .engine import LTMEngine
-from .scope import Origin, Scope
+from .models import MemoryItem
+from .scope import SCOPE_KINDS, Origin, Scope
 
-HELP = """/ltm status — what the bot keeps about you
+TARGET_SYNTAX = "<user id>, user:<user id> or group:<group id> (e.g. qq:12345, group:qq:67890)"
+
+HELP = f"""/ltm status — what the bot keeps about you
 /ltm list — your memories (id, type, status)
 /ltm remember <fact> — store a fact now
 /ltm forget <id> — delete one of your memories
 /ltm forget-all — delete all your memories (asks to confirm)
-Operators: /ltm pending, /ltm approve <id>, /ltm reject <id>"""
+Operators: /ltm pending, /ltm approve <id>, /ltm reject <id>,
+/ltm status <target>, /ltm list <target>, /ltm forget <id> (any memory),
+/ltm forget-all <target> (asks to confirm)
+<target> is {TARGET_SYNTAX}"""
 
 CONFIRM_WINDOW = timedelta(seconds=120)
 LIST_LIMIT = 20
 
 
+def parse_target(text: str) -> Scope:
+    """The scope an operator names. Scope ids contain ':' themselves
+    (``qq:12345``), so only a known kind before the first colon is a kind;
+    anything else is a user id as a whole."""
+    text = text.strip()
+    kind, colon, scope_id = text.partition(":")
+    if not (colon and kind in SCOPE_KINDS):
+        kind, scope_id = "user", text
+    if not scope_id.strip():
+        raise AdminError(f"No scope id given. Target: {TARGET_SYNTAX}.")
+    return Scope(kind, scope_id.strip())
+
+
+def _in_scope(scope: Scope, **more: str) -> ItemFilter:
+    return ItemFilter(scope=scope.kind, scope_id=scope.id, **more)
+
+
 class Commands:
     def __init__(self, engine: LTMEngine) -> None:
         self.engine = engine
-        self._forget_all_asked: dict[Scope, datetime] = {}
+        # (scope, actor) → when forget-all was asked: only the one who asked,
+        # in the same role, can confirm.
+        self._forget_all_asked: dict[tuple[Scope, str], datetime] = {}
 
     def _own_scope(self, origin: Origin) -> Scope:
         return self.engine.resolver.user_scope(origin)
 
-    async def status(self, origin: Origin) -> str:
-        scopes = self.engine.resolver.read_scopes(origin)
-        stats = await self.engine.admin.stats(scopes)
+    @staticmethod
+    def _target(origin: Origin, target: str, verb: str) -> Scope | None:
+        """The scope an operator's target names; None without a target (the
+        caller's own memories). A user's target is refused (AdminError)
+        before anything is read."""
+        if not target.strip():
+            return None
+        if not origin.is_admin:
+            raise AdminError(f"Only an operator can {verb} other users' memories.")
+        return parse_target(target)
+
+    @staticmethod
+    def _nothing_in(scope: Scope) -> str:
+        return f"I keep no memories in {scope}. (Target: {TARGET_SYNTAX}.)"
+
+    async def status(self, origin: Origin, target: str = "") -> str:
+        try:
+            scope = self._target(origin, target, "see")
+        except AdminError as exc:
+            return str(exc)
+        stats = await self.engine.admin.stats([scope] if scope else self.engine.resolver.read_scopes(origin))
         if not stats:
-            return "I don't keep any memories about you yet."
+            return self._nothing_in(scope) if scope else "I don't keep any memories about you yet."
         lines = []
         for s in stats:
             counts = ", ".join(f"{n} {status}" for status, n in sorted(s["by_status"].items())) or "no memories"
@@ -50,21 +96,23 @@ class Commands:
     def _own_filters(self, origin: Origin) -> list[ItemFilter]:
         """A user's memories: their own scope and, in a group, what the group
         remembers from their own messages."""
-        scope = self._own_scope(origin)
-        filters = [ItemFilter(scope=scope.kind, scope_id=scope.id)]
+        filters = [_in_scope(self._own_scope(origin))]
         if origin.is_group:
-            group = self.engine.resolver.group_scope(origin)
-            filters.append(ItemFilter(scope=group.kind, scope_id=group.id, told_by=origin.sender_id))
+            filters.append(_in_scope(self.engine.resolver.group_scope(origin), told_by=origin.sender_id))
         return filters
 
-    async def list(self, origin: Origin) -> str:
+    async def list(self, origin: Origin, target: str = "") -> str:
+        try:
+            scope = self._target(origin, target, "see")
+        except AdminError as exc:
+            return str(exc)
         items, total = [], 0
-        for f in self._own_filters(origin):
+        for f in [_in_scope(scope)] if scope else self._own_filters(origin):
             found, count = await self.engine.admin.list_items(f, sort="importance", limit=LIST_LIMIT)
             items.extend(found)
             total += count
         if not items:
-            return "I don't remember anything about you."
+            return self._nothing_in(scope) if scope else "I don't remember anything about you."
         lines = [
             f"{i.memory_id[:8]} [{i.type}] {i.fact}"
             + ("" if i.status == "active" else f" ({'awaiting approval' if i.awaiting_approval else i.status})")
@@ -86,40 +134,65 @@ class Commands:
         return f"Remembered ({outcome.memory_id[:8]}): {outcome.fact}.{note}"
 
     async def forget(self, origin: Origin, memory_id: str) -> str:
+        """A user forgets one of their own memories; an operator any memory."""
+        role = "operator" if origin.is_admin else "user"
         try:
-            try:
-                item = await self.engine.admin.find_by_prefix(memory_id, [self._own_scope(origin)])
-            except AdminError:
-                if not origin.is_group:
-                    raise
-                group = self.engine.resolver.group_scope(origin)
-                item = await self.engine.admin.find_by_prefix(memory_id, [group], sender_id=origin.sender_id)
-            await self.engine.admin.delete(item.memory_id, f"user:{origin.sender_id}", "forgotten by the user")
+            item = await self._forgettable(origin, memory_id)
+            await self.engine.admin.delete(item.memory_id, f"{role}:{origin.sender_id}", f"forgotten by the {role}")
         except AdminError as exc:
             return str(exc)
         except ReadOnlyError:
             return "Memory is read-only right now; nothing was deleted."
-        return f"Forgotten: {item.fact}"
+        # An operator may reach into any scope: say whose it was.
+        return f"Forgotten: {item.fact}" + (f" ({item.scope}:{item.scope_id})" if origin.is_admin else "")
 
-    async def forget_all(self, origin: Origin, confirm: str) -> str:
-        scope = self._own_scope(origin)
-        now = self.engine.clock()
-        asked = self._forget_all_asked.get(scope)
-        if confirm.strip().lower() != "confirm" or asked is None or now - asked > CONFIRM_WINDOW:
-            items, total = await self.engine.admin.list_items(ItemFilter(scope=scope.kind, scope_id=scope.id), limit=1)
-            if total == 0:
-                return "I don't remember anything about you."
-            self._forget_all_asked[scope] = now
-            return (
-                f"This deletes all {total} memories I keep about you. "
-                "Send /ltm forget-all confirm within 2 minutes to go ahead."
-            )
-        self._forget_all_asked.pop(scope, None)
+    async def _forgettable(self, origin: Origin, memory_id: str) -> MemoryItem:
+        """The memory an id prefix names, among those the caller may forget:
+        an operator any; a user their own scope's and, in a group, what the
+        group keeps from their own messages."""
+        if origin.is_admin:
+            return await self.engine.admin.find_by_prefix(memory_id)
         try:
-            count = await self.engine.admin.forget_scope(scope, f"user:{origin.sender_id}")
+            return await self.engine.admin.find_by_prefix(memory_id, [self._own_scope(origin)])
+        except AdminError:
+            if not origin.is_group:
+                raise
+            group = self.engine.resolver.group_scope(origin)
+            return await self.engine.admin.find_by_prefix(memory_id, [group], sender_id=origin.sender_id)
+
+    async def forget_all(self, origin: Origin, *args: str) -> str:
+        """``forget-all [confirm]`` for your own memories, ``forget-all
+        <target> [confirm]`` for an operator's on another scope. A trailing
+        ``confirm`` is always the confirmation (a user whose id is "confirm"
+        is ``user:confirm``)."""
+        words = " ".join(args).split()
+        confirmed = bool(words) and words[-1].lower() == "confirm"
+        try:
+            target = self._target(origin, " ".join(words[:-1] if confirmed else words), "delete")
+        except AdminError as exc:
+            return str(exc)
+        if target:
+            scope, actor, whose = target, f"operator:{origin.sender_id}", f"of {target}"
+            command, nothing = f"/ltm forget-all {target} confirm", self._nothing_in(target)
+        else:
+            scope, actor, whose = self._own_scope(origin), f"user:{origin.sender_id}", "I keep about you"
+            command, nothing = "/ltm forget-all confirm", "I don't remember anything about you."
+        key, now = (scope, actor), self.engine.clock()
+        for stale in [k for k, t in self._forget_all_asked.items() if now - t > CONFIRM_WINDOW]:
+            del self._forget_all_asked[stale]
+        asked = self._forget_all_asked.get(key)
+        if not confirmed or asked is None or now - asked > CONFIRM_WINDOW:
+            _, total = await self.engine.admin.list_items(_in_scope(scope), limit=1)
+            if total == 0:
+                return nothing
+            self._forget_all_asked[key] = now
+            return f"This deletes all {total} memories {whose}. Send {command} within 2 minutes to go ahead."
+        self._forget_all_asked.pop(key, None)
+        try:
+            count = await self.engine.admin.forget_scope(scope, actor)
         except ReadOnlyError:
             return "Memory is read-only right now; nothing was deleted."
-        return f"Deleted {count} memories."
+        return f"Deleted {count} memories of {target}." if target else f"Deleted {count} memories."
 
     # -- operators -------------------------------------------------------
 

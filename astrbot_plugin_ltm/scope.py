@@ -34,9 +34,12 @@ class Origin:
         return self.sender_name or self.sender_id
 
 
+SCOPE_KINDS = ("user", "group")
+
+
 @dataclass(frozen=True, order=True)
 class Scope:
-    kind: str  # user | group
+    kind: str  # one of SCOPE_KINDS
     id: str
 
     def __str__(self) -> str:

@@ -22,6 +22,7 @@ from .admin import AdminError, ItemFilter
 from .db import Database, events_fts_insert, fts_upsert
 from .models import MemoryEvent, MemoryEvidence, MemoryItem, MemoryTombstone, as_utc, utcnow
 from .policy import MEMORY_TYPES, Status
+from .scope import SCOPE_KINDS
 from .text import normalize_fact_key
 from .writer import audit
 
@@ -145,7 +146,7 @@ def validate_export(payload: Any) -> list[dict[str, Any]]:
             raise AdminError(f"{where}: unknown type {item['type']!r}")
         if item["status"] not in tuple(Status):
             raise AdminError(f"{where}: unknown status {item['status']!r}")
-        if item["scope"] not in ("user", "group") or not isinstance(item["scope_id"], str) or not item["scope_id"]:
+        if item["scope"] not in SCOPE_KINDS or not isinstance(item["scope_id"], str) or not item["scope_id"]:
             raise AdminError(f"{where}: bad scope")
         if not isinstance(item["fact"], str) or not item["fact"].strip():
             raise AdminError(f"{where}: empty fact")

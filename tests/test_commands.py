@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from astrbot_plugin_ltm.commands import HELP, Commands
+from astrbot_plugin_ltm.admin import AdminError
+from astrbot_plugin_ltm.commands import HELP, TARGET_SYNTAX, Commands, parse_target
 from astrbot_plugin_ltm.models import MemoryItem
+from astrbot_plugin_ltm.scope import Scope
 
 
 @pytest.fixture
@@ -168,6 +170,10 @@ async def test_pending_approve_reject(make_ltm, origin):
 def test_help_lists_every_command():
     for name in ("status", "list", "remember", "forget", "forget-all", "pending", "approve", "reject"):
         assert f"/ltm {name}" in HELP
+    for variant in ("status <target>", "list <target>", "forget-all <target>"):
+        assert f"/ltm {variant}" in HELP
+    assert f"<target> is {TARGET_SYNTAX}" in HELP
+    assert "user:<user id>" in TARGET_SYNTAX and "group:<group id>" in TARGET_SYNTAX
 
 
 async def test_what_a_user_remembers_in_a_group_they_can_list_and_forget(ltm, cmd, origin):
@@ -180,3 +186,165 @@ async def test_what_a_user_remembers_in_a_group_they_can_list_and_forget(ltm, cm
     assert short_id in await cmd.list(bob)
     assert (await cmd.forget(bob, short_id)).startswith("Forgotten")
     assert await ltm.items() == []
+
+
+# -- operator variants: another user's or group's scope -----------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "scope"),
+    [
+        ("qq:12345", Scope("user", "qq:12345")),  # a bare id is a user
+        ("user:qq:12345", Scope("user", "qq:12345")),
+        ("group:qq:67890", Scope("group", "qq:67890")),
+        ("  group:aiocqhttp:1:2 ", Scope("group", "aiocqhttp:1:2")),  # split at the first colon only
+        ("user:group:7", Scope("user", "group:7")),  # how to name a user whose id starts with a kind
+        ("session:abc", Scope("user", "session:abc")),  # not a kind: part of the user id
+        ("Group:qq:1", Scope("user", "Group:qq:1")),  # kinds are lower case
+        ("webchat:FriendMessage:webchat!a!b", Scope("user", "webchat:FriendMessage:webchat!a!b")),
+        ("alice", Scope("user", "alice")),
+    ],
+)
+def test_parse_target(text, scope):
+    assert parse_target(text) == scope
+
+
+@pytest.mark.parametrize("text", ["user:", "group:", "group:   ", "   "])
+def test_parse_target_without_an_id_says_the_syntax(text):
+    with pytest.raises(AdminError) as exc:
+        parse_target(text)
+    assert str(exc.value) == f"No scope id given. Target: {TARGET_SYNTAX}."
+
+
+async def _alice_bob_and_a_group(ltm, cmd, origin) -> None:
+    """alice: 2 memories, bob: 1, group qq:g1: 1 (from carol's words)."""
+    await cmd.remember(origin("alice"), "I like green tea")
+    await cmd.remember(origin("alice"), "I live in Paris")
+    await cmd.remember(origin("bob"), "I like coffee")
+    await cmd.remember(origin("carol", group="g1"), "I am vegetarian")
+    assert len(await ltm.items()) == 4
+
+
+async def test_operator_lists_and_counts_another_scope(ltm, cmd, origin):
+    op = origin("root", admin=True)
+    await _alice_bob_and_a_group(ltm, cmd, origin)
+    tea = await ltm.item(MemoryItem.fact == "Alice like green tea")
+    group_item = await ltm.item(MemoryItem.scope == "group")
+
+    for target in ("qq:alice", "user:qq:alice"):
+        lines = (await cmd.list(op, target)).split("\n")
+        assert f"{tea.memory_id[:8]} [preference] Alice like green tea" in lines
+        assert len(lines) == 2 and not any("Bob" in line or "Carol" in line for line in lines)
+    assert (await cmd.list(op, "group:qq:g1")) == f"{group_item.memory_id[:8]} [{group_item.type}] {group_item.fact}"
+
+    status = await cmd.status(op, "qq:alice")
+    assert status.startswith("user qq:alice: 2 active; 0 message(s) waiting for extraction")
+    assert "qq:bob" not in status and status.endswith("Write mode: auto.")
+    assert (await cmd.status(op, "group:qq:g1")).startswith("group qq:g1: 1 active;")
+
+    # the operator's own memories are still what the plain commands show
+    assert await cmd.list(op) == "I don't remember anything about you."
+    assert await cmd.status(op) == "I don't keep any memories about you yet."
+
+
+async def test_operator_target_with_nothing_in_it_says_so_with_the_syntax(ltm, cmd, origin):
+    op = origin("root", admin=True)
+    await _alice_bob_and_a_group(ltm, cmd, origin)
+    # a typo (no platform prefix) names an empty scope: a message, not an exception
+    for command in (cmd.list, cmd.status):
+        assert await command(op, "alice") == f"I keep no memories in user:alice. (Target: {TARGET_SYNTAX}.)"
+        assert await command(op, "group:qq:nope") == (
+            f"I keep no memories in group:qq:nope. (Target: {TARGET_SYNTAX}.)"
+        )
+        assert await command(op, "user:") == f"No scope id given. Target: {TARGET_SYNTAX}."
+    assert await cmd.forget_all(op, "group:", "confirm") == f"No scope id given. Target: {TARGET_SYNTAX}."
+    assert "I keep no memories in user:qq:nobody" in await cmd.forget_all(op, "qq:nobody", "")
+    assert len(await ltm.items()) == 4
+
+
+async def test_users_cannot_target_other_scopes_and_nothing_is_read(ltm, cmd, origin, monkeypatch):
+    a, carol = origin("alice"), origin("carol", group="g1")
+    await _alice_bob_and_a_group(ltm, cmd, origin)
+    before = await ltm.table_snapshot()
+
+    def no_access(*args, **kwargs):
+        raise AssertionError("a refused command touched the memory store")
+
+    for name in ("stats", "list_items", "find_by_prefix", "forget_scope", "delete"):
+        monkeypatch.setattr(ltm.engine.admin, name, no_access)
+    see = "Only an operator can see other users' memories."
+    delete = "Only an operator can delete other users' memories."
+    for user in (a, carol):
+        for target in ("qq:bob", "user:qq:bob", "group:qq:g1", "qq:alice"):  # even their own, by target
+            assert await cmd.status(user, target) == see
+            assert await cmd.list(user, target) == see
+            assert await cmd.forget_all(user, target, "") == delete
+            assert await cmd.forget_all(user, target, "confirm") == delete
+    assert cmd._forget_all_asked == {}
+    monkeypatch.undo()
+
+    assert await ltm.table_snapshot() == before
+    # a user's forget still reaches only their own memories
+    coffee = await ltm.item(MemoryItem.scope_id == "qq:bob")
+    assert await cmd.forget(a, coffee.memory_id[:8]) == f"no memory {coffee.memory_id[:8]} here"
+    assert len(await ltm.items()) == 4 and await ltm.tombstones() == []
+
+
+async def test_operator_forgets_any_memory_by_id_prefix(ltm, cmd, origin):
+    op = origin("root", admin=True)
+    await _alice_bob_and_a_group(ltm, cmd, origin)
+    coffee = await ltm.item(MemoryItem.scope_id == "qq:bob")
+    group_item = await ltm.item(MemoryItem.scope == "group")
+
+    assert await cmd.forget(op, coffee.memory_id[:8]) == "Forgotten: Bob like coffee (user:qq:bob)"
+    assert await cmd.forget(op, group_item.memory_id[:8]) == f"Forgotten: {group_item.fact} (group:qq:g1)"
+    assert sorted(i.scope_id for i in await ltm.items()) == ["qq:alice", "qq:alice"]
+    tombs = await ltm.tombstones()
+    assert sorted(t.scope_id for t in tombs) == ["qq:bob", "qq:g1"]
+    assert {t.actor for t in tombs} == {"operator:root"}
+    deletes = [r for r in await ltm.audit() if r.action == "delete"]
+    assert {(r.actor, r.reason) for r in deletes} == {("operator:root", "forgotten by the operator")}
+
+    assert await cmd.forget(op, coffee.memory_id[:8]) == f"no memory {coffee.memory_id[:8]} here"
+    assert "at least 4" in await cmd.forget(op, "abc")
+    assert len(await ltm.items()) == 2
+
+
+async def test_operator_forget_all_of_a_target_needs_the_operators_own_confirmation(ltm, cmd, origin):
+    op, other_op = origin("root", admin=True), origin("admin2", admin=True)
+    alice = origin("alice")
+    await _alice_bob_and_a_group(ltm, cmd, origin)
+
+    # "confirm" before being asked deletes nothing: it asks, naming the target
+    reply = await cmd.forget_all(op, "qq:alice", "confirm")
+    assert reply == (
+        "This deletes all 2 memories of user:qq:alice. "
+        "Send /ltm forget-all user:qq:alice confirm within 2 minutes to go ahead."
+    )
+    assert len(await ltm.items()) == 4
+    assert "deletes all 2 memories of user:qq:alice" in await cmd.forget_all(op, "qq:alice", "")  # asked now
+
+    # another operator's confirmation does not count
+    assert "deletes all 2 memories of user:qq:alice" in await cmd.forget_all(other_op, "qq:alice", "confirm")
+    # nor does a confirmation for another target, the operator's own scope, or alice's own
+    assert "deletes all 1 memories of user:qq:bob" in await cmd.forget_all(op, "qq:bob", "confirm")
+    assert await cmd.forget_all(op, "confirm", "") == "I don't remember anything about you."
+    assert "deletes all 2 memories I keep about you" in await cmd.forget_all(alice, "confirm", "")
+    assert len(await ltm.items()) == 4
+
+    # the operator's confirmation within 2 minutes; the same scope, however named
+    ltm.clock.advance(seconds=90)
+    assert await cmd.forget_all(op, "user:qq:alice", "confirm") == "Deleted 2 memories of user:qq:alice."
+    assert sorted(i.scope_id for i in await ltm.items()) == ["qq:bob", "qq:g1"]
+    tombs = await ltm.tombstones()
+    assert [t.scope_id for t in tombs] == ["qq:alice", "qq:alice"] and {t.actor for t in tombs} == {"operator:root"}
+    # used up
+    assert "I keep no memories in user:qq:alice" in await cmd.forget_all(op, "qq:alice", "confirm")
+
+    # too late for bob: asks again; then a group scope
+    ltm.clock.advance(minutes=3)
+    assert "deletes all 1 memories of user:qq:bob" in await cmd.forget_all(op, "qq:bob", "confirm")
+    assert len(await ltm.items()) == 2
+    assert "deletes all 1 memories of group:qq:g1" in await cmd.forget_all(op, "group:qq:g1", "")
+    assert await cmd.forget_all(op, "group:qq:g1", "confirm") == "Deleted 1 memories of group:qq:g1."
+    assert [i.scope_id for i in await ltm.items()] == ["qq:bob"]
