@@ -255,7 +255,7 @@ class Admin:
             item.updated_at = now
             await session.flush()
             if fact_changed:
-                await fts_upsert(session, item.id, item.fact)
+                await fts_upsert(session, item)
                 await delete_vector(session, item.id)
             after = item_dict(item)
             changed = {k: [before[k], after[k]] for k in after if before[k] != after[k] and k != "updated_at"}

@@ -140,7 +140,7 @@ class MemoryAPI:
         statuses = tuple(Status) if f.status in (None, "pending") else (f.status,)
         conditions = f.conditions()
         async with self.engine.db.read() as session:
-            ids = [rowid for rowid, _ in await fts_search(session, tokens, scopes, statuses, SEARCH_LIMIT)]
+            ids = [rowid for rowid, _ in await fts_search(session, tokens, scopes, statuses, SEARCH_LIMIT, every_term=True)]
             rows = await session.execute(select(MemoryItem).where(MemoryItem.id.in_(ids), *conditions))
             found = {i.id: i for i in rows.scalars()}
         ranked = [found[i] for i in ids if i in found]

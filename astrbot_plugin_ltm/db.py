@@ -8,15 +8,20 @@ takes effect on the next write without a restart and nothing can slip past.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from . import migrate as migrations
-from .text import fts_match_expression, index_text
+from .models import MemoryItem
+from .text import fts_match_expression, index_text, search_tokens
 
 
 class ReadOnlyError(RuntimeError):
@@ -60,12 +65,147 @@ class Database:
                 yield session
 
 
-async def fts_upsert(session: AsyncSession, rowid: int, fact: str) -> None:
-    await session.execute(text("DELETE FROM ltm_items_fts WHERE rowid = :r"), {"r": rowid})
-    await session.execute(
-        text("INSERT INTO ltm_items_fts (rowid, tokens) VALUES (:r, :t)"),
-        {"r": rowid, "t": index_text(fact)},
-    )
+def scope_prefix(scope: str, scope_id: str) -> str:
+    """What a scope's terms start with in the keyword indexes' ``scoped``
+    column (migration 0003 repeats this function)."""
+    return hashlib.blake2b(f"{scope}\x1f{scope_id}".encode(), digest_size=8).hexdigest()
+
+
+def scoped_text(scope: str, scope_id: str, text_: str) -> str:
+    """The ``scoped`` column of a row: its search tokens, each prefixed with
+    its scope, so each scope's terms have postings of their own."""
+    prefix = scope_prefix(scope, scope_id)
+    return " ".join(prefix + token for token in search_tokens(text_))
+
+
+Scopes = list[tuple[str, str]] | None  # None: every scope (the items' plain tokens)
+
+
+def _terms(token: str, scopes: Scopes) -> list[str]:
+    if scopes is None:
+        return [token]
+    return [scope_prefix(scope, scope_id) + token for scope, scope_id in dict.fromkeys(scopes)]
+
+
+def _match(tokens: list[str], scopes: Scopes) -> str:
+    terms = [term for token in tokens for term in _terms(token, scopes)]
+    return f"{'tokens' if scopes is None else 'scoped'} : ({fts_match_expression(terms)})"
+
+
+# bm25 weighs a term by walking every row of the scope that holds it, so a
+# term in 60,000 rows costs tens of milliseconds per query. Terms are taken
+# rarest first until their rows add up to this many; a term held by more
+# rows than that on its own is left out (in a scope that large it is all but
+# a stopword; vector search still covers the query). A scope smaller than
+# this is always searched with every term.
+MAX_POSTINGS = 5_000
+_DF_TTL_SECONDS = 600.0
+
+
+class TermFrequencies:
+    """How many rows of a keyword index hold each term (fts5vocab), cached
+    for a while: counting a term is itself a walk over its rows. A stale
+    count only misjudges what a term costs; a term is never left out for
+    being rare, so one that was absent when counted is still searched."""
+
+    def __init__(self, max_entries: int = 50_000) -> None:
+        self._cache: OrderedDict[tuple[str, str, str], tuple[int, float]] = OrderedDict()
+        self.max_entries = max_entries
+
+    async def get(self, session: AsyncSession, table: str, tokens: list[str]) -> dict[str, int]:
+        where = str(session.bind.url) if session.bind is not None else ""
+        now = time.monotonic()
+        found: dict[str, int] = {}
+        for token in tokens:
+            hit = self._cache.get((where, table, token))
+            if hit is not None and now - hit[1] < _DF_TTL_SECONDS:
+                found[token] = hit[0]
+        todo = [t for t in tokens if t not in found]
+        if todo:
+            marks = ", ".join(f":t{n}" for n in range(len(todo)))
+            rows = await session.execute(
+                text(f"SELECT term, doc FROM {table}_vocab WHERE term IN ({marks})"),
+                {f"t{n}": t for n, t in enumerate(todo)},
+            )
+            counted = {str(term): int(doc) for term, doc in rows}
+            for token in todo:
+                found[token] = counted.get(token, 0)
+                self._cache[(where, table, token)] = (found[token], now)
+            while len(self._cache) > self.max_entries:
+                self._cache.popitem(last=False)
+        return found
+
+    async def affordable(self, session: AsyncSession, table: str, tokens: list[str], scopes: Scopes) -> list[str]:
+        """The query tokens worth searching in ``scopes``: rarest first while
+        their rows add up to MAX_POSTINGS."""
+        df = await self.get(session, table, [term for token in tokens for term in _terms(token, scopes)])
+        rows = {token: sum(df[term] for term in _terms(token, scopes)) for token in tokens}
+        kept: list[str] = []
+        postings = 0
+        for token in sorted(tokens, key=lambda t: rows[t]):
+            if postings + rows[token] > MAX_POSTINGS:
+                break
+            kept.append(token)
+            postings += rows[token]
+        return kept
+
+
+term_frequencies = TermFrequencies()
+
+
+async def _ranked(
+    session: AsyncSession,
+    table: str,
+    match: str,
+    rank: str,
+    accept: str,
+    params: dict[str, object],
+    limit: int,
+    key: str = "id",
+) -> list[tuple[Any, float]]:
+    """(the row's ``key`` column, -bm25) of the best matches whose row
+    passes ``accept`` (SQL over the row's table, aliased ``x``), best first.
+
+    The index ranks on its own and the rows are checked afterwards, a few
+    times the limit at a time: checking every match with a join costs a
+    lookup per match, tens of thousands at scale.
+    """
+    source = {"ltm_items_fts": "ltm_items", "ltm_events_fts": "ltm_events"}[table]
+    window = 4 * limit
+    while True:
+        # One statement: the window of best matches, how many there were
+        # (the row whose first column is 0), and the ones that pass.
+        rows = (
+            await session.execute(
+                text(
+                    f"WITH top AS MATERIALIZED (SELECT rowid AS id, {rank} AS rank FROM {table} "
+                    f"WHERE {table} MATCH :q ORDER BY {rank} LIMIT :k) "
+                    "SELECT 0, (SELECT count(*) FROM top), NULL UNION ALL "
+                    f"SELECT * FROM (SELECT 1, x.{key}, -top.rank FROM top CROSS JOIN {source} x ON x.id = top.id "
+                    f"WHERE {accept} ORDER BY top.rank LIMIT :lim)"
+                ),
+                {**params, "q": match, "k": window, "lim": limit},
+            )
+        ).all()
+        matched = next(row[1] for row in rows if row[0] == 0)
+        ranked = sorted(((row[1], float(row[2])) for row in rows if row[0] == 1), key=lambda hit: -hit[1])
+        if len(ranked) >= limit or matched < window or window >= 64 * limit:
+            return ranked
+        window *= 4  # too few passed: look further down the ranking
+
+
+ITEM_INDEX_INSERT = "INSERT INTO ltm_items_fts (rowid, tokens, scoped) VALUES (:r, :t, :s)"
+EVENT_INDEX_INSERT = "INSERT INTO ltm_events_fts (rowid, scoped) VALUES (:r, :s)"
+
+
+def item_index_row(rowid: int, scope: str, scope_id: str, fact: str) -> dict[str, object]:
+    return {"r": rowid, "t": index_text(fact), "s": scoped_text(scope, scope_id, fact)}
+
+
+async def fts_upsert(session: AsyncSession, item: MemoryItem) -> None:
+    """Index an item's fact under its scope."""
+    await session.execute(text("DELETE FROM ltm_items_fts WHERE rowid = :r"), {"r": item.id})
+    await session.execute(text(ITEM_INDEX_INSERT), item_index_row(item.id, item.scope, item.scope_id, item.fact))
 
 
 async def fts_delete(session: AsyncSession, rowid: int) -> None:
@@ -78,31 +218,24 @@ async def fts_search(
     scopes: list[tuple[str, str]] | None,
     statuses: tuple[str, ...],
     limit: int,
+    every_term: bool = False,
 ) -> list[tuple[int, float]]:
-    """(item rowid, bm25) of the best keyword matches in the given scopes
-    (``None``: every scope). bm25 is negated so that larger is better.
-    """
-    if not tokens or scopes == []:
+    """(item rowid, -bm25) of the best keyword matches with one of
+    ``statuses`` in the given scopes (``None``: every scope), best first.
+    The reader leaves out terms too common to pay for (MAX_POSTINGS); an
+    operator's search (``every_term``) uses every term, however common."""
+    if not every_term:
+        tokens = await term_frequencies.affordable(session, "ltm_items_fts", tokens, scopes)
+    if not tokens or scopes == [] or not statuses:
         return []
-    scope_sql = " OR ".join(
-        f"(i.scope = :s{n} AND i.scope_id = :i{n})" for n in range(len(scopes or []))
-    ) or "1"
-    status_sql = ", ".join(f":st{n}" for n in range(len(statuses)))
-    params: dict[str, object] = {"q": fts_match_expression(tokens), "lim": limit}
-    for n, (scope, scope_id) in enumerate(scopes or []):
-        params[f"s{n}"], params[f"i{n}"] = scope, scope_id
-    for n, status in enumerate(statuses):
-        params[f"st{n}"] = status
-    rows = await session.execute(
-        text(
-            "SELECT f.rowid, -bm25(ltm_items_fts) AS score FROM ltm_items_fts f "
-            "JOIN ltm_items i ON i.id = f.rowid "
-            f"WHERE ltm_items_fts MATCH :q AND ({scope_sql}) AND i.status IN ({status_sql}) "
-            "ORDER BY bm25(ltm_items_fts) LIMIT :lim"
-        ),
-        params,
+    marks = ", ".join(f":st{n}" for n in range(len(statuses)))
+    rank = "bm25(ltm_items_fts, 1.0, 0.0)" if scopes is None else "bm25(ltm_items_fts, 0.0, 1.0)"
+    # "+" keeps SQLite on the rowids: with an index on status it would
+    # rather read every active item and test each against the id list.
+    return await _ranked(
+        session, "ltm_items_fts", _match(tokens, scopes), rank, f"+x.status IN ({marks})",
+        {f"st{n}": status for n, status in enumerate(statuses)}, limit,
     )
-    return [(int(r[0]), float(r[1])) for r in rows]
 
 
 async def events_fts_search(
@@ -111,34 +244,29 @@ async def events_fts_search(
     scopes: list[tuple[str, str]],
     limit: int,
     include_pending: bool,
-) -> list[tuple[int, float]]:
-    """(event rowid, bm25) of the best keyword matches among the scopes'
+) -> list[tuple[str, float]]:
+    """(event_id, -bm25) of the best keyword matches among the scopes'
     user and tool events (never the assistant's own lines) that may be
     shown to the model: evidence of an active memory, or — when
     ``include_pending`` — not extracted yet. A turn behind a shadow,
     disabled or deleted memory, or one extraction found nothing in, is never
     eligible: operators decide what the bot knows, not the raw log."""
+    if scopes:
+        tokens = await term_frequencies.affordable(session, "ltm_events_fts", tokens, scopes)
     if not tokens or not scopes:
         return []
-    scope_sql = " OR ".join(f"(e.scope = :s{n} AND e.scope_id = :i{n})" for n in range(len(scopes)))
-    params: dict[str, object] = {"q": fts_match_expression(tokens), "lim": limit}
-    for n, (scope, scope_id) in enumerate(scopes):
-        params[f"s{n}"], params[f"i{n}"] = scope, scope_id
-    rows = await session.execute(
-        text(
-            "SELECT f.rowid, -bm25(ltm_events_fts) FROM ltm_events_fts f JOIN ltm_events e ON e.id = f.rowid "
-            f"WHERE ltm_events_fts MATCH :q AND ({scope_sql}) AND e.source_role IN ('user', 'tool') "
-            # CROSS JOIN keeps SQLite's join order: evidence by event id
-            # (ix_ltm_evidence_event), then the item by its unique id;
-            # a plain JOIN was planned as a scan of every active item.
-            "AND (EXISTS (SELECT 1 FROM ltm_evidence v CROSS JOIN ltm_items i ON i.memory_id = v.memory_id "
-            "             WHERE v.event_id = e.event_id AND i.status = 'active')"
-            f"     {'OR e.extraction_status = ' + repr('pending') if include_pending else ''}) "
-            "ORDER BY bm25(ltm_events_fts) LIMIT :lim"
-        ),
-        params,
+    accept = (
+        "x.source_role IN ('user', 'tool') AND ("
+        # CROSS JOIN keeps SQLite's join order: evidence by event id
+        # (ix_ltm_evidence_event), then the item by its unique id.
+        "EXISTS (SELECT 1 FROM ltm_evidence v CROSS JOIN ltm_items i ON i.memory_id = v.memory_id "
+        "        WHERE v.event_id = x.event_id AND i.status = 'active')"
+        + (" OR x.extraction_status = 'pending'" if include_pending else "")
+        + ")"
     )
-    return [(int(r[0]), float(r[1])) for r in rows]
+    return await _ranked(
+        session, "ltm_events_fts", _match(tokens, scopes), "bm25(ltm_events_fts)", accept, {}, limit, "event_id"
+    )
 
 
 def event_search_text(content: dict) -> str:
@@ -148,12 +276,14 @@ def event_search_text(content: dict) -> str:
     return str(content.get("text", ""))
 
 
-async def events_fts_insert(session: AsyncSession, rows: list[tuple[int, dict]]) -> None:
-    for rowid, content in rows:
-        await session.execute(
-            text("INSERT INTO ltm_events_fts (rowid, tokens) VALUES (:r, :t)"),
-            {"r": rowid, "t": index_text(event_search_text(content))},
-        )
+def event_index_row(rowid: int, scope: str, scope_id: str, content: dict) -> dict[str, object]:
+    return {"r": rowid, "s": scoped_text(scope, scope_id, event_search_text(content))}
+
+
+async def events_fts_insert(session: AsyncSession, rows: list[dict[str, object]]) -> None:
+    """Index events; each row from :func:`event_index_row`."""
+    if rows:
+        await session.execute(text(EVENT_INDEX_INSERT), rows)
 
 
 async def events_fts_backfill(session: AsyncSession, batch: int = 1000) -> int:
@@ -163,25 +293,22 @@ async def events_fts_backfill(session: AsyncSession, batch: int = 1000) -> int:
         last = (await session.execute(text("SELECT COALESCE(MAX(rowid), 0) FROM ltm_events_fts"))).scalar_one()
         rows = (
             await session.execute(
-                text("SELECT id, content FROM ltm_events WHERE id > :last ORDER BY id LIMIT :n"),
+                text("SELECT id, scope, scope_id, content FROM ltm_events WHERE id > :last ORDER BY id LIMIT :n"),
                 {"last": last, "n": batch},
             )
         ).all()
         if not rows:
             return done
-        await events_fts_insert(
-            session, [(r[0], json.loads(r[1]) if isinstance(r[1], str) else r[1]) for r in rows]
-        )
+        await events_fts_insert(session, [
+            event_index_row(r[0], r[1], r[2], json.loads(r[3]) if isinstance(r[3], str) else r[3]) for r in rows
+        ])
         done += len(rows)
 
 
 async def fts_rebuild(session: AsyncSession) -> int:
-    """Rebuild the keyword index from ``ltm_items`` (the source of truth)."""
+    """Rebuild the items' keyword index from ``ltm_items`` (the source of truth)."""
     await session.execute(text("DELETE FROM ltm_items_fts"))
-    rows = (await session.execute(text("SELECT id, fact FROM ltm_items"))).all()
-    for rowid, fact in rows:
-        await session.execute(
-            text("INSERT INTO ltm_items_fts (rowid, tokens) VALUES (:r, :t)"),
-            {"r": rowid, "t": index_text(fact)},
-        )
+    rows = (await session.execute(text("SELECT id, scope, scope_id, fact FROM ltm_items"))).all()
+    if rows:
+        await session.execute(text(ITEM_INDEX_INSERT), [item_index_row(*r) for r in rows])
     return len(rows)

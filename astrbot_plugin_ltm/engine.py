@@ -149,8 +149,7 @@ class LTMEngine:
         if not (self.config.enable and self.config.read_policy.enable) or self.reader is None:
             return MemoryBlock()
         scopes = self.resolver.read_scopes(origin)
-        async with self.db.read() as session:
-            return await self.reader.read(session, scopes, query, self.config.read_policy)
+        return await self.reader.read(self.db.read, scopes, query, self.config.read_policy)
 
     # -- explicit memories -------------------------------------------------
 

@@ -50,6 +50,8 @@ class MemoryEvent(LTMBase, table=True):
         Index("ix_ltm_events_scope_created", "scope", "scope_id", "created_at"),
         Index("ix_ltm_events_extraction", "extraction_status", "next_attempt_at"),
         Index("ix_ltm_events_session", "session_id", "created_at"),
+        Index("ix_ltm_events_created", "created_at"),
+        Index("ix_ltm_events_status_created", "extraction_status", "created_at"),
     )
 
     id: int | None = Field(default=None, primary_key=True)
@@ -78,6 +80,15 @@ class MemoryItem(LTMBase, table=True):
         Index("ix_ltm_items_scope_updated", "scope", "scope_id", "updated_at"),
         Index("ix_ltm_items_fact_key", "fact_key"),
         Index("ix_ltm_items_status_updated", "status", "updated_at"),
+        # the operators' lists (admin.SORTS), whole store or one scope
+        Index("ix_ltm_items_updated", "updated_at"),
+        Index("ix_ltm_items_created", "created_at"),
+        Index("ix_ltm_items_confidence", "confidence"),
+        Index("ix_ltm_items_importance", "importance"),
+        Index("ix_ltm_items_approval", "awaiting_approval", "updated_at"),
+        Index("ix_ltm_items_scope_confidence", "scope", "scope_id", "confidence"),
+        Index("ix_ltm_items_scope_importance", "scope", "scope_id", "importance"),
+        Index("ix_ltm_items_scope_created", "scope", "scope_id", "created_at"),
     )
 
     id: int | None = Field(default=None, primary_key=True)
@@ -125,6 +136,7 @@ class MemoryAudit(LTMBase, table=True):
         Index("ix_ltm_audit_memory", "memory_id", "created_at"),
         Index("ix_ltm_audit_scope_action", "scope", "scope_id", "action", "created_at"),
         Index("ix_ltm_audit_session_action", "session_id", "action"),
+        Index("ix_ltm_audit_action", "action", "created_at"),
     )
 
     id: int | None = Field(default=None, primary_key=True)

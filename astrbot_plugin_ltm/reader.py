@@ -7,11 +7,14 @@ counter that decides what fits, header and footer included.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Protocol
 
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from .db import events_fts_search
@@ -30,6 +33,27 @@ BASELINE_POOL = 50
 SEARCH_LIMIT = 50
 NEAR_DUPLICATE = 0.8
 EVENT_CHARS = 300  # a raw turn is cut to this many characters
+
+
+Sessions = Callable[[], AbstractAsyncContextManager[AsyncSession]]
+
+
+class ItemView(Protocol):
+    """What the reader reads of an item: a MemoryItem, or a plain row of
+    ltm_items (loading rows skips the ORM's per-object cost, which was a
+    third of a read)."""
+
+    id: int
+    memory_id: str
+    scope: str
+    scope_id: str
+    type: str
+    fact: str
+    confidence: float
+    importance: float
+    status: str
+    ttl_days: int | None
+    updated_at: datetime
 
 
 @dataclass(frozen=True)
@@ -58,7 +82,7 @@ def time_decay(updated_at: datetime, now: datetime) -> float:
     return 1.0 / (1.0 + days / 30.0)
 
 
-def format_line(item: MemoryItem) -> str:
+def format_line(item: ItemView) -> str:
     return f"- [{item.type}] {item.fact} (confidence: {item.confidence:.2f})"
 
 
@@ -118,44 +142,66 @@ class MemoryReader:
         self._include_pending = include_pending
 
     async def read(
-        self, session: AsyncSession, scopes: list[Scope], query: str, policy: ReadPolicy
+        self, sessions: Sessions, scopes: list[Scope], query: str, policy: ReadPolicy
     ) -> MemoryBlock:
+        """The block for ``query``. ``sessions`` opens a read session; the
+        searches that do not depend on each other (keyword and vector over
+        memories, keyword over raw turns) each get their own and run at the
+        same time: SQLite, FAISS and the embedding provider work in
+        parallel instead of one after the other."""
         if not policy.enable or not scopes or policy.max_items <= 0:
             return MemoryBlock()
         now = self._clock()
+        tokens = query_tokens(query)
+
+        async def search(retriever: Retriever) -> dict[int, float]:
+            async with sessions() as session:
+                return await retriever.search(session, scopes, query, SEARCH_LIMIT)
+
+        async def keyword_turns() -> list[str]:
+            if policy.max_events <= 0 or not tokens:
+                return []
+            async with sessions() as session:
+                found = await events_fts_search(
+                    session, tokens, [(s.kind, s.id) for s in scopes], SEARCH_LIMIT, self._include_pending()
+                )
+            return [event_id for event_id, _ in found]
+
+        *found, turns = await asyncio.gather(*(search(r) for r in self.retrievers), keyword_turns())
         # Fusion of keyword and vector similarity: the larger of the two.
         # Measured on LoCoMo (bench/locomo.py, 2 dev conversations, 800
         # tokens): max 0.682 evidence recall, mean 0.683, reciprocal-rank
         # fusion 0.669. Max is as good as any and keeps a strong keyword hit
         # (a name, a number) from being diluted by a weak vector score.
         sims: dict[int, float] = {}
-        for retriever in self.retrievers:
-            for rowid, sim in (await retriever.search(session, scopes, query, SEARCH_LIMIT)).items():
+        for hits in found:
+            for rowid, sim in hits.items():
                 sims[rowid] = max(sims.get(rowid, 0.0), sim)
-        items = await self._load(session, scopes, set(sims), policy)
-        scored = []
-        for item in items:
-            if not self._usable(item, policy, now):
-                continue
-            score = (
-                policy.similarity_weight * sims.get(item.id, 0.0)
-                + policy.importance_weight * item.importance
-                + policy.recency_weight * time_decay(item.updated_at, now)
+        async with sessions() as session:
+            items = await self._load(session, scopes, set(sims), policy)
+            scored = []
+            for item in items:
+                if not self._usable(item, policy, now):
+                    continue
+                score = (
+                    policy.similarity_weight * sims.get(item.id, 0.0)
+                    + policy.importance_weight * item.importance
+                    + policy.recency_weight * time_decay(item.updated_at, now)
+                )
+                scored.append((score, item))
+            scored.sort(key=lambda pair: (-pair[0], -pair[1].confidence, pair[1].id))
+            budget = _Budget(self.counter.count, policy.max_tokens)
+            chosen = self._select(scored, policy, budget)
+            taken = {c.memory_id for c in chosen}
+            # Relevant memories the caps kept out still point at useful turns.
+            left_out = [i for _, i in scored if i.memory_id not in taken and sims.get(i.id, 0) > 0][:SEARCH_LIMIT]
+            events = (
+                await self._events(session, turns, chosen, left_out, budget, policy) if budget.open else []
             )
-            scored.append((score, item))
-        scored.sort(key=lambda pair: (-pair[0], -pair[1].confidence, pair[1].id))
-        budget = _Budget(self.counter.count, policy.max_tokens)
-        chosen = self._select(scored, policy, budget)
-        taken = {c.memory_id for c in chosen}
-        # Relevant memories the caps kept out still point at useful turns.
-        left_out = [item for _, item in scored if item.memory_id not in taken and sims.get(item.id, 0) > 0][:SEARCH_LIMIT]
-        events = (
-            await self._events(session, scopes, query, chosen, left_out, budget, policy) if budget.open else []
-        )
         return self._assemble(budget, chosen, events, policy)
 
     @staticmethod
-    def _usable(item: MemoryItem, policy: ReadPolicy, now: datetime) -> bool:
+    def _usable(item: ItemView, policy: ReadPolicy, now: datetime) -> bool:
         if item.status != Status.ACTIVE or item.confidence < policy.min_confidence:
             return False
         # The sweep marks expired items in the background; until it has,
@@ -164,36 +210,42 @@ class MemoryReader:
 
     async def _load(
         self, session: AsyncSession, scopes: list[Scope], rowids: set[int], policy: ReadPolicy
-    ) -> list[MemoryItem]:
+    ) -> list[ItemView]:
         wanted = {(s.kind, s.id) for s in scopes}
-        found: dict[int, MemoryItem] = {}
+        found: dict[int, ItemView] = {}
+        items = MemoryItem.__table__
         if rowids:
             # By primary key; scope and status are checked here, so a hit can
             # never bring in another scope's memory.
-            for item in (await session.execute(select(MemoryItem).where(MemoryItem.id.in_(rowids)))).scalars():
+            for item in await session.execute(select(items).where(items.c.id.in_(rowids))):
                 if (item.scope, item.scope_id) in wanted and item.status == Status.ACTIVE:
                     found[item.id] = item
-        # One query per scope, each served by ix_ltm_items_scope_status; an
-        # OR over scopes made SQLite scan every active item in the database.
+        # One query per scope, each served by ix_ltm_items_scope_status in
+        # importance order; an OR over scopes made SQLite scan every active
+        # item in the database. "+confidence" keeps SQLite from reading the
+        # whole scope through ix_ltm_items_scope_confidence and sorting it.
+        confident = text("+ltm_items.confidence >= :min_confidence").bindparams(
+            min_confidence=policy.min_confidence
+        )
         for scope in scopes:
             baseline = (
-                select(MemoryItem)
-                .where(MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id,
-                       MemoryItem.status == Status.ACTIVE, MemoryItem.confidence >= policy.min_confidence)
-                .order_by(MemoryItem.importance.desc())
+                select(items)
+                .where(items.c.scope == scope.kind, items.c.scope_id == scope.id,
+                       items.c.status == Status.ACTIVE, confident)
+                .order_by(items.c.importance.desc())
                 .limit(BASELINE_POOL)
             )
-            for item in (await session.execute(baseline)).scalars():
+            for item in await session.execute(baseline):
                 found.setdefault(item.id, item)
         return [i for i in found.values() if i.confidence >= policy.min_confidence]
 
-    def _fit(self, scored: list[tuple[float, MemoryItem]], policy: ReadPolicy) -> MemoryBlock:
+    def _fit(self, scored: list[tuple[float, ItemView]], policy: ReadPolicy) -> MemoryBlock:
         """The memories alone, within the budget (pure: no database)."""
         budget = _Budget(self.counter.count, policy.max_tokens)
         return self._assemble(budget, self._select(scored, policy, budget), [], policy)
 
     @staticmethod
-    def _select(scored: list[tuple[float, MemoryItem]], policy: ReadPolicy, budget: _Budget) -> list[Selected]:
+    def _select(scored: list[tuple[float, ItemView]], policy: ReadPolicy, budget: _Budget) -> list[Selected]:
         """Best-scored memories under max_items, max_per_type and the tokens,
         skipping near-duplicates of what is already chosen."""
         if not budget.open:
@@ -228,28 +280,22 @@ class MemoryReader:
     async def _events(
         self,
         session: AsyncSession,
-        scopes: list[Scope],
-        query: str,
+        keyword_ids: list[str],
         chosen: list[Selected],
-        left_out: list[MemoryItem],
+        left_out: list[ItemView],
         budget: _Budget,
         policy: ReadPolicy,
     ) -> list[Selected]:
         """Raw turns for the rest of the budget, from two rankings merged by
         reciprocal rank: the sources of the best memories the caps left out
-        (ranked by the memories' fused score), and keyword matches among the
-        turns that may be shown (see db.events_fts_search). A turn already
-        behind a chosen memory adds nothing and is skipped."""
+        (ranked by the memories' fused score), and ``keyword_ids``, keyword
+        matches among the turns that may be shown (db.events_fts_search). A
+        turn already behind a chosen memory adds nothing and is skipped."""
         if policy.max_events <= 0:
             return []
-        tokens = query_tokens(query)
-        keyword = await events_fts_search(
-            session, tokens, [(s.kind, s.id) for s in scopes], SEARCH_LIMIT, self._include_pending()
-        ) if tokens else []
         evidence = await self._evidence(session, [c.memory_id for c in chosen] + [i.memory_id for i in left_out])
         covered = {e for c in chosen for e in evidence.get(c.memory_id, [])}
         sources = [e for item in left_out for e in evidence.get(item.memory_id, [])]
-        keyword_ids = await self._event_ids(session, [rowid for rowid, _ in keyword])
         fused: dict[str, float] = {}
         for ranking in (sources, keyword_ids):
             for rank, event_id in enumerate(dict.fromkeys(ranking)):
@@ -290,12 +336,3 @@ class MemoryReader:
         for memory_id, event_id in rows:
             out.setdefault(memory_id, []).append(event_id)
         return out
-
-    @staticmethod
-    async def _event_ids(session: AsyncSession, rowids: list[int]) -> list[str]:
-        if not rowids:
-            return []
-        found = dict(
-            (await session.execute(select(MemoryEvent.id, MemoryEvent.event_id).where(MemoryEvent.id.in_(rowids)))).all()
-        )
-        return [found[r] for r in rowids if r in found]

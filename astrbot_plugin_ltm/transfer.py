@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import and_, select
 
 from .admin import AdminError, ItemFilter
-from .db import Database, events_fts_insert, fts_upsert
+from .db import Database, event_index_row, events_fts_insert, fts_upsert
 from .models import MemoryEvent, MemoryEvidence, MemoryItem, MemoryTombstone, as_utc, utcnow
 from .policy import MEMORY_TYPES, Status
 from .scope import SCOPE_KINDS
@@ -235,7 +235,7 @@ async def _ensure_events(session, record: dict[str, Any]) -> list[tuple[str, dic
                                   extraction_status="done")
                 session.add(row)
                 await session.flush()
-                await events_fts_insert(session, [(row.id, row.content)])
+                await events_fts_insert(session, [event_index_row(row.id, row.scope, row.scope_id, row.content)])
         linked.append((ev["event_id"], ev))
     return linked
 
@@ -268,7 +268,7 @@ async def _add(session, record: dict[str, Any], actor: str, now: datetime) -> No
     )
     session.add(item)
     await session.flush()
-    await fts_upsert(session, item.id, item.fact)
+    await fts_upsert(session, item)
     await _link(session, item.memory_id, linked)
     await audit(session, "import", actor, "imported", item=item, now=now, fact=item.fact)
 

@@ -8,9 +8,9 @@ newest update) and rebuilt from SQLite when the file is missing, corrupt,
 stale or made by another model or dimension. At most ``max_loaded``
 namespaces stay in memory, least recently used first out.
 
-Only faiss's public API is used (IndexFlatIP in an IndexIDMap2, read/write
-index); AstrBot's own vector store is not, as its internals have changed
-between releases.
+Only faiss's public API is used (IndexFlatIP in an IndexIDMap2, IndexIVFFlat
+for large namespaces, read/write index); AstrBot's own vector store is not,
+as its internals have changed between releases.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ from .scope import Scope
 # run inline; larger namespaces are searched in a worker thread.
 INLINE_SEARCH_MAX = 4096
 SEMANTIC_MATCH = 0.85
+EMPTY_RECHECK_SECONDS = 30.0
 
 
 @dataclass
@@ -50,14 +52,51 @@ class Namespace:
     index: faiss.Index
     fingerprint: tuple = ()
     dirty: bool = False
+    changes: int = 0  # adds and removals since loaded
+
+    def changed(self) -> None:
+        self.dirty = True
+        self.changes += 1
 
     @property
     def size(self) -> int:
         return self.index.ntotal
 
 
-def _new_index(dim: int) -> faiss.Index:
-    return faiss.IndexIDMap2(faiss.IndexFlatIP(dim))
+# Up to this many vectors a namespace is searched exactly (flat). Beyond it
+# an exact search reads every vector on every query (100k × 384 floats is
+# 150 MB, ~10 ms), so the namespace is an inverted file: sqrt(n) clusters,
+# NPROBE of them searched per query (about 5% of the vectors at 100k).
+EXACT_SEARCH_MAX = 20_000
+NPROBE = 16
+TRAINING_PER_CLUSTER = 40  # faiss warns below 39
+
+
+def _is_exact(index: faiss.Index) -> bool:
+    return not isinstance(index, faiss.IndexIVF)
+
+
+def _contents(index: faiss.Index) -> tuple[np.ndarray, np.ndarray]:
+    """A copy of a flat namespace's vectors and ids."""
+    flat = faiss.downcast_index(index.index)
+    vectors = faiss.rev_swig_ptr(flat.get_xb(), flat.ntotal * flat.d).reshape(flat.ntotal, flat.d).copy()
+    return vectors, faiss.vector_to_array(index.id_map).copy()
+
+
+def _new_index(dim: int, vectors: np.ndarray, ids: np.ndarray) -> faiss.Index:
+    """An index holding ``vectors`` under ``ids``: flat while small, an
+    inverted file trained on a sample of them when large."""
+    n = len(ids)
+    if n <= EXACT_SEARCH_MAX:
+        index: faiss.Index = faiss.IndexIDMap2(faiss.IndexFlatIP(dim))
+    else:
+        clusters = int(np.sqrt(n))
+        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, clusters, faiss.METRIC_INNER_PRODUCT)
+        sample = np.random.default_rng(0).choice(n, min(n, clusters * TRAINING_PER_CLUSTER), replace=False)
+        index.train(vectors[sample])
+        index.nprobe = NPROBE
+    index.add_with_ids(vectors, ids)
+    return index
 
 
 @dataclass
@@ -68,6 +107,12 @@ class VectorIndex:
     clock: Callable[[], datetime] = utcnow
     _loaded: OrderedDict[tuple[Scope, str], Namespace] = field(default_factory=OrderedDict)
     _locks: dict[tuple[Scope, str], asyncio.Lock] = field(default_factory=dict)
+    # Namespaces found to have no vectors, and when: asked on every read (a
+    # private chat also reads the legacy per-conversation scope), so not
+    # counted in SQLite each time. store() clears an entry; the time limit
+    # covers a store whose transaction had not committed when we counted.
+    _empty: dict[tuple[Scope, str], float] = field(default_factory=dict)
+    _converting: dict[tuple[Scope, str], asyncio.Task] = field(default_factory=dict)
 
     # -- files -------------------------------------------------------------
 
@@ -99,6 +144,8 @@ class VectorIndex:
             index = faiss.read_index(str(paths[0]))
             if index.ntotal != fingerprint[0] or index.d != meta.get("dim"):
                 return None
+            if _is_exact(index) and index.ntotal > EXACT_SEARCH_MAX:
+                return None  # grown past exact search: rebuilt as an inverted file
             return Namespace(scope, model, index.d, index, fingerprint)
         except Exception as exc:  # a corrupt file is rebuilt, never trusted
             log.warning("ltm: vector namespace %s unreadable (%s); rebuilding", scope.namespace, exc)
@@ -125,6 +172,8 @@ class VectorIndex:
         if key in self._loaded:
             self._loaded.move_to_end(key)
             return self._loaded[key]
+        if time.monotonic() - self._empty.get(key, -EMPTY_RECHECK_SECONDS) < EMPTY_RECHECK_SECONDS:
+            return None
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             if key in self._loaded:
@@ -132,6 +181,7 @@ class VectorIndex:
             async with self.db.read() as session:
                 fingerprint = await self._fingerprint(session, scope, model)
                 if fingerprint[0] == 0:
+                    self._empty[key] = time.monotonic()
                     return None
                 ns = await asyncio.to_thread(self._read_file, scope, model, fingerprint)
                 if ns is None:
@@ -153,12 +203,7 @@ class VectorIndex:
         ids = np.array([r[0] for r in rows if r[1] == dim], dtype=np.int64)
         vecs = np.stack([np.frombuffer(r[2], dtype=np.float32) for r in rows if r[1] == dim])
 
-        def build() -> faiss.Index:
-            index = _new_index(dim)
-            index.add_with_ids(vecs, ids)
-            return index
-
-        index = await asyncio.to_thread(build)
+        index = await asyncio.to_thread(_new_index, dim, vecs, ids)
         ns = Namespace(scope, model, dim, index, fingerprint, dirty=True)
         await asyncio.to_thread(self._write_file, ns)
         return ns
@@ -171,12 +216,14 @@ class VectorIndex:
 
     async def flush(self) -> None:
         """Write every changed namespace to its file (at shutdown)."""
+        await asyncio.gather(*self._converting.values(), return_exceptions=True)
         for ns in list(self._loaded.values()):
             if ns.dirty:
                 await asyncio.to_thread(self._write_file, ns)
 
     def forget_loaded(self) -> None:
         self._loaded.clear()
+        self._empty.clear()
 
     # -- searching ---------------------------------------------------------
 
@@ -188,6 +235,8 @@ class VectorIndex:
             ns = await self.namespace(scope, model)
             if ns is None or ns.size == 0 or ns.dim != query.shape[1]:
                 continue
+            if _is_exact(ns.index) and ns.size > EXACT_SEARCH_MAX and (scope, model) not in self._converting:
+                self._converting[(scope, model)] = asyncio.create_task(self._to_inverted_file((scope, model), ns))
             kk = min(k, ns.size)
             if ns.size <= INLINE_SEARCH_MAX:
                 sims, ids = ns.index.search(query, kk)
@@ -198,12 +247,32 @@ class VectorIndex:
                     hits[int(rowid)] = max(hits.get(int(rowid), -1.0), float(sim))
         return hits
 
+    async def _to_inverted_file(self, key: tuple[Scope, str], ns: Namespace) -> None:
+        """A namespace that grew past exact search becomes an inverted file,
+        trained in a thread while the flat index goes on answering; swapped
+        in only if nothing was added or removed meanwhile (else the next
+        search tries again)."""
+        try:
+            vectors, ids = _contents(ns.index)
+            changes = ns.changes
+            index = await asyncio.to_thread(_new_index, ns.dim, vectors, ids)
+            if self._loaded.get(key) is ns and ns.changes == changes:
+                ns.index = index
+                ns.dirty = True
+                log.info("ltm: vector namespace %s now searched as an inverted file", key[0].namespace)
+        except Exception as exc:  # stays exact; tried again on a later search
+            log.warning("ltm: could not convert vector namespace %s (%s)", key[0].namespace, exc)
+        finally:
+            self._converting.pop(key, None)
+
     # -- keeping in step with SQLite ------------------------------------------
 
     async def store(self, session: AsyncSession, items: list[MemoryItem], model: str, vectors: np.ndarray) -> None:
         """Save vectors for items (in the caller's transaction) and update loaded namespaces."""
         vectors = normalise(vectors)
         now = self.clock()
+        for item in items:
+            self._empty.pop((Scope(item.scope, item.scope_id), model), None)
         for item, vec in zip(items, vectors):
             await session.merge(
                 MemoryVector(item_id=item.id, scope=item.scope, scope_id=item.scope_id, model=model,
@@ -219,7 +288,7 @@ class VectorIndex:
                 continue
             ns.index.remove_ids(np.array([item.id], dtype=np.int64))
             ns.index.add_with_ids(vec[None, :].astype(np.float32), np.array([item.id], dtype=np.int64))
-            ns.dirty = True
+            ns.changed()
         await session.flush()
         for scope in {Scope(i.scope, i.scope_id) for i in items}:
             ns = self._loaded.get((scope, model))
@@ -232,7 +301,7 @@ class VectorIndex:
         for (ns_scope, _), ns in self._loaded.items():
             if ns_scope == scope and item.id is not None:
                 ns.index.remove_ids(np.array([item.id], dtype=np.int64))
-                ns.dirty = True
+                ns.changed()
                 ns.fingerprint = ()  # recomputed from SQLite when next loaded from file
 
 

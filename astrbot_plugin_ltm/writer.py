@@ -226,7 +226,7 @@ class MemoryWriter:
             )
             session.add(item)
             await session.flush()
-            await fts_upsert(session, item.id, item.fact)
+            await fts_upsert(session, item)
         else:
             old = {"fact": item.fact, "status": item.status, "confidence": item.confidence}
             if action == "supersede":
@@ -241,7 +241,7 @@ class MemoryWriter:
             item.ttl_days = cfg.ttl_days(item.type)
             item.status, item.awaiting_approval = self._next_status(item, decision, action)
             if item.fact != old["fact"]:
-                await fts_upsert(session, item.id, item.fact)
+                await fts_upsert(session, item)
                 await delete_vector(session, item.id)
                 self._on_fact_changed(item)
             if item.status != old["status"]:

@@ -39,13 +39,19 @@ def schema(path) -> dict[str, str]:
 
 
 def ltm_tables(conn) -> dict[str, str]:
-    """Plain and virtual ltm_ tables (not FTS shadow tables), name -> kind."""
+    """ltm_ tables, name -> table | virtual (FTS5) | vocabulary (fts5vocab);
+    FTS shadow tables left out."""
     rows = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name LIKE 'ltm%'").fetchall()
-    virtual = {name for name, sql in rows if sql and sql.upper().startswith("CREATE VIRTUAL TABLE")}
+    kinds = {}
+    for name, sql in rows:
+        sql = (sql or "").upper()
+        if sql.startswith("CREATE VIRTUAL TABLE"):
+            kinds[name] = "vocabulary" if "FTS5VOCAB" in sql else "virtual"
+    fts = [name for name, kind in kinds.items() if kind == "virtual"]
     out = {}
     for name, _ in rows:
-        if name != "ltm_schema_version" and not any(name.startswith(v + "_") for v in virtual):
-            out[name] = "virtual" if name in virtual else "table"
+        if name != "ltm_schema_version" and not any(name.startswith(v + "_") for v in fts):
+            out[name] = kinds.get(name, "table")
     return out
 
 
@@ -118,8 +124,12 @@ def test_upgrading_from_every_earlier_version_keeps_the_data(tmp_path, start):
     conn = connect(db)
     inserted: dict[str, dict[str, object]] = {}
     try:
-        for table in ltm_tables(conn):
+        for table, kind in ltm_tables(conn).items():
+            if kind == "vocabulary":
+                continue  # a read-only view of an FTS table
             row = {name: sample_value(declared, name) for name, declared, _, _ in columns(conn, table)}
+            if kind == "virtual":
+                row["rowid"] = 7  # an index row belongs to the sample item / event (id 7)
             names = ", ".join(f'"{n}"' for n in row)
             marks = ", ".join("?" for _ in row)
             conn.execute(f'INSERT INTO "{table}" ({names}) VALUES ({marks})', list(row.values()))
@@ -134,6 +144,11 @@ def test_upgrading_from_every_earlier_version_keeps_the_data(tmp_path, start):
     conn = connect(db)
     try:
         for table, row in inserted.items():
+            if "rowid" in row:
+                # A keyword index is derived data (0003 rewrote its columns,
+                # see test_0003_...): what must survive is the row.
+                assert conn.execute(f'SELECT rowid FROM "{table}"').fetchall() == [(7,)], table
+                continue
             present = [n for n, *_ in columns(conn, table) if n in row]
             assert present, f"{table} lost all of its columns"
             names = ", ".join(f'"{n}"' for n in present)
@@ -307,3 +322,49 @@ async def test_engine_start_migrates(make_ltm):
     ltm = await make_ltm()
     assert version(ltm.path) == LATEST
     assert set(metadata.tables) <= set((await ltm.table_counts()))
+
+
+def test_0003_keeps_the_keyword_indexes_and_keys_them_by_scope(tmp_path):
+    """Rows indexed before 0003 stay searchable, and only in their scope;
+    the migration's copy of the scope prefix is the plugin's."""
+    from astrbot_plugin_ltm.db import index_text, scope_prefix, scoped_text
+
+    db = tmp_path / "fts.db"
+    migrate(str(db), target=2)
+    conn = connect(db)
+    try:
+        conn.execute(
+            "INSERT INTO ltm_items (id, memory_id, scope, scope_id, type, fact, fact_key, confidence, importance, "
+            "evidence_count, status, awaiting_approval, created_at, updated_at) VALUES "
+            "(5, 'm5', 'user', 'qq:小明 a', 'profile', 'lives in 上海', 'k', 0.9, 0.5, 1, 'active', 0, "
+            "'2025-01-01', '2025-01-01')"
+        )
+        conn.execute("INSERT INTO ltm_items_fts (rowid, tokens) VALUES (5, 'lives in 上海')")
+        conn.execute(
+            "INSERT INTO ltm_events (id, event_id, scope, scope_id, source_type, source_role, content, created_at) "
+            "VALUES (9, 'e9', 'group', 'qq:42', 'message', 'user', '{\"text\": \"hi\"}', '2025-01-01')"
+        )
+        conn.execute("INSERT INTO ltm_events_fts (rowid, tokens) VALUES (9, 'hi')")
+        conn.commit()
+    finally:
+        conn.close()
+    migrate(str(db))
+    conn = connect(db)
+    try:
+        assert index_text("lives in 上海") == "lives in 上海"
+        assert conn.execute("SELECT rowid, tokens, scoped FROM ltm_items_fts").fetchall() == [
+            (5, "lives in 上海", scoped_text("user", "qq:小明 a", "lives in 上海"))
+        ]
+        assert conn.execute("SELECT rowid, scoped FROM ltm_events_fts").fetchall() == [
+            (9, scoped_text("group", "qq:42", "hi"))
+        ]
+
+        def found(scope_id: str) -> list:
+            match = f'scoped : "{scope_prefix("user", scope_id)}上海"'
+            return conn.execute("SELECT rowid FROM ltm_items_fts WHERE ltm_items_fts MATCH ?", [match]).fetchall()
+
+        assert found("qq:小明 a") == [(5,)]
+        assert found("qq:小明") == []
+        assert conn.execute("SELECT doc FROM ltm_items_fts_vocab WHERE term = 'lives'").fetchall() == [(1,)]
+    finally:
+        conn.close()

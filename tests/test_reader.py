@@ -35,7 +35,7 @@ async def add(ltm, fact, *, scope=ALICE, type="preference", status="active", con
         )
         session.add(item)
         await session.flush()
-        await fts_upsert(session, item.id, item.fact)
+        await fts_upsert(session, item)
     return item
 
 
@@ -325,3 +325,30 @@ async def test_queries_with_fts_syntax_are_safe(ltm, origin, query):
     await add(ltm, "Alice likes tea")
     block = await ltm.block(origin("alice"), query)
     assert [s.fact for s in block.items] == ["Alice likes tea"]  # found via the importance baseline
+
+
+async def test_terms_too_common_for_a_large_scope_are_left_out_and_new_terms_are_found(ltm, monkeypatch):
+    from astrbot_plugin_ltm import db as db_module
+    from astrbot_plugin_ltm.db import fts_search
+
+    monkeypatch.setattr(db_module, "MAX_POSTINGS", 3)
+    monkeypatch.setattr(db_module, "term_frequencies", db_module.TermFrequencies())
+    scopes = [(ALICE.kind, ALICE.id)]
+
+    async def found(*tokens: str) -> set[str]:
+        async with ltm.engine.db.read() as session:
+            hits = await fts_search(session, list(tokens), scopes, ("active",), 10)
+            ids = {rowid for rowid, _ in hits}
+            rows = await ltm.sql(f"SELECT fact FROM ltm_items WHERE id IN ({','.join(map(str, ids)) or 0})")
+        return {fact for (fact,) in rows}
+
+    assert await found("zorro") == set()  # counted while absent: df 0
+    for n in range(5):
+        await add(ltm, f"drinks coffee number {n}")
+    await add(ltm, "drinks coffee with Zorro")
+    # "coffee" is in 6 rows, over the 3 a query may walk: left out, while the
+    # rare "zorro" is searched although it was counted before it existed.
+    assert await found("coffee", "zorro") == {"drinks coffee with Zorro"}
+    assert await found("coffee") == set()
+    monkeypatch.setattr(db_module, "MAX_POSTINGS", 100)  # a small scope: every term
+    assert len(await found("coffee")) == 6

@@ -216,3 +216,49 @@ def _filter(engine, who):
 async def _rowid(engine: LTMEngine, memory_id: str) -> int:
     async with engine.db.read() as session:
         return (await session.execute(select(MemoryItem.id).where(MemoryItem.memory_id == memory_id))).scalar_one()
+
+
+async def fill_all(engine: LTMEngine) -> None:
+    while await engine.worker.fill_vectors():
+        pass
+
+
+async def test_a_large_namespace_is_an_inverted_file_and_a_growing_one_becomes_one(db_url, tmp_path, monkeypatch):
+    import faiss
+
+    from astrbot_plugin_ltm import vectors
+
+    monkeypatch.setattr(vectors, "EXACT_SEARCH_MAX", 30)
+    engine = await make(db_url, tmp_path, HashEmbedder())
+    scope = engine.resolver.user_scope(alice())
+    words = [f"topic{n} alpha{n} beta{n}" for n in range(45)]
+    for text in words[:20]:
+        await engine.remember(alice(), f"I study {text}")
+    await fill_all(engine)
+    hits = await vector_ids(engine, scope, f"I study {words[3]}")
+    ns = await engine.vector_index.namespace(scope, engine.vectors.model)
+    assert isinstance(ns.index, faiss.IndexIDMap2) and ns.size == 20  # small: exact
+    assert hits
+
+    for text in words[20:]:  # grows past the limit while loaded
+        last = await engine.remember(alice(), f"I study {text}")
+    await fill_all(engine)
+    await vector_ids(engine, scope, "anything")  # a search starts the conversion
+    await engine.vector_index.flush()  # waits for it
+    async with engine.db.read() as session:
+        stored = (await session.execute(select(func.count()).select_from(MemoryVector))).scalar_one()
+    assert stored > 30
+    ns = await engine.vector_index.namespace(scope, engine.vectors.model)
+    assert isinstance(ns.index, faiss.IndexIVF) and ns.size == stored
+    async with engine.db.read() as session:
+        newest = (await session.execute(select(MemoryItem).where(MemoryItem.memory_id == last.memory_id))).scalar_one()
+    best = await engine.vectors.query([scope], newest.fact, 1)
+    assert list(best) == [newest.id] and best[newest.id] > 0.99
+
+    # Restarted, it loads as an inverted file from its file, same contents.
+    await engine.stop()
+    again = await make(db_url, tmp_path, HashEmbedder())
+    ns = await again.vector_index.namespace(scope, again.vectors.model)
+    assert isinstance(ns.index, faiss.IndexIVF) and ns.size == stored
+    assert list(await again.vectors.query([scope], newest.fact, 1)) == [newest.id]
+    await again.stop()
