@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import and_, func, literal_column, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from .config import LTMConfig
@@ -49,27 +49,37 @@ class ItemFilter:
     min_confidence: float | None = None
     told_by: str | None = None  # only items evidenced by this sender's messages
 
-    def conditions(self) -> list[Any]:
-        """The SQL conditions of these filters; unknown values are refused."""
+    def conditions(self, by_id: bool = False) -> list[Any]:
+        """The SQL conditions of these filters; unknown values are refused.
+
+        ``by_id``: the rows are already picked by id (a text search's hits).
+        The columns are then written ``+ltm_items.col``, which SQLite cannot
+        serve from an index, so it looks the ids up instead of reading a
+        whole scope or status through its index and testing each row.
+        """
+        def col(name: str) -> Any:
+            column = MemoryItem.__table__.c[name]
+            return literal_column(f"+ltm_items.{name}", type_=column.type) if by_id else column
+
         conditions: list[Any] = []
         if self.scope:
-            conditions.append(MemoryItem.scope == self.scope)
+            conditions.append(col("scope") == self.scope)
         if self.scope_id:
-            conditions.append(MemoryItem.scope_id == self.scope_id)
+            conditions.append(col("scope_id") == self.scope_id)
         if self.type:
             if self.type not in MEMORY_TYPES:
                 raise AdminError(f"type must be one of {', '.join(MEMORY_TYPES)}")
-            conditions.append(MemoryItem.type == self.type)
+            conditions.append(col("type") == self.type)
         if self.status == "pending":
-            conditions.append(MemoryItem.awaiting_approval.is_(True))
+            conditions.append(col("awaiting_approval").is_(True))
         elif self.status:
             if self.status not in tuple(Status):
                 raise AdminError(f"status must be one of {', '.join(Status)} or pending")
-            conditions.append(MemoryItem.status == self.status)
+            conditions.append(col("status") == self.status)
         if self.min_confidence is not None:
-            conditions.append(MemoryItem.confidence >= self.min_confidence)
+            conditions.append(col("confidence") >= self.min_confidence)
         if self.query:
-            conditions.append(MemoryItem.fact.contains(self.query))
+            conditions.append(col("fact").contains(self.query))
         if self.told_by:
             conditions.append(told_by(self.told_by))
         return conditions

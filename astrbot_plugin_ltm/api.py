@@ -138,14 +138,17 @@ class MemoryAPI:
             raise AdminError("the search text has no searchable words")
         scopes = [(f.scope, f.scope_id)] if f.scope and f.scope_id else None
         statuses = tuple(Status) if f.status in (None, "pending") else (f.status,)
-        conditions = f.conditions()
+        conditions = f.conditions(by_id=True)
         async with self.engine.db.read() as session:
-            ids = [rowid for rowid, _ in await fts_search(session, tokens, scopes, statuses, SEARCH_LIMIT, every_term=True)]
-            rows = await session.execute(select(MemoryItem).where(MemoryItem.id.in_(ids), *conditions))
+            hits = await fts_search(session, tokens, scopes, statuses, SEARCH_LIMIT, every_term=True)
+            ids = [rowid for rowid, _ in hits]
+            passing = set((await session.execute(select(MemoryItem.id).where(MemoryItem.id.in_(ids), *conditions))).scalars())
+            ranked = [i for i in ids if i in passing]
+            window = ranked[(page - 1) * size : page * size]  # only a page is loaded as objects
+            rows = await session.execute(select(MemoryItem).where(MemoryItem.id.in_(window)))
             found = {i.id: i for i in rows.scalars()}
-        ranked = [found[i] for i in ids if i in found]
-        window = ranked[(page - 1) * size : page * size]
-        return {"items": [item_dict(i) for i in window], "total": len(ranked), "page": page, "page_size": size}
+        return {"items": [item_dict(found[i]) for i in window if i in found], "total": len(ranked),
+                "page": page, "page_size": size}
 
     async def get_item(self, memory_id: str) -> dict[str, Any]:
         return await self.engine.admin.get_item(memory_id)
@@ -234,7 +237,7 @@ class MemoryAPI:
             total = (await session.execute(select(func.count()).select_from(MemoryAudit).where(where))).scalar_one()
             rows = (
                 await session.execute(
-                    select(MemoryAudit).where(where).order_by(MemoryAudit.id.desc())
+                    select(MemoryAudit).where(where).order_by(MemoryAudit.created_at.desc(), MemoryAudit.id.desc())
                     .offset((page - 1) * size).limit(size)
                 )
             ).scalars()

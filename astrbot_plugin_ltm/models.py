@@ -89,6 +89,11 @@ class MemoryItem(LTMBase, table=True):
         Index("ix_ltm_items_scope_confidence", "scope", "scope_id", "confidence"),
         Index("ix_ltm_items_scope_importance", "scope", "scope_id", "importance"),
         Index("ix_ltm_items_scope_created", "scope", "scope_id", "created_at"),
+        Index("ix_ltm_items_status_confidence", "status", "confidence"),
+        Index("ix_ltm_items_status_importance", "status", "importance"),
+        Index("ix_ltm_items_status_created", "status", "created_at"),
+        Index("ix_ltm_items_scope_status_updated", "scope", "scope_id", "status", "updated_at"),
+        Index("ix_ltm_items_type_updated", "type", "updated_at"),
     )
 
     id: int | None = Field(default=None, primary_key=True)
@@ -137,6 +142,9 @@ class MemoryAudit(LTMBase, table=True):
         Index("ix_ltm_audit_scope_action", "scope", "scope_id", "action", "created_at"),
         Index("ix_ltm_audit_session_action", "session_id", "action"),
         Index("ix_ltm_audit_action", "action", "created_at"),
+        Index("ix_ltm_audit_scope_created", "scope", "scope_id", "created_at"),
+        Index("ix_ltm_audit_session_created", "session_id", "created_at"),
+        Index("ix_ltm_audit_actor", "actor", "created_at"),
     )
 
     id: int | None = Field(default=None, primary_key=True)

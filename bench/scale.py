@@ -8,9 +8,10 @@ its own) and a fresh SQLite file:
 1. ``engine.start(background=False)`` migrates an empty database.
 2. N active items go into one user scope and ``--other-items`` into each
    of ``--scopes`` other scopes, inserted in bulk through the models on the
-   engine's database layer, each with ``--events-per-item`` recorded turns
-   (evidence-linked, in the events' keyword index) and, when the engine has
-   vectors, a vector from the deterministic HashEmbedder (no model).
+   engine's database layer, each with its ``create`` audit row (as the
+   writer logs it), ``--events-per-item`` recorded turns (evidence-linked,
+   in the events' keyword index) and, when the engine has vectors, a vector
+   from the deterministic HashEmbedder (no model).
    Facts are synthetic, Zipf-distributed words, some long, some Chinese.
 3. Keyword index rebuild: ``astrbot_plugin_ltm.db.fts_rebuild`` over all
    items (this is also what builds the index for the bulk-inserted items).
@@ -27,14 +28,20 @@ its own) and a fresh SQLite file:
    small scopes; the time the embedder spent is subtracted (reported
    apart), and every block is checked against the token budget, recounted
    with the plugin's counter, at several budgets.
-8. Resident memory: current RSS (psutil) and peak (getrusage).
+8. Dashboard lists (``bench/lists.py``): the item, event and audit list
+   requests of the operator API (every sort and filter, text search, a deep
+   page; in the big scope, a small one and the whole store), each timed
+   ``--lists-repeats`` times through ``MemoryAPI.call``, every statement
+   explained: full table scans and rows sorted in a temp b-tree are
+   reported per request. A failed request is an error (exit status 1).
+9. Resident memory: current RSS (psutil) and peak (getrusage).
 
 The whole run gets ``--time-limit`` seconds (default 560), shared among the
 sizes; a size still running at the end of its share is stopped and
 reported with the figures of the phases it finished.
 
-Timings are printed, never asserted; a block over its budget is an error
-(exit status 1).
+Timings are printed, never asserted; a block over its budget, or a list
+request that fails, is an error (exit status 1).
 """
 
 from __future__ import annotations
@@ -65,14 +72,15 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from astrbot_plugin_ltm import models
 from astrbot_plugin_ltm import tokens as tokens_module
+from astrbot_plugin_ltm.api import MemoryAPI
 from astrbot_plugin_ltm.candidates import Candidate, ExtractionResult
-from astrbot_plugin_ltm.db import event_search_text, fts_rebuild
+from astrbot_plugin_ltm.db import events_fts_backfill, fts_rebuild
 from astrbot_plugin_ltm.engine import LTMEngine
-from astrbot_plugin_ltm.models import MemoryEvent, MemoryEvidence, MemoryItem
-from astrbot_plugin_ltm.text import index_text
+from astrbot_plugin_ltm.models import MemoryAudit, MemoryEvent, MemoryEvidence, MemoryItem
 from astrbot_plugin_ltm.policy import MEMORY_TYPES
 from astrbot_plugin_ltm.scope import Origin
 
+from . import lists
 from .embedders import HashEmbedder, TimedEmbedder
 from .locomo import apply_overrides
 
@@ -237,6 +245,21 @@ async def fill(engine: LTMEngine, size: int, scopes: int, per_scope: int, words:
             await session.execute(insert(MemoryItem), rows[lo:lo + 5000])
     timings["insert_items_s"] = time.perf_counter() - start
 
+    # The writer audits each item it creates; a store at scale has that log
+    # too (the dashboard lists it). In time order, as a log grows.
+    start = time.perf_counter()
+    audit_rows = [{
+        "created_at": item["created_at"], "action": "create", "memory_id": item["memory_id"],
+        "scope": item["scope"], "scope_id": item["scope_id"],
+        "session_id": f"{PLATFORM}:FriendMessage:{item['scope_id'].split(':', 1)[1]}",
+        "actor": "system:extractor", "reason": "mode auto: thresholds met", "detail": {},
+    } for item in sorted(rows, key=lambda r: r["created_at"])]
+    for lo in range(0, len(audit_rows), 5000):
+        async with engine.db.write() as session:
+            await session.execute(insert(MemoryAudit), audit_rows[lo:lo + 5000])
+    timings["insert_audit_s"] = time.perf_counter() - start
+    timings["audit_rows"] = len(audit_rows)
+
     if events_per_item > 0:
         # The turns the items were extracted from: the reader searches them
         # too (raw turns of active memories), so a store at scale has them.
@@ -265,12 +288,7 @@ async def fill(engine: LTMEngine, size: int, scopes: int, per_scope: int, words:
                 await session.execute(insert(MemoryEvent), events[lo:lo + 5000])
                 await session.execute(insert(MemoryEvidence), links[lo:lo + 5000])
         async with engine.db.write() as session:
-            recorded = (await session.execute(sql("SELECT id, content FROM ltm_events ORDER BY id"))).all()
-            await session.execute(
-                sql("INSERT INTO ltm_events_fts (rowid, tokens) VALUES (:r, :t)"),
-                [{"r": rowid, "t": index_text(event_search_text(
-                    json.loads(content) if isinstance(content, str) else content))} for rowid, content in recorded],
-            )
+            await events_fts_backfill(session, batch=5000)
         timings["insert_events_s"] = time.perf_counter() - start
         timings["events"] = len(events)
 
@@ -359,7 +377,8 @@ def emit(out: dict[str, Any], phase: str) -> None:
 
 
 async def run_size(size: int, scopes: int, per_scope: int, n_queries: int, n_hooks: int,
-                   n_writes: int, vectors: bool, events_per_item: int = 1, seed: int = 7) -> dict[str, Any]:
+                   n_writes: int, vectors: bool, events_per_item: int = 1, seed: int = 7,
+                   lists_repeats: int = 20) -> dict[str, Any]:
     rng = random.Random(seed)
     words = Words(rng)
     out: dict[str, Any] = {"size": size, "scopes": scopes + 1, "items_total": size + scopes * per_scope}
@@ -505,6 +524,21 @@ async def run_size(size: int, scopes: int, per_scope: int, n_queries: int, n_hoo
         out["budget_checks"] = budget_checks
         out["budget_violations"] = len(problems)
         out["budget_problems"] = problems[:5]
+        emit(out, "reads in small scopes and at tighter budgets")
+
+        # -- the dashboard's lists -------------------------------------------------------
+        async def keep_config(_raw: dict[str, Any]) -> None:
+            return None
+
+        api = MemoryAPI(engine, config, keep_config)
+        listed = await lists.measure_lists(
+            engine, api, ("user", f"{PLATFORM}:{TARGET_SENDER}"), f"{PLATFORM}:FriendMessage:{TARGET_SENDER}",
+            lists_repeats, small_scope=("user", store.other_scopes[0]) if store.other_scopes else None,
+            search_words=[words.names[0], words.words[0]],  # a name (rare), the commonest word
+        )
+        out.update(lists.summary(listed))
+        out["lists_detail"] = lists.compact(listed)
+        emit(out, "lists")
 
         out["rss_mb"] = rss_mb()
         out["peak_rss_mb"] = peak_mb()
@@ -537,6 +571,8 @@ def _fmt(v: Any, fmt: str) -> str:
 ROWS = [
     ("items in database", "items_total", ",.0f"),
     ("bulk insert items (s)", "insert_items_s", ".2f"),
+    ("audit rows (create)", "audit_rows", ",.0f"),
+    ("bulk insert audit (s)", "insert_audit_s", ".2f"),
     ("bulk insert vectors (s)", "insert_vectors_s", ".2f"),
     ("events (evidence of items)", "events", ",.0f"),
     ("bulk insert events+FTS (s)", "insert_events_s", ".2f"),
@@ -562,6 +598,11 @@ ROWS = [
     ("write pipeline (cand./s)", "write_candidates_per_s", ",.0f"),
     ("  candidates / created", None, ""),
     ("budget violations / checks", None, ""),
+    ("list requests", "lists_requests", ",.0f"),
+    ("list p50, median request (ms)", "lists_p50_ms_median", ".2f"),
+    ("list p95, slowest request (ms)", "lists_p95_ms_max", ".2f"),
+    ("list full scans / temp sorts", None, ""),
+    ("list errors", None, ""),
     ("RSS (MB)", "rss_mb", ".0f"),
     ("peak RSS (MB)", "peak_rss_mb", ".0f"),
     ("time for this size (s)", "seconds", ".1f"),
@@ -585,6 +626,12 @@ def table(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     for label, key, fmt in ROWS:
         if key is None and label.startswith("  candidates"):
             cells = [f"{r.get('write_candidates', 0)}/{r.get('write_created', 0)}" for r in results]
+        elif key is None and label.startswith("list"):
+            if all("lists_requests" not in r for r in results):
+                continue
+            names = ("lists_full_scans", "lists_temp_sorts") if "scans" in label else ("lists_errors",)
+            cells = ["/".join(str(len(r.get(n) or [])) for n in names) if "lists_requests" in r else "—"
+                     for r in results]
         elif key is None:
             cells = [f"{r.get('budget_violations', 0)}/{r.get('budget_checks', 0)}" for r in results]
         else:
@@ -592,6 +639,14 @@ def table(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
                 continue
             cells = [_fmt(r.get(key), fmt) if fmt else str(r.get(key) or "") for r in results]
         lines.append(f"{label:<32}" + "".join(f"{c:>12}" for c in cells))
+    for r in results:
+        if r.get("lists_detail"):
+            head = (f"dashboard lists at {r['size']:,} items in the big scope ({r.get('items_total', 0):,} in all; "
+                    "ms through MemoryAPI.call; kinstr: the heaviest statement's SQLite VM instructions, "
+                    "thousands, run alone):")
+            lines += ["", head, lists.table(r["lists_detail"])]
+            for kind in ("full_scans", "temp_sorts", "ignored_ids", "errors"):
+                lines += [f"  {kind.replace('_', ' ')}: {p}" for p in r.get(f"lists_{kind}") or []]
     return "\n".join(lines)
 
 
@@ -605,6 +660,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--writes", type=int, default=400, help="candidates through the write pipeline")
     parser.add_argument("--events-per-item", type=int, default=1,
                         help="recorded turns behind each item (evidence-linked, keyword-indexed)")
+    parser.add_argument("--lists-repeats", type=int, default=20,
+                        help="timed passes over the dashboard's list requests (0: plans only)")
     parser.add_argument("--no-vectors", action="store_true", help="keyword-only even if the engine takes an embedder")
     parser.add_argument("--inline", action="store_true", help="run the sizes in this process (no time limit)")
     parser.add_argument("--time-limit", type=float, default=560.0,
@@ -624,7 +681,8 @@ def main(argv: list[str] | None = None) -> int:
     def one(size: int) -> dict[str, Any]:
         start = time.perf_counter()
         result = asyncio.run(run_size(size, args.scopes, args.other_items, args.queries, args.hooks,
-                                      args.writes, not args.no_vectors, args.events_per_item))
+                                      args.writes, not args.no_vectors, args.events_per_item,
+                                      lists_repeats=args.lists_repeats))
         result["seconds"] = time.perf_counter() - start
         return result
 
@@ -645,7 +703,7 @@ def main(argv: list[str] | None = None) -> int:
         cmd = [sys.executable, "-m", "bench.scale", "--one", str(size), "--scopes", str(args.scopes),
                "--other-items", str(args.other_items), "--queries", str(args.queries),
                "--hooks", str(args.hooks), "--writes", str(args.writes),
-               "--events-per-item", str(args.events_per_item)]
+               "--events-per-item", str(args.events_per_item), "--lists-repeats", str(args.lists_repeats)]
         if args.no_vectors:
             cmd.append("--no-vectors")
         for setting in args.overrides:
@@ -679,7 +737,7 @@ def main(argv: list[str] | None = None) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps({"settings": meta, "results": results}, indent=2) + "\n")
         print(f"\nwritten to {out}")
-    return 1 if any(r.get("budget_violations") for r in results) else 0
+    return 1 if any(r.get("budget_violations") or r.get("lists_errors") for r in results) else 0
 
 
 if __name__ == "__main__":

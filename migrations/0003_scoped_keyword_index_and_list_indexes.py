@@ -56,7 +56,15 @@ STATEMENTS = [
     "CREATE INDEX ix_ltm_items_scope_created ON ltm_items (scope, scope_id, created_at)",
     "CREATE INDEX ix_ltm_events_created ON ltm_events (created_at)",
     "CREATE INDEX ix_ltm_events_status_created ON ltm_events (extraction_status, created_at)",
+    "CREATE INDEX ix_ltm_items_status_confidence ON ltm_items (status, confidence)",
+    "CREATE INDEX ix_ltm_items_status_importance ON ltm_items (status, importance)",
+    "CREATE INDEX ix_ltm_items_status_created ON ltm_items (status, created_at)",
+    "CREATE INDEX ix_ltm_items_scope_status_updated ON ltm_items (scope, scope_id, status, updated_at)",
+    "CREATE INDEX ix_ltm_items_type_updated ON ltm_items (type, updated_at)",
     "CREATE INDEX ix_ltm_audit_action ON ltm_audit (action, created_at)",
+    "CREATE INDEX ix_ltm_audit_scope_created ON ltm_audit (scope, scope_id, created_at)",
+    "CREATE INDEX ix_ltm_audit_session_created ON ltm_audit (session_id, created_at)",
+    "CREATE INDEX ix_ltm_audit_actor ON ltm_audit (actor, created_at)",
 ]
 
 
