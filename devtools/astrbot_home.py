@@ -42,6 +42,7 @@ def astrbot_env(home: Path) -> dict[str, str]:
         "ASTRBOT_TEST_MODE": "true",  # no login rate limit for scripted clients
         "ASTRBOT_DISABLE_METRICS": "1",
         "PYTHONUNBUFFERED": "1",
+        "PYTHONFAULTHANDLER": "1",  # a stuck process dumps its threads' stacks on SIGABRT (see stop)
         "NO_PROXY": "127.0.0.1,localhost",
         "no_proxy": "127.0.0.1,localhost",
     })
@@ -202,15 +203,21 @@ class AstrBotProcess:
             return ""
 
     def stop(self, timeout: float = 30.0) -> None:
-        """SIGINT (AstrBot then calls every plugin's terminate()), SIGKILL if stuck."""
+        """SIGINT (AstrBot then calls every plugin's terminate()). If it is
+        stuck: SIGABRT, so the log gets every thread's stack (faulthandler),
+        then SIGKILL."""
         if self.proc is None or self.proc.poll() is not None:
             return
         os.killpg(self.proc.pid, signal.SIGINT)
         try:
             self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
+            os.killpg(self.proc.pid, signal.SIGABRT)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
 
 
 class Client:

@@ -201,7 +201,8 @@ class Bot:
     def restart(self) -> None:
         self.stop()
         assert self.proc.proc is not None and self.proc.proc.returncode == 0, self.diag(
-            f"AstrBot did not shut down cleanly (rc={self.proc.proc.returncode if self.proc.proc else None})")
+            f"AstrBot did not shut down cleanly (rc={self.proc.proc.returncode if self.proc.proc else None})",
+            lines=300)
         self.start()
 
     def close(self) -> None:

@@ -44,7 +44,7 @@ def test_5_restart_keeps_memories_and_pending_events(bot):
         assert bot.chat(again, "frank", "t5-frank") == f"ECHO: {again}"
         old_pid = bot.pid
         bot.stop()
-        assert bot.proc.proc.returncode == 0, bot.diag(f"unclean shutdown rc={bot.proc.proc.returncode}")
+        assert bot.proc.proc.returncode == 0, bot.diag(f"unclean shutdown rc={bot.proc.proc.returncode}", lines=300)
 
         counts = bot.ltm_counts()
         items = _items(bot)
