@@ -164,6 +164,17 @@ def write_plugin_config(home: Path, values: dict) -> None:
     path.write_text(json.dumps(_deep_update(current, values), ensure_ascii=False, indent=2), encoding="utf-8")
 
 
+def _default_stop_signals() -> None:
+    """In the child, before AstrBot starts: SIGINT and SIGTERM handled as
+    usual. A shell without job control starts background jobs with SIGINT
+    ignored, and a blocked or ignored signal is inherited: AstrBot would
+    then never see the SIGINT that stop() sends (seen in a backgrounded CI
+    run: AstrBot idle, never shutting down)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 class AstrBotProcess:
     def __init__(self, home: Path, port: int) -> None:
         self.home, self.port = Path(home), port
@@ -176,6 +187,7 @@ class AstrBotProcess:
         self.proc = subprocess.Popen(
             [str(BIN / "astrbot"), "run", "-p", str(self.port)], cwd=self.home, env=astrbot_env(self.home),
             stdout=log, stderr=subprocess.STDOUT if log else None, start_new_session=True,
+            preexec_fn=_default_stop_signals,
         )
         if log:
             log.close()
