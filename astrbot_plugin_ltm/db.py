@@ -224,10 +224,12 @@ async def fts_search(
     ``statuses`` in the given scopes (``None``: every scope), best first.
     The reader leaves out terms too common to pay for (MAX_POSTINGS); an
     operator's search (``every_term``) uses every term, however common."""
-    if not every_term:
-        tokens = await term_frequencies.affordable(session, "ltm_items_fts", tokens, scopes)
     if not tokens or scopes == [] or not statuses:
         return []
+    if not every_term:
+        tokens = await term_frequencies.affordable(session, "ltm_items_fts", tokens, scopes)
+        if not tokens:
+            return []
     marks = ", ".join(f":st{n}" for n in range(len(statuses)))
     rank = "bm25(ltm_items_fts, 1.0, 0.0)" if scopes is None else "bm25(ltm_items_fts, 0.0, 1.0)"
     # "+" keeps SQLite on the rowids: with an index on status it would
@@ -251,9 +253,10 @@ async def events_fts_search(
     ``include_pending`` — not extracted yet. A turn behind a shadow,
     disabled or deleted memory, or one extraction found nothing in, is never
     eligible: operators decide what the bot knows, not the raw log."""
-    if scopes:
-        tokens = await term_frequencies.affordable(session, "ltm_events_fts", tokens, scopes)
     if not tokens or not scopes:
+        return []
+    tokens = await term_frequencies.affordable(session, "ltm_events_fts", tokens, scopes)
+    if not tokens:
         return []
     accept = (
         "x.source_role IN ('user', 'tool') AND ("
