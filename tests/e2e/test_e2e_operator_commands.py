@@ -24,7 +24,10 @@ def test_admin_lists_and_forgets_another_users_memories_a_user_cannot(bot):
     bob_items = bot.items("bob")
     assert len(bob_items) == 1, bob_items
     target = "webchat:alice"  # alice's user scope, as a bare id
-    before = bot.ltm_counts()
+    # The background job embeds new memories; let it finish so the snapshot
+    # below only changes if a refused command changed something.
+    before = bot.wait_for(lambda: (c := bot.ltm_counts())["ltm_item_vectors"] == c["ltm_items"] and c,
+                          what="every memory embedded")
 
     # A plain user naming a target is refused; nothing is read or deleted.
     refused = bot.chat(f"/ltm list {target}", "bob", "op-bob")
