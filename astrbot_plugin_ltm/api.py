@@ -139,8 +139,10 @@ class MemoryAPI:
         scopes = [(f.scope, f.scope_id)] if f.scope and f.scope_id else None
         statuses = tuple(Status) if f.status in (None, "pending") else (f.status,)
         conditions = f.conditions(by_id=True)
+        hits = await self.engine.db.run(
+            lambda conn: fts_search(conn, tokens, scopes, statuses, SEARCH_LIMIT, every_term=True)
+        )
         async with self.engine.db.read() as session:
-            hits = await fts_search(session, tokens, scopes, statuses, SEARCH_LIMIT, every_term=True)
             ids = [rowid for rowid, _ in hits]
             passing = set((await session.execute(select(MemoryItem.id).where(MemoryItem.id.in_(ids), *conditions))).scalars())
             ranked = [i for i in ids if i in passing]

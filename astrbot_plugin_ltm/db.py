@@ -10,13 +10,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import text
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from . import migrate as migrations
@@ -26,6 +28,18 @@ from .text import fts_match_expression, index_text, search_tokens
 
 class ReadOnlyError(RuntimeError):
     """Raised instead of writing while emergency_read_only is on."""
+
+
+T = TypeVar("T")
+# Threads for Database.run: the reads of a few turns at once (each read
+# runs up to three searches side by side), not so many that they crowd out
+# AstrBot's own use of the two or so cores a bot has.
+READ_THREADS = 4
+
+
+def _query_only(dbapi_connection: Any, _record: Any) -> None:
+    # The read connections can never write, whatever a bug asks of them.
+    dbapi_connection.execute("PRAGMA query_only = ON")
 
 
 class Database:
@@ -40,10 +54,51 @@ class Database:
         # SQLite has one writer; serialising our own writes avoids busy waits
         # between the recorder's flusher and the extraction worker.
         self._write_lock = asyncio.Lock()
+        self.read_engine = self._read_engine(engine)
+        self._read_threads: ThreadPoolExecutor | None = None
 
     @property
     def path(self) -> str:
         return self.engine.url.database or ""
+
+    @staticmethod
+    def _read_engine(engine: AsyncEngine) -> Engine:
+        """Blocking connections to the same file, for :meth:`run`."""
+        database = engine.url.database or ""
+        if database in ("", ":memory:") or database.startswith("file::memory:"):
+            raise RuntimeError("astrbot_plugin_ltm needs a SQLite database file, not an in-memory one")
+        read_engine = create_engine(
+            engine.url.set(drivername="sqlite+pysqlite"),
+            connect_args={"check_same_thread": False},
+            pool_size=READ_THREADS,
+            max_overflow=0,
+        )
+        event.listen(read_engine, "connect", _query_only)
+        return read_engine
+
+    async def run(self, fn: Callable[[Connection], T]) -> T:
+        """``fn(connection)`` on a read-only connection in a worker thread.
+
+        The read path's searches are written against this: all of a step's
+        statements then cost one hop to a thread. Through aiosqlite every
+        statement costs several hops between the event loop and the
+        connection's thread (execute, fetch, close) and each hop waits for
+        the loop: at 10k items those waits were two thirds of a read.
+        """
+        if self._read_threads is None:
+            self._read_threads = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="ltm-read")
+        return await asyncio.get_running_loop().run_in_executor(self._read_threads, self._call, fn)
+
+    def _call(self, fn: Callable[[Connection], T]) -> T:
+        with self.read_engine.connect() as connection:
+            return fn(connection)
+
+    async def close(self) -> None:
+        """Let running reads finish, then close the read connections."""
+        threads, self._read_threads = self._read_threads, None
+        if threads is not None:
+            await asyncio.to_thread(threads.shutdown, wait=True)
+        self.read_engine.dispose()
 
     async def migrate(self) -> list[int]:
         return await asyncio.to_thread(migrations.migrate, self.path)
@@ -110,35 +165,38 @@ class TermFrequencies:
 
     def __init__(self, max_entries: int = 50_000) -> None:
         self._cache: OrderedDict[tuple[str, str, str], tuple[int, float]] = OrderedDict()
+        self._lock = threading.Lock()  # reads run in several threads
         self.max_entries = max_entries
 
-    async def get(self, session: AsyncSession, table: str, tokens: list[str]) -> dict[str, int]:
-        where = str(session.bind.url) if session.bind is not None else ""
+    def get(self, conn: Connection, table: str, tokens: list[str]) -> dict[str, int]:
+        where = str(conn.engine.url)
         now = time.monotonic()
         found: dict[str, int] = {}
-        for token in tokens:
-            hit = self._cache.get((where, table, token))
-            if hit is not None and now - hit[1] < _DF_TTL_SECONDS:
-                found[token] = hit[0]
+        with self._lock:
+            for token in tokens:
+                hit = self._cache.get((where, table, token))
+                if hit is not None and now - hit[1] < _DF_TTL_SECONDS:
+                    found[token] = hit[0]
         todo = [t for t in tokens if t not in found]
         if todo:
             marks = ", ".join(f":t{n}" for n in range(len(todo)))
-            rows = await session.execute(
+            rows = conn.execute(
                 text(f"SELECT term, doc FROM {table}_vocab WHERE term IN ({marks})"),
                 {f"t{n}": t for n, t in enumerate(todo)},
             )
             counted = {str(term): int(doc) for term, doc in rows}
-            for token in todo:
-                found[token] = counted.get(token, 0)
-                self._cache[(where, table, token)] = (found[token], now)
-            while len(self._cache) > self.max_entries:
-                self._cache.popitem(last=False)
+            with self._lock:
+                for token in todo:
+                    found[token] = counted.get(token, 0)
+                    self._cache[(where, table, token)] = (found[token], now)
+                while len(self._cache) > self.max_entries:
+                    self._cache.popitem(last=False)
         return found
 
-    async def affordable(self, session: AsyncSession, table: str, tokens: list[str], scopes: Scopes) -> list[str]:
+    def affordable(self, conn: Connection, table: str, tokens: list[str], scopes: Scopes) -> list[str]:
         """The query tokens worth searching in ``scopes``: rarest first while
         their rows add up to MAX_POSTINGS."""
-        df = await self.get(session, table, [term for token in tokens for term in _terms(token, scopes)])
+        df = self.get(conn, table, [term for token in tokens for term in _terms(token, scopes)])
         rows = {token: sum(df[term] for term in _terms(token, scopes)) for token in tokens}
         kept: list[str] = []
         postings = 0
@@ -153,8 +211,8 @@ class TermFrequencies:
 term_frequencies = TermFrequencies()
 
 
-async def _ranked(
-    session: AsyncSession,
+def _ranked(
+    conn: Connection,
     table: str,
     match: str,
     rank: str,
@@ -175,17 +233,15 @@ async def _ranked(
     while True:
         # One statement: the window of best matches, how many there were
         # (the row whose first column is 0), and the ones that pass.
-        rows = (
-            await session.execute(
-                text(
-                    f"WITH top AS MATERIALIZED (SELECT rowid AS id, {rank} AS rank FROM {table} "
-                    f"WHERE {table} MATCH :q ORDER BY {rank} LIMIT :k) "
-                    "SELECT 0, (SELECT count(*) FROM top), NULL UNION ALL "
-                    f"SELECT * FROM (SELECT 1, x.{key}, -top.rank FROM top CROSS JOIN {source} x ON x.id = top.id "
-                    f"WHERE {accept} ORDER BY top.rank LIMIT :lim)"
-                ),
-                {**params, "q": match, "k": window, "lim": limit},
-            )
+        rows = conn.execute(
+            text(
+                f"WITH top AS MATERIALIZED (SELECT rowid AS id, {rank} AS rank FROM {table} "
+                f"WHERE {table} MATCH :q ORDER BY {rank} LIMIT :k) "
+                "SELECT 0, (SELECT count(*) FROM top), NULL UNION ALL "
+                f"SELECT * FROM (SELECT 1, x.{key}, -top.rank FROM top CROSS JOIN {source} x ON x.id = top.id "
+                f"WHERE {accept} ORDER BY top.rank LIMIT :lim)"
+            ),
+            {**params, "q": match, "k": window, "lim": limit},
         ).all()
         matched = next(row[1] for row in rows if row[0] == 0)
         ranked = sorted(((row[1], float(row[2])) for row in rows if row[0] == 1), key=lambda hit: -hit[1])
@@ -212,8 +268,8 @@ async def fts_delete(session: AsyncSession, rowid: int) -> None:
     await session.execute(text("DELETE FROM ltm_items_fts WHERE rowid = :r"), {"r": rowid})
 
 
-async def fts_search(
-    session: AsyncSession,
+def fts_search(
+    conn: Connection,
     tokens: list[str],
     scopes: list[tuple[str, str]] | None,
     statuses: tuple[str, ...],
@@ -227,21 +283,21 @@ async def fts_search(
     if not tokens or scopes == [] or not statuses:
         return []
     if not every_term:
-        tokens = await term_frequencies.affordable(session, "ltm_items_fts", tokens, scopes)
+        tokens = term_frequencies.affordable(conn, "ltm_items_fts", tokens, scopes)
         if not tokens:
             return []
     marks = ", ".join(f":st{n}" for n in range(len(statuses)))
     rank = "bm25(ltm_items_fts, 1.0, 0.0)" if scopes is None else "bm25(ltm_items_fts, 0.0, 1.0)"
     # "+" keeps SQLite on the rowids: with an index on status it would
     # rather read every active item and test each against the id list.
-    return await _ranked(
-        session, "ltm_items_fts", _match(tokens, scopes), rank, f"+x.status IN ({marks})",
+    return _ranked(
+        conn, "ltm_items_fts", _match(tokens, scopes), rank, f"+x.status IN ({marks})",
         {f"st{n}": status for n, status in enumerate(statuses)}, limit,
     )
 
 
-async def events_fts_search(
-    session: AsyncSession,
+def events_fts_search(
+    conn: Connection,
     tokens: list[str],
     scopes: list[tuple[str, str]],
     limit: int,
@@ -255,7 +311,7 @@ async def events_fts_search(
     eligible: operators decide what the bot knows, not the raw log."""
     if not tokens or not scopes:
         return []
-    tokens = await term_frequencies.affordable(session, "ltm_events_fts", tokens, scopes)
+    tokens = term_frequencies.affordable(conn, "ltm_events_fts", tokens, scopes)
     if not tokens:
         return []
     accept = (
@@ -267,8 +323,8 @@ async def events_fts_search(
         + (" OR x.extraction_status = 'pending'" if include_pending else "")
         + ")"
     )
-    return await _ranked(
-        session, "ltm_events_fts", _match(tokens, scopes), "bm25(ltm_events_fts)", accept, {}, limit, "event_id"
+    return _ranked(
+        conn, "ltm_events_fts", _match(tokens, scopes), "bm25(ltm_events_fts)", accept, {}, limit, "event_id"
     )
 
 

@@ -118,6 +118,7 @@ class LTMEngine:
         await self.worker.stop()
         await self.recorder.stop()
         await self.vector_index.flush()
+        await self.db.close()
         self.started = False
 
     def apply_config(self, raw: dict[str, Any]) -> list[str]:
@@ -149,7 +150,7 @@ class LTMEngine:
         if not (self.config.enable and self.config.read_policy.enable) or self.reader is None:
             return MemoryBlock()
         scopes = self.resolver.read_scopes(origin)
-        return await self.reader.read(self.db.read, scopes, query, self.config.read_policy)
+        return await self.reader.read(self.db, scopes, query, self.config.read_policy)
 
     # -- explicit memories -------------------------------------------------
 

@@ -8,21 +8,21 @@ counter that decides what fits, header and footer included.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Sequence
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
+from functools import lru_cache
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, ClassVar, Protocol
 
-from sqlalchemy import select, text
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy import Connection, text
 
-from .db import events_fts_search
-from .models import MemoryEvent, MemoryEvidence, MemoryItem, as_utc, utcnow
+from .db import Database, events_fts_search
+from .models import MemoryEvent, as_utc, utcnow
 from .policy import ReadPolicy, Status
-from .retrieval import Retriever
+from .retrieval import Query, Retriever
 from .scope import Scope
-from .text import query_tokens, token_set_similarity
+from .text import token_set_similarity
 from .tokens import TokenCounter
 
 HEADER = "[Long-term Memory]"
@@ -33,15 +33,11 @@ BASELINE_POOL = 50
 SEARCH_LIMIT = 50
 NEAR_DUPLICATE = 0.8
 EVENT_CHARS = 300  # a raw turn is cut to this many characters
-
-
-Sessions = Callable[[], AbstractAsyncContextManager[AsyncSession]]
+COUNT_CACHE = 20_000  # lines whose token count is kept (~100 bytes each)
 
 
 class ItemView(Protocol):
-    """What the reader reads of an item: a MemoryItem, or a plain row of
-    ltm_items (loading rows skips the ORM's per-object cost, which was a
-    third of a read)."""
+    """What the reader reads of an item: a MemoryItem or an ItemRow."""
 
     id: int
     memory_id: str
@@ -54,6 +50,59 @@ class ItemView(Protocol):
     status: str
     ttl_days: int | None
     updated_at: datetime
+
+
+def _stored_time(value: datetime | str) -> datetime:
+    # SQLite holds SQLAlchemy's datetimes as naive UTC text.
+    return as_utc(value if isinstance(value, datetime) else datetime.fromisoformat(value))
+
+
+@dataclass(slots=True)
+class ItemRow:
+    """An item as the read path loads it: the columns it uses, converted by
+    hand. Through the ORM, or SQLAlchemy's per-column result processing,
+    loading a read's few hundred candidates cost more than finding them."""
+
+    COLUMNS: ClassVar[str] = (
+        "id, memory_id, scope, scope_id, type, fact, confidence, importance, status, ttl_days, updated_at"
+    )
+    id: int
+    memory_id: str
+    scope: str
+    scope_id: str
+    type: str
+    fact: str
+    confidence: float
+    importance: float
+    status: str
+    ttl_days: int | None
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, row: Sequence[Any]) -> ItemRow:
+        return cls(*row[:-1], _stored_time(row[-1]))
+
+
+@dataclass(slots=True)
+class EventRow:
+    """A raw turn as the read path loads it (see ItemRow)."""
+
+    COLUMNS: ClassVar[str] = "event_id, scope, scope_id, source_type, source_role, content, sender_id, sender_name, created_at"
+    event_id: str
+    scope: str
+    scope_id: str
+    source_type: str
+    source_role: str
+    content: dict[str, Any]
+    sender_id: str | None
+    sender_name: str | None
+    created_at: datetime
+
+    @classmethod
+    def of(cls, row: Sequence[Any]) -> EventRow:
+        *columns, content, sender_id, sender_name, created_at = row
+        return cls(*columns, json.loads(content) if isinstance(content, str) else content,
+                   sender_id, sender_name, _stored_time(created_at))
 
 
 @dataclass(frozen=True)
@@ -86,7 +135,7 @@ def format_line(item: ItemView) -> str:
     return f"- [{item.type}] {item.fact} (confidence: {item.confidence:.2f})"
 
 
-def format_event_line(event: MemoryEvent) -> str:
+def format_event_line(event: MemoryEvent | EventRow) -> str:
     """A raw turn, tagged with when it was said and by whom."""
     content = event.content or {}
     when = as_utc(event.created_at).strftime("%Y-%m-%d")
@@ -136,38 +185,42 @@ class MemoryReader:
     ) -> None:
         self.retrievers = list(retrievers)
         self.counter = counter
+        # The same facts and turns are measured read after read; tokenising
+        # them again was a fifth of a read. Keyed by the exact text, so a
+        # cached count is always the counter's own answer.
+        self._count = lru_cache(maxsize=COUNT_CACHE)(counter.count)
         self._clock = clock
         # Unextracted turns may be shown only where facts would go live
         # without review (mode auto); the engine says which mode is on.
         self._include_pending = include_pending
 
-    async def read(
-        self, sessions: Sessions, scopes: list[Scope], query: str, policy: ReadPolicy
-    ) -> MemoryBlock:
-        """The block for ``query``. ``sessions`` opens a read session; the
-        searches that do not depend on each other (keyword and vector over
-        memories, keyword over raw turns) each get their own and run at the
-        same time: SQLite, FAISS and the embedding provider work in
-        parallel instead of one after the other."""
+    async def read(self, db: Database, scopes: list[Scope], query: str, policy: ReadPolicy) -> MemoryBlock:
+        """The block for ``query``.
+
+        Two steps, each on the database's read threads (Database.run), so
+        the event loop only waits: first the searches, side by side —
+        keyword and vector over memories, keyword over raw turns (SQLite,
+        FAISS and the embedding provider work in parallel) — then one pass
+        that loads the candidates, ranks them and fits the budget.
+        """
         if not policy.enable or not scopes or policy.max_items <= 0:
             return MemoryBlock()
         now = self._clock()
-        tokens = query_tokens(query)
-
-        async def search(retriever: Retriever) -> dict[int, float]:
-            async with sessions() as session:
-                return await retriever.search(session, scopes, query, SEARCH_LIMIT)
+        q = Query.of(query)
+        include_pending = self._include_pending()
+        pairs = [(s.kind, s.id) for s in scopes]
 
         async def keyword_turns() -> list[str]:
-            if policy.max_events <= 0 or not tokens:
+            if policy.max_events <= 0 or not q.tokens:
                 return []
-            async with sessions() as session:
-                found = await events_fts_search(
-                    session, tokens, [(s.kind, s.id) for s in scopes], SEARCH_LIMIT, self._include_pending()
-                )
+            found = await db.run(
+                lambda conn: events_fts_search(conn, q.tokens, pairs, SEARCH_LIMIT, include_pending)
+            )
             return [event_id for event_id, _ in found]
 
-        *found, turns = await asyncio.gather(*(search(r) for r in self.retrievers), keyword_turns())
+        *found, turns = await asyncio.gather(
+            *(r.search(db, scopes, q, SEARCH_LIMIT) for r in self.retrievers), keyword_turns()
+        )
         # Fusion of keyword and vector similarity: the larger of the two.
         # Measured on LoCoMo (bench/locomo.py, 2 dev conversations, 800
         # tokens): max 0.682 evidence recall, mean 0.683, reciprocal-rank
@@ -177,27 +230,34 @@ class MemoryReader:
         for hits in found:
             for rowid, sim in hits.items():
                 sims[rowid] = max(sims.get(rowid, 0.0), sim)
-        async with sessions() as session:
-            items = await self._load(session, scopes, set(sims), policy)
-            scored = []
-            for item in items:
-                if not self._usable(item, policy, now):
-                    continue
-                score = (
-                    policy.similarity_weight * sims.get(item.id, 0.0)
-                    + policy.importance_weight * item.importance
-                    + policy.recency_weight * time_decay(item.updated_at, now)
-                )
-                scored.append((score, item))
-            scored.sort(key=lambda pair: (-pair[0], -pair[1].confidence, pair[1].id))
-            budget = _Budget(self.counter.count, policy.max_tokens)
-            chosen = self._select(scored, policy, budget)
-            taken = {c.memory_id for c in chosen}
-            # Relevant memories the caps kept out still point at useful turns.
-            left_out = [i for _, i in scored if i.memory_id not in taken and sims.get(i.id, 0) > 0][:SEARCH_LIMIT]
-            events = (
-                await self._events(session, turns, chosen, left_out, budget, policy) if budget.open else []
+        return await db.run(lambda conn: self._compose(conn, scopes, sims, turns, policy, now))
+
+    def _compose(
+        self,
+        conn: Connection,
+        scopes: list[Scope],
+        sims: dict[int, float],
+        turns: list[str],
+        policy: ReadPolicy,
+        now: datetime,
+    ) -> MemoryBlock:
+        scored = []
+        for item in self._load(conn, scopes, set(sims), policy):
+            if not self._usable(item, policy, now):
+                continue
+            score = (
+                policy.similarity_weight * sims.get(item.id, 0.0)
+                + policy.importance_weight * item.importance
+                + policy.recency_weight * time_decay(item.updated_at, now)
             )
+            scored.append((score, item))
+        scored.sort(key=lambda pair: (-pair[0], -pair[1].confidence, pair[1].id))
+        budget = _Budget(self._count, policy.max_tokens)
+        chosen = self._select(scored, policy, budget)
+        taken = {c.memory_id for c in chosen}
+        # Relevant memories the caps kept out still point at useful turns.
+        left_out = [i for _, i in scored if i.memory_id not in taken and sims.get(i.id, 0) > 0][:SEARCH_LIMIT]
+        events = self._events(conn, turns, chosen, left_out, budget, policy) if budget.open else []
         return self._assemble(budget, chosen, events, policy)
 
     @staticmethod
@@ -208,40 +268,39 @@ class MemoryReader:
         # the reader must not serve them either.
         return item.ttl_days is None or as_utc(item.updated_at) + timedelta(days=item.ttl_days) > now
 
-    async def _load(
-        self, session: AsyncSession, scopes: list[Scope], rowids: set[int], policy: ReadPolicy
-    ) -> list[ItemView]:
-        wanted = {(s.kind, s.id) for s in scopes}
-        found: dict[int, ItemView] = {}
-        items = MemoryItem.__table__
-        if rowids:
-            # By primary key; scope and status are checked here, so a hit can
-            # never bring in another scope's memory.
-            for item in await session.execute(select(items).where(items.c.id.in_(rowids))):
-                if (item.scope, item.scope_id) in wanted and item.status == Status.ACTIVE:
-                    found[item.id] = item
-        # One query per scope, each served by ix_ltm_items_scope_status in
+    @staticmethod
+    def _load(conn: Connection, scopes: list[Scope], rowids: set[int], policy: ReadPolicy) -> list[ItemRow]:
+        """The hits by primary key and each scope's most important items, in
+        one statement. Scope and status are checked here, so a hit can never
+        bring in another scope's memory."""
+        params: dict[str, object] = {
+            "ids": json.dumps(sorted(rowids)), "active": Status.ACTIVE,
+            "min_confidence": policy.min_confidence, "pool": BASELINE_POOL,
+        }
+        parts = [f"SELECT {ItemRow.COLUMNS} FROM ltm_items WHERE id IN (SELECT value FROM json_each(:ids))"]
+        # A subquery per scope, each served by ix_ltm_items_scope_status in
         # importance order; an OR over scopes made SQLite scan every active
         # item in the database. "+confidence" keeps SQLite from reading the
         # whole scope through ix_ltm_items_scope_confidence and sorting it.
-        confident = text("+ltm_items.confidence >= :min_confidence").bindparams(
-            min_confidence=policy.min_confidence
-        )
-        for scope in scopes:
-            baseline = (
-                select(items)
-                .where(items.c.scope == scope.kind, items.c.scope_id == scope.id,
-                       items.c.status == Status.ACTIVE, confident)
-                .order_by(items.c.importance.desc())
-                .limit(BASELINE_POOL)
+        for n, scope in enumerate(scopes):
+            parts.append(
+                f"SELECT * FROM (SELECT {ItemRow.COLUMNS} FROM ltm_items WHERE scope = :kind{n} "
+                f"AND scope_id = :id{n} AND status = :active AND +confidence >= :min_confidence "
+                "ORDER BY importance DESC LIMIT :pool)"
             )
-            for item in await session.execute(baseline):
-                found.setdefault(item.id, item)
-        return [i for i in found.values() if i.confidence >= policy.min_confidence]
+            params[f"kind{n}"], params[f"id{n}"] = scope.kind, scope.id
+        wanted = {(s.kind, s.id) for s in scopes}
+        found: dict[int, ItemRow] = {}
+        for row in conn.execute(text(" UNION ALL ".join(parts)), params):
+            rowid, _, scope, scope_id, _, _, confidence, _, status, _, _ = row
+            if (scope, scope_id) in wanted and status == Status.ACTIVE \
+                    and confidence >= policy.min_confidence and rowid not in found:
+                found[rowid] = ItemRow.of(row)
+        return list(found.values())
 
     def _fit(self, scored: list[tuple[float, ItemView]], policy: ReadPolicy) -> MemoryBlock:
         """The memories alone, within the budget (pure: no database)."""
-        budget = _Budget(self.counter.count, policy.max_tokens)
+        budget = _Budget(self._count, policy.max_tokens)
         return self._assemble(budget, self._select(scored, policy, budget), [], policy)
 
     @staticmethod
@@ -277,9 +336,9 @@ class MemoryReader:
             return MemoryBlock()
         return MemoryBlock(text=text, tokens=tokens, items=chosen, events=events)
 
-    async def _events(
+    def _events(
         self,
-        session: AsyncSession,
+        conn: Connection,
         keyword_ids: list[str],
         chosen: list[Selected],
         left_out: list[ItemView],
@@ -293,7 +352,7 @@ class MemoryReader:
         turn already behind a chosen memory adds nothing and is skipped."""
         if policy.max_events <= 0:
             return []
-        evidence = await self._evidence(session, [c.memory_id for c in chosen] + [i.memory_id for i in left_out])
+        evidence = self._evidence(conn, [c.memory_id for c in chosen] + [i.memory_id for i in left_out])
         covered = {e for c in chosen for e in evidence.get(c.memory_id, [])}
         sources = [e for item in left_out for e in evidence.get(item.memory_id, [])]
         fused: dict[str, float] = {}
@@ -304,10 +363,11 @@ class MemoryReader:
         if not order:
             return []
         rows = {
-            e.event_id: e
-            for e in (
-                await session.execute(select(MemoryEvent).where(MemoryEvent.event_id.in_(order[:SEARCH_LIMIT])))
-            ).scalars()
+            row.event_id: EventRow.of(row)
+            for row in conn.execute(
+                text(f"SELECT {EventRow.COLUMNS} FROM ltm_events WHERE event_id IN (SELECT value FROM json_each(:ids))"),
+                {"ids": json.dumps(order[:SEARCH_LIMIT])},
+            )
         }
         best = fused[order[0]]
         picked: list[Selected] = []
@@ -324,13 +384,13 @@ class MemoryReader:
         return picked
 
     @staticmethod
-    async def _evidence(session: AsyncSession, memory_ids: list[str]) -> dict[str, list[str]]:
+    def _evidence(conn: Connection, memory_ids: list[str]) -> dict[str, list[str]]:
         if not memory_ids:
             return {}
-        rows = await session.execute(
-            select(MemoryEvidence.memory_id, MemoryEvidence.event_id)
-            .where(MemoryEvidence.memory_id.in_(memory_ids))
-            .order_by(MemoryEvidence.id)
+        rows = conn.execute(
+            text("SELECT memory_id, event_id FROM ltm_evidence "
+                 "WHERE memory_id IN (SELECT value FROM json_each(:ids)) ORDER BY id"),
+            {"ids": json.dumps(memory_ids)},
         )
         out: dict[str, list[str]] = {}
         for memory_id, event_id in rows:

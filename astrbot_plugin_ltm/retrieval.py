@@ -8,23 +8,32 @@ no word with them ("hi!" should still get the user's name).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
-from sqlalchemy.ext.asyncio import AsyncSession
-
-from .db import fts_search
+from .db import Database, fts_search
 from .policy import Status
 from .scope import Scope
 from .text import query_tokens
 from .vectors import VectorService
 
 
+@dataclass(frozen=True)
+class Query:
+    """A message to find memories for, tokenised once per read."""
+
+    text: str
+    tokens: list[str]
+
+    @classmethod
+    def of(cls, text: str) -> Query:
+        return cls(text, query_tokens(text))
+
+
 class Retriever(Protocol):
     name: str
 
-    async def search(
-        self, session: AsyncSession, scopes: list[Scope], query: str, limit: int
-    ) -> dict[int, float]:
+    async def search(self, db: Database, scopes: list[Scope], query: Query, limit: int) -> dict[int, float]:
         """Item rowid -> similarity in 0..1, for active items of ``scopes``."""
         ...
 
@@ -38,13 +47,11 @@ class KeywordRetriever:
 
     name = "keyword"
 
-    async def search(
-        self, session: AsyncSession, scopes: list[Scope], query: str, limit: int
-    ) -> dict[int, float]:
-        tokens = query_tokens(query)
-        hits = await fts_search(
-            session, tokens, [(s.kind, s.id) for s in scopes], (Status.ACTIVE,), limit
-        )
+    async def search(self, db: Database, scopes: list[Scope], query: Query, limit: int) -> dict[int, float]:
+        if not query.tokens:
+            return {}
+        pairs = [(s.kind, s.id) for s in scopes]
+        hits = await db.run(lambda conn: fts_search(conn, query.tokens, pairs, (Status.ACTIVE,), limit))
         if not hits:
             return {}
         best = max(score for _, score in hits) or 1.0
@@ -63,10 +70,8 @@ class VectorRetriever:
     def __init__(self, service: VectorService) -> None:
         self.service = service
 
-    async def search(
-        self, session: AsyncSession, scopes: list[Scope], query: str, limit: int
-    ) -> dict[int, float]:
-        if not query.strip():
+    async def search(self, db: Database, scopes: list[Scope], query: Query, limit: int) -> dict[int, float]:
+        if not query.text.strip():
             return {}
-        hits = await self.service.query(scopes, query, limit)
+        hits = await self.service.query(scopes, query.text, limit)
         return {rowid: max(0.0, sim) for rowid, sim in hits.items()}

@@ -257,11 +257,11 @@ def _vm_steps(conn: sqlite3.Connection, statement: str, params: Any) -> tuple[in
 
 
 class StatementLog:
-    """Every statement a SQLAlchemy engine sends while :attr:`current` names
-    a request, de-duplicated by text and parameters."""
+    """Every statement the SQLAlchemy engines send while :attr:`current`
+    names a request, de-duplicated by text and parameters."""
 
-    def __init__(self, sync_engine: Any) -> None:
-        self.sync_engine = sync_engine
+    def __init__(self, *sync_engines: Any) -> None:
+        self.sync_engines = sync_engines
         self.current: str | None = None
         self.statements: dict[str, dict[tuple[str, str], tuple[str, Any]]] = {}
 
@@ -272,11 +272,13 @@ class StatementLog:
         self.statements.setdefault(self.current, {}).setdefault(key, (statement, parameters))
 
     def __enter__(self) -> StatementLog:
-        event.listen(self.sync_engine, "before_cursor_execute", self._before)
+        for sync_engine in self.sync_engines:
+            event.listen(sync_engine, "before_cursor_execute", self._before)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        event.remove(self.sync_engine, "before_cursor_execute", self._before)
+        for sync_engine in self.sync_engines:
+            event.remove(sync_engine, "before_cursor_execute", self._before)
         self.current = None
 
     def of(self, name: str) -> list[tuple[str, Any]]:
@@ -387,7 +389,8 @@ async def measure_lists(engine: Any, api: Any, big_scope: tuple[str, str], sessi
 
     # One untimed pass that records the statements, then the timed passes
     # (round robin, so a burst of noise on the machine spreads over all).
-    log = StatementLog(engine.db.engine.sync_engine)
+    # The text search runs on the read engine (Database.run), the rest on AstrBot's.
+    log = StatementLog(engine.db.engine.sync_engine, engine.db.read_engine)
     with log:
         for request in requests:
             log.current = request.name

@@ -15,7 +15,7 @@ from astrbot_plugin_ltm.db import fts_upsert
 from astrbot_plugin_ltm.models import MemoryItem
 from astrbot_plugin_ltm.policy import MEMORY_TYPES, ReadPolicy
 from astrbot_plugin_ltm.reader import FOOTER, HEADER, MemoryReader
-from astrbot_plugin_ltm.retrieval import KeywordRetriever
+from astrbot_plugin_ltm.retrieval import KeywordRetriever, Query
 from astrbot_plugin_ltm.scope import Scope
 from astrbot_plugin_ltm.tokens import EstimateCounter, default_counter
 
@@ -265,8 +265,7 @@ async def test_chinese_keyword_search(ltm, origin):
     await add(ltm, "小红住在北京", importance=0.6)
     await add(ltm, "小明喜欢喝绿茶", importance=0.6)
     await add(ltm, "天气很好", importance=0.7)
-    async with ltm.engine.db.read() as session:
-        hits = await KeywordRetriever().search(session, [ALICE], "小明住在哪里", 10)
+    hits = await KeywordRetriever().search(ltm.engine.db, [ALICE], Query.of("小明住在哪里"), 10)
     assert hits[target.id] == 1.0
     assert max(hits.values()) == hits[target.id] and sum(1 for v in hits.values() if v == 1.0) == 1
 
@@ -279,8 +278,7 @@ async def test_english_keyword_search(ltm, origin):
     target = await add(ltm, "Alice's favourite drink is green tea", importance=0.3)
     await add(ltm, "Alice works as a nurse", importance=0.6)
     await add(ltm, "Bob plays the guitar", importance=0.7)
-    async with ltm.engine.db.read() as session:
-        hits = await KeywordRetriever().search(session, [ALICE], "What drink should I order for Alice?", 10)
+    hits = await KeywordRetriever().search(ltm.engine.db, [ALICE], Query.of("What drink should I order for Alice?"), 10)
     assert max(hits, key=hits.get) == target.id
     ltm.configure({"read_policy": {"max_items": 1}})
     block = await ltm.block(origin("alice"), "What drinks should I order? Tea?")
@@ -291,32 +289,28 @@ async def test_mixed_script_facts_are_found_by_each_part(ltm):
     # Chinese users write Latin words without spaces: "我喜欢Python编程".
     item = await add(ltm, "小明喜欢Python编程")
     await add(ltm, "小红喜欢画画")
-    async with ltm.engine.db.read() as session:
-        retriever = KeywordRetriever()
-        for query in ("Python", "编程", "小明会什么编程语言", "who likes python"):
-            hits = await retriever.search(session, [ALICE], query, 10)
-            assert item.id in hits, query
+    retriever = KeywordRetriever()
+    for query in ("Python", "编程", "小明会什么编程语言", "who likes python"):
+        hits = await retriever.search(ltm.engine.db, [ALICE], Query.of(query), 10)
+        assert item.id in hits, query
 
 
 async def test_keyword_search_only_returns_active_items_of_the_scopes(ltm):
     await add(ltm, "Alice likes green tea", status="shadow")
     await add(ltm, "Bob likes green tea", scope=Scope("user", "qq:bob"))
     mine = await add(ltm, "Alice loves green tea")
-    async with ltm.engine.db.read() as session:
-        hits = await KeywordRetriever().search(session, [ALICE], "green tea", 10)
+    hits = await KeywordRetriever().search(ltm.engine.db, [ALICE], Query.of("green tea"), 10)
     assert list(hits) == [mine.id]
 
 
 async def test_keyword_index_follows_edits_and_deletes(ltm, origin):
     item = await add(ltm, "Alice lives in Paris")
     await ltm.engine.admin.update_item(item.memory_id, {"fact": "Alice lives in Lisbon"}, "operator:root")
-    async with ltm.engine.db.read() as session:
-        retriever = KeywordRetriever()
-        assert await retriever.search(session, [ALICE], "Paris", 10) == {}
-        assert list(await retriever.search(session, [ALICE], "Lisbon", 10)) == [item.id]
+    retriever = KeywordRetriever()
+    assert await retriever.search(ltm.engine.db, [ALICE], Query.of("Paris"), 10) == {}
+    assert list(await retriever.search(ltm.engine.db, [ALICE], Query.of("Lisbon"), 10)) == [item.id]
     await ltm.engine.admin.delete(item.memory_id, "operator:root")
-    async with ltm.engine.db.read() as session:
-        assert await KeywordRetriever().search(session, [ALICE], "Lisbon", 10) == {}
+    assert await KeywordRetriever().search(ltm.engine.db, [ALICE], Query.of("Lisbon"), 10) == {}
     assert await ltm.sql("SELECT count(*) FROM ltm_items_fts") == [(0,)]
 
 
@@ -336,10 +330,9 @@ async def test_terms_too_common_for_a_large_scope_are_left_out_and_new_terms_are
     scopes = [(ALICE.kind, ALICE.id)]
 
     async def found(*tokens: str) -> set[str]:
-        async with ltm.engine.db.read() as session:
-            hits = await fts_search(session, list(tokens), scopes, ("active",), 10)
-            ids = {rowid for rowid, _ in hits}
-            rows = await ltm.sql(f"SELECT fact FROM ltm_items WHERE id IN ({','.join(map(str, ids)) or 0})")
+        hits = await ltm.engine.db.run(lambda conn: fts_search(conn, list(tokens), scopes, ("active",), 10))
+        ids = {rowid for rowid, _ in hits}
+        rows = await ltm.sql(f"SELECT fact FROM ltm_items WHERE id IN ({','.join(map(str, ids)) or 0})")
         return {fact for (fact,) in rows}
 
     assert await found("zorro") == set()  # counted while absent: df 0

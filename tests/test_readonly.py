@@ -112,3 +112,38 @@ async def test_read_only_does_not_spend_model_calls_it_cannot_store(ltm, origin)
     ltm.gateway.facts({"type": "profile", "fact": "Alice lives in Paris"})
     await ltm.engine.worker.drain()
     assert len(ltm.gateway.calls) == 1 and len(await ltm.items()) == 1
+
+
+# -- the read path's own connections -------------------------------------------------
+
+
+async def test_read_connections_cannot_write(ltm, origin):
+    # Database.run serves every read of a turn; a bug there must not be able
+    # to change the store behind the operators' back.
+    from sqlalchemy import text
+    from sqlalchemy.exc import OperationalError
+
+    await ltm.engine.remember(origin("alice"), "I like green tea")
+    with pytest.raises(OperationalError, match="readonly"):
+        await ltm.engine.db.run(lambda conn: conn.execute(text("DELETE FROM ltm_items")))
+    assert await ltm.engine.db.run(lambda conn: conn.execute(text("SELECT count(*) FROM ltm_items")).scalar()) == 1
+
+
+async def test_read_connections_see_committed_writes_and_survive_a_restart(ltm, origin):
+    a = origin("alice")
+    await ltm.engine.remember(a, "I like green tea")
+    assert [s.fact for s in (await ltm.block(a, "tea")).items] == ["Alice like green tea"]
+    await ltm.engine.stop()  # closes the read threads and connections
+    await ltm.engine.start(background=False)
+    await ltm.engine.remember(a, "I live in Paris")
+    block = await ltm.block(a, "where do I live? Paris")
+    assert any("Paris" in s.fact for s in block.items)
+
+
+def test_an_in_memory_database_is_refused_with_a_clear_error():
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from astrbot_plugin_ltm.db import Database
+
+    with pytest.raises(RuntimeError, match="database file"):
+        Database(create_async_engine("sqlite+aiosqlite:///:memory:"))
