@@ -52,6 +52,7 @@ class MemoryEvent(LTMBase, table=True):
         Index("ix_ltm_events_session", "session_id", "created_at"),
         Index("ix_ltm_events_created", "created_at"),
         Index("ix_ltm_events_status_created", "extraction_status", "created_at"),
+        Index("ix_ltm_events_scope_status_created", "scope", "scope_id", "extraction_status", "created_at"),
     )
 
     id: int | None = Field(default=None, primary_key=True)
