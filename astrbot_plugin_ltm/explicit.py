@@ -20,6 +20,10 @@ _LIKING = re.compile(r"\b(like|love|prefer|enjoy|hate|dislike|favou?rite)s?\b|�
 
 _FIRST_PERSON = [
     (re.compile(r"\bI am\b|\bI'm\b", re.I), "{name} is"),
+    (re.compile(r"\bI don't\b"), "{name} doesn't"),
+    (re.compile(r"\bI've\b"), "{name} has"),
+    (re.compile(r"\bI'll\b"), "{name} will"),
+    (re.compile(r"\bI'd\b"), "{name} would"),
     (re.compile(r"\bmy\b", re.I), "{name}'s"),
     (re.compile(r"\bmine\b", re.I), "{name}'s"),
     (re.compile(r"\bme\b", re.I), "{name}"),
@@ -28,6 +32,45 @@ _FIRST_PERSON = [
     (re.compile("(?<!自)我的"), "{name}的"),
     (re.compile("(?<!自)我(?!们)"), "{name}"),
 ]
+
+
+# After "I" becomes a name the verb has to agree with it ("I like tea" ->
+# "Alice likes tea"). Only a present-tense verb changes: modals and past
+# forms stay as they are, and adverbs in between are stepped over.
+_ADVERBS = (
+    "also|still|never|always|often|just|only|now|sometimes|even|already|really|usually|actually|mostly|"
+    "generally|normally|totally|absolutely|definitely|rarely|seldom|occasionally|regularly|currently|"
+    "mainly|honestly|frequently|kind of|sort of"
+)
+_SUBJECT_VERB = re.compile(rf"\bI((?:\s+(?:{_ADVERBS}))*)\s+([A-Za-z]+)\b(?!')")
+_UNCHANGED = {
+    "can", "could", "will", "would", "shall", "should", "may", "might", "must", "am", "was", "were", "had",
+    "did", "used", "ought", "went", "got", "made", "saw", "said", "took", "came", "knew", "thought", "felt",
+    "left", "met", "bought", "ate", "drank", "wrote", "ran", "began", "found", "gave", "told", "became",
+    "kept", "lost", "paid", "sent", "spent", "won", "brought", "built", "caught", "chose", "drove", "fell",
+    "flew", "forgot", "grew", "heard", "held", "led", "meant", "rode", "sang", "sat", "slept", "spoke",
+    "stood", "swam", "taught", "threw", "understood", "woke", "wore", "broke", "sold", "hung", "fought",
+    "has", "does", "is",
+}
+_PRESENT_ED = {"need", "feed", "seed", "bleed", "speed", "breed", "proceed", "succeed", "exceed", "shed", "wed"}
+_THIRD_PERSON = {"have": "has", "do": "does", "go": "goes", "be": "is"}
+
+
+def _third_person(verb: str) -> str:
+    lower = verb.lower()
+    if lower in _UNCHANGED or (lower.endswith("ed") and lower not in _PRESENT_ED):
+        return verb
+    if lower in _THIRD_PERSON:
+        return _THIRD_PERSON[lower]
+    if lower.endswith(("s", "sh", "ch", "x", "z", "o")):
+        return verb + "es"
+    if len(lower) > 2 and lower.endswith("y") and lower[-2] not in "aeiou":
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
+def _agree(match: re.Match[str]) -> str:
+    return f"I{match.group(1)} {_third_person(match.group(2))}"
 
 
 def explicit_fact(message: str) -> str | None:
@@ -45,8 +88,10 @@ def explicit_fact(message: str) -> str | None:
 
 
 def attribute(fact: str, speaker: str) -> str:
+    """The fact in the third person, about ``speaker``."""
     if not speaker:
         return fact
+    fact = _SUBJECT_VERB.sub(_agree, fact)  # while "I" still marks the subject
     for pattern, replacement in _FIRST_PERSON:
         text = replacement.format(name=speaker)
         fact = pattern.sub(lambda _, text=text: text, fact)  # a name is literal text

@@ -45,7 +45,7 @@ async def test_update_item_is_validated_and_audited(ltm, origin):
     assert (await ltm.item(MemoryItem.memory_id == item.memory_id)).fact == "Alice lives in Lyon"
     assert len([r for r in await ltm.audit() if r.action == "edit"]) == 1
 
-    tea = await ltm.item(MemoryItem.fact == "Alice like green tea")
+    tea = await ltm.item(MemoryItem.fact == "Alice likes green tea")
     with pytest.raises(AdminError) as clash:
         await ltm.engine.admin.update_item(item.memory_id, {"fact": tea.fact}, OP)
     assert clash.value.status == 409
@@ -79,9 +79,9 @@ async def test_list_items_filters_and_sorts(ltm, origin):
     items, total = await admin.list_items(ItemFilter(type="profile"))
     assert [i.fact for i in items] == ["Alice lives in Paris"]
     items, total = await admin.list_items(ItemFilter(query="tea"))
-    assert [i.fact for i in items] == ["Alice like green tea"]
+    assert [i.fact for i in items] == ["Alice likes green tea"]
     items, total = await admin.list_items(ItemFilter(min_confidence=0.9))
-    assert {i.fact for i in items} == {"Alice like green tea", "Bob like coffee"}
+    assert {i.fact for i in items} == {"Alice likes green tea", "Bob likes coffee"}
     items, total = await admin.list_items(ItemFilter(), sort="confidence", limit=2, offset=1)
     assert total == 4 and len(items) == 2
     assert items[0].confidence >= items[1].confidence

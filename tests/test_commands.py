@@ -32,10 +32,10 @@ async def test_list(ltm, cmd, origin):
     assert await cmd.list(a) == "I don't remember anything about you."
     await cmd.remember(a, "I like green tea")
     await ltm.turn(a, "maybe I like jazz", "OK.", {"fact": "Alice might like jazz", "confidence": 0.5})
-    item = await ltm.item(MemoryItem.fact == "Alice like green tea")
+    item = await ltm.item(MemoryItem.fact == "Alice likes green tea")
     text = await cmd.list(a)
     lines = text.split("\n")
-    assert f"{item.memory_id[:8]} [preference] Alice like green tea" in lines
+    assert f"{item.memory_id[:8]} [preference] Alice likes green tea" in lines
     assert any(line.endswith("[preference] Alice might like jazz (shadow)") for line in lines)
     assert await cmd.list(origin("bob")) == "I don't remember anything about you."
 
@@ -54,7 +54,7 @@ async def test_remember(ltm, cmd, origin):
     a = origin("alice")
     reply = await cmd.remember(a, "I like green tea")
     item = await ltm.item()
-    assert reply == f"Remembered ({item.memory_id[:8]}): Alice like green tea."
+    assert reply == f"Remembered ({item.memory_id[:8]}): Alice likes green tea."
     assert item.status == "active"
     assert await cmd.remember(a, "   ") == "Usage: /ltm remember <fact>"
     assert len(await ltm.items()) == 1
@@ -89,7 +89,7 @@ async def test_forget(ltm, cmd, origin):
     # too short to be safe
     assert "at least 4" in await cmd.forget(a, mine.memory_id[:3])
 
-    assert await cmd.forget(a, mine.memory_id[:8]) == "Forgotten: Alice like green tea"
+    assert await cmd.forget(a, mine.memory_id[:8]) == "Forgotten: Alice likes green tea"
     assert [i.memory_id for i in await ltm.items()] == [theirs.memory_id]
     (tomb,) = await ltm.tombstones()
     assert tomb.fact_key == mine.fact_key and tomb.actor == "user:alice"
@@ -151,16 +151,16 @@ async def test_pending_approve_reject(make_ltm, origin):
 
     text = await cmd.pending(op)
     assert text.startswith("2 awaiting approval:")
-    assert f"{tea.memory_id[:8]} user:qq:alice [preference] Alice like green tea" in text
+    assert f"{tea.memory_id[:8]} user:qq:alice [preference] Alice likes green tea" in text
 
-    assert await cmd.review(op, tea.memory_id[:8], "approve") == "Approved: Alice like green tea"
+    assert await cmd.review(op, tea.memory_id[:8], "approve") == "Approved: Alice likes green tea"
     tea = await ltm.item(MemoryItem.scope_id == "qq:alice")
     assert tea.status == "active" and not tea.awaiting_approval
     assert await ltm.block(origin("alice"), "tea")
     (approve,) = [r for r in await ltm.audit() if r.action == "approve"]
     assert approve.actor == "operator:root"
 
-    assert await cmd.review(op, coffee.memory_id[:8], "reject") == "Rejected: Bob like coffee"
+    assert await cmd.review(op, coffee.memory_id[:8], "reject") == "Rejected: Bob likes coffee"
     assert await ltm.items(MemoryItem.scope_id == "qq:bob") == []
     assert [t.scope_id for t in await ltm.tombstones()] == ["qq:bob"]
     assert await cmd.pending(op) == "No memories await approval."
@@ -228,12 +228,12 @@ async def _alice_bob_and_a_group(ltm, cmd, origin) -> None:
 async def test_operator_lists_and_counts_another_scope(ltm, cmd, origin):
     op = origin("root", admin=True)
     await _alice_bob_and_a_group(ltm, cmd, origin)
-    tea = await ltm.item(MemoryItem.fact == "Alice like green tea")
+    tea = await ltm.item(MemoryItem.fact == "Alice likes green tea")
     group_item = await ltm.item(MemoryItem.scope == "group")
 
     for target in ("qq:alice", "user:qq:alice"):
         lines = (await cmd.list(op, target)).split("\n")
-        assert f"{tea.memory_id[:8]} [preference] Alice like green tea" in lines
+        assert f"{tea.memory_id[:8]} [preference] Alice likes green tea" in lines
         assert len(lines) == 2 and not any("Bob" in line or "Carol" in line for line in lines)
     assert (await cmd.list(op, "group:qq:g1")) == f"{group_item.memory_id[:8]} [{group_item.type}] {group_item.fact}"
 
@@ -296,7 +296,7 @@ async def test_operator_forgets_any_memory_by_id_prefix(ltm, cmd, origin):
     coffee = await ltm.item(MemoryItem.scope_id == "qq:bob")
     group_item = await ltm.item(MemoryItem.scope == "group")
 
-    assert await cmd.forget(op, coffee.memory_id[:8]) == "Forgotten: Bob like coffee (user:qq:bob)"
+    assert await cmd.forget(op, coffee.memory_id[:8]) == "Forgotten: Bob likes coffee (user:qq:bob)"
     assert await cmd.forget(op, group_item.memory_id[:8]) == f"Forgotten: {group_item.fact} (group:qq:g1)"
     assert sorted(i.scope_id for i in await ltm.items()) == ["qq:alice", "qq:alice"]
     tombs = await ltm.tombstones()

@@ -20,7 +20,7 @@ async def test_english_request_in_a_message(ltm, origin):
     events = await ltm.record(a, "Remember that I like green tea", "Sure, I will.")
     # written when the events are written: no extraction needed
     item, link = await _explicit_item(ltm)
-    assert item.fact == "Alice like green tea"
+    assert item.fact == "Alice likes green tea"
     assert item.type == "preference" and item.status == "active"
     assert item.confidence == 1.0  # 1.0 × user_explicit weight 1.0
     assert link.extraction_method == "user_explicit" and link.event_id == events[0].event_id
@@ -135,7 +135,7 @@ WEIRD_NAME = r"C:\Users\bob \1 \g<0>"
 
 
 def test_attribute_inserts_the_speaker_name_literally():
-    assert attribute("I like tea", WEIRD_NAME) == WEIRD_NAME + " like tea"
+    assert attribute("I like tea", WEIRD_NAME) == WEIRD_NAME + " likes tea"
     assert attribute("我喜欢茶", WEIRD_NAME) == WEIRD_NAME + "喜欢茶"
 
 
@@ -145,7 +145,7 @@ async def test_a_backslash_in_a_nickname_does_not_block_recording(ltm, origin):
     ltm.engine.record_turn(origin("alice"), "hello", "hi")
     await ltm.engine.recorder.flush()
     assert len(await ltm.events()) == 4
-    assert [i.fact for i in await ltm.items()] == [WEIRD_NAME + " like green tea"]
+    assert [i.fact for i in await ltm.items()] == [WEIRD_NAME + " likes green tea"]
 
 
 @pytest.mark.parametrize(
@@ -170,12 +170,37 @@ def test_explicit_fact(message, fact):
 
 
 def test_attribute_rewrites_the_first_person():
-    assert attribute("I like green tea", "Alice") == "Alice like green tea"
+    assert attribute("I like green tea", "Alice") == "Alice likes green tea"
     assert attribute("my cat is Tom", "Alice") == "Alice's cat is Tom"
     assert attribute("I'm allergic to nuts", "Alice") == "Alice is allergic to nuts"
     assert attribute("我的猫叫汤姆", "小明") == "小明的猫叫汤姆"
     assert attribute("我喜欢绿茶", "小明") == "小明喜欢绿茶"
     assert attribute("I like tea", "") == "I like tea"
+
+
+@pytest.mark.parametrize(
+    ("said", "kept"),
+    [
+        ("I like green tea", "Alice likes green tea"),
+        ("I really like cats", "Alice really likes cats"),
+        ("I study maths and I teach", "Alice studies maths and Alice teaches"),
+        ("I go swimming", "Alice goes swimming"),
+        ("I fix bikes", "Alice fixes bikes"),
+        ("I need glasses", "Alice needs glasses"),
+        ("I have two cats", "Alice has two cats"),
+        ("I've got a dog", "Alice has got a dog"),
+        ("I don't eat pork", "Alice doesn't eat pork"),
+        ("I do not eat pork", "Alice does not eat pork"),
+        ("I'll visit Rome", "Alice will visit Rome"),
+        # modals and past forms do not change
+        ("I can swim", "Alice can swim"),
+        ("I went to Paris", "Alice went to Paris"),
+        ("I visited Rome", "Alice visited Rome"),
+        ("I was born in 1990", "Alice was born in 1990"),
+    ],
+)
+def test_attribute_makes_the_verb_agree_with_the_name(said, kept):
+    assert attribute(said, "Alice") == kept
 
 
 def test_attribute_leaves_we_and_words_containing_wo_alone():

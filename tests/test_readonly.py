@@ -72,7 +72,7 @@ async def test_read_only_blocks_every_write_but_not_reads(ltm, origin):
     # reads go on
     ltm.clock.advance(days=-30)
     block = await ltm.block(a, "green tea migration")
-    assert {s.fact for s in block.items} == {"Alice like green tea", "Alice is migrating to API v2"}
+    assert {s.fact for s in block.items} == {"Alice likes green tea", "Alice is migrating to API v2"}
     assert (await ltm.engine.admin.list_items(ItemFilter()))[1] == 3
     assert "read-only" in await commands.status(a)
 
@@ -132,7 +132,7 @@ async def test_read_connections_cannot_write(ltm, origin):
 async def test_read_connections_see_committed_writes_and_survive_a_restart(ltm, origin):
     a = origin("alice")
     await ltm.engine.remember(a, "I like green tea")
-    assert [s.fact for s in (await ltm.block(a, "tea")).items] == ["Alice like green tea"]
+    assert [s.fact for s in (await ltm.block(a, "tea")).items] == ["Alice likes green tea"]
     await ltm.engine.stop()  # closes the read threads and connections
     await ltm.engine.start(background=False)
     await ltm.engine.remember(a, "I live in Paris")

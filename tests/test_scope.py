@@ -20,7 +20,7 @@ async def test_one_users_memories_never_reach_another(ltm, origin):
                    {"type": "profile", "fact": "Alice lives in Paris", "fact_key": "home"})
     for query in ("", "password hint green tea Paris", "Alice"):
         assert not any("Alice" in f for f in await facts(ltm, bob, query)), query
-    assert await facts(ltm, bob, "green tea Paris") == {"Bob like coffee"}
+    assert await facts(ltm, bob, "green tea Paris") == {"Bob likes coffee"}
     assert await facts(ltm, alice) == {"Alice's password hint is green tea", "Alice lives in Paris"}
 
 
@@ -48,7 +48,7 @@ async def test_sender_id_strategy_follows_the_person_across_conversations(ltm, o
     first = origin("alice", umo="webchat:FriendMessage:conversation-1", platform="webchat")
     second = origin("alice", umo="webchat:FriendMessage:conversation-2", platform="webchat")
     await ltm.engine.remember(first, "I like green tea")
-    assert await facts(ltm, second, "tea") == {"Alice like green tea"}
+    assert await facts(ltm, second, "tea") == {"Alice likes green tea"}
     (item,) = await ltm.items()
     assert (item.scope, item.scope_id) == ("user", "webchat:alice")
     # the same sender id on another platform is another person
@@ -60,7 +60,7 @@ async def test_unified_msg_origin_strategy_keeps_conversations_apart(make_ltm, o
     first = origin("alice", umo="webchat:FriendMessage:conversation-1")
     second = origin("alice", umo="webchat:FriendMessage:conversation-2")
     await ltm.engine.remember(first, "I like green tea")
-    assert await facts(ltm, first, "tea") == {"Alice like green tea"}
+    assert await facts(ltm, first, "tea") == {"Alice likes green tea"}
     assert not await ltm.block(second, "tea")
 
 
@@ -77,7 +77,7 @@ async def test_cross_platform_aliases_join_accounts(make_ltm, origin):
     await ltm.turn(on_telegram, "I live in Paris", "OK.",
                    {"type": "profile", "fact": "Alice lives in Paris", "fact_key": "home"})
     assert {(i.scope, i.scope_id) for i in await ltm.items()} == {("user", "alice")}
-    expected = {"Alice like green tea", "Alice lives in Paris"}
+    expected = {"Alice likes green tea", "Alice lives in Paris"}
     assert await facts(ltm, on_qq, "tea Paris") == expected
     assert await facts(ltm, on_telegram, "tea Paris") == expected
     assert not await ltm.block(stranger, "tea Paris")
@@ -92,7 +92,7 @@ async def test_legacy_per_conversation_memories_are_read_when_enabled(make_ltm, 
     old = origin("alice")
     await ltm.engine.remember(old, "I like green tea")  # stored under the conversation id
     ltm.configure({"identity": {"user_scope_strategy": "sender_id"}})
-    assert await facts(ltm, old, "tea") == {"Alice like green tea"}
+    assert await facts(ltm, old, "tea") == {"Alice likes green tea"}
     ltm.configure({"identity": {"include_legacy_umo_on_read": False}})
     assert not await ltm.block(old, "tea")
 
