@@ -75,6 +75,7 @@ from astrbot_plugin_ltm import tokens as tokens_module
 from astrbot_plugin_ltm.api import MemoryAPI
 from astrbot_plugin_ltm.candidates import Candidate, ExtractionResult
 from astrbot_plugin_ltm.db import events_fts_backfill, fts_rebuild
+from astrbot_plugin_ltm.config import parse_config
 from astrbot_plugin_ltm.engine import LTMEngine
 from astrbot_plugin_ltm.models import MemoryAudit, MemoryEvent, MemoryEvidence, MemoryItem
 from astrbot_plugin_ltm.policy import MEMORY_TYPES
@@ -674,7 +675,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     OVERRIDES[:] = args.overrides
-    errors = LTMEngine(create_async_engine("sqlite+aiosqlite://"), config()).config_errors
+    _, errors = parse_config(config())
     if errors:
         raise SystemExit(f"settings rejected: {errors}")
 
