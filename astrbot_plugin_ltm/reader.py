@@ -13,12 +13,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 from sqlalchemy import Connection, text
 
 from .db import Database, events_fts_search
-from .models import MemoryEvent, as_utc, utcnow
+from .models import MemoryEvent, MemoryItem, as_utc, utcnow
 from .policy import ReadPolicy, Status
 from .retrieval import Query, Retriever
 from .scope import Scope
@@ -34,22 +34,6 @@ SEARCH_LIMIT = 50
 NEAR_DUPLICATE = 0.8
 EVENT_CHARS = 300  # a raw turn is cut to this many characters
 COUNT_CACHE = 20_000  # lines whose token count is kept (~100 bytes each)
-
-
-class ItemView(Protocol):
-    """What the reader reads of an item: a MemoryItem or an ItemRow."""
-
-    id: int
-    memory_id: str
-    scope: str
-    scope_id: str
-    type: str
-    fact: str
-    confidence: float
-    importance: float
-    status: str
-    ttl_days: int | None
-    updated_at: datetime
 
 
 def _stored_time(value: datetime | str) -> datetime:
@@ -81,6 +65,10 @@ class ItemRow:
     @classmethod
     def of(cls, row: Sequence[Any]) -> ItemRow:
         return cls(*row[:-1], _stored_time(row[-1]))
+
+
+# What the ranking reads of an item: a loaded row, or a MemoryItem (_fit).
+ItemView = ItemRow | MemoryItem
 
 
 @dataclass(slots=True)
