@@ -10,12 +10,22 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, func, literal_column, or_, select
+from sqlalchemy import and_, delete, func, literal_column, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from . import keywords
 from .config import LTMConfig
 from .db import Database, fts_upsert
-from .models import MemoryAudit, MemoryEvent, MemoryEvidence, MemoryItem, MemoryTombstone, utcnow
+from .models import (
+    EventVector,
+    ExtractionStatus,
+    MemoryAudit,
+    MemoryEvent,
+    MemoryEvidence,
+    MemoryItem,
+    MemoryTombstone,
+    utcnow,
+)
 from .policy import MEMORY_TYPES, Status
 from .scope import Scope
 from .text import normalize_fact_key
@@ -112,12 +122,15 @@ class Admin:
         clock: Callable[[], datetime] = utcnow,
         on_fact_changed: Callable[[MemoryItem], None] | None = None,
         on_removed: Callable[[MemoryItem], None] | None = None,
+        on_withheld: Callable[[Scope, list[int] | None], None] | None = None,
     ) -> None:
         self._db = db
         self._config = config
         self._clock = clock
         self._on_fact_changed = on_fact_changed or (lambda item: None)
         self._on_removed = on_removed or (lambda item: None)
+        # (scope, event ids) of turns just withheld; None: all of the scope's
+        self._on_withheld = on_withheld or (lambda scope, ids: None)
 
     # -- reading ----------------------------------------------------------
 
@@ -280,6 +293,19 @@ class Admin:
             await self._tombstone(session, item, actor, reason, "delete", self._clock())
             return item_dict(item)
 
+    async def quotable_turns(self, scope: Scope) -> int:
+        """The scope's turns that are not withheld: what the reader could
+        still quote (in mode auto) after its memories are gone."""
+        async with self._db.read() as session:
+            return (
+                await session.execute(
+                    select(func.count()).select_from(MemoryEvent).where(
+                        MemoryEvent.scope == scope.kind, MemoryEvent.scope_id == scope.id,
+                        MemoryEvent.source_role.in_(("user", "tool")), MemoryEvent.withheld.is_(False),
+                    )
+                )
+            ).scalar_one()
+
     async def forget_scope(self, scope: Scope, actor: str) -> int:
         """Delete every memory of a scope (tombstoned). Returns how many."""
         now = self._clock()
@@ -291,7 +317,22 @@ class Admin:
             ).scalars().all()
             for item in items:
                 await self._tombstone(session, item, actor, "forget-all", "delete", now)
-            return len(items)
+            # Forgetting a person also means never quoting them, nor learning
+            # from what they said before: every turn of the scope is withheld
+            # from the reader and none is extracted (all stay recorded).
+            of_scope = and_(MemoryEvent.scope == scope.kind, MemoryEvent.scope_id == scope.id)
+            await session.execute(
+                delete(EventVector).where(EventVector.event_rowid.in_(select(MemoryEvent.id).where(of_scope)))
+            )
+            await session.execute(update(MemoryEvent).where(of_scope, MemoryEvent.withheld.is_(False))
+                                  .values(withheld=True))
+            keywords.note(session, keywords.Change(keywords.TURNS, scope, None, None))
+            await session.execute(
+                update(MemoryEvent).where(of_scope, MemoryEvent.extraction_status == ExtractionStatus.PENDING)
+                .values(extraction_status=ExtractionStatus.SKIPPED, next_attempt_at=None)
+            )
+        self._on_withheld(scope, None)
+        return len(items)
 
     async def _tombstone(
         self, session: AsyncSession, item: MemoryItem, actor: str, reason: str, action: str, now: datetime
@@ -303,8 +344,33 @@ class Admin:
             )
         )
         await audit(session, action, actor, reason, item=item, now=now, snapshot=item_dict(item))
+        await self._withhold_evidence(session, item)
         await remove_item(session, item)
         self._on_removed(item)
+
+    async def _withhold_evidence(self, session: AsyncSession, item: MemoryItem) -> None:
+        """The turns behind a deleted or rejected memory are never shown
+        again: the reader would otherwise quote what was just forgotten."""
+        ids = list(
+            (
+                await session.execute(
+                    select(MemoryEvent.id).where(
+                        MemoryEvent.event_id.in_(
+                            select(MemoryEvidence.event_id).where(MemoryEvidence.memory_id == item.memory_id)
+                        ),
+                        MemoryEvent.withheld.is_(False),
+                    )
+                )
+            ).scalars()
+        )
+        if not ids:
+            return
+        scope = Scope(item.scope, item.scope_id)
+        await session.execute(update(MemoryEvent).where(MemoryEvent.id.in_(ids)).values(withheld=True))
+        await session.execute(delete(EventVector).where(EventVector.event_rowid.in_(ids)))
+        for rowid in ids:
+            keywords.note(session, keywords.Change(keywords.TURNS, scope, rowid, None))
+        self._on_withheld(scope, ids)
 
     # -- statistics -------------------------------------------------------
 

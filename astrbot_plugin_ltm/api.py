@@ -140,7 +140,7 @@ class MemoryAPI:
         statuses = tuple(Status) if f.status in (None, "pending") else (f.status,)
         conditions = f.conditions(by_id=True)
         hits = await self.engine.db.run(
-            lambda conn: fts_search(conn, tokens, scopes, statuses, SEARCH_LIMIT, every_term=True)
+            lambda conn: fts_search(conn, tokens, scopes, statuses, SEARCH_LIMIT)
         )
         async with self.engine.db.read() as session:
             ids = [rowid for rowid, _ in hits]

@@ -183,10 +183,11 @@ class Commands:
         asked = self._forget_all_asked.get(key)
         if not confirmed or asked is None or now - asked > CONFIRM_WINDOW:
             _, total = await self.engine.admin.list_items(_in_scope(scope), limit=1)
-            if total == 0:
+            if total == 0 and not await self.engine.admin.quotable_turns(scope):
                 return nothing
             self._forget_all_asked[key] = now
-            return f"This deletes all {total} memories {whose}. Send {command} within 2 minutes to go ahead."
+            return (f"This deletes all {total} memories {whose}, and nothing said before is quoted again. "
+                    f"Send {command} within 2 minutes to go ahead.")
         self._forget_all_asked.pop(key, None)
         try:
             count = await self.engine.admin.forget_scope(scope, actor)

@@ -58,6 +58,9 @@ class RecordingConfig:
 class VectorConfig:
     query_timeout_seconds: float = 2.0  # the read path's one embedding call
     max_loaded_namespaces: int = 256  # FAISS namespaces kept in memory (LRU)
+    # Raw turns get vectors too (in the background, batched), so the reader
+    # finds them by meaning; off: turns are found by keywords only.
+    embed_turns: bool = True
 
 
 def _default_retention() -> dict[str, int]:
@@ -102,6 +105,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "read_policy.importance_weight": (0.0, 10.0),
     "read_policy.similarity_weight": (0.0, 10.0),
     "read_policy.max_events": (0, 100),
+    "read_policy.event_importance": (0.0, 1.0),
     "extraction.batch_size": (1, 100),
     "extraction.idle_seconds": (0.0, 86400.0),
     "extraction.poll_seconds": (0.05, 3600.0),

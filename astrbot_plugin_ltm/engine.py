@@ -68,17 +68,19 @@ class LTMEngine:
             self.config.vectors.max_loaded_namespaces, clock,
         )
         self.vectors = VectorService(
-            self.db, self.vector_index, embedder, self.config.vectors.query_timeout_seconds
+            self.db, self.vector_index, embedder, self.config.vectors.query_timeout_seconds,
+            embed_turns=lambda: self.config.vectors.embed_turns,
         )
         self.writer = MemoryWriter(
             lambda: self.config, clock,
             matcher=self.vectors if embedder is not None else None,
-            on_fact_changed=self.vector_index.discard,
-            on_removed=self.vector_index.discard,
+            on_fact_changed=self.vector_index.discard_item,
+            on_removed=self.vector_index.discard_item,
         )
         self.admin = Admin(
             self.db, lambda: self.config, clock,
-            on_fact_changed=self.vector_index.discard, on_removed=self.vector_index.discard,
+            on_fact_changed=self.vector_index.discard_item, on_removed=self.vector_index.discard_item,
+            on_withheld=self.vector_index.withheld,
         )
         self.recorder = EventRecorder(
             self.db, lambda: self.config, lambda: self.resolver, clock, on_inserted=self._capture_explicit
@@ -107,7 +109,8 @@ class LTMEngine:
         counter = self._counter or await asyncio.to_thread(default_counter)
         self.reader = MemoryReader(
             self._retrievers, counter, self.clock,
-            include_pending=lambda: self.config.write_policy.mode == "auto",
+            # Where facts go live without review, so may the turns no fact covers.
+            unbacked_turns=lambda: self.config.write_policy.mode == "auto",
         )
         if background:
             self.recorder.start()

@@ -71,6 +71,9 @@ class MemoryEvent(LTMBase, table=True):
     attempts: int = 0
     next_attempt_at: datetime | None = None
     last_error: str | None = None
+    # Never shown to the model as a raw turn: a memory it backed was deleted
+    # or rejected, or its scope was forgotten. The event itself is kept.
+    withheld: bool = False
 
 
 class MemoryItem(LTMBase, table=True):
@@ -181,6 +184,21 @@ class MemoryVector(LTMBase, table=True):
     __table_args__ = (Index("ix_ltm_item_vectors_scope", "scope", "scope_id", "model"),)
 
     item_id: int = Field(primary_key=True)  # ltm_items.id
+    scope: str = Field(max_length=16)
+    scope_id: str = Field(max_length=255)
+    model: str = Field(max_length=255)
+    dim: int
+    vector: bytes
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class EventVector(LTMBase, table=True):
+    """A raw turn's embedding, for the reader's vector search over turns."""
+
+    __tablename__ = "ltm_event_vectors"
+    __table_args__ = (Index("ix_ltm_event_vectors_scope", "scope", "scope_id", "model"),)
+
+    event_rowid: int = Field(primary_key=True)  # ltm_events.id
     scope: str = Field(max_length=16)
     scope_id: str = Field(max_length=255)
     model: str = Field(max_length=255)

@@ -61,9 +61,12 @@ class ReadPolicy:
     recency_weight: float = 0.1
     importance_weight: float = 0.2
     similarity_weight: float = 0.7
-    # Raw turns that no injected memory covers, ranked by keyword match, may
-    # fill what the memories leave of max_tokens (0 = memories only).
-    max_events: int = 10
+    # Raw turns compete with memories for the budget, ranked the same way
+    # (reader.py); at most this many, none already behind an injected
+    # memory (0 = memories only). Which turns may be shown: db.shown_turns.
+    max_events: int = 20
+    # A raw turn's importance in the score (a memory has its own, 0..1).
+    event_importance: float = 0.5
     injection_position: str = "context_message"
 
 

@@ -1,8 +1,13 @@
 """The read pipeline (design §4): retrieve, score, filter for diversity, fit
 the budget, format.
 
-The budget is a hard limit: the block is measured with the same token
-counter that decides what fits, header and footer included.
+Memories and raw turns are candidates alike: each retriever ranks both, the
+rankings are fused into the similarity term of the design's score (§4.3),
+and one walk down the scores fills the budget under the caps (max_items and
+max_per_type for memories, max_events for turns). A memory is a compact,
+reviewed fact; a turn is what was said, for what no memory covers. The
+budget is a hard limit: the block is measured with the same token counter
+that decides what fits, header and footer included.
 """
 
 from __future__ import annotations
@@ -17,10 +22,10 @@ from typing import Any, ClassVar
 
 from sqlalchemy import Connection, text
 
-from .db import Database, events_fts_search
+from .db import Database, shown_turns, turn_text
 from .models import MemoryEvent, MemoryItem, as_utc, utcnow
 from .policy import ReadPolicy, Status
-from .retrieval import Query, Retriever
+from .retrieval import Found, Query, Retriever
 from .scope import Scope
 from .text import token_set_similarity
 from .tokens import TokenCounter
@@ -29,9 +34,28 @@ HEADER = "[Long-term Memory]"
 FOOTER = "[End Memory]"
 # Items with no keyword or vector hit that still compete on importance and
 # recency; bounded so a 100k-item scope costs the same as a small one.
-BASELINE_POOL = 50
+BASELINE_POOL = 20
 SEARCH_LIMIT = 50
+# Of each kind's hits, the ones loaded and ranked: those the fused rankings
+# put first. On LoCoMo, 60 of the up to 100 hits lost 0.001 of evidence
+# recall and 40 lost 0.005; at 10k items, loading 60 instead of all cut a
+# read's loading by a third.
+LOAD_LIMIT = 60
+# Reciprocal-rank fusion: a candidate's similarity is the sum over the
+# rankings it is in (keyword and vector, of memories and of turns) of
+# 1 / (RRF_K + rank), scaled so the best candidate of the read has 1.
+# Measured on LoCoMo (bench/locomo.py, 5 dev conversations, 800 tokens,
+# memories and turns ranked together): k = 10 gave 0.796 evidence recall,
+# k = 5 0.791, k = 20 0.785, k = 60 (the textbook value) 0.780; fusing by
+# the larger of the scaled scores gave 0.765 and a weighted sum of cosine
+# and scaled bm25 0.794. Ranks need no calibration between bm25 and
+# cosine, nor between embedding models.
+RRF_K = 10
 NEAR_DUPLICATE = 0.8
+# The walk down the candidates ends when this many lines in a row did not
+# fit: the block is full, and counting the tokens of every candidate left
+# was most of the ranking's time.
+FULL_AFTER_MISSES = 12
 EVENT_CHARS = 300  # a raw turn is cut to this many characters
 COUNT_CACHE = 20_000  # lines whose token count is kept (~100 bytes each)
 
@@ -75,7 +99,10 @@ ItemView = ItemRow | MemoryItem
 class EventRow:
     """A raw turn as the read path loads it (see ItemRow)."""
 
-    COLUMNS: ClassVar[str] = "event_id, scope, scope_id, source_type, source_role, content, sender_id, sender_name, created_at"
+    COLUMNS: ClassVar[str] = (
+        "id, event_id, scope, scope_id, source_type, source_role, content, sender_id, sender_name, created_at"
+    )
+    id: int
     event_id: str
     scope: str
     scope_id: str
@@ -97,7 +124,7 @@ class EventRow:
 class Selected:
     memory_id: str  # the event_id for a raw turn
     type: str  # a memory type, or "event" for a raw turn
-    fact: str
+    fact: str  # the memory's fact, or the turn's whole line
     confidence: float
     score: float
     scope: str
@@ -106,12 +133,23 @@ class Selected:
 @dataclass
 class MemoryBlock:
     text: str = ""
-    items: list[Selected] = field(default_factory=list)  # memories (≤ max_items)
+    items: list[Selected] = field(default_factory=list)  # memories (≤ max_items), best first
     tokens: int = 0
-    events: list[Selected] = field(default_factory=list)  # raw turns (≤ max_events)
+    events: list[Selected] = field(default_factory=list)  # raw turns (≤ max_events), oldest first
 
     def __bool__(self) -> bool:
         return bool(self.items or self.events)
+
+
+@dataclass(slots=True)
+class Ranked:
+    """A scored candidate: a memory (with the event ids of its evidence) or
+    a raw turn."""
+
+    score: float
+    memory: ItemView | None = None
+    turn: EventRow | None = None
+    covers: frozenset[str] = frozenset()
 
 
 def time_decay(updated_at: datetime, now: datetime) -> float:
@@ -125,42 +163,19 @@ def format_line(item: ItemView) -> str:
 
 def format_event_line(event: MemoryEvent | EventRow) -> str:
     """A raw turn, tagged with when it was said and by whom."""
-    content = event.content or {}
-    when = as_utc(event.created_at).strftime("%Y-%m-%d")
-    if event.source_type == "tool_result":
-        body = f"tool {content.get('tool', '?')}: {content.get('result', '')}"
-    else:
-        body = f"{event.sender_name or event.sender_id or 'someone'}: {content.get('text', '')}"
-    body = " ".join(body.split())
+    body = turn_text(event.source_type, event.content or {}, event.sender_name or event.sender_id)
     if len(body) > EVENT_CHARS:
         body = body[:EVENT_CHARS] + "…"
-    return f"- [said {when}] {body}"
+    return f"- [said {as_utc(event.created_at):%Y-%m-%d}] {body}"
 
 
-class _Budget:
-    """Lines under max_tokens: a line costs its own tokens plus its newline."""
-
-    def __init__(self, count, max_tokens: int) -> None:
-        self.count = count
-        self.max_tokens = max_tokens
-        self.used = count(HEADER + "\n" + FOOTER)
-        self.lines: list[str] = []
-
-    @property
-    def open(self) -> bool:
-        return self.used <= self.max_tokens
-
-    def take(self, line: str) -> bool:
-        cost = self.count("\n" + line)
-        if self.used + cost > self.max_tokens:
-            return False  # a shorter, lower-ranked line may still fit
-        self.used += cost
-        self.lines.append(line)
-        return True
-
-    def text(self) -> tuple[str, int]:
-        text = "\n".join([HEADER, *self.lines, FOOTER])
-        return text, self.count(text)
+def fuse(rankings: Sequence[Sequence[int]]) -> dict[int, float]:
+    """Reciprocal-rank fusion of rankings of the same kind of row (RRF_K)."""
+    fused: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, rowid in enumerate(ranking):
+            fused[rowid] = fused.get(rowid, 0.0) + 1.0 / (RRF_K + rank + 1)
+    return fused
 
 
 class MemoryReader:
@@ -169,7 +184,7 @@ class MemoryReader:
         retrievers: Sequence[Retriever],
         counter: TokenCounter,
         clock: Callable[[], datetime] = utcnow,
-        include_pending: Callable[[], bool] = lambda: False,
+        unbacked_turns: Callable[[], bool] = lambda: False,
     ) -> None:
         self.retrievers = list(retrievers)
         self.counter = counter
@@ -178,75 +193,72 @@ class MemoryReader:
         # cached count is always the counter's own answer.
         self._count = lru_cache(maxsize=COUNT_CACHE)(counter.count)
         self._clock = clock
-        # Unextracted turns may be shown only where facts would go live
-        # without review (mode auto); the engine says which mode is on.
-        self._include_pending = include_pending
+        # Whether turns no memory backs may be shown (db.shown_turns): only
+        # where facts go live without review (the engine says: mode auto).
+        self._unbacked_turns = unbacked_turns
 
     async def read(self, db: Database, scopes: list[Scope], query: str, policy: ReadPolicy) -> MemoryBlock:
-        """The block for ``query``.
-
-        Two steps, each on the database's read threads (Database.run), so
-        the event loop only waits: first the searches, side by side —
-        keyword and vector over memories, keyword over raw turns (SQLite,
-        FAISS and the embedding provider work in parallel) — then one pass
-        that loads the candidates, ranks them and fits the budget.
+        """The block for ``query``, in three steps off the event loop: the
+        retrievers side by side (the keyword namespaces, the embedding
+        provider and FAISS), the candidates' rows loaded on the database's
+        read threads (Database.run), then one pass in a thread that ranks
+        them and fits the budget.
         """
-        if not policy.enable or not scopes or policy.max_items <= 0:
+        if not policy.enable or not scopes or (policy.max_items <= 0 and policy.max_events <= 0):
             return MemoryBlock()
         now = self._clock()
-        q = Query.of(query)
-        include_pending = self._include_pending()
-        pairs = [(s.kind, s.id) for s in scopes]
-
-        async def keyword_turns() -> list[str]:
-            if policy.max_events <= 0 or not q.tokens:
-                return []
-            found = await db.run(
-                lambda conn: events_fts_search(conn, q.tokens, pairs, SEARCH_LIMIT, include_pending)
-            )
-            return [event_id for event_id, _ in found]
-
-        *found, turns = await asyncio.gather(
-            *(r.search(db, scopes, q, SEARCH_LIMIT) for r in self.retrievers), keyword_turns()
+        q = Query.of(query, self._unbacked_turns())
+        found: list[Found] = await asyncio.gather(*(r.search(db, scopes, q, SEARCH_LIMIT) for r in self.retrievers))
+        (items, evidence), events = await asyncio.gather(
+            db.run(lambda conn: self._memories(conn, scopes, found, policy, now)),
+            db.run(lambda conn: self._turns(conn, scopes, found, q, policy)),
         )
-        # Fusion of keyword and vector similarity: the larger of the two.
-        # Measured on LoCoMo (bench/locomo.py, 2 dev conversations, 800
-        # tokens): max 0.682 evidence recall, mean 0.683, reciprocal-rank
-        # fusion 0.669. Max is as good as any and keeps a strong keyword hit
-        # (a name, a number) from being diluted by a weak vector score.
-        sims: dict[int, float] = {}
-        for hits in found:
-            for rowid, sim in hits.items():
-                sims[rowid] = max(sims.get(rowid, 0.0), sim)
-        return await db.run(lambda conn: self._compose(conn, scopes, sims, turns, policy, now))
+        return await asyncio.to_thread(self._rank, found, items, evidence, events, policy, now)
 
-    def _compose(
+    def _memories(
+        self, conn: Connection, scopes: list[Scope], found: list[Found], policy: ReadPolicy, now: datetime
+    ) -> tuple[dict[int, ItemView], dict[str, frozenset[str]]]:
+        """The usable memories among the hits and each scope's most
+        important ones, with the event ids of the hits' evidence."""
+        if policy.max_items <= 0:
+            return {}, {}
+        hits = _leading([f.memories for f in found])
+        items = {i.id: i for i in self._load(conn, scopes, hits, policy) if self._usable(i, policy, now)}
+        return items, self._evidence(conn, [items[r].memory_id for r in hits if r in items])
+
+    def _rank(
         self,
-        conn: Connection,
-        scopes: list[Scope],
-        sims: dict[int, float],
-        turns: list[str],
+        found: list[Found],
+        items: dict[int, ItemView],
+        evidence: dict[str, frozenset[str]],
+        events: dict[int, EventRow],
         policy: ReadPolicy,
         now: datetime,
     ) -> MemoryBlock:
-        scored = []
-        for item in self._load(conn, scopes, set(sims), policy):
-            if not self._usable(item, policy, now):
-                continue
-            score = (
-                policy.similarity_weight * sims.get(item.id, 0.0)
+        # Ranked among what may be shown: a retriever's hits that are not
+        # active, or not to be shown, take no rank from those that are.
+        memories = fuse([[r for r in f.memories if r in items] for f in found])
+        turns = fuse([[r for r in f.turns if r in events] for f in found])
+        best = max([*memories.values(), *turns.values()], default=0.0) or 1.0
+        ranked = [
+            Ranked(
+                policy.similarity_weight * memories.get(item.id, 0.0) / best
                 + policy.importance_weight * item.importance
-                + policy.recency_weight * time_decay(item.updated_at, now)
+                + policy.recency_weight * time_decay(item.updated_at, now),
+                memory=item, covers=evidence.get(item.memory_id, frozenset()),
             )
-            scored.append((score, item))
-        scored.sort(key=lambda pair: (-pair[0], -pair[1].confidence, pair[1].id))
-        budget = _Budget(self._count, policy.max_tokens)
-        chosen = self._select(scored, policy, budget)
-        taken = {c.memory_id for c in chosen}
-        # Relevant memories the caps kept out still point at useful turns.
-        left_out = [i for _, i in scored if i.memory_id not in taken and sims.get(i.id, 0) > 0][:SEARCH_LIMIT]
-        events = self._events(conn, turns, chosen, left_out, budget, policy) if budget.open else []
-        return self._assemble(budget, chosen, events, policy)
+            for item in items.values()
+        ] + [
+            Ranked(
+                policy.similarity_weight * turns.get(event.id, 0.0) / best
+                + policy.importance_weight * policy.event_importance
+                + policy.recency_weight * time_decay(event.created_at, now),
+                turn=event,
+            )
+            for event in events.values()
+        ]
+        ranked.sort(key=_order)
+        return self._fit(ranked, policy)
 
     @staticmethod
     def _usable(item: ItemView, policy: ReadPolicy, now: datetime) -> bool:
@@ -286,101 +298,119 @@ class MemoryReader:
                 found[rowid] = ItemRow.of(row)
         return list(found.values())
 
-    def _fit(self, scored: list[tuple[float, ItemView]], policy: ReadPolicy) -> MemoryBlock:
-        """The memories alone, within the budget (pure: no database)."""
-        budget = _Budget(self._count, policy.max_tokens)
-        return self._assemble(budget, self._select(scored, policy, budget), [], policy)
+    @staticmethod
+    def _turns(conn: Connection, scopes: list[Scope], found: list[Found], query: Query,
+               policy: ReadPolicy) -> dict[int, EventRow]:
+        """The found turns that may be shown (db.shown_turns), of the scopes."""
+        hits = list(_leading([f.turns for f in found]))
+        if policy.max_events <= 0 or not hits:
+            return {}
+        wanted = {(s.kind, s.id) for s in scopes}
+        rows = conn.execute(
+            text(f"SELECT {EventRow.COLUMNS} FROM ltm_events x "
+                 f"WHERE x.id IN (SELECT value FROM json_each(:ids)) AND {shown_turns(query.unbacked_turns)}"),
+            {"ids": json.dumps(hits)},
+        )
+        return {row[0]: EventRow.of(row) for row in rows if (row[2], row[3]) in wanted}
 
     @staticmethod
-    def _select(scored: list[tuple[float, ItemView]], policy: ReadPolicy, budget: _Budget) -> list[Selected]:
-        """Best-scored memories under max_items, max_per_type and the tokens,
-        skipping near-duplicates of what is already chosen."""
-        if not budget.open:
-            return []
-        per_type: dict[str, int] = {}
-        chosen: list[Selected] = []
-        for score, item in scored:
-            if len(chosen) >= policy.max_items:
-                break
-            if per_type.get(item.type, 0) >= policy.max_per_type:
-                continue
-            if any(token_set_similarity(item.fact, c.fact) >= NEAR_DUPLICATE for c in chosen):
-                continue
-            if budget.take(format_line(item)):
-                per_type[item.type] = per_type.get(item.type, 0) + 1
-                chosen.append(Selected(item.memory_id, item.type, item.fact, item.confidence,
-                                       round(score, 4), f"{item.scope}:{item.scope_id}"))
-        return chosen
-
-    @staticmethod
-    def _assemble(budget: _Budget, chosen: list[Selected], events: list[Selected], policy: ReadPolicy) -> MemoryBlock:
-        text, tokens = budget.text()
-        while tokens > policy.max_tokens and budget.lines:
-            # BPE merges across lines can make the whole differ from the sum.
-            budget.lines.pop()
-            (events or chosen).pop()
-            text, tokens = budget.text()
-        if not (chosen or events):
-            return MemoryBlock()
-        return MemoryBlock(text=text, tokens=tokens, items=chosen, events=events)
-
-    def _events(
-        self,
-        conn: Connection,
-        keyword_ids: list[str],
-        chosen: list[Selected],
-        left_out: list[ItemView],
-        budget: _Budget,
-        policy: ReadPolicy,
-    ) -> list[Selected]:
-        """Raw turns for the rest of the budget, from two rankings merged by
-        reciprocal rank: the sources of the best memories the caps left out
-        (ranked by the memories' fused score), and ``keyword_ids``, keyword
-        matches among the turns that may be shown (db.events_fts_search). A
-        turn already behind a chosen memory adds nothing and is skipped."""
-        if policy.max_events <= 0:
-            return []
-        evidence = self._evidence(conn, [c.memory_id for c in chosen] + [i.memory_id for i in left_out])
-        covered = {e for c in chosen for e in evidence.get(c.memory_id, [])}
-        sources = [e for item in left_out for e in evidence.get(item.memory_id, [])]
-        fused: dict[str, float] = {}
-        for ranking in (sources, keyword_ids):
-            for rank, event_id in enumerate(dict.fromkeys(ranking)):
-                fused[event_id] = fused.get(event_id, 0.0) + 1.0 / (60 + rank + 1)
-        order = [e for e in sorted(fused, key=lambda e: -fused[e]) if e not in covered]
-        if not order:
-            return []
-        rows = {
-            row.event_id: EventRow.of(row)
-            for row in conn.execute(
-                text(f"SELECT {EventRow.COLUMNS} FROM ltm_events WHERE event_id IN (SELECT value FROM json_each(:ids))"),
-                {"ids": json.dumps(order[:SEARCH_LIMIT])},
-            )
-        }
-        best = fused[order[0]]
-        picked: list[Selected] = []
-        for event_id in order:
-            event = rows.get(event_id)
-            if event is None or event.source_role not in ("user", "tool"):
-                continue
-            if len(picked) >= policy.max_events:
-                break
-            line = format_event_line(event)
-            if budget.take(line):
-                picked.append(Selected(event.event_id, "event", line, 1.0, round(fused[event_id] / best, 4),
-                                       f"{event.scope}:{event.scope_id}"))
-        return picked
-
-    @staticmethod
-    def _evidence(conn: Connection, memory_ids: list[str]) -> dict[str, list[str]]:
+    def _evidence(conn: Connection, memory_ids: list[str]) -> dict[str, frozenset[str]]:
+        """Memory id -> the event ids of its evidence."""
         if not memory_ids:
             return {}
         rows = conn.execute(
             text("SELECT memory_id, event_id FROM ltm_evidence "
-                 "WHERE memory_id IN (SELECT value FROM json_each(:ids)) ORDER BY id"),
+                 "WHERE memory_id IN (SELECT value FROM json_each(:ids))"),
             {"ids": json.dumps(memory_ids)},
         )
-        out: dict[str, list[str]] = {}
+        out: dict[str, set[str]] = {}
         for memory_id, event_id in rows:
-            out.setdefault(memory_id, []).append(event_id)
-        return out
+            out.setdefault(memory_id, set()).add(event_id)
+        return {k: frozenset(v) for k, v in out.items()}
+
+    def _fit(self, ranked: list[Ranked], policy: ReadPolicy) -> MemoryBlock:
+        """The best-scored candidates under the caps and the token budget
+        (pure: no database). Memories: max_items, max_per_type, and no
+        near-duplicate of one already chosen. Turns: max_events, and none
+        behind a chosen memory. A line that does not fit is skipped, as a
+        shorter, lower-ranked one may still fit."""
+        frame = self._count(HEADER + "\n" + FOOTER)
+        if frame > policy.max_tokens:
+            return MemoryBlock()
+        used = frame
+        chosen: list[tuple[Ranked, str, Selected]] = []
+        per_type: dict[str, int] = {}
+        n_memories = n_turns = 0
+        covered: set[str] = set()
+        chosen_facts: list[str] = []
+        misses = 0
+        for r in ranked:
+            if n_memories >= policy.max_items and n_turns >= policy.max_events:
+                break
+            if r.memory is not None:
+                item = r.memory
+                if n_memories >= policy.max_items or per_type.get(item.type, 0) >= policy.max_per_type:
+                    continue
+                line = format_line(item)
+            else:
+                event = r.turn
+                if n_turns >= policy.max_events or event.event_id in covered:
+                    continue
+                line = format_event_line(event)
+            cost = self._count("\n" + line)
+            if used + cost > policy.max_tokens:
+                misses += 1
+                if misses >= FULL_AFTER_MISSES:
+                    break
+                continue
+            misses = 0
+            if r.memory is not None:
+                # Last, as it is the dearest check: most candidates fail the
+                # caps or the budget first.
+                if any(token_set_similarity(item.fact, fact) >= NEAR_DUPLICATE for fact in chosen_facts):
+                    continue
+                chosen_facts.append(item.fact)
+                selected = Selected(item.memory_id, item.type, item.fact, item.confidence, round(r.score, 4),
+                                    f"{item.scope}:{item.scope_id}")
+                n_memories += 1
+                per_type[item.type] = per_type.get(item.type, 0) + 1
+                covered |= r.covers
+            else:
+                selected = Selected(event.event_id, "event", line, 1.0, round(r.score, 4),
+                                    f"{event.scope}:{event.scope_id}")
+                n_turns += 1
+            used += cost
+            chosen.append((r, line, selected))
+        return self._assemble(chosen, policy)
+
+    def _assemble(self, chosen: list[tuple[Ranked, str, Selected]], policy: ReadPolicy) -> MemoryBlock:
+        """Memories best first, then turns oldest first (a conversation reads
+        in order), measured whole: BPE merges across lines can make the
+        block dearer than the sum of its lines, so the lowest-scored entry
+        goes until it fits."""
+        while chosen:
+            memories = [(r, line, s) for r, line, s in chosen if r.memory is not None]
+            turns = sorted(((r, line, s) for r, line, s in chosen if r.turn is not None),
+                           key=lambda c: (c[0].turn.created_at, c[0].turn.id))
+            text_ = "\n".join([HEADER, *(line for _, line, _ in memories + turns), FOOTER])
+            tokens = self._count(text_)
+            if tokens <= policy.max_tokens:
+                return MemoryBlock(text=text_, tokens=tokens, items=[s for _, _, s in memories],
+                                   events=[s for _, _, s in turns])
+            chosen.remove(min(chosen, key=lambda c: c[0].score))
+        return MemoryBlock()
+
+
+def _leading(rankings: list[list[int]]) -> set[int]:
+    """The LOAD_LIMIT rows the rankings put first (fused): the rest could
+    only be reached if nearly all of these were left out."""
+    fused = fuse(rankings)
+    return set(sorted(fused, key=lambda rowid: -fused[rowid])[:LOAD_LIMIT])
+
+
+def _order(r: Ranked) -> tuple:
+    """Best score first; ties: memories before turns, then by confidence,
+    then by age (stable across reads)."""
+    if r.memory is not None:
+        return (-r.score, 0, -r.memory.confidence, r.memory.id)
+    return (-r.score, 1, 0.0, r.turn.id)

@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from .logs import log
 from .config import LTMConfig
-from .db import Database, ReadOnlyError, event_index_row, events_fts_insert
+from .db import Database, ReadOnlyError, index_events
 from .models import MemoryEvent, utcnow
 from .scope import Origin, Scope, ScopeResolver
 from .tasks import BackgroundTask
@@ -135,7 +135,7 @@ class EventRecorder:
             async with self._db.write() as session:
                 session.add_all(batch)
                 await session.flush()
-                await events_fts_insert(session, [event_index_row(e.id, e.scope, e.scope_id, e.content) for e in batch])
+                await index_events(session, batch)
                 if self._on_inserted is not None:
                     await self._on_inserted(session, batch)
         except ReadOnlyError:

@@ -1,18 +1,20 @@
 """Candidate retrieval for the read path, behind one interface.
 
-A retriever returns, for a query, the items it finds relevant with a
-similarity in 0..1. The reader fuses several retrievers and adds the
-scope's most important items, which matter even when the message shares
-no word with them ("hi!" should still get the user's name).
+A retriever ranks, for a query, the memories and the raw turns of the
+scopes it finds relevant. The reader fuses the rankings of several
+retrievers (reciprocal rank) and adds the scope's most important memories,
+which matter even when the message shares no word with them ("hi!" should
+still get the user's name).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from dataclasses import dataclass, field
 from typing import Protocol
 
-from .db import Database, fts_search
-from .policy import Status
+from .db import Database
+from .keywords import MEMORIES, TURNS
 from .scope import Scope
 from .text import query_tokens
 from .vectors import VectorService
@@ -24,42 +26,51 @@ class Query:
 
     text: str
     tokens: list[str]
+    # Raw turns that no memory backs may be returned (mode auto, see
+    # db.shown_turns); otherwise only turns behind active memories.
+    unbacked_turns: bool = False
 
     @classmethod
-    def of(cls, text: str) -> Query:
-        return cls(text, query_tokens(text))
+    def of(cls, text: str, unbacked_turns: bool = False) -> Query:
+        return cls(text, query_tokens(text), unbacked_turns)
+
+
+@dataclass
+class Found:
+    """A retriever's answer: row ids, best first."""
+
+    memories: list[int] = field(default_factory=list)  # active items of the scopes
+    turns: list[int] = field(default_factory=list)  # events of the scopes (the reader checks which may be shown)
 
 
 class Retriever(Protocol):
     name: str
 
-    async def search(self, db: Database, scopes: list[Scope], query: Query, limit: int) -> dict[int, float]:
-        """Item rowid -> similarity in 0..1, for active items of ``scopes``."""
+    async def search(self, db: Database, scopes: list[Scope], query: Query, limit: int) -> Found:
+        """At most ``limit`` memories and ``limit`` turns of ``scopes``."""
         ...
 
 
 class KeywordRetriever:
-    """SQLite FTS5 over the facts' search tokens (CJK bigrams included).
-
-    BM25 is unbounded, so it is scaled by the best score of the query: the
-    top keyword hit gets similarity 1.
-    """
+    """BM25 over the facts' and the turns' search tokens (CJK bigrams
+    included), per scope (keywords.py). Memories of any status and withheld
+    turns' absence are the index's business; the reader checks status."""
 
     name = "keyword"
 
-    async def search(self, db: Database, scopes: list[Scope], query: Query, limit: int) -> dict[int, float]:
+    async def search(self, db: Database, scopes: list[Scope], query: Query, limit: int) -> Found:
         if not query.tokens:
-            return {}
-        pairs = [(s.kind, s.id) for s in scopes]
-        hits = await db.run(lambda conn: fts_search(conn, query.tokens, pairs, (Status.ACTIVE,), limit))
-        if not hits:
-            return {}
-        best = max(score for _, score in hits) or 1.0
-        return {rowid: max(0.0, score / best) for rowid, score in hits}
+            return Found()
+        memories, turns = await asyncio.gather(
+            db.keywords.search(db.run, scopes, MEMORIES, query.tokens, limit),
+            db.keywords.search(db.run, scopes, TURNS, query.tokens, limit),
+        )
+        return Found([rowid for rowid, _ in memories], [rowid for rowid, _ in turns])
 
 
 class VectorRetriever:
-    """Cosine similarity from the scope's FAISS namespaces (negative → 0).
+    """Cosine similarity in the scopes' FAISS namespaces of memories and of
+    turns, from one embedding of the query.
 
     Keyword-only when there is no embedder, or when the query cannot be
     embedded within the timeout: then this returns nothing for the turn.
@@ -70,8 +81,12 @@ class VectorRetriever:
     def __init__(self, service: VectorService) -> None:
         self.service = service
 
-    async def search(self, db: Database, scopes: list[Scope], query: Query, limit: int) -> dict[int, float]:
+    async def search(self, db: Database, scopes: list[Scope], query: Query, limit: int) -> Found:
         if not query.text.strip():
-            return {}
+            return Found()
         hits = await self.service.query(scopes, query.text, limit)
-        return {rowid: max(0.0, sim) for rowid, sim in hits.items()}
+        return Found(_best_first(hits.memories), _best_first(hits.turns))
+
+
+def _best_first(sims: dict[int, float]) -> list[int]:
+    return sorted(sims, key=lambda rowid: (-sims[rowid], rowid))

@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import and_, select
 
 from .admin import AdminError, ItemFilter
-from .db import Database, event_index_row, events_fts_insert, fts_upsert
+from .db import Database, fts_upsert, index_events
 from .models import MemoryEvent, MemoryEvidence, MemoryItem, MemoryTombstone, as_utc, utcnow
 from .policy import MEMORY_TYPES, Status
 from .scope import SCOPE_KINDS
@@ -235,7 +235,7 @@ async def _ensure_events(session, record: dict[str, Any]) -> list[tuple[str, dic
                                   extraction_status="done")
                 session.add(row)
                 await session.flush()
-                await events_fts_insert(session, [event_index_row(row.id, row.scope, row.scope_id, row.content)])
+                await index_events(session, [row])
         linked.append((ev["event_id"], ev))
     return linked
 

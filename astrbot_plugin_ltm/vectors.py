@@ -1,7 +1,9 @@
-"""Vector search: one FAISS namespace per scope, ``ltm_{scope}_{scope_id}``.
+"""Vector search: one FAISS namespace per scope, ``ltm_{scope}_{scope_id}``,
+holding the scope's memories and, beside them, its raw turns.
 
-SQLite is the source of truth: every vector lives in ``ltm_item_vectors``,
-and a namespace is only a cache of the vectors of one scope for one model.
+SQLite is the source of truth: every vector lives in ``ltm_item_vectors``
+(memories) or ``ltm_event_vectors`` (turns), and a namespace is only a cache
+of the vectors of one scope, one kind and one model.
 A namespace is loaded lazily from its file under the plugin's data
 directory, checked against a fingerprint of its SQLite rows (count, id sum,
 newest update) and rebuilt from SQLite when the file is missing, corrupt,
@@ -18,30 +20,54 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 import faiss
 import numpy as np
-from sqlalchemy import and_, delete, func, select
+from sqlalchemy import Connection, and_, delete, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from .logs import log
-from .db import Database, ReadOnlyError
+from .db import SHOWN_ROLES, Database, ReadOnlyError, turn_text
 from .embedding import Embedder, normalise
-from .models import MemoryItem, MemoryVector, utcnow
+from .models import EventVector, MemoryEvent, MemoryItem, MemoryVector, utcnow
 from .scope import Scope
 
 
-# Below this many vectors a search takes well under a millisecond and is
-# run inline; larger namespaces are searched in a worker thread.
-INLINE_SEARCH_MAX = 4096
+
+
+def _one_omp_thread() -> None:
+    # A single query gains nothing from OpenMP's threads and pays for waking
+    # them: two 10k-vector searches took 3.9 ms with faiss's default threads
+    # and 1.8 ms with one (2 cores). The setting is per thread, so it stays
+    # in the search thread and leaves AstrBot's own use of faiss alone.
+    faiss.omp_set_num_threads(1)
 SEMANTIC_MATCH = 0.85
 EMPTY_RECHECK_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What a namespace holds: the scope's memories or its raw turns."""
+
+    name: str
+    table: type[MemoryVector] | type[EventVector]
+    key: str  # the table's column holding the row id the vectors are stored under
+    suffix: str  # tells the kinds' files apart (memories keep their pre-0005 names)
+
+    def column(self):
+        return getattr(self.table, self.key)
+
+
+MEMORIES = Kind("memories", MemoryVector, "item_id", "")
+TURNS = Kind("turns", EventVector, "event_rowid", "#turns")
 
 
 @dataclass
@@ -53,6 +79,7 @@ class Namespace:
     fingerprint: tuple = ()
     dirty: bool = False
     changes: int = 0  # adds and removals since loaded
+    kind: Kind = MEMORIES
 
     def changed(self) -> None:
         self.dirty = True
@@ -99,76 +126,84 @@ def _new_index(dim: int, vectors: np.ndarray, ids: np.ndarray) -> faiss.Index:
     return index
 
 
+Key = tuple[Scope, str, Kind]  # scope, model, kind
+
+
 @dataclass
 class VectorIndex:
     db: Database
     directory: Path | None
     max_loaded: int = 256
     clock: Callable[[], datetime] = utcnow
-    _loaded: OrderedDict[tuple[Scope, str], Namespace] = field(default_factory=OrderedDict)
-    _locks: dict[tuple[Scope, str], asyncio.Lock] = field(default_factory=dict)
+    _loaded: OrderedDict[Key, Namespace] = field(default_factory=OrderedDict)
+    _locks: dict[Key, asyncio.Lock] = field(default_factory=dict)
     # Namespaces found to have no vectors, and when: asked on every read (a
     # private chat also reads the legacy per-conversation scope), so not
     # counted in SQLite each time. store() clears an entry; the time limit
     # covers a store whose transaction had not committed when we counted.
-    _empty: dict[tuple[Scope, str], float] = field(default_factory=dict)
-    _converting: dict[tuple[Scope, str], asyncio.Task] = field(default_factory=dict)
+    _empty: dict[Key, float] = field(default_factory=dict)
+    _converting: dict[Key, asyncio.Task] = field(default_factory=dict)
+    # Every search runs in one thread of its own, off the event loop (see
+    # _one_omp_thread); faiss indexes are not safe to change while searched,
+    # so changes and searches take turns on this lock.
+    _search_thread: ThreadPoolExecutor | None = None
+    _index_lock: threading.Lock = field(default_factory=threading.Lock)
 
     # -- files -------------------------------------------------------------
 
-    def _paths(self, scope: Scope) -> tuple[Path, Path] | None:
+    def _paths(self, scope: Scope, kind: Kind) -> tuple[Path, Path] | None:
         if self.directory is None:
             return None
-        digest = hashlib.sha1(scope.namespace.encode()).hexdigest()[:20]
+        digest = hashlib.sha1((scope.namespace + kind.suffix).encode()).hexdigest()[:20]
         return self.directory / f"{digest}.faiss", self.directory / f"{digest}.json"
 
     @staticmethod
-    async def _fingerprint(session: AsyncSession, scope: Scope, model: str) -> tuple:
-        row = (
-            await session.execute(
-                select(func.count(), func.coalesce(func.sum(MemoryVector.item_id), 0), func.max(MemoryVector.updated_at))
-                .where(MemoryVector.scope == scope.kind, MemoryVector.scope_id == scope.id, MemoryVector.model == model)
-            )
+    def _fingerprint(conn: Connection, scope: Scope, model: str, kind: Kind) -> tuple:
+        t = kind.table
+        row = conn.execute(
+            select(func.count(), func.coalesce(func.sum(kind.column()), 0), func.max(t.updated_at))
+            .where(t.scope == scope.kind, t.scope_id == scope.id, t.model == model)
         ).one()
         return (int(row[0]), int(row[1]), str(row[2]))
 
-    def _read_file(self, scope: Scope, model: str, fingerprint: tuple) -> Namespace | None:
-        paths = self._paths(scope)
+    def _read_file(self, scope: Scope, model: str, kind: Kind, fingerprint: tuple) -> Namespace | None:
+        paths = self._paths(scope, kind)
         if paths is None or not paths[0].exists() or not paths[1].exists():
             return None
         try:
             meta = json.loads(paths[1].read_text())
             if meta.get("model") != model or tuple(meta.get("fingerprint", ())) != fingerprint:
-                log.info("ltm: vector namespace %s is stale; rebuilding", scope.namespace)
+                log.info("ltm: vector namespace %s (%s) is stale; rebuilding", scope.namespace, kind.name)
                 return None
             index = faiss.read_index(str(paths[0]))
             if index.ntotal != fingerprint[0] or index.d != meta.get("dim"):
                 return None
             if _is_exact(index) and index.ntotal > EXACT_SEARCH_MAX:
                 return None  # grown past exact search: rebuilt as an inverted file
-            return Namespace(scope, model, index.d, index, fingerprint)
+            return Namespace(scope, model, index.d, index, fingerprint, kind=kind)
         except Exception as exc:  # a corrupt file is rebuilt, never trusted
-            log.warning("ltm: vector namespace %s unreadable (%s); rebuilding", scope.namespace, exc)
+            log.warning("ltm: vector namespace %s (%s) unreadable (%s); rebuilding", scope.namespace, kind.name, exc)
             return None
 
     def _write_file(self, ns: Namespace) -> None:
-        paths = self._paths(ns.scope)
+        paths = self._paths(ns.scope, ns.kind)
         if paths is None:
             return
         paths[0].parent.mkdir(parents=True, exist_ok=True)
         tmp = paths[0].with_suffix(".faiss.tmp")
-        faiss.write_index(ns.index, str(tmp))
+        with self._index_lock:
+            faiss.write_index(ns.index, str(tmp))
         tmp.replace(paths[0])
-        meta = {"namespace": ns.scope.namespace, "model": ns.model, "dim": ns.dim,
+        meta = {"namespace": ns.scope.namespace, "kind": ns.kind.name, "model": ns.model, "dim": ns.dim,
                 "fingerprint": list(ns.fingerprint)}
         paths[1].write_text(json.dumps(meta))
         ns.dirty = False
 
     # -- loading -----------------------------------------------------------
 
-    async def namespace(self, scope: Scope, model: str) -> Namespace | None:
+    async def namespace(self, scope: Scope, model: str, kind: Kind = MEMORIES) -> Namespace | None:
         """The loaded namespace of ``scope`` for ``model``; None if it has no vectors."""
-        key = (scope, model)
+        key = (scope, model, kind)
         if key in self._loaded:
             self._loaded.move_to_end(key)
             return self._loaded[key]
@@ -178,34 +213,32 @@ class VectorIndex:
         async with lock:
             if key in self._loaded:
                 return self._loaded[key]
-            async with self.db.read() as session:
-                fingerprint = await self._fingerprint(session, scope, model)
-                if fingerprint[0] == 0:
-                    self._empty[key] = time.monotonic()
-                    return None
-                ns = await asyncio.to_thread(self._read_file, scope, model, fingerprint)
-                if ns is None:
-                    ns = await self._build(session, scope, model, fingerprint)
+            # One hop to a read thread: the count, then the file or a build.
+            ns = await self.db.run(lambda conn: self._load(conn, scope, model, kind))
+            if ns is None:
+                self._empty[key] = time.monotonic()
+                return None
             self._loaded[key] = ns
             await self._evict()
             return ns
 
-    async def _build(self, session: AsyncSession, scope: Scope, model: str, fingerprint: tuple) -> Namespace:
-        rows = (
-            await session.execute(
-                select(MemoryVector.item_id, MemoryVector.dim, MemoryVector.vector).where(
-                    MemoryVector.scope == scope.kind, MemoryVector.scope_id == scope.id, MemoryVector.model == model
-                )
-            )
+    def _load(self, conn: Connection, scope: Scope, model: str, kind: Kind) -> Namespace | None:
+        fingerprint = self._fingerprint(conn, scope, model, kind)
+        if fingerprint[0] == 0:
+            return None
+        ns = self._read_file(scope, model, kind, fingerprint)
+        if ns is not None:
+            return ns
+        t = kind.table
+        rows = conn.execute(
+            select(kind.column(), t.dim, t.vector).where(t.scope == scope.kind, t.scope_id == scope.id, t.model == model)
         ).all()
         dims = {dim for _, dim, _ in rows}
         dim = max(dims, key=lambda d: sum(1 for r in rows if r[1] == d))
         ids = np.array([r[0] for r in rows if r[1] == dim], dtype=np.int64)
         vecs = np.stack([np.frombuffer(r[2], dtype=np.float32) for r in rows if r[1] == dim])
-
-        index = await asyncio.to_thread(_new_index, dim, vecs, ids)
-        ns = Namespace(scope, model, dim, index, fingerprint, dirty=True)
-        await asyncio.to_thread(self._write_file, ns)
+        ns = Namespace(scope, model, dim, _new_index(dim, vecs, ids), fingerprint, dirty=True, kind=kind)
+        self._write_file(ns)
         return ns
 
     async def _evict(self) -> None:
@@ -215,11 +248,15 @@ class VectorIndex:
                 await asyncio.to_thread(self._write_file, ns)
 
     async def flush(self) -> None:
-        """Write every changed namespace to its file (at shutdown)."""
+        """Write every changed namespace to its file (at shutdown) and let
+        the search thread go (a later search starts another)."""
         await asyncio.gather(*self._converting.values(), return_exceptions=True)
         for ns in list(self._loaded.values()):
             if ns.dirty:
                 await asyncio.to_thread(self._write_file, ns)
+        thread, self._search_thread = self._search_thread, None
+        if thread is not None:
+            await asyncio.to_thread(thread.shutdown, wait=True)
 
     def forget_loaded(self) -> None:
         self._loaded.clear()
@@ -227,39 +264,59 @@ class VectorIndex:
 
     # -- searching ---------------------------------------------------------
 
-    async def search(self, scopes: list[Scope], model: str, query: np.ndarray, k: int) -> dict[int, float]:
-        """Item rowid -> cosine similarity, best ``k`` per scope."""
+    async def search(self, scopes: list[Scope], model: str, query: np.ndarray, k: int,
+                     kind: Kind = MEMORIES) -> dict[int, float]:
+        """Row id -> cosine similarity, best ``k`` per scope."""
+        return (await self.search_kinds(scopes, model, query, k, (kind,)))[kind]
+
+    async def search_kinds(self, scopes: list[Scope], model: str, query: np.ndarray, k: int,
+                           kinds: tuple[Kind, ...]) -> dict[Kind, dict[int, float]]:
+        """Per kind, row id -> cosine similarity, best ``k`` per scope: the
+        namespaces are loaded first, then searched in one hop to the search
+        thread."""
         query = normalise(query)
-        hits: dict[int, float] = {}
-        for scope in scopes:
-            ns = await self.namespace(scope, model)
+        keys = [(scope, model, kind) for kind in kinds for scope in scopes]
+        todo: list[tuple[Kind, Namespace]] = []
+        for key, ns in zip(keys, await asyncio.gather(*(self.namespace(*key) for key in keys))):
             if ns is None or ns.size == 0 or ns.dim != query.shape[1]:
                 continue
-            if _is_exact(ns.index) and ns.size > EXACT_SEARCH_MAX and (scope, model) not in self._converting:
-                self._converting[(scope, model)] = asyncio.create_task(self._to_inverted_file((scope, model), ns))
-            kk = min(k, ns.size)
-            if ns.size <= INLINE_SEARCH_MAX:
-                sims, ids = ns.index.search(query, kk)
-            else:
-                sims, ids = await asyncio.to_thread(ns.index.search, query, kk)
-            for sim, rowid in zip(sims[0], ids[0]):
-                if rowid >= 0:
-                    hits[int(rowid)] = max(hits.get(int(rowid), -1.0), float(sim))
-        return hits
+            if _is_exact(ns.index) and ns.size > EXACT_SEARCH_MAX and key not in self._converting:
+                self._converting[key] = asyncio.create_task(self._to_inverted_file(key, ns))
+            todo.append((key[2], ns))
 
-    async def _to_inverted_file(self, key: tuple[Scope, str], ns: Namespace) -> None:
+        def run() -> dict[Kind, dict[int, float]]:
+            hits: dict[Kind, dict[int, float]] = {kind: {} for kind in kinds}
+            for kind, ns in todo:
+                with self._index_lock:
+                    sims, ids = ns.index.search(query, min(k, ns.size))
+                found = hits[kind]
+                for sim, rowid in zip(sims[0], ids[0]):
+                    if rowid >= 0:
+                        found[int(rowid)] = max(found.get(int(rowid), -1.0), float(sim))
+            return hits
+
+        if not todo:
+            return {kind: {} for kind in kinds}
+        if self._search_thread is None:
+            self._search_thread = ThreadPoolExecutor(1, thread_name_prefix="ltm-vectors", initializer=_one_omp_thread)
+        return await asyncio.get_running_loop().run_in_executor(self._search_thread, run)
+
+    async def _to_inverted_file(self, key: Key, ns: Namespace) -> None:
         """A namespace that grew past exact search becomes an inverted file,
         trained in a thread while the flat index goes on answering; swapped
         in only if nothing was added or removed meanwhile (else the next
         search tries again)."""
         try:
-            vectors, ids = _contents(ns.index)
+            with self._index_lock:
+                vectors, ids = _contents(ns.index)
             changes = ns.changes
             index = await asyncio.to_thread(_new_index, ns.dim, vectors, ids)
             if self._loaded.get(key) is ns and ns.changes == changes:
-                ns.index = index
+                with self._index_lock:
+                    ns.index = index
                 ns.dirty = True
-                log.info("ltm: vector namespace %s now searched as an inverted file", key[0].namespace)
+                log.info("ltm: vector namespace %s (%s) now searched as an inverted file",
+                         key[0].namespace, key[2].name)
         except Exception as exc:  # stays exact; tried again on a later search
             log.warning("ltm: could not convert vector namespace %s (%s)", key[0].namespace, exc)
         finally:
@@ -267,62 +324,101 @@ class VectorIndex:
 
     # -- keeping in step with SQLite ------------------------------------------
 
-    async def store(self, session: AsyncSession, items: list[MemoryItem], model: str, vectors: np.ndarray) -> None:
-        """Save vectors for items (in the caller's transaction) and update loaded namespaces."""
+    async def store(self, session: AsyncSession, kind: Kind, rows: list[tuple[int, Scope]], model: str,
+                    vectors: np.ndarray) -> None:
+        """Save the vectors of rows (id, scope) in the caller's transaction
+        and update loaded namespaces."""
         vectors = normalise(vectors)
         now = self.clock()
-        for item in items:
-            self._empty.pop((Scope(item.scope, item.scope_id), model), None)
-        for item, vec in zip(items, vectors):
-            await session.merge(
-                MemoryVector(item_id=item.id, scope=item.scope, scope_id=item.scope_id, model=model,
-                             dim=int(vec.shape[0]), vector=vec.astype(np.float32).tobytes(), updated_at=now)
-            )
-        for item, vec in zip(items, vectors):
-            scope = Scope(item.scope, item.scope_id)
-            ns = self._loaded.get((scope, model))
+        scopes = {scope for _, scope in rows}
+        for scope in scopes:
+            self._empty.pop((scope, model, kind), None)
+        # One statement for the batch: a merge per row cost a SELECT each.
+        await session.execute(insert(kind.table).prefix_with("OR REPLACE"), [
+            {kind.key: rowid, "scope": scope.kind, "scope_id": scope.id, "model": model,
+             "dim": int(vec.shape[0]), "vector": vec.astype(np.float32).tobytes(), "updated_at": now}
+            for (rowid, scope), vec in zip(rows, vectors)
+        ])
+        for (rowid, scope), vec in zip(rows, vectors):
+            ns = self._loaded.get((scope, model, kind))
             if ns is None:
                 continue
             if ns.dim != vec.shape[0]:
-                self._loaded.pop((scope, model), None)  # rebuilt from SQLite on next use
+                self._loaded.pop((scope, model, kind), None)  # rebuilt from SQLite on next use
                 continue
-            ns.index.remove_ids(np.array([item.id], dtype=np.int64))
-            ns.index.add_with_ids(vec[None, :].astype(np.float32), np.array([item.id], dtype=np.int64))
+            with self._index_lock:
+                ns.index.remove_ids(np.array([rowid], dtype=np.int64))
+                ns.index.add_with_ids(vec[None, :].astype(np.float32), np.array([rowid], dtype=np.int64))
             ns.changed()
         await session.flush()
-        for scope in {Scope(i.scope, i.scope_id) for i in items}:
-            ns = self._loaded.get((scope, model))
+        for scope in scopes:
+            ns = self._loaded.get((scope, model, kind))
             if ns is not None:
-                ns.fingerprint = await self._fingerprint(session, scope, model)
+                ns.fingerprint = await session.run_sync(
+                    lambda sync, scope=scope: self._fingerprint(sync.connection(), scope, model, kind))
 
-    def discard(self, item: MemoryItem) -> None:
-        """Drop an item's vector from loaded namespaces (its row is deleted by SQL)."""
-        scope = Scope(item.scope, item.scope_id)
-        for (ns_scope, _), ns in self._loaded.items():
-            if ns_scope == scope and item.id is not None:
-                ns.index.remove_ids(np.array([item.id], dtype=np.int64))
+    def discard(self, kind: Kind, scope: Scope, rowids: list[int]) -> None:
+        """Drop vectors from loaded namespaces (their rows are deleted by SQL)."""
+        if not rowids:
+            return
+        for (ns_scope, _, ns_kind), ns in self._loaded.items():
+            if ns_scope == scope and ns_kind == kind:
+                with self._index_lock:
+                    ns.index.remove_ids(np.array(rowids, dtype=np.int64))
                 ns.changed()
                 ns.fingerprint = ()  # recomputed from SQLite when next loaded from file
+
+    def unload(self, scope: Scope, kind: Kind) -> None:
+        """Let the scope's namespaces of ``kind`` be loaded afresh from SQLite."""
+        for key in [k for k in self._loaded if k[0] == scope and k[2] == kind]:
+            del self._loaded[key]
+
+    def withheld(self, scope: Scope, rowids: list[int] | None) -> None:
+        """Turns withheld from the reader (Admin): their vectors, or with
+        ``None`` all of the scope's, were deleted from SQLite."""
+        if rowids is None:
+            self.unload(scope, TURNS)
+        else:
+            self.discard(TURNS, scope, rowids)
+
+    def discard_item(self, item: MemoryItem) -> None:
+        if item.id is not None:
+            self.discard(MEMORIES, Scope(item.scope, item.scope_id), [item.id])
 
 
 async def delete_vector(session: AsyncSession, item_id: int) -> None:
     await session.execute(delete(MemoryVector).where(MemoryVector.item_id == item_id))
 
 
+@dataclass
+class VectorHits:
+    """Row id -> cosine similarity, per kind."""
+
+    memories: dict[int, float] = field(default_factory=dict)
+    turns: dict[int, float] = field(default_factory=dict)
+
+
 class VectorService:
-    """Embeds items in the background and answers vector queries for the
-    reader and the writer's semantic dedup. With no embedder, or a failing
-    one, everything degrades to keyword-only: nothing raises."""
+    """Embeds memories and raw turns in the background and answers vector
+    queries for the reader and the writer's semantic dedup. With no
+    embedder, or a failing one, everything degrades to keyword-only:
+    nothing raises."""
 
     def __init__(self, db: Database, index: VectorIndex, embedder: Embedder | None,
-                 query_timeout: float = 2.0, batch_size: int = 64) -> None:
+                 query_timeout: float = 2.0, batch_size: int = 64,
+                 embed_turns: Callable[[], bool] = lambda: True) -> None:
         self.db = db
         self.index = index
         self.embedder = embedder
         self.query_timeout = query_timeout
         self.batch_size = batch_size
+        self.embed_turns = embed_turns
         self._warned = False
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        # Per model, the event id below which every turn has been looked at:
+        # events are only ever appended, so filling turns never walks the
+        # whole table again once it has caught up.
+        self._turns_checked: dict[str, int] = {}
 
     @property
     def model(self) -> str:
@@ -346,12 +442,14 @@ class VectorService:
         self._warned = False
         return normalise(vecs)
 
-    async def query(self, scopes: list[Scope], text: str, k: int) -> dict[int, float]:
-        """At most one embedding call per turn, bounded by ``query_timeout``."""
+    async def query(self, scopes: list[Scope], text: str, k: int) -> VectorHits:
+        """Memories and turns near ``text``: one embedding call, bounded by
+        ``query_timeout``, and a search of each kind's namespaces."""
         vec = await self.embed([text], timeout=self.query_timeout)
         if vec is None or not self.model:
-            return {}
-        return await self.index.search(scopes, self.model, vec, k)
+            return VectorHits()
+        hits = await self.index.search_kinds(scopes, self.model, vec, k, (MEMORIES, TURNS))
+        return VectorHits(hits[MEMORIES], hits[TURNS])
 
     async def find(self, session: AsyncSession, scope: Scope, fact: str) -> MemoryItem | None:
         """The writer's semantic match: an item of ``scope`` with cosine > 0.85."""
@@ -361,7 +459,7 @@ class VectorService:
             if found is None:
                 return None
             vec = found[0]
-        hits = await self.index.search([scope], self.model, vec[None, :], 1)
+        hits = await self.index.search([scope], self.model, vec[None, :], 1, MEMORIES)
         best = max(hits.items(), key=lambda kv: kv[1], default=None)
         if best is None or best[1] <= SEMANTIC_MATCH:
             return None
@@ -380,7 +478,8 @@ class VectorService:
             self._cache.popitem(last=False)
 
     async def fill(self) -> int:
-        """Embed items that have no vector for the current model. Returns how many."""
+        """Embed a batch of memories, then of raw turns, that have no vector
+        for the current model. Returns how many were embedded."""
         if self.embedder is None:
             return 0
         if not self.model:  # an AstrBot provider names its model on first use
@@ -388,6 +487,12 @@ class VectorService:
         model = self.model
         if not model:
             return 0
+        done = await self._fill_memories(model)
+        if self.embed_turns():
+            done += await self._fill_turns(model)
+        return done
+
+    async def _fill_memories(self, model: str) -> int:
         async with self.db.read() as session:
             items = (
                 await session.execute(
@@ -417,12 +522,57 @@ class VectorService:
                 if not keep:
                     return 0
                 items = [items[n] for n in keep]
-                vectors = vectors[keep]
                 # Vectors of another model for these items are now stale.
                 await session.execute(
                     delete(MemoryVector).where(MemoryVector.item_id.in_([i.id for i in items]), MemoryVector.model != model)
                 )
-                await self.index.store(session, list(items), model, vectors)
+                await self.index.store(session, MEMORIES, [(i.id, Scope(i.scope, i.scope_id)) for i in items],
+                                       model, vectors[keep])
         except ReadOnlyError:
             return 0
         return len(items)
+
+    async def _fill_turns(self, model: str) -> int:
+        """Raw turns the reader may show are embedded as they are shown:
+        who said it, then what (db.turn_text)."""
+        checked = self._turns_checked.get(model, 0)
+        async with self.db.read() as session:
+            last = int((await session.execute(select(func.coalesce(func.max(MemoryEvent.id), 0)))).scalar_one())
+            events = (
+                await session.execute(
+                    select(MemoryEvent)
+                    .outerjoin(EventVector, and_(EventVector.event_rowid == MemoryEvent.id, EventVector.model == model))
+                    .where(MemoryEvent.id > checked, MemoryEvent.id <= last, EventVector.event_rowid.is_(None),
+                           MemoryEvent.source_role.in_(SHOWN_ROLES), MemoryEvent.withheld.is_(False))
+                    .order_by(MemoryEvent.id)
+                    .limit(self.batch_size)
+                )
+            ).scalars().all()
+        if not events:
+            self._turns_checked[model] = last
+            return 0
+        vectors = await self.embed(
+            [turn_text(e.source_type, e.content, e.sender_name or e.sender_id) for e in events],
+            timeout=self.query_timeout * 10,
+        )
+        if vectors is None:
+            return 0
+        try:
+            async with self.db.write() as session:
+                # A turn withheld meanwhile gets no vector.
+                withheld = set(
+                    (await session.execute(
+                        select(MemoryEvent.id).where(MemoryEvent.id.in_([e.id for e in events]), MemoryEvent.withheld)
+                    )).scalars()
+                )
+                keep = [n for n, e in enumerate(events) if e.id not in withheld]
+                await session.execute(
+                    delete(EventVector).where(EventVector.event_rowid.in_([e.id for e in events]), EventVector.model != model)
+                )
+                if keep:
+                    await self.index.store(session, TURNS, [(events[n].id, Scope(events[n].scope, events[n].scope_id))
+                                                            for n in keep], model, vectors[keep])
+        except ReadOnlyError:
+            return 0
+        self._turns_checked[model] = events[-1].id
+        return len(keep)

@@ -350,7 +350,7 @@ class MemoryWriter:
 async def remove_item(session: AsyncSession, item: MemoryItem) -> None:
     """Delete an item with its evidence links and keyword-index row."""
     await session.execute(delete(MemoryEvidence).where(MemoryEvidence.memory_id == item.memory_id))
-    await fts_delete(session, item.id)
+    await fts_delete(session, item)
     await delete_vector(session, item.id)
     await session.delete(item)
 

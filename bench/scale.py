@@ -74,10 +74,10 @@ from astrbot_plugin_ltm import models
 from astrbot_plugin_ltm import tokens as tokens_module
 from astrbot_plugin_ltm.api import MemoryAPI
 from astrbot_plugin_ltm.candidates import Candidate, ExtractionResult
-from astrbot_plugin_ltm.db import events_fts_backfill, fts_rebuild
+from astrbot_plugin_ltm.db import events_fts_backfill, fts_rebuild, turn_text
 from astrbot_plugin_ltm.config import parse_config
 from astrbot_plugin_ltm.engine import LTMEngine
-from astrbot_plugin_ltm.models import MemoryAudit, MemoryEvent, MemoryEvidence, MemoryItem
+from astrbot_plugin_ltm.models import EventVector, MemoryAudit, MemoryEvent, MemoryEvidence, MemoryItem
 from astrbot_plugin_ltm.policy import MEMORY_TYPES
 from astrbot_plugin_ltm.scope import Origin
 
@@ -313,6 +313,21 @@ async def fill(engine: LTMEngine, size: int, scopes: int, per_scope: int, words:
             async with engine.db.write() as session:
                 await session.execute(insert(vector_model), vec_rows[lo:lo + 5000])
         timings["insert_vectors_s"] = time.perf_counter() - start
+        # The recorded turns have vectors too (vectors.embed_turns, default on).
+        start = time.perf_counter()
+        async with engine.db.read() as session:
+            turns = [(r[0], r[1], turn_text(r[2], json.loads(r[3]), r[4])) for r in await session.execute(
+                sql("SELECT id, scope_id, source_type, content, sender_name FROM ltm_events ORDER BY id"))]
+        for lo in range(0, len(turns), 5000):
+            chunk = turns[lo:lo + 5000]
+            vecs = embedder.embed_sync([t for _, _, t in chunk])
+            async with engine.db.write() as session:
+                await session.execute(insert(EventVector), [
+                    {"event_rowid": rowid, "scope": "user", "scope_id": scope_id, "model": embedder.model_id,
+                     "dim": int(vec.shape[0]), "vector": vec.astype(np.float32).tobytes(), "updated_at": NOW}
+                    for (rowid, scope_id, _), vec in zip(chunk, vecs)
+                ])
+        timings["turn_vectors_s"] = time.perf_counter() - start
     return Store(target_facts, others), timings
 
 

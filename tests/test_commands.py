@@ -124,6 +124,16 @@ async def test_forget_all_needs_confirmation(ltm, cmd, origin):
     assert await cmd.forget_all(a, "confirm") == "I don't remember anything about you."
 
 
+async def test_forget_all_with_no_memories_still_stops_quoting_what_was_said(ltm, cmd, origin):
+    a = origin("alice")
+    await ltm.turn(a, "My locker code is 4312")  # nothing extracted, but the reader may quote it
+    assert "4312" in (await ltm.block(a, "locker code")).text
+    assert "deletes all 0 memories" in await cmd.forget_all(a, "")
+    assert await cmd.forget_all(a, "confirm") == "Deleted 0 memories."
+    assert not await ltm.block(a, "locker code")
+    assert await cmd.forget_all(a, "") == "I don't remember anything about you."
+
+
 async def test_operator_commands_are_refused_to_users(make_ltm, origin):
     ltm = await make_ltm({"write_policy": {"mode": "manual"}})
     cmd = Commands(ltm.engine)
@@ -318,7 +328,7 @@ async def test_operator_forget_all_of_a_target_needs_the_operators_own_confirmat
     # "confirm" before being asked deletes nothing: it asks, naming the target
     reply = await cmd.forget_all(op, "qq:alice", "confirm")
     assert reply == (
-        "This deletes all 2 memories of user:qq:alice. "
+        "This deletes all 2 memories of user:qq:alice, and nothing said before is quoted again. "
         "Send /ltm forget-all user:qq:alice confirm within 2 minutes to go ahead."
     )
     assert len(await ltm.items()) == 4

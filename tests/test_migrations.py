@@ -3,6 +3,7 @@ and in agreement with the SQLModel models column by column."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 import threading
@@ -348,7 +349,7 @@ def test_0003_keeps_the_keyword_indexes_and_keys_them_by_scope(tmp_path):
         conn.commit()
     finally:
         conn.close()
-    migrate(str(db))
+    migrate(str(db), target=3)
     conn = connect(db)
     try:
         assert index_text("lives in 上海") == "lives in 上海"
@@ -366,5 +367,63 @@ def test_0003_keeps_the_keyword_indexes_and_keys_them_by_scope(tmp_path):
         assert found("qq:小明 a") == [(5,)]
         assert found("qq:小明") == []
         assert conn.execute("SELECT doc FROM ltm_items_fts_vocab WHERE term = 'lives'").fetchall() == [(1,)]
+    finally:
+        conn.close()
+
+
+def test_0005_indexes_shown_turns_with_context_and_withholds_turns_of_deleted_memories(tmp_path):
+    """The events' index keeps only what the reader may show, each turn
+    with the first words of the one before it in its conversation within
+    the hour, exactly as the recorder indexes new turns; turns with no
+    evidence left in a scope where memories were deleted after them are
+    withheld."""
+    from astrbot_plugin_ltm.db import event_index_row
+
+    db = tmp_path / "ctx.db"
+    migrate(str(db), target=4)
+    conn = connect(db)
+    events = [  # id, session, role, text, time, scope id
+        (1, "s1", "assistant", "Who performed at the concert?", "2025-01-01 10:00:00.000000", "qq:a"),
+        (2, "s1", "user", "It was Matt Patterson", "2025-01-01 10:01:00.000000", "qq:a"),
+        (3, "s1", "user", "我住在上海", "2025-01-01 12:00:00.000000", "qq:a"),  # over an hour later
+        (4, "s2", "user", "hello there", "2025-01-01 10:02:00.000000", "qq:b"),
+        (5, "s3", "user", "secret plan", "2025-01-01 09:00:00.000000", "qq:c"),  # memory deleted after
+        (6, "s3", "user", "later words", "2025-01-03 09:00:00.000000", "qq:c"),  # said after the deletion
+    ]
+    try:
+        for rowid, session, role, said, at, scope_id in events:
+            conn.execute(
+                "INSERT INTO ltm_events (id, event_id, scope, scope_id, source_type, source_role, content, "
+                "session_id, created_at, extraction_status, attempts) VALUES (?, ?, 'user', ?, 'message', ?, ?, ?, ?, "
+                "'done', 0)",
+                (rowid, f"e{rowid}", scope_id, role, json.dumps({"text": said}, ensure_ascii=False), session, at),
+            )
+            row = event_index_row(rowid, "user", scope_id, {"text": said})
+            conn.execute("INSERT INTO ltm_events_fts (rowid, scoped) VALUES (?, ?)", (row["r"], row["s"]))
+        conn.execute(
+            "INSERT INTO ltm_audit (created_at, action, memory_id, scope, scope_id, actor, reason, detail) "
+            "VALUES ('2025-01-02 00:00:00.000000', 'delete', 'm1', 'user', 'qq:c', 'user:c', 'deleted', '{}')"
+        )
+        conn.commit()
+    finally:
+        conn.close()
+    migrate(str(db))
+    conn = connect(db)
+    try:
+        indexed = dict(conn.execute("SELECT rowid, scoped FROM ltm_events_fts").fetchall())
+        expected = {
+            2: event_index_row(2, "user", "qq:a", {"text": "It was Matt Patterson"},
+                               {"text": "Who performed at the concert?"})["s"],
+            3: event_index_row(3, "user", "qq:a", {"text": "我住在上海"})["s"],
+            4: event_index_row(4, "user", "qq:b", {"text": "hello there"})["s"],
+            5: event_index_row(5, "user", "qq:c", {"text": "secret plan"})["s"],
+            6: event_index_row(6, "user", "qq:c", {"text": "later words"})["s"],
+        }
+        assert indexed == expected  # the assistant's line (1) is not indexed
+        withheld = dict(conn.execute("SELECT id, withheld FROM ltm_events").fetchall())
+        assert withheld == {1: 0, 2: 0, 3: 0, 4: 0, 5: 1, 6: 0}
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert "ltm_event_vectors" in tables
+        assert not {"ltm_items_fts_vocab", "ltm_events_fts_vocab"} & tables
     finally:
         conn.close()

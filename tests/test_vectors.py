@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from astrbot_plugin_ltm import LTMEngine, Origin
-from astrbot_plugin_ltm.models import MemoryItem, MemoryVector
+from astrbot_plugin_ltm.models import EventVector, MemoryEvent, MemoryItem, MemoryVector
 from astrbot_plugin_ltm.scope import Scope
 
 
@@ -70,15 +70,15 @@ async def make(db_url, tmp_path, embedder, **config) -> LTMEngine:
 
 
 async def vector_ids(engine: LTMEngine, scope: Scope, text: str) -> set[int]:
-    return set(await engine.vectors.query([scope], text, 50))
+    return set((await engine.vectors.query([scope], text, 50)).memories)
 
 
 async def test_items_get_vectors_in_the_background_and_are_found_by_meaning(db_url, tmp_path):
     engine = await make(db_url, tmp_path, HashEmbedder())
     await engine.remember(alice(), "I enjoy hiking in the mountains")
-    assert await engine.worker.fill_vectors() == 1
+    assert await engine.worker.fill_vectors() == 2  # the memory, and the turn that said it
     scope = engine.resolver.user_scope(alice())
-    hits = await engine.vectors.query([scope], "mountains hiking", 5)
+    hits = (await engine.vectors.query([scope], "mountains hiking", 5)).memories
     assert len(hits) == 1 and next(iter(hits.values())) > 0.5
     block = await engine.memory_block(alice(), "any mountains nearby?")
     assert "hiking in the mountains" in block.text
@@ -135,7 +135,7 @@ async def test_a_new_model_or_dimension_is_embedded_afresh(db_url, tmp_path):
     assert await vector_ids(switched, scope, "hiking") == set()  # no 32-d vector is compared with 16-d
     block = await switched.memory_block(alice(), "hiking")
     assert "hiking" in block.text  # keyword retrieval covers the gap
-    assert await switched.worker.fill_vectors() == 1
+    assert await switched.worker.fill_vectors() == 2  # the memory and its turn
     assert len(await vector_ids(switched, scope, "hiking")) == 1
     async with switched.db.read() as session:
         models = set((await session.execute(select(MemoryVector.model))).scalars())
@@ -167,16 +167,23 @@ async def test_loaded_namespaces_stay_under_the_bound(db_url, tmp_path):
 
 @pytest.mark.parametrize("seed", range(4))
 async def test_no_vector_from_one_scope_is_returned_for_another(db_url, tmp_path, seed):
-    """Random adds, edits, deletions and reloads over 5 scopes: every vector
-    hit a scope's query returns is an item of that scope."""
+    """Random adds, edits, deletions, recorded turns, forgotten scopes and
+    reloads over 5 scopes: every vector hit a scope's query returns, memory
+    or turn, is a row of that scope."""
     rng = random.Random(seed)
     words = "tea coffee hiking stamps chess piano paris london rome cats dogs".split()
     engine = await make(db_url, tmp_path, HashEmbedder(16), vectors={"max_loaded_namespaces": 2})
+    seen_turns = [0]
     for step in range(60):
         who = alice(rng.randrange(5))
         op = rng.random()
-        if op < 0.55:
+        if op < 0.4:
             await engine.remember(who, f"I like {rng.choice(words)} and {rng.choice(words)} {step}")
+        elif op < 0.55:
+            engine.record_turn(who, f"we talked about {rng.choice(words)} {step}", "OK")
+            await engine.recorder.flush()
+        elif op < 0.58:
+            await engine.admin.forget_scope(engine.resolver.user_scope(who), "operator:test")
         elif op < 0.7:
             items, _ = await engine.admin.list_items(_filter(engine, who), limit=50)
             if items:
@@ -195,15 +202,24 @@ async def test_no_vector_from_one_scope_is_returned_for_another(db_url, tmp_path
         for n in range(5):
             scope = engine.resolver.user_scope(alice(n))
             hits = await engine.vectors.query([scope], rng.choice(words), 50)
-            if hits:
-                async with engine.db.read() as session:
-                    rows = (
-                        await session.execute(select(MemoryItem.scope, MemoryItem.scope_id)
-                                              .where(MemoryItem.id.in_(list(hits))))
-                    ).all()
-                assert {(k, i) for k, i in rows} <= {(scope.kind, scope.id)}
+            async with engine.db.read() as session:
+                rows = (
+                    await session.execute(select(MemoryItem.scope, MemoryItem.scope_id)
+                                          .where(MemoryItem.id.in_(list(hits.memories))))
+                ).all() + (
+                    await session.execute(select(MemoryEvent.scope, MemoryEvent.scope_id)
+                                          .where(MemoryEvent.id.in_(list(hits.turns)), MemoryEvent.withheld.is_(False)))
+                ).all()
+                withheld = (
+                    await session.execute(select(func.count()).select_from(MemoryEvent)
+                                          .where(MemoryEvent.id.in_(list(hits.turns)), MemoryEvent.withheld))
+                ).scalar_one()
+            assert {(k, i) for k, i in rows} <= {(scope.kind, scope.id)}
+            assert withheld == 0  # a forgotten turn's vector is gone too
+            seen_turns[0] += len(hits.turns)
     async with engine.db.read() as session:
         assert (await session.execute(select(func.count()).select_from(MemoryItem))).scalar_one() > 0
+    assert seen_turns[0] > 0  # turns were really searched
 
 
 def _filter(engine, who):
@@ -252,7 +268,7 @@ async def test_a_large_namespace_is_an_inverted_file_and_a_growing_one_becomes_o
     assert isinstance(ns.index, faiss.IndexIVF) and ns.size == stored
     async with engine.db.read() as session:
         newest = (await session.execute(select(MemoryItem).where(MemoryItem.memory_id == last.memory_id))).scalar_one()
-    best = await engine.vectors.query([scope], newest.fact, 1)
+    best = (await engine.vectors.query([scope], newest.fact, 1)).memories
     assert list(best) == [newest.id] and best[newest.id] > 0.99
 
     # Restarted, it loads as an inverted file from its file, same contents.
@@ -260,5 +276,56 @@ async def test_a_large_namespace_is_an_inverted_file_and_a_growing_one_becomes_o
     again = await make(db_url, tmp_path, HashEmbedder())
     ns = await again.vector_index.namespace(scope, again.vectors.model)
     assert isinstance(ns.index, faiss.IndexIVF) and ns.size == stored
-    assert list(await again.vectors.query([scope], newest.fact, 1)) == [newest.id]
+    assert list((await again.vectors.query([scope], newest.fact, 1)).memories) == [newest.id]
     await again.stop()
+
+
+# -- raw turns ------------------------------------------------------------------------
+
+
+async def turn(engine: LTMEngine, who: Origin, said: str, answer: str = "OK") -> None:
+    engine.record_turn(who, said, answer)
+    await engine.recorder.flush()
+
+
+async def test_turns_get_vectors_in_the_background_but_the_bots_lines_do_not(db_url, tmp_path):
+    engine = await make(db_url, tmp_path, HashEmbedder())
+    await turn(engine, alice(), "we hiked up the mountains at dawn", "sounds like mountains fun")
+    assert await engine.worker.fill_vectors() == 1  # the user's line, not the bot's
+    assert await engine.worker.fill_vectors() == 0  # nothing is embedded twice
+    scope = engine.resolver.user_scope(alice())
+    hits = (await engine.vectors.query([scope], "mountains dawn", 5)).turns
+    async with engine.db.read() as session:
+        (event,) = (await session.execute(select(MemoryEvent).where(MemoryEvent.id.in_(list(hits))))).scalars()
+    assert event.source_role == "user" and next(iter(hits.values())) > 0.5
+    # Files of turns are caches like the memories': rebuilt when missing.
+    await engine.stop()
+    for path in (tmp_path / "vectors").glob("*"):
+        path.unlink()
+    fresh = await make(db_url, tmp_path, HashEmbedder())
+    assert list((await fresh.vectors.query([scope], "mountains dawn", 5)).turns) == list(hits)
+
+
+async def test_withheld_turns_lose_their_vectors(db_url, tmp_path):
+    engine = await make(db_url, tmp_path, HashEmbedder())
+    await turn(engine, alice(), "my bank pin is hidden under the mountains")
+    await engine.worker.fill_vectors()
+    scope = engine.resolver.user_scope(alice())
+    assert (await engine.vectors.query([scope], "bank pin mountains", 5)).turns
+    await engine.admin.forget_scope(scope, "user:user0")
+    assert (await engine.vectors.query([scope], "bank pin mountains", 5)).turns == {}
+    async with engine.db.read() as session:
+        assert (await session.execute(select(func.count()).select_from(EventVector))).scalar_one() == 0
+    assert await engine.worker.fill_vectors() == 0  # and are not embedded again
+
+
+async def test_turns_are_not_embedded_when_switched_off(db_url, tmp_path):
+    embedder = HashEmbedder()
+    engine = await make(db_url, tmp_path, embedder, vectors={"embed_turns": False})
+    await turn(engine, alice(), "we hiked up the mountains at dawn")
+    await engine.remember(alice(), "I enjoy hiking")
+    assert await engine.worker.fill_vectors() == 1  # the memory only
+    async with engine.db.read() as session:
+        assert (await session.execute(select(func.count()).select_from(EventVector))).scalar_one() == 0
+    block = await engine.memory_block(alice(), "mountains at dawn")
+    assert "hiked up the mountains" in block.text  # still found by its words

@@ -352,6 +352,16 @@ class Bot:
     def ltm_counts(self) -> dict[str, int]:
         return {t: self.query(f'SELECT count(*) AS n FROM "{t}"')[0]["n"] for t in self.ltm_tables()}
 
+    def unembedded(self) -> int:
+        """Memories, and turns the reader may show, with no vector yet: the
+        background job embeds them a moment after they are written."""
+        return self.query(
+            "SELECT (SELECT count(*) FROM ltm_items i LEFT JOIN ltm_item_vectors v ON v.item_id = i.id "
+            "        WHERE v.item_id IS NULL) + "
+            "       (SELECT count(*) FROM ltm_events e LEFT JOIN ltm_event_vectors v ON v.event_rowid = e.id "
+            "        WHERE v.event_rowid IS NULL AND e.source_role IN ('user', 'tool') AND NOT e.withheld) AS n"
+        )[0]["n"]
+
     def events(self, user: str | None = None, session_umo: str | None = None) -> list[dict]:
         sql, params = "SELECT * FROM ltm_events WHERE 1=1", []
         if user is not None:

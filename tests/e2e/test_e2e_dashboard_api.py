@@ -104,22 +104,26 @@ def make_export(n: int, scope_id: str, word: str) -> dict:
 
 
 def settle(bot) -> None:
-    """Wait for the background embedding of new memories (each item gets a
-    vector a moment after it is written), so snapshots only see requests."""
-    bot.wait_for(
-        lambda: bot.query("SELECT count(*) AS n FROM ltm_items i LEFT JOIN ltm_item_vectors v ON v.item_id = i.id "
-                          "WHERE v.item_id IS NULL")[0]["n"] == 0,
-        20, "every memory to be embedded")
+    """Wait for the background embedding of new memories and turns (each
+    gets a vector a moment after it is written), so snapshots only see
+    requests."""
+    bot.wait_for(lambda: bot.unembedded() == 0, 20, "every memory and turn to be embedded")
+
+
+# Vectors are a cache the worker may refresh at any time: only which rows
+# have one counts.
+VECTOR_ROWS = {
+    "ltm_item_vectors": "SELECT item_id, scope, scope_id, model FROM ltm_item_vectors",
+    "ltm_event_vectors": "SELECT event_rowid, scope, scope_id, model FROM ltm_event_vectors",
+}
 
 
 def snapshot(bot) -> dict[str, list]:
-    """Every row of every ltm_ table: any write shows up here. Vectors are a
-    cache the worker may refresh at any time: only which items have one counts."""
+    """Every row of every ltm_ table: any write shows up here."""
     settle(bot)
     out = {}
     for table in bot.ltm_tables():
-        sql = ("SELECT item_id, scope, scope_id, model FROM ltm_item_vectors" if table == "ltm_item_vectors"
-               else f'SELECT * FROM "{table}"')
+        sql = VECTOR_ROWS.get(table, f'SELECT * FROM "{table}"')
         out[table] = sorted(repr(tuple(r)) for r in bot.query(sql))
     return out
 
@@ -416,6 +420,7 @@ def test_policy_put_persists_and_applies_without_restart(bot):
     assert change["actor"] == "operator:astrbot" and change["detail"]["changes"]["write_policy"][1]["mode"] == "auto"
 
     # Emergency read-only: saved, and writes stop at once (nothing recorded, edits refused).
+    settle(bot)  # vectors written after the switch would be refused, and never come
     assert ok(bot, "POST", "policy", {"emergency_read_only": True}, prefix=LEGACY)["emergency_read_only"] is True
     assert plugin_config_file(bot)["emergency_read_only"] is True
     frozen = snapshot(bot)

@@ -57,7 +57,13 @@ def test_5_restart_keeps_memories_and_pending_events(bot):
 
         bot.start()
         assert bot.pid != old_pid
-        assert bot.ltm_counts() == counts, bot.diag(f"row counts changed over the restart: {counts} -> {bot.ltm_counts()}")
+        # Vectors are a cache the worker fills in the background: a turn
+        # recorded just before the stop gets its vector after the restart.
+        after = bot.ltm_counts()
+        vectors = ("ltm_item_vectors", "ltm_event_vectors")
+        assert {k: v for k, v in after.items() if k not in vectors} == \
+            {k: v for k, v in counts.items() if k not in vectors} and \
+            all(after[t] >= counts[t] for t in vectors), bot.diag(f"row counts changed over the restart: {counts} -> {after}")
         assert _items(bot) == items
         events_after = _events(bot)
         assert set(events_after) == set(events)

@@ -24,10 +24,9 @@ def test_admin_lists_and_forgets_another_users_memories_a_user_cannot(bot):
     bob_items = bot.items("bob")
     assert len(bob_items) == 1, bob_items
     target = "webchat:alice"  # alice's user scope, as a bare id
-    # The background job embeds new memories; let it finish so the snapshot
-    # below only changes if a refused command changed something.
-    before = bot.wait_for(lambda: (c := bot.ltm_counts())["ltm_item_vectors"] == c["ltm_items"] and c,
-                          what="every memory embedded")
+    # The background job embeds new memories and turns; let it finish so the
+    # snapshot below only changes if a refused command changed something.
+    before = bot.wait_for(lambda: bot.unembedded() == 0 and bot.ltm_counts(), what="everything embedded")
 
     # A plain user naming a target is refused; nothing is read or deleted.
     refused = bot.chat(f"/ltm list {target}", "bob", "op-bob")
@@ -48,7 +47,7 @@ def test_admin_lists_and_forgets_another_users_memories_a_user_cannot(bot):
     # forget-all on the target asks first, then the admin's confirm deletes.
     asked = bot.admin_chat(f"/ltm forget-all {target}", "op-admin")
     assert asked == (
-        f"This deletes all 2 memories of user:{target}. "
+        f"This deletes all 2 memories of user:{target}, and nothing said before is quoted again. "
         f"Send /ltm forget-all user:{target} confirm within 2 minutes to go ahead."
     ), bot.diag(f"/ltm forget-all said: {asked!r}")
     assert len(bot.items("alice")) == 2

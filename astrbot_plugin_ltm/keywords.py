@@ -1,0 +1,312 @@
+"""The reader's keyword search: BM25 over one scope's tokens, in memory.
+
+SQLite's FTS5 tables hold every fact's and every shown turn's search tokens
+(CJK bigrams included, text.search_tokens) and answer the operators'
+searches. The reader ranks with BM25 over the same tokens kept in memory,
+one namespace per scope and kind (memories, turns), loaded lazily from those
+tables, least recently used first out. Two measured reasons
+(bench/scale.py, 10k items and their turns in one scope, 2 cores): FTS5's
+bm25() walks every posting of every query term through an auxiliary
+function, 4-6 ms per search, the bulk of a read, where numpy does the same
+sums in 0.3 ms; and FTS5 weighs a term by how rare it is in the whole table,
+all scopes together, where BM25 over one scope's rows weighs it by that
+scope alone (on LoCoMo, conversations read with the others in the same
+table lost a point of evidence recall).
+
+SQLite stays the source of truth. Every write goes through
+``Database.write``; the keyword rows it adds or removes are noted on the
+session (:func:`note`) and applied to loaded namespaces once the
+transaction has committed, so a rolled-back write leaves nothing behind. A
+namespace that is being loaded while a write commits gets the write after
+loading (applying a change twice is harmless).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+from sqlalchemy import Connection, text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from .scope import Scope
+
+# FTS5's bm25() constants, so rankings agree with the operators' search.
+K1 = 1.2
+B = 0.75
+# Up to this many rows a search takes well under a millisecond (10k rows of
+# a Zipf vocabulary: 0.3 ms) and runs on the event loop; larger namespaces
+# are searched in a worker thread.
+INLINE_SEARCH_MAX = 20_000
+_PENDING_MAX = 4096  # postings added since the last merge into the arrays
+MEMORIES = "memories"
+TURNS = "turns"
+_CHANGES = "ltm_keyword_changes"  # the session.info key of noted changes
+
+
+@dataclass(frozen=True)
+class Change:
+    kind: str
+    scope: Scope | None  # None: every namespace of the kind (a rebuild)
+    rowid: int | None  # None: the whole scope
+    tokens: tuple[str, ...] | None  # None: removed
+
+
+def note(session: AsyncSession, change: Change) -> None:
+    """Record a keyword-index change of this transaction (see the module doc)."""
+    session.info.setdefault(_CHANGES, []).append(change)
+
+
+def noted(session: AsyncSession) -> list[Change]:
+    return session.info.pop(_CHANGES, [])
+
+
+class Namespace:
+    """BM25 over one scope's rows of one kind. Rows are slots in growing
+    arrays; a removed row's slot is only marked dead, and dead slots are
+    dropped when they make up half of the namespace."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()  # searches run in threads
+        self._rowids = np.zeros(64, np.int64)
+        self._lengths = np.zeros(64, np.float32)
+        self._alive = np.zeros(64, bool)
+        self._used = 0
+        self._slot: dict[int, int] = {}
+        self._length_sum = 0.0
+        # term -> (slots, term frequencies); postings since the last merge
+        # wait in Python lists, as appending to numpy arrays copies them.
+        self._postings: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._pending: dict[str, tuple[list[int], list[int]]] = {}
+        self._pending_count = 0
+
+    @property
+    def size(self) -> int:
+        return len(self._slot)
+
+    def add(self, rowid: int, tokens: Iterable[str]) -> None:
+        self.remove(rowid)
+        counts: dict[str, int] = {}
+        length = 0
+        for token in tokens:
+            counts[token] = counts.get(token, 0) + 1
+            length += 1
+        if self._used == len(self._rowids):
+            grown = 2 * len(self._rowids)
+            self._rowids = np.resize(self._rowids, grown)
+            self._lengths = np.resize(self._lengths, grown)
+            self._alive = np.concatenate([self._alive, np.zeros(grown - len(self._alive), bool)])
+        slot = self._used
+        self._used += 1
+        self._rowids[slot], self._lengths[slot], self._alive[slot] = rowid, length, True
+        self._slot[rowid] = slot
+        self._length_sum += length
+        for term, tf in counts.items():
+            slots, tfs = self._pending.setdefault(term, ([], []))
+            slots.append(slot)
+            tfs.append(tf)
+        self._pending_count += len(counts)
+        if self._pending_count > _PENDING_MAX:
+            self._merge()
+
+    def remove(self, rowid: int) -> None:
+        slot = self._slot.pop(rowid, None)
+        if slot is None:
+            return
+        self._alive[slot] = False
+        self._length_sum -= float(self._lengths[slot])
+        if self._used - len(self._slot) > max(1024, self._used // 2):
+            self._compact()
+
+    def _merge(self) -> None:
+        for term, (slots, tfs) in self._pending.items():
+            new = (np.asarray(slots, np.int32), np.asarray(tfs, np.float32))
+            old = self._postings.get(term)
+            self._postings[term] = new if old is None else (
+                np.concatenate([old[0], new[0]]), np.concatenate([old[1], new[1]]))
+        self._pending.clear()
+        self._pending_count = 0
+
+    def _compact(self) -> None:
+        """Drop dead slots and renumber the live ones."""
+        self._merge()
+        live = np.flatnonzero(self._alive[: self._used])
+        renumber = np.full(self._used, -1, np.int32)
+        renumber[live] = np.arange(len(live), dtype=np.int32)
+        for term, (slots, tfs) in list(self._postings.items()):
+            keep = self._alive[slots]
+            if keep.any():
+                self._postings[term] = (renumber[slots[keep]], tfs[keep])
+            else:
+                del self._postings[term]
+        size = max(64, 2 * len(live))
+        self._rowids = np.resize(self._rowids[live], size)
+        self._lengths = np.resize(self._lengths[live], size)
+        self._alive = np.zeros(size, bool)
+        self._alive[: len(live)] = True
+        self._used = len(live)
+        self._slot = {int(r): n for n, r in enumerate(self._rowids[: self._used])}
+
+    def _term(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        base = self._postings.get(term)
+        pending = self._pending.get(term)
+        if pending is None:
+            return base
+        new = (np.asarray(pending[0], np.int32), np.asarray(pending[1], np.float32))
+        return new if base is None else (np.concatenate([base[0], new[0]]), np.concatenate([base[1], new[1]]))
+
+    def search(self, terms: list[str], k: int) -> list[tuple[int, float]]:
+        """(rowid, bm25) of the ``k`` best rows holding any of ``terms``."""
+        n = len(self._slot)
+        if not n or not terms or k <= 0:
+            return []
+        avg = self._length_sum / n or 1.0
+        scores = np.zeros(self._used, np.float32)
+        norm = K1 * (1.0 - B + B * self._lengths[: self._used] / avg)
+        for term in dict.fromkeys(terms):
+            found = self._term(term)
+            if found is None:
+                continue
+            slots, tfs = found
+            df = int(self._alive[slots].sum())
+            if not df:
+                continue
+            # FTS5's idf, floored the same way: a term in most rows counts
+            # for (almost) nothing.
+            idf = max(math.log((n - df + 0.5) / (df + 0.5)), 1e-6)
+            scores[slots] += idf * tfs * (K1 + 1.0) / (tfs + norm[slots])
+        scores[~self._alive[: self._used]] = 0.0
+        hit = np.flatnonzero(scores > 0)
+        if len(hit) > k:
+            hit = hit[np.argpartition(-scores[hit], k - 1)[:k]]
+        hit = hit[np.argsort(-scores[hit], kind="stable")]
+        return [(int(self._rowids[s]), float(scores[s])) for s in hit]
+
+
+# A kind's rows of one scope, as (rowid, tokens): read from the FTS5 tables.
+_LOAD = {
+    MEMORIES: (
+        "SELECT f.rowid, f.tokens FROM ltm_items i JOIN ltm_items_fts f ON f.rowid = i.id "
+        "WHERE i.scope = :kind AND i.scope_id = :id",
+        0,
+    ),
+    # The events' index holds scoped tokens only (db.scoped_text): the
+    # scope prefix, 8 bytes as hex, comes off.
+    TURNS: (
+        "SELECT f.rowid, f.scoped FROM ltm_events e JOIN ltm_events_fts f ON f.rowid = e.id "
+        "WHERE e.scope = :kind AND e.scope_id = :id AND NOT e.withheld",
+        16,
+    ),
+}
+
+
+def load_namespace(conn: Connection, scope: Scope, kind: str) -> Namespace:
+    statement, prefix = _LOAD[kind]
+    ns = Namespace()
+    for rowid, tokens in conn.execute(text(statement), {"kind": scope.kind, "id": scope.id}):
+        ns.add(int(rowid), [t[prefix:] for t in (tokens or "").split()])
+    ns._merge()
+    return ns
+
+
+Key = tuple[Scope, str]
+Run = Callable[[Callable[[Connection], Namespace]], Awaitable[Namespace]]
+
+
+class KeywordIndex:
+    """The loaded namespaces, at most ``max_loaded`` (least recently used
+    first out), and the changes committed while one was loading."""
+
+    def __init__(self, max_loaded: int = 256) -> None:
+        self.max_loaded = max_loaded
+        self._loaded: OrderedDict[Key, Namespace] = OrderedDict()
+        # Changes committed while a namespace loads; None: the load is stale
+        # (its whole scope changed meanwhile) and is used once, not kept.
+        self._loading: dict[Key, list[Change] | None] = {}
+        self._lock = threading.Lock()  # apply() runs on the loop, loads in threads
+        self._load_locks: dict[Key, asyncio.Lock] = {}
+
+    async def search(self, run: Run, scopes: list[Scope], kind: str, terms: list[str],
+                     k: int) -> list[tuple[int, float]]:
+        """(rowid, bm25) of the best ``k`` rows of ``kind`` in ``scopes``;
+        ``run`` runs a function on a database connection in a thread
+        (Database.run)."""
+        if not terms or k <= 0:
+            return []
+        hits: list[tuple[int, float]] = []
+        for scope in scopes:
+            ns = await self._namespace(run, scope, kind)
+            if ns.size <= INLINE_SEARCH_MAX:
+                hits += _locked_search(ns, terms, k)
+            else:
+                hits += await asyncio.to_thread(_locked_search, ns, terms, k)
+        hits.sort(key=lambda hit: -hit[1])
+        return hits[:k]
+
+    async def _namespace(self, run: Run, scope: Scope, kind: str) -> Namespace:
+        key = (scope, kind)
+        with self._lock:
+            ns = self._loaded.get(key)
+            if ns is not None:
+                self._loaded.move_to_end(key)
+                return ns
+        async with self._load_locks.setdefault(key, asyncio.Lock()):
+            with self._lock:
+                if key in self._loaded:
+                    return self._loaded[key]
+                self._loading[key] = []
+            ns = await run(lambda conn: load_namespace(conn, scope, kind))
+            with self._lock:
+                changes = self._loading.pop(key, None)
+                if changes is None:
+                    return ns
+                for change in changes:
+                    _apply(ns, change)
+                self._loaded[key] = ns
+                while len(self._loaded) > self.max_loaded:
+                    self._loaded.popitem(last=False)
+            return ns
+
+    def apply(self, changes: list[Change]) -> None:
+        """Committed changes (Database.write, after the commit)."""
+        if not changes:
+            return
+        with self._lock:
+            for change in changes:
+                for key in [k for k in {*self._loaded, *self._loading}
+                            if k[1] == change.kind and (change.scope is None or k[0] == change.scope)]:
+                    if change.rowid is None:  # the whole scope (or kind): loaded afresh
+                        self._loaded.pop(key, None)
+                        if key in self._loading:
+                            self._loading[key] = None
+                    elif key in self._loading:
+                        pending = self._loading[key]
+                        if pending is not None:
+                            pending.append(change)
+                    else:
+                        ns = self._loaded[key]
+                        with ns.lock:
+                            _apply(ns, change)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._loaded.clear()
+            for key in self._loading:
+                self._loading[key] = None
+
+
+def _locked_search(ns: Namespace, terms: list[str], k: int) -> list[tuple[int, float]]:
+    with ns.lock:
+        return ns.search(terms, k)
+
+
+def _apply(ns: Namespace, change: Change) -> None:
+    if change.tokens is None:
+        ns.remove(change.rowid)
+    else:
+        ns.add(change.rowid, change.tokens)

@@ -1,0 +1,183 @@
+"""The reader's in-memory keyword index (keywords.py): BM25 as FTS5 ranks,
+per scope, and kept in step with every committed write."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sqlalchemy import text
+
+from astrbot_plugin_ltm.db import fts_search, fts_upsert
+from astrbot_plugin_ltm.keywords import MEMORIES, TURNS, Change, Namespace, load_namespace
+from astrbot_plugin_ltm.models import MemoryItem
+from astrbot_plugin_ltm.retrieval import KeywordRetriever, Query
+from astrbot_plugin_ltm.scope import Scope
+from astrbot_plugin_ltm.text import query_tokens
+
+ALICE = Scope("user", "qq:alice")
+BOB = Scope("user", "qq:bob")
+
+
+async def add(ltm, fact: str, scope: Scope = ALICE, status: str = "active") -> MemoryItem:
+    async with ltm.engine.db.write() as session:
+        item = MemoryItem(scope=scope.kind, scope_id=scope.id, type="episode", fact=fact,
+                          fact_key=f"k{random.random()}", confidence=0.9, status=status)
+        session.add(item)
+        await session.flush()
+        await fts_upsert(session, item)
+    return item
+
+
+async def keyword(ltm, query: str, scopes=(ALICE,), kind: str = MEMORIES) -> list[int]:
+    return [rowid for rowid, _ in
+            await ltm.engine.db.keywords.search(ltm.engine.db.run, list(scopes), kind, query_tokens(query), 50)]
+
+
+# -- BM25 -------------------------------------------------------------------------
+
+
+async def test_ranking_and_scores_equal_fts5_bm25_in_a_single_scope(ltm):
+    """With one scope in the table FTS5's idf is the scope's own, so the two
+    must agree: same formula, same constants."""
+    rng = random.Random(5)
+    words = "tea coffee paris london cat dog piano chess rain snow 上海 北京 绿茶 猫".split()
+    for _ in range(60):
+        await add(ltm, " ".join(rng.choice(words) for _ in range(rng.randint(1, 12))))
+    scopes = [(ALICE.kind, ALICE.id)]
+    for query in ("tea", "paris rain", "绿茶 上海", "cat dog piano", "snow coffee chess london"):
+        tokens = query_tokens(query)
+        theirs = await ltm.engine.db.run(lambda conn: fts_search(conn, tokens, scopes, ("active",), 50))
+        ours = await ltm.engine.db.keywords.search(ltm.engine.db.run, [ALICE], MEMORIES, tokens, 50)
+        assert theirs, query
+        assert dict(ours) == pytest.approx(dict(theirs), rel=1e-4), query
+        assert [s for _, s in ours] == sorted((s for _, s in ours), reverse=True)
+
+
+async def test_a_term_is_weighed_by_its_own_scope_not_by_the_others(ltm):
+    """Bob says "tea" everywhere; for Alice it is as rare as in her scope."""
+    for n in range(40):
+        await add(ltm, f"tea number {n}", scope=BOB)
+    tea = await add(ltm, "Alice drinks tea")
+    await add(ltm, "Alice likes rain")
+    await add(ltm, "Alice likes snow")
+    ns = await ltm.engine.db.run(lambda conn: load_namespace(conn, ALICE, MEMORIES))
+    assert ns.size == 3
+    ((best, score),) = ns.search(["tea"], 5)
+    # three rows of three tokens each: tf 1 at the average length leaves idf
+    assert best == tea.id and score == pytest.approx(math.log((3 - 1 + 0.5) / (1 + 0.5)), rel=1e-5)
+
+
+ops = st.lists(
+    st.tuples(st.sampled_from(["add", "add", "add", "remove"]), st.integers(1, 40),
+              st.lists(st.sampled_from("a b c d e f 茶 猫".split()), min_size=0, max_size=8)),
+    max_size=150,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(ops=ops, query=st.lists(st.sampled_from("a b c d e f 茶 猫 z".split()), min_size=1, max_size=4))
+def test_a_namespace_after_any_adds_and_removes_ranks_as_one_built_afresh(ops, query):
+    """Slots, pending postings, merges and compaction never change an
+    answer: compared with a namespace built from the final rows alone."""
+    ns = Namespace()
+    rows: dict[int, list[str]] = {}
+    for op, rowid, tokens in ops:
+        if op == "add":
+            ns.add(rowid, tokens)
+            rows[rowid] = tokens
+        else:
+            ns.remove(rowid)
+            rows.pop(rowid, None)
+    fresh = Namespace()
+    for rowid, tokens in rows.items():
+        fresh.add(rowid, tokens)
+    got, want = dict(ns.search(query, 100)), dict(fresh.search(query, 100))
+    assert got == pytest.approx(want, rel=1e-5)
+    assert ns.size == len(rows)
+
+
+def test_compaction_keeps_every_live_row(monkeypatch):
+    ns = Namespace()
+    for n in range(3000):
+        ns.add(n, ["common", f"w{n}"])
+    for n in range(0, 3000, 3):
+        ns.add(n, ["moved", f"w{n}"])  # a re-added row takes a new slot
+    for n in range(1, 3000, 3):
+        ns.remove(n)
+    assert ns.size == 2000
+    assert {r for r, _ in ns.search(["moved"], 5000)} == set(range(0, 3000, 3))
+    assert {r for r, _ in ns.search(["common"], 5000)} == set(range(2, 3000, 3))
+    assert ns.search(["w1"], 5) == [] and [r for r, _ in ns.search(["w2"], 5)] == [2]
+
+
+# -- kept in step with SQLite --------------------------------------------------------
+
+
+async def test_writes_after_loading_are_seen_and_a_rolled_back_one_is_not(ltm, origin):
+    first = await add(ltm, "Alice lives in Paris")
+    assert await keyword(ltm, "Paris") == [first.id]  # loads the namespace
+    second = await add(ltm, "Alice visited Paris twice")
+    assert set(await keyword(ltm, "Paris")) == {first.id, second.id}
+    await ltm.engine.admin.update_item(first.memory_id, {"fact": "Alice lives in Lisbon"}, "operator:root")
+    assert await keyword(ltm, "Lisbon") == [first.id] and await keyword(ltm, "Paris") == [second.id]
+    await ltm.engine.admin.delete(second.memory_id, "operator:root")
+    assert await keyword(ltm, "Paris") == []
+
+    with pytest.raises(RuntimeError):
+        async with ltm.engine.db.write() as session:
+            item = MemoryItem(scope=ALICE.kind, scope_id=ALICE.id, type="episode", fact="Alice saw Rome",
+                              fact_key="rome", confidence=0.9, status="active")
+            session.add(item)
+            await session.flush()
+            await fts_upsert(session, item)
+            raise RuntimeError("rolled back")
+    assert await keyword(ltm, "Rome") == []
+    assert await ltm.sql("SELECT count(*) FROM ltm_items WHERE fact = 'Alice saw Rome'") == [(0,)]
+
+
+async def test_turns_are_indexed_as_recorded_and_leave_when_withheld(ltm, origin):
+    alice = origin("alice")
+    await ltm.record(alice, "I adopted a kitten called Miso", "What a lovely name!")
+    assert len(await keyword(ltm, "kitten", kind=TURNS)) == 1
+    await ltm.record(alice, "Miso sleeps all day")
+    assert len(await keyword(ltm, "Miso", kind=TURNS)) == 2
+    await ltm.engine.admin.forget_scope(ALICE, "user:alice")
+    assert await keyword(ltm, "Miso", kind=TURNS) == []
+    await ltm.record(alice, "Miso came back")  # said after forgetting: shown again
+    assert len(await keyword(ltm, "Miso", kind=TURNS)) == 1
+
+
+async def test_a_turn_is_found_by_the_words_of_the_turn_before_it(ltm, origin):
+    """The bot asks, the user answers with a name: the answer is found by
+    the question's words (the context the events' index keeps)."""
+    alice = origin("alice")
+    await ltm.record(alice, "I went to a concert for my daughter's birthday", "Who performed?")
+    await ltm.record(alice, "It was Matt Patterson")
+    hits = await keyword(ltm, "who performed", kind=TURNS)
+    rows = await ltm.sql(f"SELECT content FROM ltm_events WHERE id = {hits[0]}")
+    assert "Matt Patterson" in rows[0][0]
+
+
+async def test_a_rebuild_of_the_items_index_is_seen(ltm):
+    item = await add(ltm, "Alice collects stamps")
+    assert await keyword(ltm, "stamps") == [item.id]
+    async with ltm.engine.db.write() as session:
+        await session.execute(text("DELETE FROM ltm_items_fts"))
+        from astrbot_plugin_ltm.db import fts_rebuild
+
+        await fts_rebuild(session)
+    assert await keyword(ltm, "stamps") == [item.id]
+    ltm.engine.db.keywords.apply([Change(MEMORIES, ALICE, None, None)])  # as a whole-scope change would
+    assert await keyword(ltm, "stamps") == [item.id]
+
+
+async def test_the_retriever_searches_both_kinds_in_every_scope_given(ltm, origin):
+    mine = await add(ltm, "Alice plays chess")
+    theirs = await add(ltm, "Bob plays chess", scope=BOB)
+    found = await KeywordRetriever().search(ltm.engine.db, [ALICE, BOB], Query.of("chess"), 10)
+    assert set(found.memories) == {mine.id, theirs.id}
+    assert (await KeywordRetriever().search(ltm.engine.db, [ALICE], Query.of("chess"), 10)).memories == [mine.id]
