@@ -64,8 +64,11 @@ class ReadPolicy:
     # Raw turns compete with memories for the budget, ranked the same way
     # (reader.py); at most this many, none already behind an injected
     # memory (0 = memories only). Which turns may be shown: db.shown_turns.
+    # On LoCoMo: 10 gave 0.789 evidence recall, 20 0.802, 30 the same as 20
+    # (the budget is full first); memories alone 0.575, turns alone 0.739.
     max_events: int = 20
     # A raw turn's importance in the score (a memory has its own, 0..1).
+    # LoCoMo: 0.3 gave 0.800, 0.5 0.802, 0.7 0.799.
     event_importance: float = 0.5
     injection_position: str = "context_message"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,10 +14,12 @@ from hypothesis import strategies as st
 from astrbot_plugin_ltm.db import fts_upsert
 from astrbot_plugin_ltm.models import MemoryItem
 from astrbot_plugin_ltm.policy import MEMORY_TYPES, ReadPolicy
-from astrbot_plugin_ltm.reader import FOOTER, HEADER, MemoryReader, Ranked
+from astrbot_plugin_ltm.reader import FOOTER, HEADER, EventRow, MemoryReader, Ranked
 from astrbot_plugin_ltm.retrieval import KeywordRetriever, Query
 from astrbot_plugin_ltm.scope import Scope
 from astrbot_plugin_ltm.tokens import EstimateCounter, default_counter
+
+START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
 ALICE = Scope("user", "qq:alice")
 _keys = itertools.count()
@@ -54,11 +56,17 @@ def check_block(block, policy: ReadPolicy, counter):
     assert max(per_type.values(), default=0) <= policy.max_per_type
     lines = block.text.split("\n")
     assert lines[0] == HEADER and lines[-1] == FOOTER
-    assert len(lines) == len(block.items) + len(block.events) + 2
     for line, s in zip(lines[1:], block.items):
         assert line.startswith(f"- [{s.type}] {s.fact} (confidence: ")
-    for line, s in zip(lines[1 + len(block.items):-1], block.events):
-        assert line == s.fact and line.startswith("- [said ")
+    # then the raw turns, each under its day's heading, oldest first
+    turns, day = [], None
+    for line in lines[1 + len(block.items):-1]:
+        if line.startswith("[said "):
+            day = line
+        else:
+            assert day is not None and line.startswith("- ")
+            turns.append(f"{day} {line[2:]}")
+    assert turns == [s.fact for s in block.events]
 
 
 # -- the budget ---------------------------------------------------------------
@@ -148,6 +156,42 @@ def test_fit_respects_every_cap_for_arbitrary_text(facts, max_tokens, max_items,
     ]
     ranked.sort(key=lambda r: -r.score)
     check_block(reader._fit(ranked, policy), policy, counter)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    entries=st.lists(
+        st.tuples(
+            st.text(min_size=1, max_size=160).map(lambda s: " ".join(s.split())).filter(bool),
+            st.booleans(),  # a raw turn (True) or a memory
+            st.floats(0, 1),
+            st.integers(0, 3),  # the day a turn was said
+        ),
+        min_size=0, max_size=30,
+    ),
+    max_tokens=st.integers(0, 300),
+    max_items=st.integers(0, 10),
+    max_events=st.integers(0, 10),
+)
+def test_fit_with_turns_respects_every_cap_and_the_budget(entries, max_tokens, max_items, max_events):
+    counter = default_counter()
+    reader = MemoryReader([], counter)
+    policy = ReadPolicy(max_tokens=max_tokens, max_items=max_items, max_events=max_events)
+    ranked = []
+    for n, (text_, is_turn, score, day) in enumerate(entries):
+        if is_turn:
+            turn = EventRow(n, f"e{n}", "user", "x", "message", "user", {"text": text_}, "alice", "Alice",
+                            START + timedelta(days=day, minutes=n))
+            ranked.append(Ranked(score, turn=turn))
+        else:
+            ranked.append(Ranked(score, memory=MemoryItem(id=n, memory_id=f"m{n}", scope="user", scope_id="x",
+                                                          type="episode", fact=text_, fact_key=f"k{n}",
+                                                          confidence=0.9)))
+    ranked.sort(key=lambda r: -r.score)
+    block = reader._fit(ranked, policy)
+    check_block(block, policy, counter)
+    days = [s.fact.split("] ")[0] for s in block.events]
+    assert days == sorted(days)
 
 
 def test_estimate_counter_errs_high_for_cjk():

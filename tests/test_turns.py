@@ -4,6 +4,8 @@ user took back is never quoted again."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from astrbot_plugin_ltm.scope import Scope
 
 ALICE = Scope("user", "qq:alice")
@@ -18,9 +20,28 @@ async def test_auto_mode_shows_a_turn_no_memory_covers_with_when_and_who(ltm, or
     await ltm.turn(a, "My sister Jane is visiting from Lisbon next week", "How nice!")  # nothing extracted
     assert {e.extraction_status for e in await ltm.events()} == {"done"}
     block = await ltm.block(a, "when is Jane visiting?")
-    assert said(block) == [f"- [said {clock():%Y-%m-%d}] Alice: My sister Jane is visiting from Lisbon next week"]
+    assert said(block) == [f"[said {clock():%Y-%m-%d}] Alice: My sister Jane is visiting from Lisbon next week"]
     assert block.events[0].type == "event" and block.events[0].scope == "user:qq:alice"
-    assert block.text.splitlines()[1] == said(block)[0]
+    assert block.text.splitlines() == [
+        "[Long-term Memory]", f"[said {clock():%Y-%m-%d}]",
+        "- Alice: My sister Jane is visiting from Lisbon next week", "[End Memory]",
+    ]
+
+
+async def test_turns_said_on_one_day_share_its_heading(ltm, origin, clock):
+    a = origin("alice")
+    await ltm.turn(a, "Morning run in the park")
+    clock.advance(hours=2)
+    await ltm.turn(a, "Evening run in the park")
+    clock.advance(days=1)
+    await ltm.turn(a, "Another run in the park")
+    block = await ltm.block(a, "run in the park")
+    first, second = f"{clock() - timedelta(days=1):%Y-%m-%d}", f"{clock():%Y-%m-%d}"
+    assert block.text.splitlines()[1:-1] == [
+        f"[said {first}]", "- Alice: Morning run in the park", "- Alice: Evening run in the park",
+        f"[said {second}]", "- Alice: Another run in the park",
+    ]
+    assert block.tokens == ltm.engine.reader.counter.count(block.text)
 
 
 async def test_the_bots_own_lines_and_other_scopes_turns_are_never_shown(ltm, origin):
