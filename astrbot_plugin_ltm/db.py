@@ -57,7 +57,7 @@ class Database:
         self._read_threads: ThreadPoolExecutor | None = None
         # The reader's keyword namespaces; kept in step with the FTS tables
         # by the changes each write notes (keywords.note), once committed.
-        self.keywords = keywords.KeywordIndex()
+        self.keywords = keywords.KeywordIndex(scope_prefix)
 
     @property
     def path(self) -> str:

@@ -34,6 +34,7 @@ import numpy as np
 from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from .logs import log
 from .scope import Scope
 
 # FTS5's bm25() constants, so rankings agree with the operators' search.
@@ -43,7 +44,14 @@ B = 0.75
 # a Zipf vocabulary: 0.3 ms) and runs on the event loop; larger namespaces
 # are searched in a worker thread.
 INLINE_SEARCH_MAX = 20_000
-_PENDING_MAX = 4096  # postings added since the last merge into the arrays
+# A read waits this long for a namespace to load (a few ms for a small
+# scope, 0.3 s for 10k rows, 3 s for 100k on the 2-core benchmark machine);
+# past it, that read goes on without it.
+COLD_WAIT = 1.0
+# Postings added since the last merge wait in lists until they are this
+# many, or an eighth of the merged ones: merging copies the arrays of the
+# terms it touches, so a fixed threshold made growth quadratic.
+_PENDING_MIN = 4096
 MEMORIES = "memories"
 TURNS = "turns"
 _CHANGES = "ltm_keyword_changes"  # the session.info key of noted changes
@@ -84,10 +92,50 @@ class Namespace:
         self._postings: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._pending: dict[str, tuple[list[int], list[int]]] = {}
         self._pending_count = 0
+        self._merged_count = 0
 
     @property
     def size(self) -> int:
         return len(self._slot)
+
+    @classmethod
+    def build(cls, rows: list[tuple[int, list[str]]]) -> Namespace:
+        """A namespace of ``rows`` (rowid, tokens), its postings sorted out
+        by numpy in one go: adding 100k rows one by one took seconds."""
+        ns = cls()
+        rowids = list(dict((rowid, None) for rowid, _ in rows))  # a rowid once, its last tokens
+        last = dict(rows)
+        term_ids: dict[str, int] = {}
+        terms: list[int] = []
+        slots: list[int] = []
+        lengths = np.zeros(max(64, len(rowids)), np.float32)
+        for slot, rowid in enumerate(rowids):
+            tokens = last[rowid]
+            lengths[slot] = len(tokens)
+            for token in tokens:
+                terms.append(term_ids.setdefault(token, len(term_ids)))
+            slots.extend([slot] * len(tokens))
+        n = len(rowids)
+        ns._rowids = np.zeros(len(lengths), np.int64)
+        ns._rowids[:n] = rowids
+        ns._lengths = lengths
+        ns._alive = np.zeros(len(lengths), bool)
+        ns._alive[:n] = True
+        ns._used = n
+        ns._slot = {rowid: slot for slot, rowid in enumerate(rowids)}
+        ns._length_sum = float(lengths[:n].sum())
+        if terms:
+            # (term, slot) pairs counted: each distinct pair is a posting
+            # whose count is the term's frequency in that row.
+            keys = np.asarray(terms, np.int64) * max(n, 1) + np.asarray(slots, np.int64)
+            keys, tfs = np.unique(keys, return_counts=True)
+            term_of, slot_of = keys // max(n, 1), (keys % max(n, 1)).astype(np.int32)
+            starts = np.flatnonzero(np.diff(term_of, prepend=-1))
+            names = list(term_ids)
+            for lo, hi in zip(starts, [*starts[1:], len(keys)]):
+                ns._postings[names[term_of[lo]]] = (slot_of[lo:hi], tfs[lo:hi].astype(np.float32))
+            ns._merged_count = len(keys)
+        return ns
 
     def add(self, rowid: int, tokens: Iterable[str]) -> None:
         self.remove(rowid)
@@ -111,7 +159,7 @@ class Namespace:
             slots.append(slot)
             tfs.append(tf)
         self._pending_count += len(counts)
-        if self._pending_count > _PENDING_MAX:
+        if self._pending_count > max(_PENDING_MIN, self._merged_count // 8):
             self._merge()
 
     def remove(self, rowid: int) -> None:
@@ -129,6 +177,7 @@ class Namespace:
             old = self._postings.get(term)
             self._postings[term] = new if old is None else (
                 np.concatenate([old[0], new[0]]), np.concatenate([old[1], new[1]]))
+        self._merged_count += self._pending_count
         self._pending.clear()
         self._pending_count = 0
 
@@ -151,6 +200,7 @@ class Namespace:
         self._alive[: len(live)] = True
         self._used = len(live)
         self._slot = {int(r): n for n, r in enumerate(self._rowids[: self._used])}
+        self._merged_count = sum(len(slots) for slots, _ in self._postings.values())
 
     def _term(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
         base = self._postings.get(term)
@@ -190,28 +240,20 @@ class Namespace:
 
 # A kind's rows of one scope, as (rowid, tokens): read from the FTS5 tables.
 _LOAD = {
-    MEMORIES: (
-        "SELECT f.rowid, f.tokens FROM ltm_items i JOIN ltm_items_fts f ON f.rowid = i.id "
-        "WHERE i.scope = :kind AND i.scope_id = :id",
-        0,
-    ),
-    # The events' index holds scoped tokens only (db.scoped_text): the
-    # scope prefix, 8 bytes as hex, comes off.
-    TURNS: (
-        "SELECT f.rowid, f.scoped FROM ltm_events e JOIN ltm_events_fts f ON f.rowid = e.id "
-        "WHERE e.scope = :kind AND e.scope_id = :id AND NOT e.withheld",
-        16,
-    ),
+    MEMORIES: "SELECT f.rowid, f.tokens FROM ltm_items i JOIN ltm_items_fts f ON f.rowid = i.id "
+              "WHERE i.scope = :kind AND i.scope_id = :id",
+    # The events' index holds scoped tokens only (db.scoped_text).
+    TURNS: "SELECT f.rowid, f.scoped FROM ltm_events e JOIN ltm_events_fts f ON f.rowid = e.id "
+           "WHERE e.scope = :kind AND e.scope_id = :id AND NOT e.withheld",
 }
 
 
-def load_namespace(conn: Connection, scope: Scope, kind: str) -> Namespace:
-    statement, prefix = _LOAD[kind]
-    ns = Namespace()
-    for rowid, tokens in conn.execute(text(statement), {"kind": scope.kind, "id": scope.id}):
-        ns.add(int(rowid), [t[prefix:] for t in (tokens or "").split()])
-    ns._merge()
-    return ns
+def load_namespace(conn: Connection, scope: Scope, kind: str, prefix: str) -> Namespace:
+    """``prefix``: what the scope's scoped tokens start with (db.scope_prefix)."""
+    rows = conn.execute(text(_LOAD[kind]), {"kind": scope.kind, "id": scope.id}).all()
+    if kind == TURNS:
+        return Namespace.build([(rowid, (tokens or "").replace(prefix, "").split()) for rowid, tokens in rows])
+    return Namespace.build([(rowid, (tokens or "").split()) for rowid, tokens in rows])
 
 
 Key = tuple[Scope, str]
@@ -222,25 +264,28 @@ class KeywordIndex:
     """The loaded namespaces, at most ``max_loaded`` (least recently used
     first out), and the changes committed while one was loading."""
 
-    def __init__(self, max_loaded: int = 256) -> None:
+    def __init__(self, prefix: Callable[[str, str], str], max_loaded: int = 256) -> None:
+        self._prefix = prefix  # db.scope_prefix: what a scope's scoped tokens start with
         self.max_loaded = max_loaded
         self._loaded: OrderedDict[Key, Namespace] = OrderedDict()
         # Changes committed while a namespace loads; None: the load is stale
         # (its whole scope changed meanwhile) and is used once, not kept.
         self._loading: dict[Key, list[Change] | None] = {}
         self._lock = threading.Lock()  # apply() runs on the loop, loads in threads
-        self._load_locks: dict[Key, asyncio.Lock] = {}
+        self._loads: dict[Key, asyncio.Task[Namespace]] = {}
 
     async def search(self, run: Run, scopes: list[Scope], kind: str, terms: list[str],
                      k: int) -> list[tuple[int, float]]:
         """(rowid, bm25) of the best ``k`` rows of ``kind`` in ``scopes``;
         ``run`` runs a function on a database connection in a thread
-        (Database.run)."""
+        (Database.run). A namespace that takes longer than COLD_WAIT to
+        load adds nothing to this search (it goes on loading for the next)."""
         if not terms or k <= 0:
             return []
         hits: list[tuple[int, float]] = []
-        for scope in scopes:
-            ns = await self._namespace(run, scope, kind)
+        for ns in await asyncio.gather(*(self._namespace(run, scope, kind) for scope in scopes)):
+            if ns is None:
+                continue
             if ns.size <= INLINE_SEARCH_MAX:
                 hits += _locked_search(ns, terms, k)
             else:
@@ -248,29 +293,51 @@ class KeywordIndex:
         hits.sort(key=lambda hit: -hit[1])
         return hits[:k]
 
-    async def _namespace(self, run: Run, scope: Scope, kind: str) -> Namespace:
+    async def _namespace(self, run: Run, scope: Scope, kind: str) -> Namespace | None:
         key = (scope, kind)
         with self._lock:
             ns = self._loaded.get(key)
             if ns is not None:
                 self._loaded.move_to_end(key)
                 return ns
-        async with self._load_locks.setdefault(key, asyncio.Lock()):
+        task = self._loads.get(key)
+        if task is None:
+            task = self._loads[key] = asyncio.ensure_future(self._load(run, scope, kind))
+            task.add_done_callback(lambda done: self._loaded_or_failed(key, done))
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), COLD_WAIT)
+        except TimeoutError:
+            log.info("ltm: keyword namespace %s (%s) still loading; this read goes on without it",
+                     scope.namespace, kind)
+            return None
+
+    def _loaded_or_failed(self, key: Key, task: asyncio.Task[Namespace]) -> None:
+        self._loads.pop(key, None)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("ltm: keyword namespace %s (%s) could not be loaded: %s",
+                        key[0].namespace, key[1], task.exception())
+
+    async def _load(self, run: Run, scope: Scope, kind: str) -> Namespace:
+        key = (scope, kind)
+        with self._lock:
+            self._loading[key] = []
+        prefix = self._prefix(scope.kind, scope.id)
+        try:
+            ns = await run(lambda conn: load_namespace(conn, scope, kind, prefix))
+        except BaseException:
             with self._lock:
-                if key in self._loaded:
-                    return self._loaded[key]
-                self._loading[key] = []
-            ns = await run(lambda conn: load_namespace(conn, scope, kind))
-            with self._lock:
-                changes = self._loading.pop(key, None)
-                if changes is None:
-                    return ns
-                for change in changes:
-                    _apply(ns, change)
-                self._loaded[key] = ns
-                while len(self._loaded) > self.max_loaded:
-                    self._loaded.popitem(last=False)
-            return ns
+                self._loading.pop(key, None)
+            raise
+        with self._lock:
+            changes = self._loading.pop(key, None)
+            if changes is None:
+                return ns  # its scope changed as a whole meanwhile: used once, not kept
+            for change in changes:
+                _apply(ns, change)
+            self._loaded[key] = ns
+            while len(self._loaded) > self.max_loaded:
+                self._loaded.popitem(last=False)
+        return ns
 
     def apply(self, changes: list[Change]) -> None:
         """Committed changes (Database.write, after the commit)."""

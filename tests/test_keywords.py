@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
-from astrbot_plugin_ltm.db import fts_search, fts_upsert
+from astrbot_plugin_ltm.db import fts_search, fts_upsert, scope_prefix
 from astrbot_plugin_ltm.keywords import MEMORIES, TURNS, Change, Namespace, load_namespace
 from astrbot_plugin_ltm.models import MemoryItem
 from astrbot_plugin_ltm.retrieval import KeywordRetriever, Query
@@ -64,7 +64,7 @@ async def test_a_term_is_weighed_by_its_own_scope_not_by_the_others(ltm):
     tea = await add(ltm, "Alice drinks tea")
     await add(ltm, "Alice likes rain")
     await add(ltm, "Alice likes snow")
-    ns = await ltm.engine.db.run(lambda conn: load_namespace(conn, ALICE, MEMORIES))
+    ns = await ltm.engine.db.run(lambda conn: load_namespace(conn, ALICE, MEMORIES, scope_prefix(ALICE.kind, ALICE.id)))
     assert ns.size == 3
     ((best, score),) = ns.search(["tea"], 5)
     # three rows of three tokens each: tf 1 at the average length leaves idf
@@ -95,8 +95,14 @@ def test_a_namespace_after_any_adds_and_removes_ranks_as_one_built_afresh(ops, q
     fresh = Namespace()
     for rowid, tokens in rows.items():
         fresh.add(rowid, tokens)
+    built = Namespace.build(list(rows.items()))  # what a load does
     got, want = dict(ns.search(query, 100)), dict(fresh.search(query, 100))
     assert got == pytest.approx(want, rel=1e-5)
+    assert dict(built.search(query, 100)) == pytest.approx(want, rel=1e-5)
+    for rowid, tokens in list(rows.items())[:5]:  # a built namespace takes changes like any other
+        built.remove(rowid)
+        fresh.remove(rowid)
+    assert dict(built.search(query, 100)) == pytest.approx(dict(fresh.search(query, 100)), rel=1e-5)
     assert ns.size == len(rows)
 
 
@@ -181,3 +187,30 @@ async def test_the_retriever_searches_both_kinds_in_every_scope_given(ltm, origi
     found = await KeywordRetriever().search(ltm.engine.db, [ALICE, BOB], Query.of("chess"), 10)
     assert set(found.memories) == {mine.id, theirs.id}
     assert (await KeywordRetriever().search(ltm.engine.db, [ALICE], Query.of("chess"), 10)).memories == [mine.id]
+
+
+async def test_a_read_does_not_wait_long_for_a_namespace_that_is_slow_to_load(ltm, monkeypatch):
+    """Past COLD_WAIT the read goes on without the namespace; the load
+    finishes in the background and the next read has it."""
+    import asyncio
+
+    from astrbot_plugin_ltm import keywords
+
+    item = await add(ltm, "Alice keeps bees")
+    monkeypatch.setattr(keywords, "COLD_WAIT", 0.05)
+    index, db = ltm.engine.db.keywords, ltm.engine.db
+    release = asyncio.Event()
+
+    async def slow_run(fn):
+        await release.wait()
+        return await db.run(fn)
+
+    assert await index.search(slow_run, [ALICE], MEMORIES, ["bees"], 5) == []
+    await add(ltm, "Alice sells honey")  # committed while loading: not lost
+    release.set()
+    for _ in range(100):
+        if index._loads == {}:
+            break
+        await asyncio.sleep(0.01)
+    hits = await index.search(slow_run, [ALICE], MEMORIES, ["bees", "honey"], 5)
+    assert len(hits) == 2 and item.id in {rowid for rowid, _ in hits}
