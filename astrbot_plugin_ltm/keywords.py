@@ -28,6 +28,7 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
+from itertools import chain
 from dataclasses import dataclass
 
 import numpy as np
@@ -103,38 +104,37 @@ class Namespace:
         """A namespace of ``rows`` (rowid, tokens), its postings sorted out
         by numpy in one go: adding 100k rows one by one took seconds."""
         ns = cls()
-        rowids = list(dict((rowid, None) for rowid, _ in rows))  # a rowid once, its last tokens
-        last = dict(rows)
-        term_ids: dict[str, int] = {}
-        terms: list[int] = []
-        slots: list[int] = []
-        lengths = np.zeros(max(64, len(rowids)), np.float32)
-        for slot, rowid in enumerate(rowids):
-            tokens = last[rowid]
-            lengths[slot] = len(tokens)
-            for token in tokens:
-                terms.append(term_ids.setdefault(token, len(term_ids)))
-            slots.extend([slot] * len(tokens))
-        n = len(rowids)
-        ns._rowids = np.zeros(len(lengths), np.int64)
-        ns._rowids[:n] = rowids
-        ns._lengths = lengths
-        ns._alive = np.zeros(len(lengths), bool)
+        last = dict(rows)  # a rowid once, with its last tokens
+        n = len(last)
+        token_lists = list(last.values())
+        size = max(64, n)
+        ns._rowids = np.zeros(size, np.int64)
+        ns._rowids[:n] = np.fromiter(last, np.int64, count=n)
+        lengths = np.fromiter(map(len, token_lists), np.int64, count=n)
+        ns._lengths = np.zeros(size, np.float32)
+        ns._lengths[:n] = lengths
+        ns._alive = np.zeros(size, bool)
         ns._alive[:n] = True
         ns._used = n
-        ns._slot = {rowid: slot for slot, rowid in enumerate(rowids)}
-        ns._length_sum = float(lengths[:n].sum())
-        if terms:
-            # (term, slot) pairs counted: each distinct pair is a posting
-            # whose count is the term's frequency in that row.
-            keys = np.asarray(terms, np.int64) * max(n, 1) + np.asarray(slots, np.int64)
-            keys, tfs = np.unique(keys, return_counts=True)
-            term_of, slot_of = keys // max(n, 1), (keys % max(n, 1)).astype(np.int32)
-            starts = np.flatnonzero(np.diff(term_of, prepend=-1))
-            names = list(term_ids)
-            for lo, hi in zip(starts, [*starts[1:], len(keys)]):
-                ns._postings[names[term_of[lo]]] = (slot_of[lo:hi], tfs[lo:hi].astype(np.float32))
-            ns._merged_count = len(keys)
+        ns._slot = {rowid: slot for slot, rowid in enumerate(last)}
+        ns._length_sum = float(lengths.sum())
+        flat = list(chain.from_iterable(token_lists))
+        if not flat:
+            return ns
+        # Term ids without a Python loop per token: the vocabulary in first
+        # seen order, then a C-level lookup of every token.
+        vocabulary = list(dict.fromkeys(flat))
+        term_id = {term: i for i, term in enumerate(vocabulary)}
+        terms = np.fromiter(map(term_id.__getitem__, flat), np.int64, count=len(flat))
+        slots = np.repeat(np.arange(n, dtype=np.int64), lengths)
+        # Each distinct (term, slot) pair is a posting; how often it occurs
+        # is the term's frequency in that row.
+        keys, tfs = np.unique(terms * n + slots, return_counts=True)
+        term_of, slot_of = keys // n, (keys % n).astype(np.int32)
+        starts = np.flatnonzero(np.diff(term_of, prepend=-1))
+        for lo, hi in zip(starts.tolist(), [*starts[1:].tolist(), len(keys)]):
+            ns._postings[vocabulary[term_of[lo]]] = (slot_of[lo:hi], tfs[lo:hi].astype(np.float32))
+        ns._merged_count = len(keys)
         return ns
 
     def add(self, rowid: int, tokens: Iterable[str]) -> None:
@@ -242,17 +242,16 @@ class Namespace:
 _LOAD = {
     MEMORIES: "SELECT f.rowid, f.tokens FROM ltm_items i JOIN ltm_items_fts f ON f.rowid = i.id "
               "WHERE i.scope = :kind AND i.scope_id = :id",
-    # The events' index holds scoped tokens only (db.scoped_text).
-    TURNS: "SELECT f.rowid, f.scoped FROM ltm_events e JOIN ltm_events_fts f ON f.rowid = e.id "
-           "WHERE e.scope = :kind AND e.scope_id = :id AND NOT e.withheld",
+    # The events' index holds scoped tokens only (db.scoped_text): SQLite
+    # takes the scope's prefix off.
+    TURNS: "SELECT f.rowid, replace(f.scoped, :prefix, '') FROM ltm_events e "
+           "JOIN ltm_events_fts f ON f.rowid = e.id WHERE e.scope = :kind AND e.scope_id = :id AND NOT e.withheld",
 }
 
 
 def load_namespace(conn: Connection, scope: Scope, kind: str, prefix: str) -> Namespace:
     """``prefix``: what the scope's scoped tokens start with (db.scope_prefix)."""
-    rows = conn.execute(text(_LOAD[kind]), {"kind": scope.kind, "id": scope.id}).all()
-    if kind == TURNS:
-        return Namespace.build([(rowid, (tokens or "").replace(prefix, "").split()) for rowid, tokens in rows])
+    rows = conn.execute(text(_LOAD[kind]), {"kind": scope.kind, "id": scope.id, "prefix": prefix}).all()
     return Namespace.build([(rowid, (tokens or "").split()) for rowid, tokens in rows])
 
 
