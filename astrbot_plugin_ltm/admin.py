@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from . import keywords
 from .config import LTMConfig
-from .db import Database, fts_upsert
+from .db import SHOWN_ROLES, Database, after_commit, fts_upsert
 from .models import (
     EventVector,
     ExtractionStatus,
@@ -301,7 +301,7 @@ class Admin:
                 await session.execute(
                     select(func.count()).select_from(MemoryEvent).where(
                         MemoryEvent.scope == scope.kind, MemoryEvent.scope_id == scope.id,
-                        MemoryEvent.source_role.in_(("user", "tool")), MemoryEvent.withheld.is_(False),
+                        MemoryEvent.source_role.in_(SHOWN_ROLES), MemoryEvent.withheld.is_(False),
                     )
                 )
             ).scalar_one()
@@ -331,7 +331,7 @@ class Admin:
                 update(MemoryEvent).where(of_scope, MemoryEvent.extraction_status == ExtractionStatus.PENDING)
                 .values(extraction_status=ExtractionStatus.SKIPPED, next_attempt_at=None)
             )
-        self._on_withheld(scope, None)
+            after_commit(session, lambda: self._on_withheld(scope, None))
         return len(items)
 
     async def _tombstone(
@@ -344,33 +344,13 @@ class Admin:
             )
         )
         await audit(session, action, actor, reason, item=item, now=now, snapshot=item_dict(item))
-        await self._withhold_evidence(session, item)
-        await remove_item(session, item)
-        self._on_removed(item)
+        # The turns behind it are withheld too: the reader would otherwise
+        # quote what was just taken back.
+        withheld = await remove_item(session, item, withhold=True)
+        after_commit(session, lambda: self._on_removed(item))
+        for scope, ids in withheld.items():
+            after_commit(session, lambda scope=scope, ids=ids: self._on_withheld(scope, ids))
 
-    async def _withhold_evidence(self, session: AsyncSession, item: MemoryItem) -> None:
-        """The turns behind a deleted or rejected memory are never shown
-        again: the reader would otherwise quote what was just forgotten."""
-        ids = list(
-            (
-                await session.execute(
-                    select(MemoryEvent.id).where(
-                        MemoryEvent.event_id.in_(
-                            select(MemoryEvidence.event_id).where(MemoryEvidence.memory_id == item.memory_id)
-                        ),
-                        MemoryEvent.withheld.is_(False),
-                    )
-                )
-            ).scalars()
-        )
-        if not ids:
-            return
-        scope = Scope(item.scope, item.scope_id)
-        await session.execute(update(MemoryEvent).where(MemoryEvent.id.in_(ids)).values(withheld=True))
-        await session.execute(delete(EventVector).where(EventVector.event_rowid.in_(ids)))
-        for rowid in ids:
-            keywords.note(session, keywords.Change(keywords.TURNS, scope, rowid, None))
-        self._on_withheld(scope, ids)
 
     # -- statistics -------------------------------------------------------
 

@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from . import keywords
 from . import migrate as migrations
+from .logs import log
 from .models import MemoryEvent, MemoryItem, as_utc
 from .scope import Scope
 from .text import fts_match_expression, index_text, search_tokens
@@ -34,6 +35,10 @@ T = TypeVar("T")
 # runs up to three searches side by side), not so many that they crowd out
 # AstrBot's own use of the two or so cores a bot has.
 READ_THREADS = 4
+# Threads for Database.load: building a large cache (a scope's keyword or
+# vector namespace: seconds at 100k rows) must not take the threads a read
+# needs for its own queries.
+LOAD_THREADS = 2
 
 
 def _query_only(dbapi_connection: Any, _record: Any) -> None:
@@ -55,6 +60,7 @@ class Database:
         self._write_lock = asyncio.Lock()
         self.read_engine = self._read_engine(engine)
         self._read_threads: ThreadPoolExecutor | None = None
+        self._load_threads: ThreadPoolExecutor | None = None
         # The reader's keyword namespaces; kept in step with the FTS tables
         # by the changes each write notes (keywords.note), once committed.
         self.keywords = keywords.KeywordIndex(scope_prefix)
@@ -72,7 +78,7 @@ class Database:
         read_engine = create_engine(
             engine.url.set(drivername="sqlite+pysqlite"),
             connect_args={"check_same_thread": False},
-            pool_size=READ_THREADS,
+            pool_size=READ_THREADS + LOAD_THREADS,
             max_overflow=0,
         )
         event.listen(read_engine, "connect", _query_only)
@@ -91,15 +97,23 @@ class Database:
             self._read_threads = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="ltm-read")
         return await asyncio.get_running_loop().run_in_executor(self._read_threads, self._call, fn)
 
+    async def load(self, fn: Callable[[Connection], T]) -> T:
+        """Like :meth:`run`, on threads of their own (LOAD_THREADS): for
+        building caches from SQLite, which may take seconds."""
+        if self._load_threads is None:
+            self._load_threads = ThreadPoolExecutor(LOAD_THREADS, thread_name_prefix="ltm-load")
+        return await asyncio.get_running_loop().run_in_executor(self._load_threads, self._call, fn)
+
     def _call(self, fn: Callable[[Connection], T]) -> T:
         with self.read_engine.connect() as connection:
             return fn(connection)
 
     async def close(self) -> None:
         """Let running reads finish, then close the read connections."""
-        threads, self._read_threads = self._read_threads, None
-        if threads is not None:
-            await asyncio.to_thread(threads.shutdown, wait=True)
+        for threads in (self._read_threads, self._load_threads):
+            if threads is not None:
+                await asyncio.to_thread(threads.shutdown, wait=True)
+        self._read_threads = self._load_threads = None
         self.read_engine.dispose()
 
     async def migrate(self) -> list[int]:
@@ -121,7 +135,25 @@ class Database:
             async with self._sessions() as session:
                 async with session.begin():
                     yield session
-                self.keywords.apply(keywords.noted(session))
+                # Committed: now the caches may follow (never before, so a
+                # rolled-back write leaves them as they were).
+                changes = keywords.noted(session)
+                if changes:  # a merge of a large namespace takes a while
+                    await asyncio.to_thread(self.keywords.apply, changes)
+                for follow in session.info.pop(_AFTER_COMMIT, []):
+                    try:
+                        follow()
+                    except Exception:  # the write stands; a cache is only late
+                        log.exception("ltm: updating a cache after a commit failed")
+
+
+_AFTER_COMMIT = "ltm_after_commit"
+
+
+def after_commit(session: AsyncSession, follow: Callable[[], None]) -> None:
+    """Run ``follow`` once the write transaction of ``session`` has
+    committed (Database.write): for caches of what it changed."""
+    session.info.setdefault(_AFTER_COMMIT, []).append(follow)
 
 
 def scope_prefix(scope: str, scope_id: str) -> str:
@@ -130,14 +162,15 @@ def scope_prefix(scope: str, scope_id: str) -> str:
     return hashlib.blake2b(f"{scope}\x1f{scope_id}".encode(), digest_size=8).hexdigest()
 
 
-PREFIX_CHARS = 16  # scope_prefix: 8 bytes as hex
-
-
 def scoped_text(scope: str, scope_id: str, text_: str) -> str:
     """The ``scoped`` column of a row: its search tokens, each prefixed with
     its scope, so each scope's terms have postings of their own."""
+    return scoped_tokens(scope, scope_id, search_tokens(text_))
+
+
+def scoped_tokens(scope: str, scope_id: str, tokens: list[str]) -> str:
     prefix = scope_prefix(scope, scope_id)
-    return " ".join(prefix + token for token in search_tokens(text_))
+    return " ".join(prefix + token for token in tokens)
 
 
 Scopes = list[tuple[str, str]] | None  # None: every scope (the items' plain tokens)
@@ -287,15 +320,19 @@ CONTEXT_TOKENS = 60
 CONTEXT_WINDOW = timedelta(hours=1)
 
 
-def event_index_row(rowid: int, scope: str, scope_id: str, content: dict,
-                    context: dict | None = None) -> dict[str, object]:
-    """The keyword-index row of an event; ``context``: the content of the
-    event before it in its conversation (see CONTEXT_TOKENS)."""
+def event_tokens(content: dict, context: dict | None = None) -> list[str]:
+    """An event's search tokens; ``context``: the content of the event before
+    it in its conversation (see CONTEXT_TOKENS)."""
     tokens = search_tokens(event_search_text(content))
     if context is not None:
         tokens += search_tokens(event_search_text(context))[:CONTEXT_TOKENS]
-    prefix = scope_prefix(scope, scope_id)
-    return {"r": rowid, "s": " ".join(prefix + token for token in tokens)}
+    return tokens
+
+
+def event_index_row(rowid: int, scope: str, scope_id: str, content: dict,
+                    context: dict | None = None) -> dict[str, object]:
+    """The keyword-index row of an event (see event_tokens)."""
+    return {"r": rowid, "s": scoped_tokens(scope, scope_id, event_tokens(content, context))}
 
 
 async def index_events(session: AsyncSession, events: list[MemoryEvent]) -> None:
@@ -312,12 +349,10 @@ async def index_events(session: AsyncSession, events: list[MemoryEvent]) -> None
         prev = before[event.session_id]
         if event.source_role in SHOWN_ROLES:
             context = prev[1] if prev is not None and at - prev[0] <= CONTEXT_WINDOW else None
-            row = event_index_row(event.id, event.scope, event.scope_id, event.content, context)
-            rows.append(row)
+            tokens = event_tokens(event.content, context)
+            rows.append({"r": event.id, "s": scoped_tokens(event.scope, event.scope_id, tokens)})
             keywords.note(session, keywords.Change(
-                keywords.TURNS, Scope(event.scope, event.scope_id), event.id,
-                tuple(token[PREFIX_CHARS:] for token in str(row["s"]).split()),
-            ))
+                keywords.TURNS, Scope(event.scope, event.scope_id), event.id, tuple(tokens)))
         if event.session_id:
             before[event.session_id] = (at, event.content)
     if rows:

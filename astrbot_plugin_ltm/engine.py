@@ -76,6 +76,7 @@ class LTMEngine:
             matcher=self.vectors if embedder is not None else None,
             on_fact_changed=self.vector_index.discard_item,
             on_removed=self.vector_index.discard_item,
+            on_withheld=self.vector_index.withheld,
         )
         self.admin = Admin(
             self.db, lambda: self.config, clock,

@@ -1,17 +1,17 @@
 """The reader's keyword search: BM25 over one scope's tokens, in memory.
 
-SQLite's FTS5 tables hold every fact's and every shown turn's search tokens
-(CJK bigrams included, text.search_tokens) and answer the operators'
-searches. The reader ranks with BM25 over the same tokens kept in memory,
-one namespace per scope and kind (memories, turns), loaded lazily from those
-tables, least recently used first out. Two measured reasons
-(bench/scale.py, 10k items and their turns in one scope, 2 cores): FTS5's
-bm25() walks every posting of every query term through an auxiliary
-function, 4-6 ms per search, the bulk of a read, where numpy does the same
-sums in 0.3 ms; and FTS5 weighs a term by how rare it is in the whole table,
-all scopes together, where BM25 over one scope's rows weighs it by that
-scope alone (on LoCoMo, conversations read with the others in the same
-table lost a point of evidence recall).
+SQLite's FTS5 tables hold the search tokens (CJK bigrams included,
+text.search_tokens) of every fact and of every user's and tool's turn, and
+answer the operators' searches. The reader ranks with BM25 over the same
+tokens kept in memory, one namespace per scope and kind (memories, turns),
+loaded lazily from those tables, least recently used first out. Two
+measured reasons (bench/scale.py, 10k items and their turns in one scope,
+2 cores): FTS5's bm25() walks every posting of every query term through an
+auxiliary function, 4-6 ms per search, the bulk of a read, where numpy does
+the same sums in 0.3 ms; and FTS5 weighs a term by how rare it is in the
+whole table, all scopes together, where BM25 over one scope's rows weighs
+it by that scope alone (LoCoMo, its conversations in one database: 0.781
+evidence recall with FTS5's ranking, 0.800 with this one).
 
 SQLite stays the source of truth. Every write goes through
 ``Database.write``; the keyword rows it adds or removes are noted on the
@@ -270,14 +270,16 @@ class KeywordIndex:
         # Changes committed while a namespace loads; None: the load is stale
         # (its whole scope changed meanwhile) and is used once, not kept.
         self._loading: dict[Key, list[Change] | None] = {}
-        self._lock = threading.Lock()  # apply() runs on the loop, loads in threads
+        # Guards the maps: apply() runs in a thread after each commit,
+        # searches and the end of a load on the event loop.
+        self._lock = threading.Lock()
         self._loads: dict[Key, asyncio.Task[Namespace]] = {}
 
     async def search(self, run: Run, scopes: list[Scope], kind: str, terms: list[str],
                      k: int) -> list[tuple[int, float]]:
         """(rowid, bm25) of the best ``k`` rows of ``kind`` in ``scopes``;
         ``run`` runs a function on a database connection in a thread
-        (Database.run). A namespace that takes longer than COLD_WAIT to
+        (Database.load). A namespace that takes longer than COLD_WAIT to
         load adds nothing to this search (it goes on loading for the next)."""
         if not terms or k <= 0:
             return []
@@ -358,12 +360,6 @@ class KeywordIndex:
                         ns = self._loaded[key]
                         with ns.lock:
                             _apply(ns, change)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._loaded.clear()
-            for key in self._loading:
-                self._loading[key] = None
 
 
 def _locked_search(ns: Namespace, terms: list[str], k: int) -> list[tuple[int, float]]:

@@ -177,31 +177,30 @@ class MemoryTombstone(LTMBase, table=True):
     reason: str = ""
 
 
-class MemoryVector(LTMBase, table=True):
+class _Vector(LTMBase):
+    """The columns every vector table has (not a table itself)."""
+
+    scope: str = Field(max_length=16)
+    scope_id: str = Field(max_length=255)
+    model: str = Field(max_length=255)
+    dim: int
+    vector: bytes
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class MemoryVector(_Vector, table=True):
     """An item's embedding. FAISS namespaces are caches rebuilt from these."""
 
     __tablename__ = "ltm_item_vectors"
     __table_args__ = (Index("ix_ltm_item_vectors_scope", "scope", "scope_id", "model"),)
 
     item_id: int = Field(primary_key=True)  # ltm_items.id
-    scope: str = Field(max_length=16)
-    scope_id: str = Field(max_length=255)
-    model: str = Field(max_length=255)
-    dim: int
-    vector: bytes
-    updated_at: datetime = Field(default_factory=utcnow)
 
 
-class EventVector(LTMBase, table=True):
+class EventVector(_Vector, table=True):
     """A raw turn's embedding, for the reader's vector search over turns."""
 
     __tablename__ = "ltm_event_vectors"
     __table_args__ = (Index("ix_ltm_event_vectors_scope", "scope", "scope_id", "model"),)
 
     event_rowid: int = Field(primary_key=True)  # ltm_events.id
-    scope: str = Field(max_length=16)
-    scope_id: str = Field(max_length=255)
-    model: str = Field(max_length=255)
-    dim: int
-    vector: bytes
-    updated_at: datetime = Field(default_factory=utcnow)

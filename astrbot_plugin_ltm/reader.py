@@ -340,8 +340,9 @@ class MemoryReader:
         """The best-scored candidates under the caps and the token budget
         (pure: no database). Memories: max_items, max_per_type, and no
         near-duplicate of one already chosen. Turns: max_events, and none
-        behind a chosen memory. A line that does not fit is skipped, as a
-        shorter, lower-ranked one may still fit."""
+        behind a chosen memory (one chosen before its memory goes when the
+        memory comes). A line that does not fit is skipped, as a shorter,
+        lower-ranked one may still fit."""
         frame = self._count(HEADER + "\n" + FOOTER)
         if frame > policy.max_tokens:
             return MemoryBlock()
@@ -387,6 +388,13 @@ class MemoryReader:
                 n_memories += 1
                 per_type[item.type] = per_type.get(item.type, 0) + 1
                 covered |= r.covers
+                # A turn it covers that outranked it says the same again.
+                repeated = [c for c in chosen if c[0].turn is not None and c[0].turn.event_id in r.covers]
+                if repeated:
+                    chosen = [c for c in chosen if c not in repeated]
+                    n_turns -= len(repeated)
+                    days = {turn_day(c[0].turn) for c in chosen if c[0].turn is not None}
+                    used = self._cost(chosen, days) + frame
             else:
                 selected = Selected(event.event_id, "event", f"{day} {line[2:]}", 1.0, round(r.score, 4),
                                     f"{event.scope}:{event.scope_id}")
@@ -395,6 +403,10 @@ class MemoryReader:
             used += cost
             chosen.append((r, line, selected))
         return self._assemble(chosen, policy)
+
+    def _cost(self, chosen: list[tuple[Ranked, str, Selected]], days: set[str]) -> int:
+        """The tokens of the chosen lines and of the turns' day headings."""
+        return sum(self._count("\n" + line) for _, line, _ in chosen) + sum(self._count("\n" + d) for d in days)
 
     def _assemble(self, chosen: list[tuple[Ranked, str, Selected]], policy: ReadPolicy) -> MemoryBlock:
         """Memories best first, then turns oldest first under their days'

@@ -39,7 +39,7 @@ class Query:
 class Found:
     """A retriever's answer: row ids, best first."""
 
-    memories: list[int] = field(default_factory=list)  # active items of the scopes
+    memories: list[int] = field(default_factory=list)  # items of the scopes (the reader keeps the usable)
     turns: list[int] = field(default_factory=list)  # events of the scopes (the reader checks which may be shown)
 
 
@@ -53,8 +53,8 @@ class Retriever(Protocol):
 
 class KeywordRetriever:
     """BM25 over the facts' and the turns' search tokens (CJK bigrams
-    included), per scope (keywords.py). Memories of any status and withheld
-    turns' absence are the index's business; the reader checks status."""
+    included), per scope (keywords.py). Memories come in any status: the
+    reader keeps the active ones."""
 
     name = "keyword"
 
@@ -62,8 +62,8 @@ class KeywordRetriever:
         if not query.tokens:
             return Found()
         memories, turns = await asyncio.gather(
-            db.keywords.search(db.run, scopes, MEMORIES, query.tokens, limit),
-            db.keywords.search(db.run, scopes, TURNS, query.tokens, limit),
+            db.keywords.search(db.load, scopes, MEMORIES, query.tokens, limit),
+            db.keywords.search(db.load, scopes, TURNS, query.tokens, limit),
         )
         return Found([rowid for rowid, _ in memories], [rowid for rowid, _ in turns])
 

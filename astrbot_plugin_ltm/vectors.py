@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import TypeVar
 
 import faiss
 import numpy as np
@@ -127,6 +128,7 @@ def _new_index(dim: int, vectors: np.ndarray, ids: np.ndarray) -> faiss.Index:
 
 
 Key = tuple[Scope, str, Kind]  # scope, model, kind
+T = TypeVar("T")
 
 
 @dataclass
@@ -213,8 +215,8 @@ class VectorIndex:
         async with lock:
             if key in self._loaded:
                 return self._loaded[key]
-            # One hop to a read thread: the count, then the file or a build.
-            ns = await self.db.run(lambda conn: self._load(conn, scope, model, kind))
+            # One hop to a loading thread: the count, then the file or a build.
+            ns = await self.db.load(lambda conn: self._load(conn, scope, model, kind))
             if ns is None:
                 self._empty[key] = time.monotonic()
                 return None
@@ -297,9 +299,7 @@ class VectorIndex:
 
         if not todo:
             return {kind: {} for kind in kinds}
-        if self._search_thread is None:
-            self._search_thread = ThreadPoolExecutor(1, thread_name_prefix="ltm-vectors", initializer=_one_omp_thread)
-        return await asyncio.get_running_loop().run_in_executor(self._search_thread, run)
+        return await self._in_search_thread(run)
 
     async def _to_inverted_file(self, key: Key, ns: Namespace) -> None:
         """A namespace that grew past exact search becomes an inverted file,
@@ -339,17 +339,18 @@ class VectorIndex:
              "dim": int(vec.shape[0]), "vector": vec.astype(np.float32).tobytes(), "updated_at": now}
             for (rowid, scope), vec in zip(rows, vectors)
         ])
-        for (rowid, scope), vec in zip(rows, vectors):
-            ns = self._loaded.get((scope, model, kind))
+        by_namespace: dict[Key, tuple[Namespace, list[int]]] = {}
+        for n, (_, scope) in enumerate(rows):
+            key = (scope, model, kind)
+            ns = self._loaded.get(key)
             if ns is None:
                 continue
-            if ns.dim != vec.shape[0]:
-                self._loaded.pop((scope, model, kind), None)  # rebuilt from SQLite on next use
+            if ns.dim != vectors.shape[1]:
+                self._loaded.pop(key, None)  # rebuilt from SQLite on next use
                 continue
-            with self._index_lock:
-                ns.index.remove_ids(np.array([rowid], dtype=np.int64))
-                ns.index.add_with_ids(vec[None, :].astype(np.float32), np.array([rowid], dtype=np.int64))
-            ns.changed()
+            by_namespace.setdefault(key, (ns, []))[1].append(n)
+        if by_namespace:
+            await self._in_search_thread(lambda: self._add(list(by_namespace.values()), rows, vectors, kind))
         await session.flush()
         for scope in scopes:
             ns = self._loaded.get((scope, model, kind))
@@ -367,6 +368,24 @@ class VectorIndex:
                     ns.index.remove_ids(np.array(rowids, dtype=np.int64))
                 ns.changed()
                 ns.fingerprint = ()  # recomputed from SQLite when next loaded from file
+
+    def _add(self, by_namespace: list[tuple[Namespace, list[int]]], rows: list[tuple[int, Scope]],
+             vectors: np.ndarray, kind: Kind) -> None:
+        """Each namespace's new vectors in one call. A memory's vector replaces
+        the one of its old fact; a turn's content never changes, and looking
+        for an old vector costs a pass over the namespace."""
+        with self._index_lock:
+            for ns, picked in by_namespace:
+                ids = np.array([rows[n][0] for n in picked], dtype=np.int64)
+                if kind == MEMORIES:
+                    ns.index.remove_ids(ids)
+                ns.index.add_with_ids(vectors[picked].astype(np.float32), ids)
+                ns.changed()
+
+    async def _in_search_thread(self, fn: Callable[[], T]) -> T:
+        if self._search_thread is None:
+            self._search_thread = ThreadPoolExecutor(1, thread_name_prefix="ltm-vectors", initializer=_one_omp_thread)
+        return await asyncio.get_running_loop().run_in_executor(self._search_thread, fn)
 
     def unload(self, scope: Scope, kind: Kind) -> None:
         """Let the scope's namespaces of ``kind`` be loaded afresh from SQLite."""
@@ -533,9 +552,13 @@ class VectorService:
         return len(items)
 
     async def _fill_turns(self, model: str) -> int:
-        """Raw turns the reader may show are embedded as they are shown:
-        who said it, then what (db.turn_text)."""
+        """Every user's and tool's turn that is not withheld is embedded, in
+        every mode (a bot switched to auto then finds them), as the reader
+        shows it: who said it, then what (db.turn_text)."""
+        # Filling for this model deletes the turns' vectors of any other, so
+        # how far another model got no longer holds (a switch A → B → A).
         checked = self._turns_checked.get(model, 0)
+        self._turns_checked = {model: checked}
         async with self.db.read() as session:
             last = int((await session.execute(select(func.coalesce(func.max(MemoryEvent.id), 0)))).scalar_one())
             events = (

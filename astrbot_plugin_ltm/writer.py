@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from .candidates import Candidate
 from .config import LTMConfig
-from .db import fts_delete, fts_upsert
-from .models import MemoryAudit, MemoryEvidence, MemoryItem, MemoryTombstone, utcnow
+from . import keywords
+from .db import after_commit, fts_delete, fts_upsert
+from .models import EventVector, MemoryAudit, MemoryEvent, MemoryEvidence, MemoryItem, MemoryTombstone, utcnow
 from .policy import GateInput, Method, Status, confidence, gate
 from .scope import Scope
 from .text import contradicts, normalize_fact_key
@@ -84,6 +85,7 @@ class MemoryWriter:
         matcher: SemanticMatcher | None = None,
         on_fact_changed: Callable[[MemoryItem], None] | None = None,
         on_removed: Callable[[MemoryItem], None] | None = None,
+        on_withheld: Callable[[Scope, list[int] | None], None] | None = None,
     ) -> None:
         self._config = config
         self._clock = clock
@@ -91,6 +93,14 @@ class MemoryWriter:
         # Derived indexes (vectors) follow the source of truth through these.
         self._on_fact_changed = on_fact_changed or (lambda item: None)
         self._on_removed = on_removed or (lambda item: None)
+        # (scope, event ids) of turns withheld; None: all of the scope's
+        self._on_withheld = on_withheld or (lambda scope, ids: None)
+
+    def _removed(self, session: AsyncSession, item: MemoryItem, withheld: dict[Scope, list[int]]) -> None:
+        """The caches follow a removal once it has committed."""
+        after_commit(session, lambda: self._on_removed(item))
+        for scope, ids in withheld.items():
+            after_commit(session, lambda scope=scope, ids=ids: self._on_withheld(scope, ids))
 
     async def apply(
         self,
@@ -243,7 +253,7 @@ class MemoryWriter:
             if item.fact != old["fact"]:
                 await fts_upsert(session, item)
                 await delete_vector(session, item.id)
-                self._on_fact_changed(item)
+                after_commit(session, lambda item=item: self._on_fact_changed(item))
             if item.status != old["status"]:
                 await audit(
                     session, "status", actor, decision.reason, item=item, session_id=c.session_id,
@@ -339,20 +349,52 @@ class MemoryWriter:
             )
         ).scalars().all()
         for victim in victims:
-            await remove_item(session, victim)
-            self._on_removed(victim)
+            withheld = await remove_item(session, victim, withhold=False)
+            self._removed(session, victim, withheld)
             await audit(
                 session, "evict", actor, f"max_items_per_scope ({cap}) reached; lowest importance, oldest",
                 item=victim, now=now, fact=victim.fact, importance=victim.importance,
             )
 
 
-async def remove_item(session: AsyncSession, item: MemoryItem) -> None:
-    """Delete an item with its evidence links and keyword-index row."""
+async def remove_item(session: AsyncSession, item: MemoryItem, *, withhold: bool) -> dict[Scope, list[int]]:
+    """Delete an item with its evidence links and keyword-index row.
+
+    The turns behind it are withheld from the reader (kept, never shown
+    again) when ``withhold`` says so (an operator or user deleted or
+    rejected it) or when the item was held back (not active): without its
+    evidence links a turn would count as one no memory covers, and in mode
+    auto be shown. Returns the withheld turns' ids by scope.
+    """
+    withheld = await withhold_evidence(session, item) if withhold or item.status != Status.ACTIVE else {}
     await session.execute(delete(MemoryEvidence).where(MemoryEvidence.memory_id == item.memory_id))
     await fts_delete(session, item)
     await delete_vector(session, item.id)
     await session.delete(item)
+    return withheld
+
+
+async def withhold_evidence(session: AsyncSession, item: MemoryItem) -> dict[Scope, list[int]]:
+    """Withhold the turns behind ``item``: marked, their vectors deleted and
+    their keyword rows taken out of the reader's index. By scope, their ids."""
+    rows = (
+        await session.execute(
+            select(MemoryEvent.id, MemoryEvent.scope, MemoryEvent.scope_id).where(
+                MemoryEvent.event_id.in_(select(MemoryEvidence.event_id).where(MemoryEvidence.memory_id == item.memory_id)),
+                MemoryEvent.withheld.is_(False),
+            )
+        )
+    ).all()
+    if not rows:
+        return {}
+    ids = [rowid for rowid, _, _ in rows]
+    await session.execute(update(MemoryEvent).where(MemoryEvent.id.in_(ids)).values(withheld=True))
+    await session.execute(delete(EventVector).where(EventVector.event_rowid.in_(ids)))
+    by_scope: dict[Scope, list[int]] = {}
+    for rowid, kind, scope_id in rows:
+        by_scope.setdefault(Scope(kind, scope_id), []).append(rowid)
+        keywords.note(session, keywords.Change(keywords.TURNS, Scope(kind, scope_id), rowid, None))
+    return by_scope
 
 
 class _WriteCounts:

@@ -12,7 +12,9 @@
   (the bot's own lines were indexed and never searched), each followed by
   the first words of the event before it in the same conversation within
   the hour (``astrbot_plugin_ltm.db.CONTEXT_TOKENS``/``CONTEXT_WINDOW``,
-  repeated here so the migration stands alone). The old index's tokens are
+  repeated here so the migration stands alone; julianday's rounding gets a
+  few microseconds of slack, so a gap of exactly an hour counts, as it does
+  there). The old index's tokens are
   reused: no text is tokenised again here.
 - The fts5vocab tables go: the reader now ranks in memory, per scope
   (``astrbot_plugin_ltm/keywords.py``), and no longer counts terms in SQLite.
@@ -48,10 +50,10 @@ STATEMENTS = [
            FROM ltm_events WINDOW turns AS (PARTITION BY session_id ORDER BY created_at, id))
        SELECT o.id, ltm_with_context(o.scope, o.scope_id, f.scoped, CASE
                   WHEN o.session_id IS NOT NULL AND o.prev_id IS NOT NULL
-                       AND julianday(o.created_at) - julianday(o.prev_at) <= 1.0 / 24 THEN p.scoped END)
+                       AND julianday(o.created_at) - julianday(o.prev_at) <= 1.0 / 24 + 1e-9 THEN p.scoped END)
        FROM ordered o JOIN ltm_events_fts f ON f.rowid = o.id
        LEFT JOIN ltm_events_fts p ON p.rowid = o.prev_id
-       WHERE o.source_role != 'assistant'""",
+       WHERE o.source_role IN ('user', 'tool')""",
     "DROP TABLE ltm_events_fts_vocab",
     "DROP TABLE ltm_items_fts_vocab",
     "DROP TABLE ltm_events_fts",

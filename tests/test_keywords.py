@@ -214,3 +214,35 @@ async def test_a_read_does_not_wait_long_for_a_namespace_that_is_slow_to_load(lt
         await asyncio.sleep(0.01)
     hits = await index.search(slow_run, [ALICE], MEMORIES, ["bees", "honey"], 5)
     assert len(hits) == 2 and item.id in {rowid for rowid, _ in hits}
+
+
+async def test_namespace_loads_never_hold_up_the_reads_own_queries(make_ltm, origin, monkeypatch):
+    """Loads run on threads of their own (Database.load): with every load
+    stuck, a read still answers (from what needs no keyword namespace) —
+    if it waited for a load, or for a thread a load holds, it never would."""
+    import asyncio
+    import threading
+
+    from astrbot_plugin_ltm import keywords
+
+    ltm = await make_ltm({"write_policy": {"mode": "auto"}})
+    await add(ltm, "Alice keeps bees")
+    stuck = threading.Event()
+    real = keywords.load_namespace
+
+    def blocked(conn, scope, kind, prefix):
+        stuck.wait(10)
+        return real(conn, scope, kind, prefix)
+
+    monkeypatch.setattr(keywords, "load_namespace", blocked)
+    monkeypatch.setattr(keywords, "COLD_WAIT", 0.05)
+    group = origin("alice", group="g1")  # two scopes, two kinds: four loads, more than the load threads
+    block = await asyncio.wait_for(ltm.block(group, "bees"), 5)
+    assert [s.fact for s in block.items] == ["Alice keeps bees"]  # the scope's most important memories
+    stuck.set()
+    for _ in range(200):
+        if not ltm.engine.db.keywords._loads:
+            break
+        await asyncio.sleep(0.01)
+    found = await KeywordRetriever().search(ltm.engine.db, [ALICE], Query.of("bees"), 5)
+    assert len(found.memories) == 1

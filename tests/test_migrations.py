@@ -62,6 +62,8 @@ def columns(conn, table) -> list[tuple]:
 
 
 def sample_value(declared: str, name: str):
+    if name == "source_role":
+        return "user"  # the keyword index keeps the turns of users and tools
     t = declared.upper()
     if "INT" in t:
         return 7
@@ -386,6 +388,7 @@ def test_0005_indexes_shown_turns_with_context_and_withholds_turns_of_deleted_me
         (1, "s1", "assistant", "Who performed at the concert?", "2025-01-01 10:00:00.000000", "qq:a"),
         (2, "s1", "user", "It was Matt Patterson", "2025-01-01 10:01:00.000000", "qq:a"),
         (3, "s1", "user", "我住在上海", "2025-01-01 12:00:00.000000", "qq:a"),  # over an hour later
+        (7, "s1", "user", "exactly an hour on", "2025-01-01 13:00:00.000000", "qq:a"),
         (4, "s2", "user", "hello there", "2025-01-01 10:02:00.000000", "qq:b"),
         (5, "s3", "user", "secret plan", "2025-01-01 09:00:00.000000", "qq:c"),  # memory deleted after
         (6, "s3", "user", "later words", "2025-01-03 09:00:00.000000", "qq:c"),  # said after the deletion
@@ -418,10 +421,11 @@ def test_0005_indexes_shown_turns_with_context_and_withholds_turns_of_deleted_me
             4: event_index_row(4, "user", "qq:b", {"text": "hello there"})["s"],
             5: event_index_row(5, "user", "qq:c", {"text": "secret plan"})["s"],
             6: event_index_row(6, "user", "qq:c", {"text": "later words"})["s"],
+            7: event_index_row(7, "user", "qq:a", {"text": "exactly an hour on"}, {"text": "我住在上海"})["s"],
         }
         assert indexed == expected  # the assistant's line (1) is not indexed
         withheld = dict(conn.execute("SELECT id, withheld FROM ltm_events").fetchall())
-        assert withheld == {1: 0, 2: 0, 3: 0, 4: 0, 5: 1, 6: 0}
+        assert withheld == {1: 0, 2: 0, 3: 0, 4: 0, 5: 1, 6: 0, 7: 0}
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert "ltm_event_vectors" in tables
         assert not {"ltm_items_fts_vocab", "ltm_events_fts_vocab"} & tables

@@ -130,68 +130,49 @@ async def test_budget_fills_up_with_shorter_lower_ranked_lines(make_ltm, origin)
     assert not await ltm.block(origin("alice"), "tea")
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    facts=st.lists(
-        st.tuples(
-            # stored facts are whitespace-normalised by every write path
-            st.text(min_size=1, max_size=120).map(lambda s: " ".join(s.split())).filter(bool),
-            st.sampled_from(MEMORY_TYPES),
-            st.floats(0, 1),
-        ),
-        min_size=0, max_size=25,
-    ),
-    max_tokens=st.integers(0, 300),
-    max_items=st.integers(1, 20),
-    max_per_type=st.integers(1, 6),
-)
-def test_fit_respects_every_cap_for_arbitrary_text(facts, max_tokens, max_items, max_per_type):
-    counter = default_counter()
-    reader = MemoryReader([], counter)
-    policy = ReadPolicy(max_tokens=max_tokens, max_items=max_items, max_per_type=max_per_type)
-    ranked = [
-        Ranked(score, memory=MemoryItem(id=n, memory_id=f"m{n}", scope="user", scope_id="x", type=t, fact=f,
-                                        fact_key=f"k{n}", confidence=0.9))
-        for n, (f, t, score) in enumerate(facts)
-    ]
-    ranked.sort(key=lambda r: -r.score)
-    check_block(reader._fit(ranked, policy), policy, counter)
-
-
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     entries=st.lists(
         st.tuples(
+            # stored facts and turns are whitespace-normalised by every write path
             st.text(min_size=1, max_size=160).map(lambda s: " ".join(s.split())).filter(bool),
-            st.booleans(),  # a raw turn (True) or a memory
+            st.sampled_from([*MEMORY_TYPES, "turn"]),
             st.floats(0, 1),
             st.integers(0, 3),  # the day a turn was said
         ),
         min_size=0, max_size=30,
     ),
+    links=st.lists(st.tuples(st.integers(0, 29), st.integers(0, 29)), max_size=20),  # memory backs turn
     max_tokens=st.integers(0, 300),
-    max_items=st.integers(0, 10),
+    max_items=st.integers(0, 20),
+    max_per_type=st.integers(1, 6),
     max_events=st.integers(0, 10),
 )
-def test_fit_with_turns_respects_every_cap_and_the_budget(entries, max_tokens, max_items, max_events):
+def test_fit_respects_every_cap_and_the_budget_for_arbitrary_text(entries, links, max_tokens, max_items,
+                                                                   max_per_type, max_events):
     counter = default_counter()
     reader = MemoryReader([], counter)
-    policy = ReadPolicy(max_tokens=max_tokens, max_items=max_items, max_events=max_events)
+    policy = ReadPolicy(max_tokens=max_tokens, max_items=max_items, max_per_type=max_per_type,
+                        max_events=max_events)
     ranked = []
-    for n, (text_, is_turn, score, day) in enumerate(entries):
-        if is_turn:
+    for n, (text_, kind, score, day) in enumerate(entries):
+        if kind == "turn":
             turn = EventRow(n, f"e{n}", "user", "x", "message", "user", {"text": text_}, "alice", "Alice",
                             START + timedelta(days=day, minutes=n))
             ranked.append(Ranked(score, turn=turn))
         else:
+            covers = frozenset(f"e{t}" for m, t in links if m == n and t < len(entries) and entries[t][1] == "turn")
             ranked.append(Ranked(score, memory=MemoryItem(id=n, memory_id=f"m{n}", scope="user", scope_id="x",
-                                                          type="episode", fact=text_, fact_key=f"k{n}",
-                                                          confidence=0.9)))
+                                                          type=kind, fact=text_, fact_key=f"k{n}",
+                                                          confidence=0.9), covers=covers))
     ranked.sort(key=lambda r: -r.score)
     block = reader._fit(ranked, policy)
     check_block(block, policy, counter)
     days = [s.fact.split("] ")[0] for s in block.events]
     assert days == sorted(days)
+    shown = {s.memory_id for s in block.items}
+    behind = {e for r in ranked if r.memory is not None and r.memory.memory_id in shown for e in r.covers}
+    assert not behind & {s.memory_id for s in block.events}  # nothing said twice
 
 
 def test_estimate_counter_errs_high_for_cjk():

@@ -157,3 +157,30 @@ async def test_long_turns_are_cut_and_the_budget_holds(ltm, origin):
         ltm.configure({"read_policy": {"max_tokens": budget}})
         block = await ltm.block(a, "Paris river")
         assert block.tokens <= budget and (not block or block.tokens == ltm.engine.reader.counter.count(block.text))
+
+
+async def test_evicting_a_held_back_memory_keeps_its_turns_hidden(make_ltm, origin):
+    """Eviction (max_items_per_scope) removes the evidence links too; a turn
+    behind a memory that was not active must not come back as one no memory
+    covers."""
+    ltm = await make_ltm({"write_policy": {"mode": "auto", "max_items_per_scope": 1}})
+    a = origin("alice")
+    await ltm.turn(a, "I ran a marathon in Berlin", "Wow!", {"fact": "Alice ran the Berlin marathon",
+                                                          "type": "episode", "importance": 0.1})
+    (marathon,) = await ltm.items()
+    await ltm.engine.admin.update_item(marathon.memory_id, {"status": "disabled"}, "operator:root")
+    await ltm.turn(a, "I love green tea", "Noted.", {"fact": "Alice loves green tea", "type": "preference",
+                                                     "importance": 0.9})
+    assert [i.fact for i in await ltm.items()] == ["Alice loves green tea"]  # the marathon was evicted
+    block = await ltm.block(a, "marathon Berlin")
+    assert block.events == [] and "marathon" not in block.text
+    assert [e.withheld for e in await ltm.events() if "marathon" in e.content.get("text", "")] == [True]
+
+
+async def test_a_turn_that_outranks_its_own_memory_is_not_shown_beside_it(ltm, origin):
+    a = origin("alice")
+    await ltm.turn(a, "do you know I love green tea", "Noted.",
+                   {"fact": "Alice loves green tea", "type": "preference", "importance": 0.0})
+    block = await ltm.block(a, "do you know I love green tea")  # the turn's own words rank it first
+    assert [s.fact for s in block.items] == ["Alice loves green tea"]
+    assert block.events == []

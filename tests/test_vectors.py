@@ -329,3 +329,18 @@ async def test_turns_are_not_embedded_when_switched_off(db_url, tmp_path):
         assert (await session.execute(select(func.count()).select_from(EventVector))).scalar_one() == 0
     block = await engine.memory_block(alice(), "mountains at dawn")
     assert "hiked up the mountains" in block.text  # still found by its words
+
+
+async def test_turns_are_embedded_again_after_a_switch_to_another_model_and_back(db_url, tmp_path):
+    first, second = HashEmbedder(32), HashEmbedder(16)
+    engine = await make(db_url, tmp_path, first)
+    await turn(engine, alice(), "we hiked up the mountains at dawn")
+    assert await engine.worker.fill_vectors() == 1
+    scope = engine.resolver.user_scope(alice())
+    engine.vectors.embedder = second  # the operator picks another provider, at run time
+    assert await engine.worker.fill_vectors() == 1  # and the turn's vector follows
+    engine.vectors.embedder = first  # and back
+    assert await engine.worker.fill_vectors() == 1
+    async with engine.db.read() as session:
+        assert set((await session.execute(select(EventVector.model))).scalars()) == {first.model_id}
+    assert (await engine.vectors.query([scope], "mountains at dawn", 5)).turns
