@@ -37,8 +37,9 @@ T = TypeVar("T")
 READ_THREADS = 4
 # Threads for Database.load: building a large cache (a scope's keyword or
 # vector namespace: seconds at 100k rows) must not take the threads a read
-# needs for its own queries.
-LOAD_THREADS = 2
+# needs for its own queries. Keyword namespaces take at most half of them
+# (keywords.LOADS), so vector namespaces never wait behind them.
+LOAD_THREADS = 4
 
 
 def _query_only(dbapi_connection: Any, _record: Any) -> None:

@@ -49,6 +49,7 @@ INLINE_SEARCH_MAX = 20_000
 # scope, 0.3 s for 10k rows, 3 s for 100k on the 2-core benchmark machine);
 # past it, that read goes on without it.
 COLD_WAIT = 1.0
+LOADS = 2  # namespaces loading at once (see db.LOAD_THREADS)
 # Postings added since the last merge wait in lists until they are this
 # many, or an eighth of the merged ones: merging copies the arrays of the
 # terms it touches, so a fixed threshold made growth quadratic.
@@ -274,6 +275,7 @@ class KeywordIndex:
         # searches and the end of a load on the event loop.
         self._lock = threading.Lock()
         self._loads: dict[Key, asyncio.Task[Namespace]] = {}
+        self._load_slots: asyncio.Semaphore | None = None  # made on the loop that uses it
 
     async def search(self, run: Run, scopes: list[Scope], kind: str, terms: list[str],
                      k: int) -> list[tuple[int, float]]:
@@ -323,8 +325,11 @@ class KeywordIndex:
         with self._lock:
             self._loading[key] = []
         prefix = self._prefix(scope.kind, scope.id)
+        if self._load_slots is None:
+            self._load_slots = asyncio.Semaphore(LOADS)
         try:
-            ns = await run(lambda conn: load_namespace(conn, scope, kind, prefix))
+            async with self._load_slots:
+                ns = await run(lambda conn: load_namespace(conn, scope, kind, prefix))
         except BaseException:
             with self._lock:
                 self._loading.pop(key, None)
