@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import math
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from itertools import chain
@@ -50,6 +51,7 @@ INLINE_SEARCH_MAX = 20_000
 # past it, that read goes on without it.
 COLD_WAIT = 1.0
 LOADS = 2  # namespaces loading at once (see db.LOAD_THREADS)
+_CHUNK = 2000  # rows a load handles between pauses (_yield_gil)
 # Postings added since the last merge wait in lists until they are this
 # many, or an eighth of the merged ones: merging copies the arrays of the
 # terms it touches, so a fixed threshold made growth quadratic.
@@ -119,14 +121,21 @@ class Namespace:
         ns._used = n
         ns._slot = {rowid: slot for slot, rowid in enumerate(last)}
         ns._length_sum = float(lengths.sum())
-        flat = list(chain.from_iterable(token_lists))
-        if not flat:
+        # Term ids without a Python loop per token: each chunk's new terms
+        # join the vocabulary, then a C-level lookup maps every token.
+        term_id: dict[str, int] = {}
+        parts = []
+        for lo in range(0, n, _CHUNK):
+            tokens = list(chain.from_iterable(token_lists[lo:lo + _CHUNK]))
+            for term in dict.fromkeys(tokens):
+                if term not in term_id:
+                    term_id[term] = len(term_id)
+            parts.append(np.fromiter(map(term_id.__getitem__, tokens), np.int64, count=len(tokens)))
+            _yield_gil()
+        if not term_id:
             return ns
-        # Term ids without a Python loop per token: the vocabulary in first
-        # seen order, then a C-level lookup of every token.
-        vocabulary = list(dict.fromkeys(flat))
-        term_id = {term: i for i, term in enumerate(vocabulary)}
-        terms = np.fromiter(map(term_id.__getitem__, flat), np.int64, count=len(flat))
+        vocabulary = list(term_id)
+        terms = np.concatenate(parts)
         slots = np.repeat(np.arange(n, dtype=np.int64), lengths)
         # Each distinct (term, slot) pair is a posting; how often it occurs
         # is the term's frequency in that row.
@@ -252,8 +261,19 @@ _LOAD = {
 
 def load_namespace(conn: Connection, scope: Scope, kind: str, prefix: str) -> Namespace:
     """``prefix``: what the scope's scoped tokens start with (db.scope_prefix)."""
-    rows = conn.execute(text(_LOAD[kind]), {"kind": scope.kind, "id": scope.id, "prefix": prefix}).all()
-    return Namespace.build([(rowid, (tokens or "").split()) for rowid, tokens in rows])
+    result = conn.execute(text(_LOAD[kind]), {"kind": scope.kind, "id": scope.id, "prefix": prefix})
+    rows: list[tuple[int, list[str]]] = []
+    while batch := result.fetchmany(_CHUNK):
+        rows += [(rowid, (tokens or "").split()) for rowid, tokens in batch]
+        _yield_gil()
+    return Namespace.build(rows)
+
+
+def _yield_gil() -> None:
+    # A load runs in a thread but mostly in C calls that hold the GIL: at
+    # 100k rows the event loop and the reads' threads got it back only
+    # between calls that each took a second. Chunks, and a pause after each.
+    time.sleep(0)
 
 
 Key = tuple[Scope, str]
@@ -274,7 +294,7 @@ class KeywordIndex:
         # Guards the maps: apply() runs in a thread after each commit,
         # searches and the end of a load on the event loop.
         self._lock = threading.Lock()
-        self._loads: dict[Key, asyncio.Task[Namespace]] = {}
+        self._loads: dict[Key, tuple[asyncio.Task[Namespace], float]] = {}  # and when it started
         self._load_slots: asyncio.Semaphore | None = None  # made on the loop that uses it
 
     async def search(self, run: Run, scopes: list[Scope], kind: str, terms: list[str],
@@ -303,16 +323,25 @@ class KeywordIndex:
             if ns is not None:
                 self._loaded.move_to_end(key)
                 return ns
-        task = self._loads.get(key)
-        if task is None:
-            task = self._loads[key] = asyncio.ensure_future(self._load(run, scope, kind))
+        loading = self._loads.get(key)
+        if loading is None:
+            task = asyncio.ensure_future(self._load(run, scope, kind))
+            loading = self._loads[key] = (task, time.monotonic())
             task.add_done_callback(lambda done: self._loaded_or_failed(key, done))
-        try:
-            return await asyncio.wait_for(asyncio.shield(task), COLD_WAIT)
-        except TimeoutError:
-            log.info("ltm: keyword namespace %s (%s) still loading; this read goes on without it",
-                     scope.namespace, kind)
+        task, started = loading
+        # Only the first reads wait, COLD_WAIT from the start of the load in
+        # all: the next read of a scope still loading does not wait again.
+        wait = COLD_WAIT - (time.monotonic() - started)
+        if wait <= 0 and not task.done():
             return None
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), max(wait, 0.0))
+        except TimeoutError:
+            log.info("ltm: keyword namespace %s (%s) still loading; reads go on without it until it is",
+                     scope.namespace, kind)
+        except Exception:  # logged by _loaded_or_failed; the read goes on
+            pass
+        return None
 
     def _loaded_or_failed(self, key: Key, task: asyncio.Task[Namespace]) -> None:
         self._loads.pop(key, None)

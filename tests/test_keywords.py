@@ -246,3 +246,23 @@ async def test_namespace_loads_never_hold_up_the_reads_own_queries(make_ltm, ori
         await asyncio.sleep(0.01)
     found = await KeywordRetriever().search(ltm.engine.db, [ALICE], Query.of("bees"), 5)
     assert len(found.memories) == 1
+
+
+async def test_a_namespace_that_fails_to_load_costs_the_read_nothing_and_is_tried_again(ltm, origin, monkeypatch):
+    from astrbot_plugin_ltm import keywords
+
+    await add(ltm, "Alice keeps bees")
+    real = keywords.load_namespace
+    calls = []
+
+    def broken(conn, scope, kind, prefix):
+        calls.append(kind)
+        raise OSError("disk on fire")
+
+    monkeypatch.setattr(keywords, "load_namespace", broken)
+    block = await ltm.block(origin("alice"), "bees")
+    assert [s.fact for s in block.items] == ["Alice keeps bees"]  # from the scope's most important ones
+    assert calls
+    monkeypatch.setattr(keywords, "load_namespace", real)
+    found = await KeywordRetriever().search(ltm.engine.db, [ALICE], Query.of("bees"), 5)
+    assert len(found.memories) == 1
