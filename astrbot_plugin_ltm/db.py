@@ -343,19 +343,19 @@ async def index_events(session: AsyncSession, events: list[MemoryEvent]) -> None
     ordered = sorted(events, key=lambda e: (as_utc(e.created_at), e.id))
     before: dict[str | None, tuple[datetime, dict] | None] = {}
     rows = []
-    for event in ordered:
-        at = as_utc(event.created_at)
-        if event.session_id not in before:
-            before[event.session_id] = await _event_before(session, event) if event.session_id else None
-        prev = before[event.session_id]
-        if event.source_role in SHOWN_ROLES:
+    for recorded in ordered:
+        at = as_utc(recorded.created_at)
+        if recorded.session_id not in before:
+            before[recorded.session_id] = await _event_before(session, recorded) if recorded.session_id else None
+        prev = before[recorded.session_id]
+        if recorded.source_role in SHOWN_ROLES:
             context = prev[1] if prev is not None and at - prev[0] <= CONTEXT_WINDOW else None
-            tokens = event_tokens(event.content, context)
-            rows.append({"r": event.id, "s": scoped_tokens(event.scope, event.scope_id, tokens)})
+            tokens = event_tokens(recorded.content, context)
+            rows.append({"r": recorded.id, "s": scoped_tokens(recorded.scope, recorded.scope_id, tokens)})
             keywords.note(session, keywords.Change(
-                keywords.TURNS, Scope(event.scope, event.scope_id), event.id, tuple(tokens)))
-        if event.session_id:
-            before[event.session_id] = (at, event.content)
+                keywords.TURNS, Scope(recorded.scope, recorded.scope_id), recorded.id, tuple(tokens)))
+        if recorded.session_id:
+            before[recorded.session_id] = (at, recorded.content)
     if rows:
         await session.execute(text(EVENT_INDEX_INSERT), rows)
 
