@@ -215,11 +215,12 @@ class MemoryReader:
         if not policy.enable or not scopes or (policy.max_items <= 0 and policy.max_events <= 0):
             return MemoryBlock()
         now = self._clock()
-        q = Query.of(query, self._unbacked_turns())
+        q = Query.of(query)
+        unbacked = self._unbacked_turns()
         found: list[Found] = await asyncio.gather(*(r.search(db, scopes, q, SEARCH_LIMIT) for r in self.retrievers))
         (items, evidence), events = await asyncio.gather(
             db.run(lambda conn: self._memories(conn, scopes, found, policy, now)),
-            db.run(lambda conn: self._turns(conn, scopes, found, q, policy)),
+            db.run(lambda conn: self._turns(conn, scopes, found, unbacked, policy)),
         )
         return await asyncio.to_thread(self._rank, found, items, evidence, events, policy, now)
 
@@ -307,16 +308,17 @@ class MemoryReader:
         return list(found.values())
 
     @staticmethod
-    def _turns(conn: Connection, scopes: list[Scope], found: list[Found], query: Query,
+    def _turns(conn: Connection, scopes: list[Scope], found: list[Found], unbacked: bool,
                policy: ReadPolicy) -> dict[int, EventRow]:
-        """The found turns that may be shown (db.shown_turns), of the scopes."""
+        """The found turns that may be shown (db.shown_turns; ``unbacked``:
+        also those no memory backs), of the scopes."""
         hits = list(_leading([f.turns for f in found]))
         if policy.max_events <= 0 or not hits:
             return {}
         wanted = {(s.kind, s.id) for s in scopes}
         rows = conn.execute(
             text(f"SELECT {EventRow.COLUMNS} FROM ltm_events x "
-                 f"WHERE x.id IN (SELECT value FROM json_each(:ids)) AND {shown_turns(query.unbacked_turns)}"),
+                 f"WHERE x.id IN (SELECT value FROM json_each(:ids)) AND {shown_turns(unbacked)}"),
             {"ids": json.dumps(hits)},
         )
         return {row[0]: EventRow.of(row) for row in rows if (row[2], row[3]) in wanted}

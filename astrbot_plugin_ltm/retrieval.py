@@ -26,13 +26,10 @@ class Query:
 
     text: str
     tokens: list[str]
-    # Raw turns that no memory backs may be returned (mode auto, see
-    # db.shown_turns); otherwise only turns behind active memories.
-    unbacked_turns: bool = False
 
     @classmethod
-    def of(cls, text: str, unbacked_turns: bool = False) -> Query:
-        return cls(text, query_tokens(text), unbacked_turns)
+    def of(cls, text: str) -> Query:
+        return cls(text, query_tokens(text))
 
 
 @dataclass
