@@ -23,7 +23,7 @@ from . import migrate as migrations
 from .logs import log
 from .models import MemoryEvent, MemoryItem, as_utc
 from .scope import Scope
-from .text import fts_match_expression, index_text, search_tokens
+from .text import fts_match_expression, index_text, search_tokens, sentences
 
 
 class ReadOnlyError(RuntimeError):
@@ -300,14 +300,29 @@ def event_search_text(content: dict) -> str:
     return str(content.get("text", ""))
 
 
+def _turn_parts(source_type: str, content: dict, speaker: str | None) -> tuple[str, str]:
+    """Who (or which tool) said it, and what."""
+    if source_type == "tool_result":
+        return f"tool {content.get('tool', '?')}", str(content.get("result", ""))
+    return speaker or "someone", str(content.get("text", ""))
+
+
 def turn_text(source_type: str, content: dict, speaker: str | None) -> str:
     """A raw turn as one line of text, who said it first: what the model is
-    shown (reader.format_event_line) and what is embedded (vectors)."""
-    if source_type == "tool_result":
-        body = f"tool {content.get('tool', '?')}: {content.get('result', '')}"
-    else:
-        body = f"{speaker or 'someone'}: {content.get('text', '')}"
-    return " ".join(body.split())
+    shown (reader.format_event_line)."""
+    who, said = _turn_parts(source_type, content, speaker)
+    return " ".join(f"{who}: {said}".split())
+
+
+def turn_passages(source_type: str, content: dict, speaker: str | None) -> list[str]:
+    """What a raw turn is embedded as: each sentence on its own, after who
+    said it (text.sentences). A turn is found by its best sentence: one
+    vector of a whole turn blurs its topics together. Measured on LoCoMo
+    (the dev questions' evidence turns among a conversation's top 15 by
+    all-MiniLM-L6-v2): whole turns 0.558, sentences 0.666, sentences
+    without the speaker 0.420 (questions name people)."""
+    who, said = _turn_parts(source_type, content, speaker)
+    return [" ".join(f"{who}: {sentence}".split()) for sentence in sentences(said)] or [f"{who}:"]
 
 
 # A turn is indexed with the first words of the turn before it in the same

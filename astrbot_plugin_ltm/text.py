@@ -11,6 +11,8 @@ import re
 import unicodedata
 from functools import lru_cache
 
+import snowballstemmer
+
 FACT_KEY_MAX_CHARS = 128
 
 # CJK Unified Ideographs (+ extension A, compatibility), kana, hangul.
@@ -61,14 +63,11 @@ def normalize_fact_key(raw: str) -> str:
     return key[:FACT_KEY_MAX_CHARS]
 
 
-def search_tokens(text: str) -> list[str]:
-    """Tokens for the keyword index and keyword queries.
-
-    Latin words are lowercased; a CJK run becomes its overlapping character
-    bigrams (a lone character stays a unigram). Bigrams need no dictionary,
-    behave the same at index and query time, and are what CJK search
-    engines have long used for recall.
-    """
+def _words(text: str) -> list[str]:
+    """Lowercased words, a CJK run as its overlapping character bigrams (a
+    lone character stays a unigram). Bigrams need no dictionary, behave the
+    same at index and query time, and are what CJK search engines have long
+    used for recall."""
     text = unicodedata.normalize("NFKC", text).lower()
     tokens: list[str] = []
     for match in _TOKEN_RUN.finditer(text):
@@ -83,6 +82,22 @@ def search_tokens(text: str) -> list[str]:
     return tokens
 
 
+_STEMMER = snowballstemmer.stemmer("english")
+
+
+@lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    """An English word's stem ("books", "reading" -> "book", "read"); any
+    other token as it is."""
+    return _STEMMER.stemWord(word) if word.isascii() and word.isalpha() else word
+
+
+def search_tokens(text: str) -> list[str]:
+    """Tokens for the keyword index and keyword queries: the words
+    (``_words``), English ones stemmed."""
+    return [stem(word) for word in _words(text)]
+
+
 def index_text(text: str) -> str:
     """What the FTS5 table stores: the search tokens joined by spaces."""
     return " ".join(search_tokens(text))
@@ -91,10 +106,10 @@ def index_text(text: str) -> str:
 def query_tokens(text: str, limit: int = 32) -> list[str]:
     """Distinct, meaningful tokens of a query, in order, at most ``limit``."""
     seen: dict[str, None] = {}
-    for token in search_tokens(text):
-        if token in _STOPWORDS or (len(token) == 1 and not is_cjk(token)):
+    for word in _words(text):
+        if word in _STOPWORDS or (len(word) == 1 and not is_cjk(word)):
             continue
-        seen.setdefault(token, None)
+        seen.setdefault(stem(word), None)
         if len(seen) >= limit:
             break
     return list(seen)
@@ -157,3 +172,21 @@ def contradicts(old: str, new: str) -> bool:
     if not rest_a or not rest_b or rest_a[-1] == rest_b[-1]:
         return False  # a refinement, or the same ending
     return prefix >= 2 and len(rest_a) <= _MAX_VALUE_UNITS and len(rest_b) <= _MAX_VALUE_UNITS
+
+
+# A sentence ends at . ! ? ; or … followed by a space, at CJK full stops,
+# which need no space after them, or at a line break.
+_SENTENCE_END = re.compile(r"(?<=[.!?;…])\s+|(?<=[。！？；])\s*|\s*\n\s*")
+MIN_SENTENCE_TOKENS = 3  # "Hey Tim!", "好的。": nothing to find a turn by
+MAX_SENTENCES = 8
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of ``text`` worth searching by, at most MAX_SENTENCES
+    (the rest joins the last); the whole text when none is."""
+    parts = [p for p in _SENTENCE_END.split(text.strip()) if len(search_tokens(p)) >= MIN_SENTENCE_TOKENS]
+    if not parts:
+        return [text.strip()] if text.strip() else []
+    if len(parts) > MAX_SENTENCES:
+        parts[MAX_SENTENCES - 1:] = [" ".join(parts[MAX_SENTENCES - 1:])]
+    return parts

@@ -10,6 +10,10 @@ newest update) and rebuilt from SQLite when the file is missing, corrupt,
 stale or made by another model or dimension. At most ``max_loaded``
 namespaces stay in memory, least recently used first out.
 
+A memory has one vector; a turn has one per sentence (db.turn_passages),
+stored together in its row and held in FAISS under ``rowid * stride +
+sentence``, so that a turn is as near a query as its nearest sentence.
+
 Only faiss's public API is used (IndexFlatIP in an IndexIDMap2, IndexIVFFlat
 for large namespaces, read/write index); AstrBot's own vector store is not,
 as its internals have changed between releases.
@@ -36,12 +40,11 @@ from sqlalchemy import Connection, and_, delete, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from .logs import log
-from .db import SHOWN_ROLES, Database, ReadOnlyError, turn_text
+from .db import SHOWN_ROLES, Database, ReadOnlyError, turn_passages
 from .embedding import Embedder, normalise
 from .models import EventVector, MemoryEvent, MemoryItem, MemoryVector, utcnow
 from .scope import Scope
-
-
+from .text import MAX_SENTENCES
 
 
 def _one_omp_thread() -> None:
@@ -50,6 +53,8 @@ def _one_omp_thread() -> None:
     # and 1.8 ms with one (2 cores). The setting is per thread, so it stays
     # in the search thread and leaves AstrBot's own use of faiss alone.
     faiss.omp_set_num_threads(1)
+
+
 SEMANTIC_MATCH = 0.85
 EMPTY_RECHECK_SECONDS = 30.0
 
@@ -62,13 +67,27 @@ class Kind:
     table: type[MemoryVector] | type[EventVector]
     key: str  # the table's column holding the row id the vectors are stored under
     suffix: str  # tells the kinds' files apart (memories keep their pre-0005 names)
+    # A row's vectors are held in FAISS under rowid * stride + n: a memory
+    # has one, a turn one per sentence.
+    stride: int = 1
 
     def column(self):
         return getattr(self.table, self.key)
 
+    def faiss_ids(self, rowid: int, count: int) -> range:
+        return range(rowid * self.stride, rowid * self.stride + count)
+
+    def all_ids(self, rowids: list[int]) -> np.ndarray:
+        """Every FAISS id the rows may hold (for removal)."""
+        return np.array([i for rowid in rowids for i in self.faiss_ids(rowid, self.stride)], dtype=np.int64)
+
 
 MEMORIES = Kind("memories", MemoryVector, "item_id", "")
-TURNS = Kind("turns", EventVector, "event_rowid", "#turns")
+TURNS = Kind("turns", EventVector, "event_rowid", "#turns", stride=16)
+assert MAX_SENTENCES <= TURNS.stride
+# A turn's sentences share its rank: a search asks FAISS for this many
+# vectors per turn wanted, then keeps each turn's nearest sentence.
+SENTENCES_SEARCHED = 3
 
 
 @dataclass
@@ -162,8 +181,11 @@ class VectorIndex:
     @staticmethod
     def _fingerprint(conn: Connection, scope: Scope, model: str, kind: Kind) -> tuple:
         t = kind.table
+        # The count is of vectors (a row holds length / (4 * dim) of them),
+        # to be compared with the file's.
         row = conn.execute(
-            select(func.count(), func.coalesce(func.sum(kind.column()), 0), func.max(t.updated_at))
+            select(func.coalesce(func.sum(func.length(t.vector) / (4 * t.dim)), 0),
+                   func.coalesce(func.sum(kind.column()), 0), func.max(t.updated_at))
             .where(t.scope == scope.kind, t.scope_id == scope.id, t.model == model)
         ).one()
         return (int(row[0]), int(row[1]), str(row[2]))
@@ -174,7 +196,8 @@ class VectorIndex:
             return None
         try:
             meta = json.loads(paths[1].read_text())
-            if meta.get("model") != model or tuple(meta.get("fingerprint", ())) != fingerprint:
+            if meta.get("model") != model or tuple(meta.get("fingerprint", ())) != fingerprint \
+                    or meta.get("stride", 1) != kind.stride:
                 log.info("ltm: vector namespace %s (%s) is stale; rebuilding", scope.namespace, kind.name)
                 return None
             index = faiss.read_index(str(paths[0]))
@@ -197,7 +220,7 @@ class VectorIndex:
             faiss.write_index(ns.index, str(tmp))
         tmp.replace(paths[0])
         meta = {"namespace": ns.scope.namespace, "kind": ns.kind.name, "model": ns.model, "dim": ns.dim,
-                "fingerprint": list(ns.fingerprint)}
+                "stride": ns.kind.stride, "fingerprint": list(ns.fingerprint)}
         paths[1].write_text(json.dumps(meta))
         ns.dirty = False
 
@@ -237,8 +260,10 @@ class VectorIndex:
         ).all()
         dims = {dim for _, dim, _ in rows}
         dim = max(dims, key=lambda d: sum(1 for r in rows if r[1] == d))
-        ids = np.array([r[0] for r in rows if r[1] == dim], dtype=np.int64)
-        vecs = np.stack([np.frombuffer(r[2], dtype=np.float32) for r in rows if r[1] == dim])
+        parts = [(rowid, np.frombuffer(blob, dtype=np.float32).reshape(-1, dim))
+                 for rowid, d, blob in rows if d == dim]
+        ids = np.array([i for rowid, vecs in parts for i in kind.faiss_ids(rowid, len(vecs))], dtype=np.int64)
+        vecs = np.concatenate([vecs for _, vecs in parts])
         ns = Namespace(scope, model, dim, _new_index(dim, vecs, ids), fingerprint, dirty=True, kind=kind)
         self._write_file(ns)
         return ns
@@ -289,12 +314,16 @@ class VectorIndex:
         def run() -> dict[Kind, dict[int, float]]:
             hits: dict[Kind, dict[int, float]] = {kind: {} for kind in kinds}
             for kind, ns in todo:
+                wanted = k * (SENTENCES_SEARCHED if kind.stride > 1 else 1)
                 with self._index_lock:
-                    sims, ids = ns.index.search(query, min(k, ns.size))
+                    sims, ids = ns.index.search(query, min(wanted, ns.size))
+                nearest: dict[int, float] = {}  # a row's nearest vector comes first
+                for sim, faiss_id in zip(sims[0], ids[0]):
+                    if faiss_id >= 0:
+                        nearest.setdefault(int(faiss_id) // kind.stride, float(sim))
                 found = hits[kind]
-                for sim, rowid in zip(sims[0], ids[0]):
-                    if rowid >= 0:
-                        found[int(rowid)] = max(found.get(int(rowid), -1.0), float(sim))
+                for rowid, sim in list(nearest.items())[:k]:
+                    found[rowid] = max(found.get(rowid, -1.0), sim)
             return hits
 
         if not todo:
@@ -325,10 +354,11 @@ class VectorIndex:
     # -- keeping in step with SQLite ------------------------------------------
 
     async def store(self, session: AsyncSession, kind: Kind, rows: list[tuple[int, Scope]], model: str,
-                    vectors: np.ndarray) -> None:
+                    vectors: list[np.ndarray]) -> None:
         """Save the vectors of rows (id, scope) in the caller's transaction
-        and update loaded namespaces."""
-        vectors = normalise(vectors)
+        and update loaded namespaces; ``vectors``: per row, an array of its
+        vectors (one for a memory, one per sentence for a turn)."""
+        vectors = [normalise(v) for v in vectors]
         now = self.clock()
         scopes = {scope for _, scope in rows}
         for scope in scopes:
@@ -336,8 +366,8 @@ class VectorIndex:
         # One statement for the batch: a merge per row cost a SELECT each.
         await session.execute(insert(kind.table).prefix_with("OR REPLACE"), [
             {kind.key: rowid, "scope": scope.kind, "scope_id": scope.id, "model": model,
-             "dim": int(vec.shape[0]), "vector": vec.astype(np.float32).tobytes(), "updated_at": now}
-            for (rowid, scope), vec in zip(rows, vectors)
+             "dim": int(vecs.shape[1]), "vector": vecs.astype(np.float32).tobytes(), "updated_at": now}
+            for (rowid, scope), vecs in zip(rows, vectors)
         ])
         by_namespace: dict[Key, tuple[Namespace, list[int]]] = {}
         for n, (_, scope) in enumerate(rows):
@@ -345,7 +375,7 @@ class VectorIndex:
             ns = self._loaded.get(key)
             if ns is None:
                 continue
-            if ns.dim != vectors.shape[1]:
+            if ns.dim != vectors[n].shape[1]:
                 self._loaded.pop(key, None)  # rebuilt from SQLite on next use
                 continue
             by_namespace.setdefault(key, (ns, []))[1].append(n)
@@ -365,21 +395,22 @@ class VectorIndex:
         for (ns_scope, _, ns_kind), ns in self._loaded.items():
             if ns_scope == scope and ns_kind == kind:
                 with self._index_lock:
-                    ns.index.remove_ids(np.array(rowids, dtype=np.int64))
+                    ns.index.remove_ids(kind.all_ids(rowids))
                 ns.changed()
                 ns.fingerprint = ()  # recomputed from SQLite when next loaded from file
 
     def _add(self, by_namespace: list[tuple[Namespace, list[int]]], rows: list[tuple[int, Scope]],
-             vectors: np.ndarray, kind: Kind) -> None:
+             vectors: list[np.ndarray], kind: Kind) -> None:
         """Each namespace's new vectors in one call. A memory's vector replaces
         the one of its old fact; a turn's content never changes, and looking
         for an old vector costs a pass over the namespace."""
         with self._index_lock:
             for ns, picked in by_namespace:
-                ids = np.array([rows[n][0] for n in picked], dtype=np.int64)
                 if kind == MEMORIES:
-                    ns.index.remove_ids(ids)
-                ns.index.add_with_ids(vectors[picked].astype(np.float32), ids)
+                    ns.index.remove_ids(kind.all_ids([rows[n][0] for n in picked]))
+                ids = np.array([i for n in picked for i in kind.faiss_ids(rows[n][0], len(vectors[n]))],
+                               dtype=np.int64)
+                ns.index.add_with_ids(np.concatenate([vectors[n] for n in picked]).astype(np.float32), ids)
                 ns.changed()
 
     async def _in_search_thread(self, fn: Callable[[], T]) -> T:
@@ -546,7 +577,7 @@ class VectorService:
                     delete(MemoryVector).where(MemoryVector.item_id.in_([i.id for i in items]), MemoryVector.model != model)
                 )
                 await self.index.store(session, MEMORIES, [(i.id, Scope(i.scope, i.scope_id)) for i in items],
-                                       model, vectors[keep])
+                                       model, [vectors[n][None, :] for n in keep])
         except ReadOnlyError:
             return 0
         return len(items)
@@ -554,7 +585,7 @@ class VectorService:
     async def _fill_turns(self, model: str) -> int:
         """Every user's and tool's turn that is not withheld is embedded, in
         every mode (a bot switched to auto then finds them), as the reader
-        shows it: who said it, then what (db.turn_text)."""
+        is said: who, then each sentence (db.turn_passages)."""
         # Filling for this model deletes the turns' vectors of any other, so
         # how far another model got no longer holds (a switch A → B → A).
         checked = self._turns_checked.get(model, 0)
@@ -574,12 +605,12 @@ class VectorService:
         if not events:
             self._turns_checked[model] = last
             return 0
-        vectors = await self.embed(
-            [turn_text(e.source_type, e.content, e.sender_name or e.sender_id) for e in events],
-            timeout=self.query_timeout * 10,
-        )
-        if vectors is None:
+        passages = [turn_passages(e.source_type, e.content, e.sender_name or e.sender_id) for e in events]
+        flat = await self.embed([p for ps in passages for p in ps], timeout=self.query_timeout * 10)
+        if flat is None:
             return 0
+        ends = np.cumsum([len(ps) for ps in passages])
+        vectors = np.split(flat, ends[:-1])
         try:
             async with self.db.write() as session:
                 # A turn withheld meanwhile gets no vector.
@@ -594,7 +625,7 @@ class VectorService:
                 )
                 if keep:
                     await self.index.store(session, TURNS, [(events[n].id, Scope(events[n].scope, events[n].scope_id))
-                                                            for n in keep], model, vectors[keep])
+                                                            for n in keep], model, [vectors[n] for n in keep])
         except ReadOnlyError:
             return 0
         self._turns_checked[model] = events[-1].id

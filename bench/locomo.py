@@ -67,9 +67,11 @@ from astrbot_plugin_ltm.scope import Origin
 from astrbot_plugin_ltm.tokens import TokenCounter, default_counter
 
 from .metrics import (
+    ANSWER_CATEGORIES,
     BM25,
     QuestionResult,
     Unit,
+    answer_words,
     budget_cut,
     cut_reaches,
     dense_rank,
@@ -135,6 +137,10 @@ class Question:
     category: int
     evidence: list[str]  # normalised, only ids of turns that exist
     unknown_evidence: list[str] = field(default_factory=list)
+    answer: Any = None  # the gold answer (category 5 has none)
+
+    def answer_words(self, text: str) -> float | None:
+        return answer_words(self.answer, text) if self.category in ANSWER_CATEGORIES else None
 
 
 @dataclass
@@ -245,7 +251,7 @@ def load_conversations(data: str | Path | list[dict[str, Any]]) -> list[Conversa
             ids = normalise_evidence(qa.get("evidence"))
             questions.append(Question(
                 str(qa["question"]), int(qa.get("category", 0)),
-                [d for d in ids if d in known], [d for d in ids if d not in known],
+                [d for d in ids if d in known], [d for d in ids if d not in known], qa.get("answer"),
             ))
         out.append(Conversation(
             str(sample.get("sample_id", f"conv-{len(out)}")),
@@ -474,8 +480,8 @@ async def read_questions(engine: LTMEngine, clock: Clock, rep: Replay,
         entries = injected(block)
         reached = reached_dia_ids(entries, rep.evidence, rep.event_dia)
         result = QuestionResult(q.category, frozenset(q.evidence), frozenset(reached),
-                                block.tokens, len(entries), ms, embed_ms)
-        result.raw_events = len(entries) - len(block.items)
+                                block.tokens, len(entries), ms, embed_ms,
+                                raw_events=len(entries) - len(block.items), answer_words=q.answer_words(block.text))
         results.append(result)
     return results
 
@@ -531,7 +537,8 @@ async def run_baselines(conv: Conversation, embed: Callable[[list[str]], Any] | 
         for name, (ranking, units) in rankings.items():
             cut = budget_cut(ranking, units, count, max_tokens)
             out[name].append(QuestionResult(q.category, frozenset(q.evidence),
-                                            frozenset(cut_reaches(cut, units)), cut.tokens, len(cut.chosen)))
+                                            frozenset(cut_reaches(cut, units)), cut.tokens, len(cut.chosen),
+                                            answer_words=q.answer_words(cut.text)))
     return {k: v for k, v in out.items() if v}
 
 
@@ -697,12 +704,13 @@ def table(doc: dict[str, Any]) -> str:
         + f"; plugin: {s['plugin_mode']}"
         + (f"; overrides: {', '.join(s['overrides'])}" if s.get("overrides") else ""),
         "",
-        f"{'categories 1–4':<22}{'recall':>8}{'all-ev':>8}{'tokens':>8}{'lines':>7}{'p50 ms':>8}{'p95 ms':>8}",
+        f"{'categories 1–4':<22}{'recall':>8}{'all-ev':>8}{'answer':>8}{'tokens':>8}{'lines':>7}"
+        f"{'p50 ms':>8}{'p95 ms':>8}",
     ]
     rows = [("ours (plugin)", doc["ours"])] + list(doc["baselines"].items())
     for name, r in rows:
         lines.append(
-            f"{name:<22}{_f(r['evidence_recall']):>8}{_f(r['all_evidence_rate']):>8}"
+            f"{name:<22}{_f(r['evidence_recall']):>8}{_f(r['all_evidence_rate']):>8}{_f(r.get('answer_words')):>8}"
             f"{_f(r['mean_tokens'], '.0f'):>8}{_f(r['mean_items'], '.1f'):>7}"
             f"{_f(r.get('p50_read_ms'), '.1f'):>8}{_f(r.get('p95_read_ms'), '.1f'):>8}"
         )
@@ -713,7 +721,9 @@ def table(doc: dict[str, Any]) -> str:
     if "p95_read_ms_excl_embedding" in ours:
         lines.append(f"  ours without the query embedding: p50 {_f(ours['p50_read_ms_excl_embedding'], '.1f')} ms, "
                      f"p95 {_f(ours['p95_read_ms_excl_embedding'], '.1f')} ms")
-    lines.append(f"{'full context':<22}{'1.000':>8}{'1.000':>8}{doc['full_context_tokens']:>8.0f}"
+    lines.append(f"  answer: the share of the gold answer's words in the block (categories "
+                 f"{', '.join(map(str, ANSWER_CATEGORIES))}; bench/metrics.py answer_words)")
+    lines.append(f"{'full context':<22}{'1.000':>8}{'1.000':>8}{'':>8}{doc['full_context_tokens']:>8.0f}"
                  "   (mean tokens of a whole conversation)")
     lines += ["", "evidence recall / all-evidence rate by category (n)"]
     head = f"{'':<22}" + "".join(f"{f'{c} {CATEGORY_NAMES[c]}':>17}" for c in (1, 2, 3, 4, 5))

@@ -5,6 +5,10 @@ checked by hand (tests/test_bench_metrics.py).
   malformed forms found in the data (``"D8:6; D9:17"``, ``"D:11:26"``).
 - evidence recall: the share of a question's gold turns that the injected
   text reaches; an injected memory reaches the turns it is evidenced by.
+- answer words: the share of the gold answer's words found in the injected
+  text. Evidence recall counts a turn reached even when the block shows
+  only part of it, so a reader that cut turns short would gain on it while
+  giving the model less to answer from; this figure would fall.
 - BM25 (Okapi) and dense rankings over retrieval units, reciprocal-rank
   fusion, and a cut at a token budget measured like the plugin's reader.
 """
@@ -116,6 +120,22 @@ def reached_dia_ids(items: Iterable[Any], evidence: Mapping[str, Iterable[str]],
     return out
 
 
+# Answers to these categories are said in the conversation (multi-hop,
+# open-domain, single-hop); temporal answers are dates the model works out
+# from the turns' days, not words a block contains.
+ANSWER_CATEGORIES = (1, 3, 4)
+
+
+def answer_words(answer: Any, text: str) -> float | None:
+    """The share of the answer's content words (the plugin's query tokens:
+    stopwords out, English words stemmed) among the words of ``text``; None
+    for an answer with no content word."""
+    wanted = set(query_tokens(str(answer)))
+    if not wanted:
+        return None
+    return len(wanted & set(search_tokens(text))) / len(wanted)
+
+
 def evidence_recall(gold: Iterable[str], reached: Iterable[str]) -> float:
     gold = set(gold)
     if not gold:
@@ -136,6 +156,7 @@ class QuestionResult:
     read_ms: float | None = None
     embed_ms: float = 0.0  # of read_ms, spent embedding the query
     raw_events: int = 0  # of items, raw turns injected as such
+    answer_words: float | None = None  # see answer_words; None outside ANSWER_CATEGORIES
 
     @property
     def recall(self) -> float:
@@ -166,6 +187,9 @@ def summarise(results: Sequence[QuestionResult]) -> dict[str, Any]:
         "mean_items": sum(r.items for r in results) / len(results),
         "mean_raw_events": sum(r.raw_events for r in results) / len(results),
     }
+    answered = [r.answer_words for r in results if r.answer_words is not None]
+    if answered:
+        out["answer_words"] = sum(answered) / len(answered)
     times = [r.read_ms for r in results if r.read_ms is not None]
     if times:
         out["p50_read_ms"] = percentile(times, 50)

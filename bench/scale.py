@@ -74,7 +74,7 @@ from astrbot_plugin_ltm import models
 from astrbot_plugin_ltm import tokens as tokens_module
 from astrbot_plugin_ltm.api import MemoryAPI
 from astrbot_plugin_ltm.candidates import Candidate, ExtractionResult
-from astrbot_plugin_ltm.db import events_fts_backfill, fts_rebuild, turn_text
+from astrbot_plugin_ltm.db import events_fts_backfill, fts_rebuild, turn_passages
 from astrbot_plugin_ltm.config import parse_config
 from astrbot_plugin_ltm.engine import LTMEngine
 from astrbot_plugin_ltm.models import EventVector, MemoryAudit, MemoryEvent, MemoryEvidence, MemoryItem
@@ -316,15 +316,16 @@ async def fill(engine: LTMEngine, size: int, scopes: int, per_scope: int, words:
         # The recorded turns have vectors too (vectors.embed_turns, default on).
         start = time.perf_counter()
         async with engine.db.read() as session:
-            turns = [(r[0], r[1], turn_text(r[2], json.loads(r[3]), r[4])) for r in await session.execute(
+            turns = [(r[0], r[1], turn_passages(r[2], json.loads(r[3]), r[4])) for r in await session.execute(
                 sql("SELECT id, scope_id, source_type, content, sender_name FROM ltm_events ORDER BY id"))]
         for lo in range(0, len(turns), 5000):
             chunk = turns[lo:lo + 5000]
-            vecs = embedder.embed_sync([t for _, _, t in chunk])
+            flat = embedder.embed_sync([p for _, _, passages in chunk for p in passages])
+            vecs = np.split(flat, np.cumsum([len(passages) for _, _, passages in chunk])[:-1])
             async with engine.db.write() as session:
                 await session.execute(insert(EventVector), [
                     {"event_rowid": rowid, "scope": "user", "scope_id": scope_id, "model": embedder.model_id,
-                     "dim": int(vec.shape[0]), "vector": vec.astype(np.float32).tobytes(), "updated_at": NOW}
+                     "dim": int(vec.shape[1]), "vector": vec.astype(np.float32).tobytes(), "updated_at": NOW}
                     for (rowid, scope_id, _), vec in zip(chunk, vecs)
                 ])
         timings["turn_vectors_s"] = time.perf_counter() - start

@@ -22,6 +22,7 @@ from bench.metrics import (
     HEADER,
     QuestionResult,
     Unit,
+    answer_words,
     budget_cut,
     cut_reaches,
     dense_rank,
@@ -121,12 +122,13 @@ def test_evidence_recall_and_report():
 def test_bm25_ranking_and_score():
     docs = ["the cat sat on the mat", "dogs chase cats", "a cat and a cat", "nothing here"]
     bm = BM25(docs)
-    # "cats" is not "cat" (no stemming); "the" and "a" are query stopwords
-    assert bm.rank("the cat") == [2, 0]
-    assert bm.rank("dogs") == [1]
+    # "cats" is "cat" (the plugin's tokens are stems); "the" and "a" are
+    # query stopwords; the shorter doc 1 ranks above doc 0
+    assert bm.rank("the cat") == [2, 1, 0]
+    assert bm.rank("dog") == [1]
     assert bm.rank("zebra") == []
-    # doc 2 by hand: N=4, df(cat)=2, |d|=5, avgdl=(6+3+5+2)/4=4
-    idf = math.log(1 + (4 - 2 + 0.5) / (2 + 0.5))
+    # doc 2 by hand: N=4, df(cat)=3, |d|=5, avgdl=(6+3+5+2)/4=4
+    idf = math.log(1 + (4 - 3 + 0.5) / (3 + 0.5))
     tf = 2
     expected = idf * tf * 2.5 / (tf + 1.5 * (1 - 0.75 + 0.75 * 5 / 4))
     assert bm.scores("cat")[2] == pytest.approx(expected)
@@ -309,3 +311,18 @@ def test_parse_when():
     assert locomo.parse_when("12:09 am on 13 September, 2023").hour == 0
     with pytest.raises(ValueError):
         locomo.parse_when("yesterday")
+
+
+def test_answer_words_counts_the_answers_content_words_in_the_block():
+    text = "[Long-term Memory]\n- Caroline: I researched adoption agencies last week\n[End Memory]"
+    assert answer_words("Adoption agencies", text) == 1.0
+    assert answer_words("adoption agency and a lawyer", text) == pytest.approx(2 / 3)  # "and", "a" are stopwords
+    assert answer_words("The", text) is None  # no content word to look for
+    assert answer_words(2022, "painted in 2022") == 1.0  # LoCoMo has numeric answers
+    results = [
+        QuestionResult(1, frozenset({"a"}), frozenset(), tokens=1, answer_words=0.5),
+        QuestionResult(4, frozenset({"b"}), frozenset(), tokens=1, answer_words=1.0),
+        QuestionResult(2, frozenset({"c"}), frozenset(), tokens=1),  # temporal: not counted
+    ]
+    assert report(results)["answer_words"] == pytest.approx(0.75)
+    assert "answer_words" not in report(results)["per_category"]["2"]

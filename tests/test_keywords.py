@@ -205,14 +205,14 @@ async def test_a_read_does_not_wait_long_for_a_namespace_that_is_slow_to_load(lt
         await release.wait()
         return await db.run(fn)
 
-    assert await index.search(slow_run, [ALICE], MEMORIES, ["bees"], 5) == []
+    assert await index.search(slow_run, [ALICE], MEMORIES, ["bee"], 5) == []
     await add(ltm, "Alice sells honey")  # committed while loading: not lost
     release.set()
     for _ in range(100):
         if index._loads == {}:
             break
         await asyncio.sleep(0.01)
-    hits = await index.search(slow_run, [ALICE], MEMORIES, ["bees", "honey"], 5)
+    hits = await index.search(slow_run, [ALICE], MEMORIES, ["bee", "honey"], 5)
     assert len(hits) == 2 and item.id in {rowid for rowid, _ in hits}
 
 

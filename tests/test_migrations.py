@@ -120,6 +120,11 @@ def test_target_stops_at_that_version(tmp_path):
     assert migrate(str(db)) == list(range(2, LATEST + 1))
 
 
+# Caches that a migration empties, to be filled again in the background:
+# table -> the migration's version.
+CLEARED_BY = {"ltm_event_vectors": 6}
+
+
 @pytest.mark.parametrize("start", range(1, LATEST + 1))
 def test_upgrading_from_every_earlier_version_keeps_the_data(tmp_path, start):
     db = tmp_path / f"from{start}.db"
@@ -151,6 +156,10 @@ def test_upgrading_from_every_earlier_version_keeps_the_data(tmp_path, start):
                 # A keyword index is derived data (0003 rewrote its columns,
                 # see test_0003_...): what must survive is the row.
                 assert conn.execute(f'SELECT rowid FROM "{table}"').fetchall() == [(7,)], table
+                continue
+            if start < CLEARED_BY.get(table, 0):
+                # A cache a later migration empties on purpose (see its test).
+                assert conn.execute(f'SELECT count(*) FROM "{table}"').fetchone() == (0,), table
                 continue
             present = [n for n, *_ in columns(conn, table) if n in row]
             assert present, f"{table} lost all of its columns"
@@ -339,10 +348,10 @@ def test_0003_keeps_the_keyword_indexes_and_keys_them_by_scope(tmp_path):
         conn.execute(
             "INSERT INTO ltm_items (id, memory_id, scope, scope_id, type, fact, fact_key, confidence, importance, "
             "evidence_count, status, awaiting_approval, created_at, updated_at) VALUES "
-            "(5, 'm5', 'user', 'qq:小明 a', 'profile', 'lives in 上海', 'k', 0.9, 0.5, 1, 'active', 0, "
+            "(5, 'm5', 'user', 'qq:小明 a', 'profile', 'live in 上海', 'k', 0.9, 0.5, 1, 'active', 0, "
             "'2025-01-01', '2025-01-01')"
         )
-        conn.execute("INSERT INTO ltm_items_fts (rowid, tokens) VALUES (5, 'lives in 上海')")
+        conn.execute("INSERT INTO ltm_items_fts (rowid, tokens) VALUES (5, 'live in 上海')")
         conn.execute(
             "INSERT INTO ltm_events (id, event_id, scope, scope_id, source_type, source_role, content, created_at) "
             "VALUES (9, 'e9', 'group', 'qq:42', 'message', 'user', '{\"text\": \"hi\"}', '2025-01-01')"
@@ -354,9 +363,9 @@ def test_0003_keeps_the_keyword_indexes_and_keys_them_by_scope(tmp_path):
     migrate(str(db), target=3)
     conn = connect(db)
     try:
-        assert index_text("lives in 上海") == "lives in 上海"
+        assert index_text("live in 上海") == "live in 上海"
         assert conn.execute("SELECT rowid, tokens, scoped FROM ltm_items_fts").fetchall() == [
-            (5, "lives in 上海", scoped_text("user", "qq:小明 a", "lives in 上海"))
+            (5, "live in 上海", scoped_text("user", "qq:小明 a", "live in 上海"))
         ]
         assert conn.execute("SELECT rowid, scoped FROM ltm_events_fts").fetchall() == [
             (9, scoped_text("group", "qq:42", "hi"))
@@ -368,7 +377,7 @@ def test_0003_keeps_the_keyword_indexes_and_keys_them_by_scope(tmp_path):
 
         assert found("qq:小明 a") == [(5,)]
         assert found("qq:小明") == []
-        assert conn.execute("SELECT doc FROM ltm_items_fts_vocab WHERE term = 'lives'").fetchall() == [(1,)]
+        assert conn.execute("SELECT doc FROM ltm_items_fts_vocab WHERE term = 'live'").fetchall() == [(1,)]
     finally:
         conn.close()
 
@@ -429,5 +438,44 @@ def test_0005_indexes_shown_turns_with_context_and_withholds_turns_of_deleted_me
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert "ltm_event_vectors" in tables
         assert not {"ltm_items_fts_vocab", "ltm_events_fts_vocab"} & tables
+    finally:
+        conn.close()
+
+
+def test_0006_stems_both_keyword_indexes_and_clears_the_whole_turn_vectors(tmp_path):
+    """Tokens indexed before stemming become exactly what the plugin indexes
+    now, in their scope; the turns' vectors (one per whole turn) are
+    deleted, to be embedded again sentence by sentence."""
+    from astrbot_plugin_ltm.db import event_index_row, scoped_text, scoped_tokens
+    from astrbot_plugin_ltm.text import index_text
+
+    def unstemmed(text_: str) -> str:  # what 0001–0005 stored: the words, lowercased
+        return " ".join(text_.lower().replace("?", "").split())
+
+    db = tmp_path / "stems.db"
+    migrate(str(db), target=5)
+    conn = connect(db)
+    fact, said = "Tim reads books about dragons", "我在读书 and loved the Painted Veil"
+    try:
+        conn.execute("INSERT INTO ltm_items_fts (rowid, tokens, scoped) VALUES (5, ?, ?)",
+                     (unstemmed(fact), scoped_tokens("user", "qq:t", unstemmed(fact).split())))
+        conn.execute("INSERT INTO ltm_events_fts (rowid, scoped) VALUES (9, ?)",
+                     (scoped_tokens("user", "qq:t", ["我在", "在读", "读书", *unstemmed(said).split()[1:]]),))
+        conn.execute("INSERT INTO ltm_event_vectors (event_rowid, scope, scope_id, model, dim, vector, updated_at) "
+                     "VALUES (9, 'user', 'qq:t', 'm', 2, x'0000803f00000000', '2025-01-01')")
+        conn.commit()
+    finally:
+        conn.close()
+    migrate(str(db))
+    conn = connect(db)
+    try:
+        assert conn.execute("SELECT rowid, tokens, scoped FROM ltm_items_fts").fetchall() == [
+            (5, index_text(fact), scoped_text("user", "qq:t", fact))
+        ]
+        assert index_text(fact) == "tim read book about dragon"
+        assert conn.execute("SELECT rowid, scoped FROM ltm_events_fts").fetchall() == [
+            (9, event_index_row(9, "user", "qq:t", {"text": said})["s"])
+        ]
+        assert conn.execute("SELECT count(*) FROM ltm_event_vectors").fetchone() == (0,)
     finally:
         conn.close()

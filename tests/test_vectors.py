@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from astrbot_plugin_ltm import LTMEngine, Origin
 from astrbot_plugin_ltm.models import EventVector, MemoryEvent, MemoryItem, MemoryVector
 from astrbot_plugin_ltm.scope import Scope
+from astrbot_plugin_ltm.vectors import TURNS
 
 
 class HashEmbedder:
@@ -344,3 +345,59 @@ async def test_turns_are_embedded_again_after_a_switch_to_another_model_and_back
     async with engine.db.read() as session:
         assert set((await session.execute(select(EventVector.model))).scalars()) == {first.model_id}
     assert (await engine.vectors.query([scope], "mountains at dawn", 5)).turns
+
+
+async def test_a_turn_is_embedded_sentence_by_sentence_and_found_by_its_nearest_sentence(db_url, tmp_path):
+    embedder = HashEmbedder()
+    engine = await make(db_url, tmp_path, embedder)
+    said = "Hey there! We hiked up the mountains at dawn. Then I cooked spicy noodles for my sister."
+    await turn(engine, alice(), said)
+    assert await engine.worker.fill_vectors() == 1
+    async with engine.db.read() as session:
+        (row,) = (await session.execute(select(EventVector))).scalars()
+    # "Hey there!" has nothing to be found by; each other sentence has a vector
+    assert row.dim == 32 and len(row.vector) == 2 * 32 * 4
+    scope = engine.resolver.user_scope(alice())
+    query = "spicy noodles for my sister"
+    (sim,) = (await engine.vectors.query([scope], query, 5)).turns.values()
+
+    def cosine(a: str, b: str) -> float:
+        va, vb = (v / np.linalg.norm(v) for v in np.asarray(asyncio.run(embedder.embed([a, b]))))
+        return float(va @ vb)
+
+    nearest = await asyncio.to_thread(cosine, query, "User0: Then I cooked spicy noodles for my sister.")
+    whole = await asyncio.to_thread(cosine, query, f"User0: {said}")
+    assert sim == pytest.approx(nearest, abs=1e-5) and sim > whole + 0.1
+    # Rebuilt from SQLite with every sentence, under the turn's one id.
+    await engine.stop()
+    for path in (tmp_path / "vectors").glob("*"):
+        path.unlink()
+    fresh = await make(db_url, tmp_path, HashEmbedder())
+    assert (await fresh.vectors.query([scope], query, 5)).turns == {row.event_rowid: pytest.approx(sim, abs=1e-5)}
+    ns = await fresh.vectors.index.namespace(scope, embedder.model_id, TURNS)
+    assert ns.size == 2
+    # Withholding the turn takes all of its sentences out.
+    await fresh.admin.forget_scope(scope, "user:user0")
+    assert (await fresh.vectors.query([scope], query, 5)).turns == {}
+
+
+async def test_a_namespace_file_of_whole_turn_vectors_is_rebuilt(db_url, tmp_path):
+    """Files written before turns were embedded by sentence have no stride in
+    their metadata; their ids would be read wrong, so they are rebuilt."""
+    import json
+
+    engine = await make(db_url, tmp_path, HashEmbedder())
+    await turn(engine, alice(), "We hiked up the mountains at dawn. Then I cooked spicy noodles.")
+    await engine.worker.fill_vectors()
+    scope = engine.resolver.user_scope(alice())
+    expected = (await engine.vectors.query([scope], "spicy noodles", 5)).turns
+    await engine.stop()
+    for meta in (tmp_path / "vectors").glob("*.json"):
+        doc = json.loads(meta.read_text())
+        if doc["kind"] == "turns":
+            del doc["stride"]
+            meta.write_text(json.dumps(doc))
+    fresh = await make(db_url, tmp_path, HashEmbedder())
+    assert (await fresh.vectors.query([scope], "spicy noodles", 5)).turns == expected
+    kinds = {json.loads(m.read_text())["kind"]: json.loads(m.read_text()) for m in (tmp_path / "vectors").glob("*.json")}
+    assert kinds["turns"]["stride"] == TURNS.stride  # rebuilt and written again
