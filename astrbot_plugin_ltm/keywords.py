@@ -36,8 +36,8 @@ import numpy as np
 from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from .logs import log
 from .scope import Scope
+from .tasks import Loads
 
 # FTS5's bm25() constants, so rankings agree with the operators' search.
 K1 = 1.2
@@ -294,7 +294,7 @@ class KeywordIndex:
         # Guards the maps: apply() runs in a thread after each commit,
         # searches and the end of a load on the event loop.
         self._lock = threading.Lock()
-        self._loads: dict[Key, tuple[asyncio.Task[Namespace], float]] = {}  # and when it started
+        self._loads: Loads[Key, Namespace] = Loads("keyword namespace")
         self._load_slots: asyncio.Semaphore | None = None  # made on the loop that uses it
 
     async def search(self, run: Run, scopes: list[Scope], kind: str, terms: list[str],
@@ -323,31 +323,10 @@ class KeywordIndex:
             if ns is not None:
                 self._loaded.move_to_end(key)
                 return ns
-        loading = self._loads.get(key)
-        if loading is None:
-            task = asyncio.ensure_future(self._load(run, scope, kind))
-            loading = self._loads[key] = (task, time.monotonic())
-            task.add_done_callback(lambda done: self._loaded_or_failed(key, done))
-        task, started = loading
-        # Only the first reads wait, COLD_WAIT from the start of the load in
-        # all: the next read of a scope still loading does not wait again.
-        wait = COLD_WAIT - (time.monotonic() - started)
-        if wait <= 0 and not task.done():
-            return None
         try:
-            return await asyncio.wait_for(asyncio.shield(task), max(wait, 0.0))
-        except TimeoutError:
-            log.info("ltm: keyword namespace %s (%s) still loading; reads go on without it until it is",
-                     scope.namespace, kind)
-        except Exception:  # logged by _loaded_or_failed; the read goes on
-            pass
-        return None
-
-    def _loaded_or_failed(self, key: Key, task: asyncio.Task[Namespace]) -> None:
-        self._loads.pop(key, None)
-        if not task.cancelled() and task.exception() is not None:
-            log.warning("ltm: keyword namespace %s (%s) could not be loaded: %s",
-                        key[0].namespace, key[1], task.exception())
+            return await self._loads.get(key, lambda: self._load(run, scope, kind), COLD_WAIT)
+        except Exception:  # logged by Loads; the read goes on without it
+            return None
 
     async def _load(self, run: Run, scope: Scope, kind: str) -> Namespace:
         key = (scope, kind)

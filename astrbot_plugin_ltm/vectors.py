@@ -44,6 +44,7 @@ from .db import SHOWN_ROLES, Database, ReadOnlyError, turn_passages
 from .embedding import Embedder, normalise
 from .models import EventVector, MemoryEvent, MemoryItem, MemoryVector, utcnow
 from .scope import Scope
+from .tasks import Loads
 from .text import MAX_SENTENCES
 
 
@@ -57,6 +58,12 @@ def _one_omp_thread() -> None:
 
 SEMANTIC_MATCH = 0.85
 EMPTY_RECHECK_SECONDS = 30.0
+# A read waits this long for a namespace to load; past it, that read goes
+# on without the namespace's kind (as keyword namespaces do): from a file a
+# 10k namespace loads in a fraction of a second, but a 100k turns namespace
+# without a file is built and trained for 4–5 s on 2 cores, and the first
+# message after a restart must not wait for it.
+COLD_WAIT = 1.0
 
 
 @dataclass(frozen=True)
@@ -157,7 +164,7 @@ class VectorIndex:
     max_loaded: int = 256
     clock: Callable[[], datetime] = utcnow
     _loaded: OrderedDict[Key, Namespace] = field(default_factory=OrderedDict)
-    _locks: dict[Key, asyncio.Lock] = field(default_factory=dict)
+    _loads: Loads[Key, Namespace | None] = field(default_factory=lambda: Loads("vector namespace"))
     # Namespaces found to have no vectors, and when: asked on every read (a
     # private chat also reads the legacy per-conversation scope), so not
     # counted in SQLite each time. store() clears an entry; the time limit
@@ -226,26 +233,37 @@ class VectorIndex:
 
     # -- loading -----------------------------------------------------------
 
-    async def namespace(self, scope: Scope, model: str, kind: Kind = MEMORIES) -> Namespace | None:
-        """The loaded namespace of ``scope`` for ``model``; None if it has no vectors."""
+    async def namespace(self, scope: Scope, model: str, kind: Kind = MEMORIES,
+                        wait: float | None = None) -> Namespace | None:
+        """The loaded namespace of ``scope`` for ``model``; None if it has no
+        vectors, or if it is loading and ``wait`` seconds have passed since
+        the load began (Loads.get), or if its load failed. ``wait`` None:
+        wait until it is loaded, and raise if that fails."""
         key = (scope, model, kind)
         if key in self._loaded:
             self._loaded.move_to_end(key)
             return self._loaded[key]
         if time.monotonic() - self._empty.get(key, -EMPTY_RECHECK_SECONDS) < EMPTY_RECHECK_SECONDS:
             return None
-        lock = self._locks.setdefault(key, asyncio.Lock())
-        async with lock:
-            if key in self._loaded:
-                return self._loaded[key]
-            # One hop to a loading thread: the count, then the file or a build.
-            ns = await self.db.load(lambda conn: self._load(conn, scope, model, kind))
-            if ns is None:
-                self._empty[key] = time.monotonic()
-                return None
-            self._loaded[key] = ns
-            await self._evict()
-            return ns
+        try:
+            return await self._loads.get(key, lambda: self._load_namespace(key), wait)
+        except Exception:
+            if wait is None:
+                raise
+            return None  # logged by Loads; a read goes on without it
+
+    async def _load_namespace(self, key: Key) -> Namespace | None:
+        if key in self._loaded:
+            return self._loaded[key]
+        scope, model, kind = key
+        # One hop to a loading thread: the count, then the file or a build.
+        ns = await self.db.load(lambda conn: self._load(conn, scope, model, kind))
+        if ns is None:
+            self._empty[key] = time.monotonic()
+            return None
+        self._loaded[key] = ns
+        await self._evict()
+        return ns
 
     def _load(self, conn: Connection, scope: Scope, model: str, kind: Kind) -> Namespace | None:
         fingerprint = self._fingerprint(conn, scope, model, kind)
@@ -293,18 +311,21 @@ class VectorIndex:
 
     async def search(self, scopes: list[Scope], model: str, query: np.ndarray, k: int,
                      kind: Kind = MEMORIES) -> dict[int, float]:
-        """Row id -> cosine similarity, best ``k`` per scope."""
+        """Row id -> cosine similarity, best ``k`` per scope (waiting for
+        every namespace: the writer's dedup must not miss one)."""
         return (await self.search_kinds(scopes, model, query, k, (kind,)))[kind]
 
     async def search_kinds(self, scopes: list[Scope], model: str, query: np.ndarray, k: int,
-                           kinds: tuple[Kind, ...]) -> dict[Kind, dict[int, float]]:
+                           kinds: tuple[Kind, ...], wait: float | None = None) -> dict[Kind, dict[int, float]]:
         """Per kind, row id -> cosine similarity, best ``k`` per scope: the
-        namespaces are loaded first, then searched in one hop to the search
-        thread."""
+        namespaces are loaded first (a namespace still loading ``wait``
+        seconds after its load began is left out), then searched in one hop
+        to the search thread."""
         query = normalise(query)
         keys = [(scope, model, kind) for kind in kinds for scope in scopes]
         todo: list[tuple[Kind, Namespace]] = []
-        for key, ns in zip(keys, await asyncio.gather(*(self.namespace(*key) for key in keys))):
+        loaded = await asyncio.gather(*(self.namespace(*key, wait=wait) for key in keys))
+        for key, ns in zip(keys, loaded):
             if ns is None or ns.size == 0 or ns.dim != query.shape[1]:
                 continue
             if _is_exact(ns.index) and ns.size > EXACT_SEARCH_MAX and key not in self._converting:
@@ -498,7 +519,7 @@ class VectorService:
         vec = await self.embed([text], timeout=self.query_timeout)
         if vec is None or not self.model:
             return VectorHits()
-        hits = await self.index.search_kinds(scopes, self.model, vec, k, (MEMORIES, TURNS))
+        hits = await self.index.search_kinds(scopes, self.model, vec, k, (MEMORIES, TURNS), wait=COLD_WAIT)
         return VectorHits(hits[MEMORIES], hits[TURNS])
 
     async def find(self, session: AsyncSession, scope: Scope, fact: str) -> MemoryItem | None:

@@ -209,7 +209,7 @@ async def test_a_read_does_not_wait_long_for_a_namespace_that_is_slow_to_load(lt
     await add(ltm, "Alice sells honey")  # committed while loading: not lost
     release.set()
     for _ in range(100):
-        if index._loads == {}:
+        if not index._loads:
             break
         await asyncio.sleep(0.01)
     hits = await index.search(slow_run, [ALICE], MEMORIES, ["bee", "honey"], 5)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
+import threading
+import time
 import re
 
 import numpy as np
@@ -401,3 +403,48 @@ async def test_a_namespace_file_of_whole_turn_vectors_is_rebuilt(db_url, tmp_pat
     assert (await fresh.vectors.query([scope], "spicy noodles", 5)).turns == expected
     kinds = {json.loads(m.read_text())["kind"]: json.loads(m.read_text()) for m in (tmp_path / "vectors").glob("*.json")}
     assert kinds["turns"]["stride"] == TURNS.stride  # rebuilt and written again
+
+
+async def test_a_read_does_not_wait_long_for_a_vector_namespace_that_is_slow_to_load(db_url, tmp_path, monkeypatch):
+    """Past COLD_WAIT a read goes on without the namespace (keyword-only for
+    its kind) while it loads; the next read has it. The writer's semantic
+    dedup waits for it."""
+    from astrbot_plugin_ltm import vectors
+
+    engine = await make(db_url, tmp_path, HashEmbedder())
+    item = await engine.remember(alice(), "I enjoy hiking in the mountains")
+    await engine.worker.fill_vectors()
+    scope = engine.resolver.user_scope(alice())
+    engine.vector_index.forget_loaded()
+    monkeypatch.setattr(vectors, "COLD_WAIT", 0.05)
+    release = threading.Event()
+    real = engine.vector_index._load
+
+    def slow(conn, *args):
+        release.wait(10)
+        return real(conn, *args)
+
+    monkeypatch.setattr(engine.vector_index, "_load", slow)
+    started = time.monotonic()
+    assert (await engine.vectors.query([scope], "mountains hiking", 5)).memories == {}
+    assert time.monotonic() - started < 2
+    release.set()
+    # The writer's dedup (VectorIndex.search) waits for the load it joins.
+    rowid = await _rowid(engine, item.memory_id)
+    query = await engine.vectors.embed(["mountains hiking"])
+    assert list(await engine.vector_index.search([scope], engine.vectors.model, query, 5)) == [rowid]
+    assert list((await engine.vectors.query([scope], "mountains hiking", 5)).memories) == [rowid]
+
+
+async def test_a_vector_namespace_that_fails_to_load_costs_a_read_nothing(db_url, tmp_path, monkeypatch):
+    engine = await make(db_url, tmp_path, HashEmbedder())
+    await engine.remember(alice(), "I enjoy hiking in the mountains")
+    await engine.worker.fill_vectors()
+    engine.vector_index.forget_loaded()
+
+    def broken(conn, *args):
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(engine.vector_index, "_load", broken)
+    block = await engine.memory_block(alice(), "any mountains nearby?")
+    assert "hiking in the mountains" in block.text  # found by its words
