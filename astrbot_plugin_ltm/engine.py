@@ -118,9 +118,15 @@ class LTMEngine:
             self.worker.start()
         self.started = True
 
+    async def loads_settled(self) -> None:
+        """Wait for the keyword and vector namespace loads that reads left
+        running (a read waits for a cold namespace at most COLD_WAIT)."""
+        await asyncio.gather(self.db.keywords.loads_settled(), self.vector_index.loads_settled())
+
     async def stop(self) -> None:
         await self.worker.stop()
         await self.recorder.stop()
+        await self.db.keywords.loads_settled()  # they read the database closed below
         await self.vector_index.flush()
         await self.db.close()
         self.started = False

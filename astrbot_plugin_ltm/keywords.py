@@ -297,6 +297,10 @@ class KeywordIndex:
         self._loads: Loads[Key, Namespace] = Loads("keyword namespace")
         self._load_slots: asyncio.Semaphore | None = None  # made on the loop that uses it
 
+    async def loads_settled(self) -> None:
+        """Wait for the namespace loads a read left running."""
+        await self._loads.settled()
+
     async def search(self, run: Run, scopes: list[Scope], kind: str, terms: list[str],
                      k: int) -> list[tuple[int, float]]:
         """(rowid, bm25) of the best ``k`` rows of ``kind`` in ``scopes``;

@@ -82,6 +82,11 @@ class Loads(Generic[K, V]):
             log.info("ltm: %s %s still loading; reads go on without it until it is", self.what, key)
             return None
 
+    async def settled(self) -> None:
+        """Wait until no load runs (ended well or not: failures are logged)."""
+        while self._running:
+            await asyncio.gather(*(task for task, _ in list(self._running.values())), return_exceptions=True)
+
     def _done(self, key: K, task: asyncio.Task[V]) -> None:
         self._running.pop(key, None)
         if not task.cancelled() and task.exception() is not None:

@@ -177,16 +177,25 @@ def contradicts(old: str, new: str) -> bool:
 # A sentence ends at . ! ? ; or … followed by a space, at CJK full stops,
 # which need no space after them, or at a line break.
 _SENTENCE_END = re.compile(r"(?<=[.!?;…])\s+|(?<=[。！？；])\s*|\s*\n\s*")
-MIN_SENTENCE_TOKENS = 3  # "Hey Tim!", "好的。": nothing to find a turn by
+MIN_SENTENCE_TOKENS = 3  # "Hey Tim!", "好的。": nothing to find a turn by alone
 MAX_SENTENCES = 8
 
 
 def sentences(text: str) -> list[str]:
-    """The sentences of ``text`` worth searching by, at most MAX_SENTENCES
-    (the rest joins the last); the whole text when none is."""
-    parts = [p for p in _SENTENCE_END.split(text.strip()) if len(search_tokens(p)) >= MIN_SENTENCE_TOKENS]
+    """What ``text`` is searched by: its sentences worth searching by, at
+    most MAX_SENTENCES (the rest joins the last), then the whole text when
+    a shorter part was left out ("To Kyoto!", "在上海。" say something, just
+    too little to stand alone), so nothing said is out of reach: at most
+    MAX_SENTENCES + 1 passages. Measured on LoCoMo (dev questions' evidence
+    turns among a conversation's top 15 by all-MiniLM-L6-v2): short parts
+    dropped 0.660, dropped with the whole turn kept 0.664 (13% more
+    vectors), joined to the sentence before them 0.656."""
+    whole = text.strip()
+    said = [p for p in _SENTENCE_END.split(whole) if p.strip()]
+    parts = [p for p in said if len(search_tokens(p)) >= MIN_SENTENCE_TOKENS]
     if not parts:
-        return [text.strip()] if text.strip() else []
+        return [whole] if whole else []
+    left_out = len(parts) < len(said)
     if len(parts) > MAX_SENTENCES:
         parts[MAX_SENTENCES - 1:] = [" ".join(parts[MAX_SENTENCES - 1:])]
-    return parts
+    return parts + [whole] if left_out else parts

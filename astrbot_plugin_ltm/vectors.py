@@ -91,7 +91,7 @@ class Kind:
 
 MEMORIES = Kind("memories", MemoryVector, "item_id", "")
 TURNS = Kind("turns", EventVector, "event_rowid", "#turns", stride=16)
-assert MAX_SENTENCES <= TURNS.stride
+assert MAX_SENTENCES + 1 <= TURNS.stride  # text.sentences
 # A turn's sentences share its rank: a search asks FAISS for this many
 # vectors per turn wanted, then keeps each turn's nearest sentence.
 SENTENCES_SEARCHED = 3
@@ -171,6 +171,10 @@ class VectorIndex:
     # covers a store whose transaction had not committed when we counted.
     _empty: dict[Key, float] = field(default_factory=dict)
     _converting: dict[Key, asyncio.Task] = field(default_factory=dict)
+    # Changes to a namespace while it loads: its load may have read SQLite
+    # before them, so they are replayed on the loaded index. A change returns
+    # False when the load must start again (the namespace was unloaded).
+    _changed_while_loading: dict[Key, list[Callable[[Namespace], bool]]] = field(default_factory=dict)
     # Every search runs in one thread of its own, off the event loop (see
     # _one_omp_thread); faiss indexes are not safe to change while searched,
     # so changes and searches take turns on this lock.
@@ -256,14 +260,42 @@ class VectorIndex:
         if key in self._loaded:
             return self._loaded[key]
         scope, model, kind = key
-        # One hop to a loading thread: the count, then the file or a build.
-        ns = await self.db.load(lambda conn: self._load(conn, scope, model, kind))
+        while True:
+            changes = self._changed_while_loading[key] = []
+            try:
+                # One hop to a loading thread: the count, then the file or a build.
+                ns = await self.db.load(lambda conn: self._load(conn, scope, model, kind))
+                if ns is None or await self._caught_up(ns, changes):
+                    break
+            finally:
+                del self._changed_while_loading[key]
         if ns is None:
             self._empty[key] = time.monotonic()
             return None
         self._loaded[key] = ns
         await self._evict()
         return ns
+
+    async def _caught_up(self, ns: Namespace, changes: list[Callable[[Namespace], bool]]) -> bool:
+        """Apply the changes made while ``ns`` loaded, and those made while
+        they are applied; False: load it again."""
+        replayed = 0
+        while replayed < len(changes):
+            batch, replayed = changes[replayed:], len(changes)
+            if not await self._in_search_thread(lambda: self._replay(ns, batch)):
+                return False
+        return True
+
+    def _replay(self, ns: Namespace, changes: list[Callable[[Namespace], bool]]) -> bool:
+        """Each change is idempotent: the load may have seen it already. The
+        fingerprint no longer says which rows the index holds, so the
+        namespace's file will be rebuilt rather than trusted."""
+        with self._index_lock:
+            if not all(change(ns) for change in changes):
+                return False
+        ns.fingerprint = ()
+        ns.changed()
+        return True
 
     def _load(self, conn: Connection, scope: Scope, model: str, kind: Kind) -> Namespace | None:
         fingerprint = self._fingerprint(conn, scope, model, kind)
@@ -292,9 +324,14 @@ class VectorIndex:
             if ns.dirty:
                 await asyncio.to_thread(self._write_file, ns)
 
+    async def loads_settled(self) -> None:
+        """Wait for the namespace loads a read left running."""
+        await self._loads.settled()
+
     async def flush(self) -> None:
         """Write every changed namespace to its file (at shutdown) and let
         the search thread go (a later search starts another)."""
+        await self.loads_settled()
         await asyncio.gather(*self._converting.values(), return_exceptions=True)
         for ns in list(self._loaded.values()):
             if ns.dirty:
@@ -335,13 +372,7 @@ class VectorIndex:
         def run() -> dict[Kind, dict[int, float]]:
             hits: dict[Kind, dict[int, float]] = {kind: {} for kind in kinds}
             for kind, ns in todo:
-                wanted = k * (SENTENCES_SEARCHED if kind.stride > 1 else 1)
-                with self._index_lock:
-                    sims, ids = ns.index.search(query, min(wanted, ns.size))
-                nearest: dict[int, float] = {}  # a row's nearest vector comes first
-                for sim, faiss_id in zip(sims[0], ids[0]):
-                    if faiss_id >= 0:
-                        nearest.setdefault(int(faiss_id) // kind.stride, float(sim))
+                nearest = self._nearest_rows(ns, kind, query, k)
                 found = hits[kind]
                 for rowid, sim in list(nearest.items())[:k]:
                     found[rowid] = max(found.get(rowid, -1.0), sim)
@@ -350,6 +381,28 @@ class VectorIndex:
         if not todo:
             return {kind: {} for kind in kinds}
         return await self._in_search_thread(run)
+
+    def _nearest_rows(self, ns: Namespace, kind: Kind, query: np.ndarray, k: int) -> dict[int, float]:
+        """Row id -> similarity of its nearest vector, nearest first, for at
+        least ``k`` rows when the namespace has them. A row with many
+        sentences can fill a search on its own, so a search that found
+        fewer than ``k`` rows is asked again, twice as wide, until it finds
+        them or sees every vector it can reach."""
+        wanted = k * (SENTENCES_SEARCHED if kind.stride > 1 else 1)
+        while True:
+            count = min(wanted, ns.size)
+            with self._index_lock:
+                sims, ids = ns.index.search(query, count)
+            nearest: dict[int, float] = {}  # a row's nearest vector comes first
+            reached = 0
+            for sim, faiss_id in zip(sims[0], ids[0]):
+                if faiss_id >= 0:
+                    reached += 1
+                    nearest.setdefault(int(faiss_id) // kind.stride, float(sim))
+            # fewer ids than asked: an inverted file's probed lists are spent
+            if len(nearest) >= k or count >= ns.size or reached < count:
+                return nearest
+            wanted *= 2
 
     async def _to_inverted_file(self, key: Key, ns: Namespace) -> None:
         """A namespace that grew past exact search becomes an inverted file,
@@ -377,8 +430,9 @@ class VectorIndex:
     async def store(self, session: AsyncSession, kind: Kind, rows: list[tuple[int, Scope]], model: str,
                     vectors: list[np.ndarray]) -> None:
         """Save the vectors of rows (id, scope) in the caller's transaction
-        and update loaded namespaces; ``vectors``: per row, an array of its
-        vectors (one for a memory, one per sentence for a turn)."""
+        and update loaded namespaces (and loading ones, once loaded);
+        ``vectors``: per row, an array of its vectors (one for a memory, one
+        per sentence for a turn)."""
         vectors = [normalise(v) for v in vectors]
         now = self.clock()
         scopes = {scope for _, scope in rows}
@@ -391,15 +445,21 @@ class VectorIndex:
             for (rowid, scope), vecs in zip(rows, vectors)
         ])
         by_namespace: dict[Key, tuple[Namespace, list[int]]] = {}
+        loading: dict[Key, list[int]] = {}
         for n, (_, scope) in enumerate(rows):
             key = (scope, model, kind)
             ns = self._loaded.get(key)
             if ns is None:
+                if key in self._changed_while_loading:
+                    loading.setdefault(key, []).append(n)
                 continue
             if ns.dim != vectors[n].shape[1]:
                 self._loaded.pop(key, None)  # rebuilt from SQLite on next use
                 continue
             by_namespace.setdefault(key, (ns, []))[1].append(n)
+        for key, picked in loading.items():
+            self._changed_while_loading[key].append(
+                lambda ns, picked=picked: self._replace(ns, picked, rows, vectors, kind))
         if by_namespace:
             await self._in_search_thread(lambda: self._add(list(by_namespace.values()), rows, vectors, kind))
         await session.flush()
@@ -419,6 +479,20 @@ class VectorIndex:
                     ns.index.remove_ids(kind.all_ids(rowids))
                 ns.changed()
                 ns.fingerprint = ()  # recomputed from SQLite when next loaded from file
+        for (ns_scope, _, ns_kind), changes in self._changed_while_loading.items():
+            if ns_scope == scope and ns_kind == kind:
+                changes.append(lambda ns: _removed(ns, kind.all_ids(rowids)))
+
+    @staticmethod
+    def _replace(ns: Namespace, picked: list[int], rows: list[tuple[int, Scope]],
+                 vectors: list[np.ndarray], kind: Kind) -> bool:
+        """Stored while ``ns`` loaded: the rows' vectors in place of any the
+        load read (under the index lock); False, to build it again, when
+        their dimension is not the namespace's."""
+        if any(vectors[n].shape[1] != ns.dim for n in picked):
+            return False
+        _put(ns, picked, rows, vectors, kind, replace=True)
+        return True
 
     def _add(self, by_namespace: list[tuple[Namespace, list[int]]], rows: list[tuple[int, Scope]],
              vectors: list[np.ndarray], kind: Kind) -> None:
@@ -427,11 +501,7 @@ class VectorIndex:
         for an old vector costs a pass over the namespace."""
         with self._index_lock:
             for ns, picked in by_namespace:
-                if kind == MEMORIES:
-                    ns.index.remove_ids(kind.all_ids([rows[n][0] for n in picked]))
-                ids = np.array([i for n in picked for i in kind.faiss_ids(rows[n][0], len(vectors[n]))],
-                               dtype=np.int64)
-                ns.index.add_with_ids(np.concatenate([vectors[n] for n in picked]).astype(np.float32), ids)
+                _put(ns, picked, rows, vectors, kind, replace=kind == MEMORIES)
                 ns.changed()
 
     async def _in_search_thread(self, fn: Callable[[], T]) -> T:
@@ -443,6 +513,9 @@ class VectorIndex:
         """Let the scope's namespaces of ``kind`` be loaded afresh from SQLite."""
         for key in [k for k in self._loaded if k[0] == scope and k[2] == kind]:
             del self._loaded[key]
+        for key, changes in self._changed_while_loading.items():
+            if key[0] == scope and key[2] == kind:
+                changes.append(lambda ns: False)
 
     def withheld(self, scope: Scope, rowids: list[int] | None) -> None:
         """Turns withheld from the reader (Admin): their vectors, or with
@@ -455,6 +528,21 @@ class VectorIndex:
     def discard_item(self, item: MemoryItem) -> None:
         if item.id is not None:
             self.discard(MEMORIES, Scope(item.scope, item.scope_id), [item.id])
+
+
+def _put(ns: Namespace, picked: list[int], rows: list[tuple[int, Scope]], vectors: list[np.ndarray],
+         kind: Kind, replace: bool) -> None:
+    """Add the vectors of ``rows[n]`` for n in ``picked`` to ``ns`` (under
+    the index lock), first removing any the rows had when ``replace``."""
+    if replace:
+        ns.index.remove_ids(kind.all_ids([rows[n][0] for n in picked]))
+    ids = np.array([i for n in picked for i in kind.faiss_ids(rows[n][0], len(vectors[n]))], dtype=np.int64)
+    ns.index.add_with_ids(np.concatenate([vectors[n] for n in picked]).astype(np.float32), ids)
+
+
+def _removed(ns: Namespace, ids: np.ndarray) -> bool:
+    ns.index.remove_ids(ids)
+    return True
 
 
 async def delete_vector(session: AsyncSession, item_id: int) -> None:

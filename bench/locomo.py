@@ -363,29 +363,6 @@ def bench_config(max_tokens: int, max_items: int, max_per_type: int | None) -> d
     }
 
 
-async def index_pending(engine: LTMEngine) -> int:
-    """Bring derived indexes (item vectors) up to date before reading.
-
-    ``worker.drain()`` already embeds new items; this only makes sure of it
-    with whatever the engine offers (there is no engine-level call for it).
-    """
-    for owner, name in ((engine, "index_pending"), (engine, "fill_vectors"), (engine.worker, "fill_vectors")):
-        method = getattr(owner, name, None)
-        if callable(method):
-            return int(await method() or 0)
-    for name in ("vectors", "vector_service", "_vectors"):
-        service = getattr(engine, name, None)
-        fill = getattr(service, "fill", None)
-        if callable(fill):
-            total = 0
-            while True:
-                n = await fill()
-                if not n:
-                    return total
-                total += n
-    return 0
-
-
 def origin_for(conv: Conversation, speaker: str) -> Origin:
     return Origin(
         platform_id=PLATFORM,
@@ -425,7 +402,7 @@ async def replay(engine: LTMEngine, clock: Clock, conv: Conversation, extractor:
                 raise RuntimeError(f"extraction failed for {conv.sample_id}: {batch.error}")
             for outcome in batch.outcomes:
                 outcomes[outcome.action] = outcomes.get(outcome.action, 0) + 1
-        await index_pending(engine)
+        await engine.worker.fill_vectors()  # the turns, and any memory drain() left
     evidence = await evidence_links(engine, set(extractor.event_dia))
     return Replay(conv, extractor, dict(extractor.event_dia), evidence, outcomes, events,
                   time.perf_counter() - start)

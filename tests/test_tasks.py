@@ -53,3 +53,21 @@ async def test_a_failed_load_reaches_its_callers_and_the_next_call_loads_again()
         return 3
 
     assert await loads.get("a", fine, wait=1.0) == 3
+
+
+async def test_settled_waits_for_every_load_left_running_and_their_failures_do_not_raise():
+    loads: Loads[str, int] = Loads("test cache")
+    finished: list[str] = []
+
+    async def slow(key: str, fail: bool) -> int:
+        await asyncio.sleep(0.05)
+        finished.append(key)
+        if fail:
+            raise OSError("disk gone")
+        return 1
+
+    assert await loads.get("a", lambda: slow("a", False), wait=0.0) is None
+    assert await loads.get("b", lambda: slow("b", True), wait=0.0) is None
+    await loads.settled()
+    assert sorted(finished) == ["a", "b"] and not loads
+    await loads.settled()  # nothing running: returns at once

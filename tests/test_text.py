@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from astrbot_plugin_ltm.text import (
     FACT_KEY_MAX_CHARS,
+    MAX_SENTENCES,
     contradicts,
     fts_match_expression,
     index_text,
@@ -15,6 +16,7 @@ from astrbot_plugin_ltm.text import (
     normalize_fact_key,
     query_tokens,
     search_tokens,
+    sentences,
     stem,
     token_set_similarity,
 )
@@ -78,6 +80,22 @@ def test_english_words_are_searched_by_their_stems_and_other_tokens_as_they_are(
     assert query_tokens("What books does Tim read?") == ["book", "tim", "read"]
     assert search_tokens("café 2024 Python3 读书") == ["café", "2024", "python3", "读书"]
     assert stem("books") == stem("book") == "book"
+
+
+def test_sentences_are_what_a_turn_is_searched_by():
+    assert sentences("We hiked at dawn. Then I cooked noodles!") == ["We hiked at dawn.", "Then I cooked noodles!"]
+    assert sentences("我们去爬山了。然后我做了面条") == ["我们去爬山了。", "然后我做了面条"]
+    assert sentences("  ") == []
+    # nothing long enough: the whole text
+    assert sentences("Hey Tim! Thanks!") == ["Hey Tim! Thanks!"]
+    # a short part is kept in the whole text, after the sentences
+    said = "We're going on a trip next week. To Kyoto!"
+    assert sentences(said) == ["We're going on a trip next week.", said]
+    assert sentences("下周我们一起去旅行。在上海。") == ["下周我们一起去旅行。", "下周我们一起去旅行。在上海。"]
+    # at most MAX_SENTENCES: the rest joins the last
+    many = " ".join(f"Sentence number {n} is here." for n in range(12))
+    parts = sentences(many)
+    assert len(parts) == MAX_SENTENCES and parts[-1].startswith("Sentence number 7") and parts[-1].endswith("11 is here.")
 
 
 def test_fts_match_expression_quotes_every_token():

@@ -11,13 +11,13 @@ import re
 
 import numpy as np
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from astrbot_plugin_ltm import LTMEngine, Origin
 from astrbot_plugin_ltm.models import EventVector, MemoryEvent, MemoryItem, MemoryVector
 from astrbot_plugin_ltm.scope import Scope
-from astrbot_plugin_ltm.vectors import TURNS
+from astrbot_plugin_ltm.vectors import MEMORIES, TURNS
 
 
 class HashEmbedder:
@@ -357,8 +357,9 @@ async def test_a_turn_is_embedded_sentence_by_sentence_and_found_by_its_nearest_
     assert await engine.worker.fill_vectors() == 1
     async with engine.db.read() as session:
         (row,) = (await session.execute(select(EventVector))).scalars()
-    # "Hey there!" has nothing to be found by; each other sentence has a vector
-    assert row.dim == 32 and len(row.vector) == 2 * 32 * 4
+    # each sentence has a vector, and "Hey there!", too short to stand alone,
+    # is in the whole turn's
+    assert row.dim == 32 and len(row.vector) == 3 * 32 * 4
     scope = engine.resolver.user_scope(alice())
     query = "spicy noodles for my sister"
     (sim,) = (await engine.vectors.query([scope], query, 5)).turns.values()
@@ -377,10 +378,33 @@ async def test_a_turn_is_embedded_sentence_by_sentence_and_found_by_its_nearest_
     fresh = await make(db_url, tmp_path, HashEmbedder())
     assert (await fresh.vectors.query([scope], query, 5)).turns == {row.event_rowid: pytest.approx(sim, abs=1e-5)}
     ns = await fresh.vectors.index.namespace(scope, embedder.model_id, TURNS)
-    assert ns.size == 2
+    assert ns.size == 3
     # Withholding the turn takes all of its sentences out.
     await fresh.admin.forget_scope(scope, "user:user0")
     assert (await fresh.vectors.query([scope], query, 5)).turns == {}
+
+
+async def test_a_turn_search_finds_k_turns_when_a_few_long_turns_crowd_it(db_url, tmp_path):
+    """Five turns of eight sentences all near the query fill the first 3k
+    vectors FAISS returns; the search widens until it has k turns."""
+    engine = await make(db_url, tmp_path, HashEmbedder())
+    scope, model, dim = Scope("user", "u1"), "m", 32
+    rng = np.random.default_rng(0)
+    query = rng.normal(size=dim).astype(np.float32)
+
+    def unit(v: np.ndarray) -> np.ndarray:
+        return (v / np.linalg.norm(v, axis=-1, keepdims=True)).astype(np.float32)
+
+    long_turns = [unit(query + 0.05 * rng.normal(size=(8, dim))) for _ in range(5)]
+    short_turns = [unit(query + 0.8 * rng.normal(size=(1, dim))) for _ in range(20)]
+    vectors = long_turns + short_turns
+    async with engine.db.write() as session:
+        await engine.vectors.index.store(session, TURNS, [(rowid, scope) for rowid in range(1, 26)], model, vectors)
+    hits = await engine.vectors.index.search([scope], model, unit(query)[None, :], 10, TURNS)
+    assert len(hits) == 10 and set(range(1, 6)) <= set(hits)
+    # and never more than the namespace holds
+    assert len(await engine.vectors.index.search([scope], model, unit(query)[None, :], 40, TURNS)) == 25
+    await engine.stop()
 
 
 async def test_a_namespace_file_of_whole_turn_vectors_is_rebuilt(db_url, tmp_path):
@@ -434,6 +458,81 @@ async def test_a_read_does_not_wait_long_for_a_vector_namespace_that_is_slow_to_
     query = await engine.vectors.embed(["mountains hiking"])
     assert list(await engine.vector_index.search([scope], engine.vectors.model, query, 5)) == [rowid]
     assert list((await engine.vectors.query([scope], "mountains hiking", 5)).memories) == [rowid]
+    # A load a read left running can be waited for (benchmarks, and stop()).
+    engine.vector_index.forget_loaded()
+    release.clear()
+    assert (await engine.vectors.query([scope], "mountains hiking", 5)).memories == {}
+    release.set()
+    await engine.loads_settled()
+    assert list((await engine.vectors.query([scope], "mountains hiking", 5)).memories) == [rowid]
+
+
+def _load_held_after_reading(index, monkeypatch) -> tuple[threading.Event, threading.Event, list[int]]:
+    """Make namespace loads read SQLite, then wait to be released: changes
+    made meanwhile are ones the load did not see."""
+    have_read, release, loads = threading.Event(), threading.Event(), []
+    real = index._load
+
+    def held(conn, *args):
+        ns = real(conn, *args)
+        loads.append(1)
+        have_read.set()
+        release.wait(10)
+        return ns
+
+    monkeypatch.setattr(index, "_load", held)
+    return have_read, release, loads
+
+
+async def test_changes_made_while_a_vector_namespace_loads_reach_it(db_url, tmp_path, monkeypatch):
+    engine = await make(db_url, tmp_path, HashEmbedder())
+    index, scope, model = engine.vectors.index, Scope("user", "u1"), "m"
+    rng = np.random.default_rng(1)
+    old, new, other, sentences = (v / np.linalg.norm(v, axis=-1, keepdims=True)
+                                  for v in (rng.normal(size=(n, 32)).astype(np.float32) for n in (1, 1, 1, 2)))
+    async with engine.db.write() as session:
+        await index.store(session, MEMORIES, [(5, scope), (6, scope)], model, [old, other])
+        await index.store(session, TURNS, [(1, scope)], model, [sentences])
+    have_read, release, _ = _load_held_after_reading(index, monkeypatch)
+    memories = asyncio.create_task(index.namespace(scope, model, MEMORIES))
+    await asyncio.to_thread(have_read.wait, 10)
+    async with engine.db.write() as session:  # memory 5's fact changed, memory 6 deleted
+        await index.store(session, MEMORIES, [(5, scope)], model, [new])
+    index.discard(MEMORIES, scope, [6])
+    release.set()
+    assert (await memories).size == 1
+    assert await index.search([scope], model, new, 5) == {5: pytest.approx(1.0, abs=1e-5)}
+    have_read.clear(), release.clear()
+    turns = asyncio.create_task(index.namespace(scope, model, TURNS))
+    await asyncio.to_thread(have_read.wait, 10)
+    async with engine.db.write() as session:
+        await index.store(session, TURNS, [(2, scope)], model, [other])
+    release.set()
+    assert (await turns).size == 3
+    assert set(await index.search([scope], model, other, 5, TURNS)) == {1, 2}
+    # The files written at the stop are not trusted for what they hold: the
+    # next start builds the namespaces from SQLite, the same.
+    await engine.stop()
+    fresh = await make(db_url, tmp_path, HashEmbedder())
+    assert (await fresh.vectors.index.namespace(scope, model, MEMORIES)).size == 2  # 6 is deleted by SQL, not here
+    assert set(await fresh.vectors.index.search([scope], model, other, 5, TURNS)) == {1, 2}
+    await fresh.stop()
+
+
+async def test_a_namespace_unloaded_while_it_loads_is_loaded_again(db_url, tmp_path, monkeypatch):
+    engine = await make(db_url, tmp_path, HashEmbedder())
+    index, scope, model = engine.vectors.index, Scope("user", "u1"), "m"
+    async with engine.db.write() as session:
+        await index.store(session, TURNS, [(1, scope)], model, [np.ones((1, 32), np.float32)])
+    have_read, release, loads = _load_held_after_reading(index, monkeypatch)
+    loading = asyncio.create_task(index.namespace(scope, model, TURNS))
+    await asyncio.to_thread(have_read.wait, 10)
+    index.withheld(scope, None)  # every turn of the scope withheld: their vectors deleted
+    async with engine.db.write() as session:
+        await session.execute(delete(EventVector))
+    release.set()
+    assert await loading is None and len(loads) == 2
+    await engine.stop()
 
 
 async def test_a_vector_namespace_that_fails_to_load_costs_a_read_nothing(db_url, tmp_path, monkeypatch):
