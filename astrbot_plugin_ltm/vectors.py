@@ -270,7 +270,8 @@ class VectorIndex:
             finally:
                 del self._changed_while_loading[key]
         if ns is None:
-            self._empty[key] = time.monotonic()
+            if not changes:  # else vectors came while it counted none: count again next time
+                self._empty[key] = time.monotonic()
             return None
         self._loaded[key] = ns
         await self._evict()

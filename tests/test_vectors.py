@@ -519,6 +519,21 @@ async def test_changes_made_while_a_vector_namespace_loads_reach_it(db_url, tmp_
     await fresh.stop()
 
 
+async def test_a_namespace_found_empty_while_a_vector_was_stored_is_not_taken_for_empty(db_url, tmp_path, monkeypatch):
+    engine = await make(db_url, tmp_path, HashEmbedder())
+    index, scope, model = engine.vectors.index, Scope("user", "u1"), "m"
+    have_read, release, _ = _load_held_after_reading(index, monkeypatch)
+    loading = asyncio.create_task(index.namespace(scope, model, TURNS))
+    await asyncio.to_thread(have_read.wait, 10)  # it counted no vectors
+    vector = np.ones((1, 32), np.float32)
+    async with engine.db.write() as session:
+        await index.store(session, TURNS, [(1, scope)], model, [vector])
+    release.set()
+    assert await loading is None
+    assert set(await index.search([scope], model, vector, 5, TURNS)) == {1}  # counted again, not for a minute
+    await engine.stop()
+
+
 async def test_a_namespace_unloaded_while_it_loads_is_loaded_again(db_url, tmp_path, monkeypatch):
     engine = await make(db_url, tmp_path, HashEmbedder())
     index, scope, model = engine.vectors.index, Scope("user", "u1"), "m"
