@@ -106,6 +106,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "read_policy.similarity_weight": (0.0, 10.0),
     "read_policy.max_events": (0, 100),
     "read_policy.event_importance": (0.0, 1.0),
+    "read_policy.day_weight": (0.0, 10.0),
     "extraction.batch_size": (1, 100),
     "extraction.idle_seconds": (0.0, 86400.0),
     "extraction.poll_seconds": (0.05, 3600.0),

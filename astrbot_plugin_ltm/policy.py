@@ -70,6 +70,15 @@ class ReadPolicy:
     # A raw turn's importance in the score (a memory has its own, 0..1).
     # LoCoMo: 0.3 gave 0.800, 0.5 0.802, 0.7 0.799.
     event_importance: float = 0.5
+    # A memory or turn gains this × the best similarity among the read's
+    # candidates of its day (UTC; reader._rank): conversations are read in
+    # context, and the day of the best match holds what surrounds it. On
+    # LoCoMo: 0 gave 0.824 evidence recall, 0.2 0.846, 0.3 0.848, 0.5 0.850,
+    # 0.7 0.852 (multi-hop, whose evidence spans days, 0.627 -> 0.618 at
+    # 0.5; temporal 0.843 -> 0.884, single-hop 0.926 -> 0.959). The best
+    # similarity of the day measured better than its sum, the sum of its
+    # squares or of its best three, and than a bonus for turns only.
+    day_weight: float = 0.5
     injection_position: str = "context_message"
 
 

@@ -3,11 +3,13 @@ the budget, format.
 
 Memories and raw turns are candidates alike: each retriever ranks both, the
 rankings are fused into the similarity term of the design's score (§4.3),
-and one walk down the scores fills the budget under the caps (max_items and
-max_per_type for memories, max_events for turns). A memory is a compact,
-reviewed fact; a turn is what was said, for what no memory covers. The
-budget is a hard limit: the block is measured with the same token counter
-that decides what fits, header and footer included.
+to which each candidate adds a share of the best similarity of its day
+(ReadPolicy.day_weight), and one walk down the scores fills the budget
+under the caps (max_items and max_per_type for memories, max_events for
+turns). A memory is a compact, reviewed fact; a turn is what was said, for
+what no memory covers. The budget is a hard limit: the block is measured
+with the same token counter that decides what fits, header and footer
+included.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any, ClassVar
 
 from sqlalchemy import Connection, text
@@ -251,23 +253,30 @@ class MemoryReader:
         memories = fuse([[r for r in f.memories if r in items] for f in found])
         turns = fuse([[r for r in f.turns if r in events] for f in found])
         best = max([*memories.values(), *turns.values()], default=0.0) or 1.0
-        ranked = [
-            Ranked(
-                policy.similarity_weight * memories.get(item.id, 0.0) / best
-                + policy.importance_weight * item.importance
-                + policy.recency_weight * time_decay(item.updated_at, now),
-                memory=item, covers=evidence.get(item.memory_id, frozenset()),
-            )
-            for item in items.values()
+        # (row, similarity, when, importance); a memory's day is that of
+        # its last change, a turn's the day it was said.
+        candidates: list[tuple[ItemView | EventRow, float, datetime, float]] = [
+            (item, memories.get(item.id, 0.0) / best, item.updated_at, item.importance) for item in items.values()
         ] + [
-            Ranked(
-                policy.similarity_weight * turns.get(event.id, 0.0) / best
-                + policy.importance_weight * policy.event_importance
-                + policy.recency_weight * time_decay(event.created_at, now),
-                turn=event,
-            )
+            (event, turns.get(event.id, 0.0) / best, event.created_at, policy.event_importance)
             for event in events.values()
         ]
+        days = [as_utc(when).date() for _, _, when, _ in candidates]
+        # What was said around the best match is read with it: every
+        # candidate gains day_weight × the best similarity of its day
+        # (an answer is often a few turns from the words that match: "Where
+        # did you go?" — "To the lake."). See ReadPolicy.day_weight.
+        day_best: dict[date, float] = {}
+        for (_, sim, _, _), day in zip(candidates, days):
+            day_best[day] = max(day_best.get(day, 0.0), sim)
+        ranked: list[Ranked] = []
+        for (row, sim, when, importance), day in zip(candidates, days):
+            score = (policy.similarity_weight * sim + policy.day_weight * day_best[day]
+                     + policy.importance_weight * importance + policy.recency_weight * time_decay(when, now))
+            if isinstance(row, EventRow):
+                ranked.append(Ranked(score, turn=row))
+            else:
+                ranked.append(Ranked(score, memory=row, covers=evidence.get(row.memory_id, frozenset())))
         ranked.sort(key=_order)
         return self._fit(ranked, policy)
 
