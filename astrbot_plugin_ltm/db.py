@@ -134,8 +134,16 @@ class Database:
             if self.is_read_only():  # switched on while we waited
                 raise ReadOnlyError("emergency_read_only is on: the memory store takes no writes")
             async with self._sessions() as session:
-                async with session.begin():
-                    yield session
+                try:
+                    async with session.begin():
+                        yield session
+                except BaseException:
+                    for undo in session.info.pop(_AFTER_ROLLBACK, []):
+                        try:
+                            undo()
+                        except Exception:
+                            log.exception("ltm: undoing a cache change after a rollback failed")
+                    raise
                 # Committed: now the caches may follow (never before, so a
                 # rolled-back write leaves them as they were).
                 changes = keywords.noted(session)
@@ -149,12 +157,19 @@ class Database:
 
 
 _AFTER_COMMIT = "ltm_after_commit"
+_AFTER_ROLLBACK = "ltm_after_rollback"
 
 
 def after_commit(session: AsyncSession, follow: Callable[[], None]) -> None:
     """Run ``follow`` once the write transaction of ``session`` has
     committed (Database.write): for caches of what it changed."""
     session.info.setdefault(_AFTER_COMMIT, []).append(follow)
+
+
+def after_rollback(session: AsyncSession, undo: Callable[[], None]) -> None:
+    """Run ``undo`` if the write transaction of ``session`` rolls back
+    (Database.write): for a cache changed before the commit."""
+    session.info.setdefault(_AFTER_ROLLBACK, []).append(undo)
 
 
 def scope_prefix(scope: str, scope_id: str) -> str:

@@ -40,7 +40,7 @@ from sqlalchemy import Connection, and_, delete, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from .logs import log
-from .db import SHOWN_ROLES, Database, ReadOnlyError, turn_passages
+from .db import SHOWN_ROLES, Database, ReadOnlyError, after_rollback, turn_passages
 from .embedding import Embedder, normalise
 from .models import EventVector, MemoryEvent, MemoryItem, MemoryVector, utcnow
 from .scope import Scope
@@ -87,6 +87,14 @@ class Kind:
     def all_ids(self, rowids: list[int]) -> np.ndarray:
         """Every FAISS id the rows may hold (for removal)."""
         return np.array([i for rowid in rowids for i in self.faiss_ids(rowid, self.stride)], dtype=np.int64)
+
+    @staticmethod
+    def whole(table: type[MemoryVector] | type[EventVector]):
+        """SQL: the row holds whole vectors of its dimension. Any other (a
+        torn or foreign write) is left out of the namespace, and the fill job
+        embeds its row again, as if it had no vector."""
+        size = func.length(table.vector)
+        return and_(table.dim > 0, size > 0, size % (4 * table.dim) == 0)
 
 
 MEMORIES = Kind("memories", MemoryVector, "item_id", "")
@@ -197,7 +205,7 @@ class VectorIndex:
         row = conn.execute(
             select(func.coalesce(func.sum(func.length(t.vector) / (4 * t.dim)), 0),
                    func.coalesce(func.sum(kind.column()), 0), func.max(t.updated_at))
-            .where(t.scope == scope.kind, t.scope_id == scope.id, t.model == model)
+            .where(t.scope == scope.kind, t.scope_id == scope.id, t.model == model, Kind.whole(t))
         ).one()
         return (int(row[0]), int(row[1]), str(row[2]))
 
@@ -306,9 +314,12 @@ class VectorIndex:
         if ns is not None:
             return ns
         t = kind.table
-        rows = conn.execute(
-            select(kind.column(), t.dim, t.vector).where(t.scope == scope.kind, t.scope_id == scope.id, t.model == model)
-        ).all()
+        where = (t.scope == scope.kind, t.scope_id == scope.id, t.model == model)
+        rows = conn.execute(select(kind.column(), t.dim, t.vector).where(*where, Kind.whole(t))).all()
+        broken = conn.execute(select(func.count()).select_from(t).where(*where, ~Kind.whole(t))).scalar_one()
+        if broken:
+            log.warning("ltm: %d malformed vector row(s) in %s (%s) left out; they will be embedded again",
+                        broken, scope.namespace, kind.name)
         dims = {dim for _, dim, _ in rows}
         dim = max(dims, key=lambda d: sum(1 for r in rows if r[1] == d))
         parts = [(rowid, np.frombuffer(blob, dtype=np.float32).reshape(-1, dim))
@@ -437,6 +448,14 @@ class VectorIndex:
         vectors = [normalise(v) for v in vectors]
         now = self.clock()
         scopes = {scope for _, scope in rows}
+        # Namespaces follow before the commit (the search thread adds, not
+        # the event loop); if the transaction rolls back they are loaded
+        # again from SQLite rather than keep vectors of rows that never were.
+        def undo() -> None:
+            for scope in scopes:
+                self.unload(scope, kind)
+
+        after_rollback(session, undo)
         for scope in scopes:
             self._empty.pop((scope, model, kind), None)
         # One statement for the batch: a merge per row cost a SELECT each.
@@ -657,7 +676,8 @@ class VectorService:
             items = (
                 await session.execute(
                     select(MemoryItem)
-                    .outerjoin(MemoryVector, and_(MemoryVector.item_id == MemoryItem.id, MemoryVector.model == model))
+                    .outerjoin(MemoryVector, and_(MemoryVector.item_id == MemoryItem.id, MemoryVector.model == model,
+                                                  Kind.whole(MemoryVector)))
                     .where(MemoryVector.item_id.is_(None))
                     .order_by(MemoryItem.id)
                     .limit(self.batch_size)
@@ -705,7 +725,8 @@ class VectorService:
             events = (
                 await session.execute(
                     select(MemoryEvent)
-                    .outerjoin(EventVector, and_(EventVector.event_rowid == MemoryEvent.id, EventVector.model == model))
+                    .outerjoin(EventVector, and_(EventVector.event_rowid == MemoryEvent.id, EventVector.model == model,
+                                                 Kind.whole(EventVector)))
                     .where(MemoryEvent.id > checked, MemoryEvent.id <= last, EventVector.event_rowid.is_(None),
                            MemoryEvent.source_role.in_(SHOWN_ROLES), MemoryEvent.withheld.is_(False))
                     .order_by(MemoryEvent.id)

@@ -11,7 +11,7 @@ import re
 
 import numpy as np
 import pytest
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from astrbot_plugin_ltm import LTMEngine, Origin
@@ -125,6 +125,24 @@ async def test_corrupt_namespace_file_is_rebuilt_from_sqlite(db_url, tmp_path):
     assert await vector_ids(fresh, scope, "hiking") == expected
     await fresh.stop()
     assert all(p.read_bytes()[:4] != b"not " for p in files)  # rewritten
+
+
+async def test_a_malformed_vector_row_is_left_out_and_embedded_again(db_url, tmp_path):
+    engine = await make(db_url, tmp_path, HashEmbedder())
+    kept = await engine.remember(alice(), "I enjoy hiking in the mountains")
+    torn = await engine.remember(alice(), "I enjoy swimming in mountain lakes")
+    await engine.worker.fill_vectors()
+    await engine.stop()
+    kept_row, torn_row = await _rowid(engine, kept.memory_id), await _rowid(engine, torn.memory_id)
+    async with engine.db.write() as session:  # not a whole number of vectors
+        await session.execute(update(MemoryVector).where(MemoryVector.item_id == torn_row).values(vector=b"\0" * 7))
+
+    fresh = await make(db_url, tmp_path, HashEmbedder())
+    scope = fresh.resolver.user_scope(alice())
+    assert await vector_ids(fresh, scope, "mountains") == {kept_row}  # the rest of the scope still loads
+    assert await fresh.worker.fill_vectors() == 1
+    assert await vector_ids(fresh, scope, "mountains") == {kept_row, torn_row}
+    await fresh.stop()
 
 
 async def test_a_new_model_or_dimension_is_embedded_afresh(db_url, tmp_path):
@@ -531,6 +549,23 @@ async def test_a_namespace_found_empty_while_a_vector_was_stored_is_not_taken_fo
     release.set()
     assert await loading is None
     assert set(await index.search([scope], model, vector, 5, TURNS)) == {1}  # counted again, not for a minute
+    await engine.stop()
+
+
+async def test_a_store_that_rolls_back_leaves_no_vector_in_a_loaded_namespace(db_url, tmp_path):
+    engine = await make(db_url, tmp_path, HashEmbedder())
+    index, scope, model = engine.vectors.index, Scope("user", "u1"), "m"
+    rng = np.random.default_rng(2)
+    kept, lost = (v / np.linalg.norm(v) for v in rng.normal(size=(2, 1, 32)).astype(np.float32))
+    async with engine.db.write() as session:
+        await index.store(session, TURNS, [(1, scope)], model, [kept])
+    assert await index.namespace(scope, model, TURNS) is not None  # loaded, so a store reaches it at once
+    with pytest.raises(RuntimeError):
+        async with engine.db.write() as session:
+            await index.store(session, TURNS, [(2, scope)], model, [lost])
+            assert set(await index.search([scope], model, lost, 5, TURNS)) == {1, 2}  # before the commit
+            raise RuntimeError("the rest of the write failed")
+    assert set(await index.search([scope], model, lost, 5, TURNS)) == {1}  # loaded again from SQLite
     await engine.stop()
 
 
