@@ -21,8 +21,8 @@ from .astrbot_plugin_ltm.adapter import (
     tool_name,
     tool_result_payload,
 )
-from .astrbot_plugin_ltm.api import MemoryAPI
-from .astrbot_plugin_ltm.commands import HELP, Commands
+from .astrbot_plugin_ltm.operating.api import MemoryAPI
+from .astrbot_plugin_ltm.operating.commands import HELP, Commands
 from .dashboard_routes import register as register_routes
 from .dashboard_routes import unregister as unregister_routes
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from .extension_points import Complete
 from .logs import log
-from .extractor import Complete
 from .scope import Origin
-
 
 
 def origin_from_event(event: Any) -> Origin:

@@ -12,9 +12,52 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from .policy import INJECTION_POSITIONS, MEMORY_TYPES, MODES, ReadPolicy, WritePolicy
+from .enums import MEMORY_TYPES, InjectionPosition, WriteMode
 
 SCOPE_STRATEGIES = ("sender_id", "unified_msg_origin")
+MODES: tuple[str, ...] = tuple(WriteMode)
+INJECTION_POSITIONS: tuple[str, ...] = tuple(InjectionPosition)
+
+
+@dataclass
+class WritePolicy:
+    """Which candidates are stored, and whether they go live (learning.policy.gate)."""
+
+    enable: bool = True
+    mode: str = WriteMode.SHADOW.value
+    min_confidence: float = 0.6
+    min_evidence_count: int = 1
+    allowed_types: list[str] = field(default_factory=lambda: list(MEMORY_TYPES))
+    max_writes_per_session: int = 10
+    max_writes_per_hour: int = 50
+    max_items_per_scope: int = 200
+    require_approval_types: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ReadPolicy:
+    """What a read may inject, and how candidates are ranked (recalling)."""
+
+    enable: bool = True
+    max_items: int = 15
+    max_tokens: int = 800
+    max_per_type: int = 5
+    min_confidence: float = 0.5
+    # Similarity leads; importance and recency break ties and surface the
+    # essentials when the message says little ("hi") (D01).
+    recency_weight: float = 0.1
+    importance_weight: float = 0.2
+    similarity_weight: float = 0.7
+    # Raw turns compete with memories for the budget, ranked alike; at
+    # most this many, none behind an injected memory; 0 = memories only
+    # (D03). Which turns may be shown: storing.turns.
+    max_events: int = 20
+    event_importance: float = 0.5  # a turn's importance in the score (a memory has its own) (D04)
+    # A memory or turn gains this × the best similarity among the read's
+    # candidates of its UTC day: what surrounds the best match is read with
+    # it (D05).
+    day_weight: float = 0.5
+    injection_position: str = InjectionPosition.CONTEXT_MESSAGE.value
 
 
 @dataclass
@@ -180,7 +223,7 @@ def _coerce(path: str, value: Any, default: Any, errors: list[str]) -> Any:
     raise TypeError(f"no coercion for {path}")  # a programming error, not input
 
 
-def _parse_section(cls: type, raw: Any, prefix: str, errors: list[str]):
+def _parse_section(cls: type[Any], raw: Any, prefix: str, errors: list[str]) -> Any:
     obj = cls()
     if raw is None:
         return obj

@@ -1,53 +1,57 @@
-"""LTMEngine: the plugin's core, composed from its parts (design §6's
-"LTMManager"). The AstrBot adapter talks to this class only; tests and
-benchmarks drive it directly with an in-process SQLite engine.
+"""LTMEngine: the plugin's core, composed from its parts. The AstrBot
+adapter (main.py) talks to this class only; tests and benchmarks drive it
+directly with an SQLite file of their own.
+
+How the parts fit (docs/architecture.md): the recorder writes raw events;
+the extraction worker turns them into candidates and the writer into
+memories; every write goes through ``Database.write``, whose committed
+changes the keyword and vector indexes follow; the reader searches those
+indexes and fits a block into the token budget; operators go through
+``Admin``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Any
 
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-from .admin import Admin
-from .candidates import Candidate
-from .config import LTMConfig, parse_config
-from .db import Database, ReadOnlyError, events_fts_backfill
-from .explicit import attribute, explicit_fact, guess_type
-from .extractor import Complete, Extractor, LLMExtractor
-from .models import ExtractionStatus, MemoryEvent, utcnow
-from .policy import Method
-from .reader import MemoryBlock, MemoryReader
-from .recorder import EventRecorder
-from .embedding import Embedder
-from .retrieval import KeywordRetriever, Retriever, VectorRetriever
+from .clock import Clock, utcnow
+from .config import parse_config
+from .enums import CandidateSource, ExtractionStatus, Method, Role, SourceType, WriteMode
+from .extension_points import Embedder, Extractor, ModelGateway, Retriever, TokenCounter
+from .indexes.embeddings import Embeddings
+from .indexes.keywords import KeywordIndex
+from .indexes.vector_fill import VectorFill
+from .indexes.vectors import VectorIndex
+from .learning.candidates import Candidate
+from .learning.extractor import LLMExtractor
+from .learning.worker import ExtractionWorker
+from .learning.writer import MemoryWriter, WriteOutcome
+from .operating.admin import Admin
+from .recalling.block import MemoryBlock
+from .recalling.reader import MemoryReader
+from .recalling.retrieval import KeywordRetriever, VectorRetriever
+from .recalling.tokens import default_counter
+from .recording.explicit import attribute, explicit_fact, guess_type
+from .recording.recorder import EventRecorder
 from .scope import Origin, Scope, ScopeResolver
-from .tokens import TokenCounter, default_counter
-from .worker import ExtractionWorker
-from .vectors import VectorIndex, VectorService
-from .writer import MemoryWriter, WriteOutcome
+from .storing.database import Database
+from .storing.keyword_rows import backfill_turn_rows
+from .storing.tables import MemoryEvent
 
-
-EXPLICIT_IMPORTANCE = 0.8
-
-
-class ModelGateway(Protocol):
-    """How the core reaches AstrBot's chat models (implemented in adapter.py)."""
-
-    async def completer(self, provider_id: str, session_id: str | None) -> tuple[Complete, str] | None:
-        """A (system, prompt) -> text function and the model's name, or None."""
-        ...
+EXPLICIT_IMPORTANCE = 0.8  # "remember that …": the user said it matters
 
 
 class LTMEngine:
     def __init__(
         self,
-        engine: AsyncEngine,
+        sql_engine: AsyncEngine,
         raw_config: dict[str, Any] | None = None,
         *,
         models: ModelGateway | None = None,
@@ -56,45 +60,35 @@ class LTMEngine:
         data_dir: Path | None = None,
         retrievers: list[Retriever] | None = None,
         counter: TokenCounter | None = None,
-        clock: Callable[[], datetime] = utcnow,
+        clock: Clock = utcnow,
     ) -> None:
         self.config, self.config_errors = parse_config(raw_config)
         self.resolver = ScopeResolver(self.config.identity)
         self.clock = clock
         self.models = models
-        self.db = Database(engine, read_only=lambda: self.config.emergency_read_only)
-        self.vector_index = VectorIndex(
-            self.db, Path(data_dir) / "vectors" if data_dir else None,
-            self.config.vectors.max_loaded_namespaces, clock,
-        )
-        self.vectors = VectorService(
-            self.db, self.vector_index, embedder, self.config.vectors.query_timeout_seconds,
-            embed_turns=lambda: self.config.vectors.embed_turns,
-        )
-        self.writer = MemoryWriter(
-            lambda: self.config, clock,
-            matcher=self.vectors if embedder is not None else None,
-            on_fact_changed=self.vector_index.discard_item,
-            on_removed=self.vector_index.discard_item,
-            on_withheld=self.vector_index.withheld,
-        )
-        self.admin = Admin(
-            self.db, lambda: self.config, clock,
-            on_fact_changed=self.vector_index.discard_item, on_removed=self.vector_index.discard_item,
-            on_withheld=self.vector_index.withheld,
-        )
+        self.db = Database(sql_engine, read_only=lambda: self.config.emergency_read_only)
+        # The derived indexes follow every committed write, in this order.
+        self.keyword_index = KeywordIndex(self.db)
+        self.vector_index = VectorIndex(self.db, Path(data_dir) / "vectors" if data_dir else None,
+                                        self.config.vectors.max_loaded_namespaces)
+        self.db.subscribe(self.keyword_index)
+        self.db.subscribe(self.vector_index)
+        self.embeddings = Embeddings(embedder, self.vector_index, self.config.vectors.query_timeout_seconds)
+        self.vector_fill = VectorFill(self.db, self.embeddings, lambda: self.config.vectors.embed_turns, clock)
+        with_vectors = embedder is not None
+        self.writer = MemoryWriter(lambda: self.config, clock, matcher=self.embeddings if with_vectors else None)
+        self.admin = Admin(self.db, lambda: self.config, clock)
         self.recorder = EventRecorder(
-            self.db, lambda: self.config, lambda: self.resolver, clock, on_inserted=self._capture_explicit
-        )
+            self.db, lambda: self.config, lambda: self.resolver, clock, on_inserted=self._capture_explicit)
         self.worker = ExtractionWorker(
             self.db, self.writer, extractor_for or self._extractor_for, lambda: self.config, clock,
-            vectors=self.vectors if embedder is not None else None,
+            embeddings=self.embeddings if with_vectors else None, fill=self.vector_fill if with_vectors else None,
         )
         self._counter = counter
         if retrievers is None:
-            retrievers = [KeywordRetriever()]
-            if embedder is not None:
-                retrievers.append(VectorRetriever(self.vectors))
+            retrievers = [KeywordRetriever(self.keyword_index)]
+            if with_vectors:
+                retrievers.append(VectorRetriever(self.embeddings))
         self._retrievers = retrievers
         self.reader: MemoryReader | None = None
         self.started = False
@@ -106,12 +100,12 @@ class LTMEngine:
         await self.db.migrate()
         if not self.config.emergency_read_only:
             async with self.db.write() as session:
-                await events_fts_backfill(session)
+                await backfill_turn_rows(session)
         counter = self._counter or await asyncio.to_thread(default_counter)
         self.reader = MemoryReader(
-            self._retrievers, counter, self.clock,
+            self.db, self._retrievers, counter, self.clock,
             # Where facts go live without review, so may the turns no fact covers.
-            unbacked_turns=lambda: self.config.write_policy.mode == "auto",
+            unbacked_turns=lambda: self.config.write_policy.mode == WriteMode.AUTO,
         )
         if background:
             self.recorder.start()
@@ -119,14 +113,14 @@ class LTMEngine:
         self.started = True
 
     async def loads_settled(self) -> None:
-        """Wait for the keyword and vector namespace loads that reads left
-        running (a read waits for a cold namespace at most COLD_WAIT)."""
-        await asyncio.gather(self.db.keywords.loads_settled(), self.vector_index.loads_settled())
+        """Wait for the namespace loads that reads left running (a read
+        waits for a cold namespace at most COLD_WAIT)."""
+        await asyncio.gather(self.keyword_index.loads_settled(), self.vector_index.loads_settled())
 
     async def stop(self) -> None:
         await self.worker.stop()
         await self.recorder.stop()
-        await self.db.keywords.loads_settled()  # they read the database closed below
+        await self.keyword_index.loads_settled()  # they read the database closed below
         await self.vector_index.flush()
         await self.db.close()
         self.started = False
@@ -135,11 +129,11 @@ class LTMEngine:
         """Validate and switch to a new configuration at once."""
         self.config, self.config_errors = parse_config(raw)
         self.resolver = ScopeResolver(self.config.identity)
-        self.vectors.query_timeout = self.config.vectors.query_timeout_seconds
+        self.embeddings.query_timeout = self.config.vectors.query_timeout_seconds
         self.vector_index.max_loaded = self.config.vectors.max_loaded_namespaces
         return self.config_errors
 
-    # -- hooks: hot path -------------------------------------------------
+    # -- hooks: the hot path ---------------------------------------------
 
     def record_turn(self, origin: Origin, user_text: str, assistant_text: str,
                     created_at: datetime | None = None) -> list[MemoryEvent]:
@@ -159,66 +153,49 @@ class LTMEngine:
         """What to inject before the model call for this message."""
         if not (self.config.enable and self.config.read_policy.enable) or self.reader is None:
             return MemoryBlock()
-        scopes = self.resolver.read_scopes(origin)
-        return await self.reader.read(self.db, scopes, query, self.config.read_policy)
+        return await self.reader.read(self.resolver.read_scopes(origin), query, self.config.read_policy)
 
     # -- explicit memories -------------------------------------------------
 
     def _explicit_candidate(self, event: MemoryEvent, fact: str) -> Candidate:
         fact = attribute(fact, event.sender_name or event.sender_id or "")
-        return Candidate(
-            type=guess_type(fact),
-            fact=fact,
-            fact_key=fact,
-            confidence=1.0,
-            importance=EXPLICIT_IMPORTANCE,
-            event_ids=[event.event_id],
-            source="user_explicit",
-            session_id=event.session_id,
-        )
+        return Candidate(type=guess_type(fact), fact=fact, fact_key=fact, confidence=1.0,
+                         importance=EXPLICIT_IMPORTANCE, event_ids=[event.event_id],
+                         source=CandidateSource.USER_EXPLICIT, session_id=event.session_id)
 
     async def _capture_explicit(self, session: AsyncSession, events: list[MemoryEvent]) -> None:
         """'Remember that …' in a recorded message becomes a memory at once."""
         for event in events:
-            if event.source_role != "user":
+            if event.source_role != Role.USER:
                 continue
             fact = explicit_fact(event.content.get("text", ""))
             if not fact:
                 continue
-            await self.writer.apply(
-                session, Scope(event.scope, event.scope_id), [self._explicit_candidate(event, fact)],
-                method=Method.USER_EXPLICIT, actor=f"user:{event.sender_id}",
-            )
+            await self.writer.apply(session, Scope(event.scope, event.scope_id), [self._explicit_candidate(event, fact)],
+                                    method=Method.USER_EXPLICIT, actor=f"user:{event.sender_id}")
             # The user said exactly what to keep; extracting it again would
             # only produce a differently worded duplicate.
-            await session.execute(
-                update(MemoryEvent).where(MemoryEvent.id == event.id)
-                .values(extraction_status=ExtractionStatus.DONE)
-            )
+            await session.execute(update(MemoryEvent).where(MemoryEvent.id == event.id)
+                                  .values(extraction_status=ExtractionStatus.DONE))
 
     async def remember(self, origin: Origin, fact: str) -> WriteOutcome:
         """The `/ltm remember <fact>` command: an audited explicit memory.
-
-        Raises ReadOnlyError while emergency_read_only is on.
-        """
+        Raises ReadOnlyError while emergency_read_only is on."""
         fact = " ".join(fact.split())
         if not fact:
             raise ValueError("nothing to remember")
         scope = self.resolver.write_scope(origin)
         event = MemoryEvent(
-            scope=scope.kind, scope_id=scope.id, source_type="message", source_role="user",
+            scope=scope.kind, scope_id=scope.id, source_type=SourceType.MESSAGE, source_role=Role.USER,
             content={"text": fact, "command": "ltm remember"}, platform_id=origin.platform_id,
-            session_id=origin.unified_msg_origin, sender_id=origin.sender_id,
-            sender_name=origin.speaker, created_at=self.clock(),
-            extraction_status=ExtractionStatus.DONE,
+            session_id=origin.unified_msg_origin, sender_id=origin.sender_id, sender_name=origin.speaker,
+            created_at=self.clock(), extraction_status=ExtractionStatus.DONE,
         )
         async with self.db.write() as session:
             session.add(event)
             await session.flush()
-            (outcome,) = await self.writer.apply(
-                session, scope, [self._explicit_candidate(event, fact)],
-                method=Method.USER_EXPLICIT, actor=f"user:{origin.sender_id}",
-            )
+            (outcome,) = await self.writer.apply(session, scope, [self._explicit_candidate(event, fact)],
+                                                 method=Method.USER_EXPLICIT, actor=f"user:{origin.sender_id}")
         return outcome
 
     # -- extraction provider -------------------------------------------------
@@ -231,6 +208,3 @@ class LTMEngine:
             return None
         complete, model = found
         return LLMExtractor(complete, model, self.config.extraction.max_fact_chars)
-
-
-__all__ = ["LTMEngine", "ModelGateway", "ReadOnlyError", "LTMConfig"]

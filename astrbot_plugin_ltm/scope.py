@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import IdentityConfig
+from .enums import ScopeKind
 
 
 @dataclass(frozen=True)
@@ -34,12 +35,9 @@ class Origin:
         return self.sender_name or self.sender_id
 
 
-SCOPE_KINDS = ("user", "group")
-
-
 @dataclass(frozen=True, order=True)
 class Scope:
-    kind: str  # one of SCOPE_KINDS
+    kind: str  # enums.ScopeKind: a person's memory, or a group chat's
     id: str
 
     def __str__(self) -> str:
@@ -58,13 +56,13 @@ class ScopeResolver:
     def user_scope(self, origin: Origin) -> Scope:
         account = f"{origin.platform_id}:{origin.sender_id}"
         if account in self._aliases:
-            return Scope("user", self._aliases[account])
+            return Scope(ScopeKind.USER, self._aliases[account])
         if self.identity.user_scope_strategy == "unified_msg_origin" and not origin.is_group:
-            return Scope("user", origin.unified_msg_origin)
-        return Scope("user", account)
+            return Scope(ScopeKind.USER, origin.unified_msg_origin)
+        return Scope(ScopeKind.USER, account)
 
     def group_scope(self, origin: Origin) -> Scope:
-        return Scope("group", f"{origin.platform_id}:{origin.group_id}")
+        return Scope(ScopeKind.GROUP, f"{origin.platform_id}:{origin.group_id}")
 
     def write_scope(self, origin: Origin) -> Scope:
         """Where a conversation's events and memories go."""
@@ -77,7 +75,7 @@ class ScopeResolver:
             scopes.append(self.user_scope(origin))
         elif self.identity.include_legacy_umo_on_read:
             # Memories written under the design's per-conversation keying.
-            legacy = Scope("user", origin.unified_msg_origin)
+            legacy = Scope(ScopeKind.USER, origin.unified_msg_origin)
             if legacy not in scopes:
                 scopes.append(legacy)
         return scopes

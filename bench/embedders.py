@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from astrbot_plugin_ltm.embedding import normalise
+from astrbot_plugin_ltm.storing.vector_rows import normalise
 from astrbot_plugin_ltm.text import search_tokens
 
 ROOT = Path(__file__).resolve().parent.parent

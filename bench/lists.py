@@ -2,7 +2,7 @@
 request costs, and whether its SQL reads an index or the whole table.
 
 :func:`measure_lists` sends a matrix of list requests (:func:`matrix`)
-through :class:`astrbot_plugin_ltm.api.MemoryAPI` the way the dashboard
+through :class:`astrbot_plugin_ltm.operating.api.MemoryAPI` the way the dashboard
 routes do (plain query-string mappings, each answer checked for success),
 times each one ``repeats`` times, and records every SQL statement the API
 executed for it (SQLAlchemy's ``before_cursor_execute``). Each distinct
@@ -390,7 +390,7 @@ async def measure_lists(engine: Any, api: Any, big_scope: tuple[str, str], sessi
     # One untimed pass that records the statements, then the timed passes
     # (round robin, so a burst of noise on the machine spreads over all).
     # The text search runs on the read engine (Database.run), the rest on AstrBot's.
-    log = StatementLog(engine.db.engine.sync_engine, engine.db.read_engine)
+    log = StatementLog(engine.db.sql_engine.sync_engine, engine.db.read_pool)
     with log:
         for request in requests:
             log.current = request.name

@@ -59,12 +59,12 @@ import numpy as np
 from sqlalchemy import text as sql
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from astrbot_plugin_ltm.candidates import Candidate, ExtractionResult
+from astrbot_plugin_ltm.learning.candidates import Candidate, ExtractionResult
 from astrbot_plugin_ltm.engine import LTMEngine
-from astrbot_plugin_ltm.models import MemoryEvent
-from astrbot_plugin_ltm.policy import MEMORY_TYPES
+from astrbot_plugin_ltm.storing.tables import MemoryEvent
+from astrbot_plugin_ltm.enums import MEMORY_TYPES
 from astrbot_plugin_ltm.scope import Origin
-from astrbot_plugin_ltm.tokens import TokenCounter, default_counter
+from astrbot_plugin_ltm.recalling.tokens import TokenCounter, default_counter
 
 from .metrics import (
     ANSWER_CATEGORIES,

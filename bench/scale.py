@@ -13,7 +13,7 @@ its own) and a fresh SQLite file:
    in the events' keyword index) and, when the engine has vectors, a vector
    from the deterministic HashEmbedder (no model).
    Facts are synthetic, Zipf-distributed words, some long, some Chinese.
-3. Keyword index rebuild: ``astrbot_plugin_ltm.db.fts_rebuild`` over all
+3. Keyword index rebuild: ``storing.keyword_rows.rebuild_fact_rows`` over all
    items (this is also what builds the index for the bulk-inserted items).
 4. Cold start: a new LTMEngine on the filled file, the token counter's
    cache cleared, timed through ``start()``.
@@ -72,15 +72,22 @@ import numpy as np
 from sqlalchemy import insert, text as sql
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from astrbot_plugin_ltm import models
-from astrbot_plugin_ltm import tokens as tokens_module
-from astrbot_plugin_ltm.api import MemoryAPI
-from astrbot_plugin_ltm.candidates import Candidate, ExtractionResult
-from astrbot_plugin_ltm.db import events_fts_backfill, fts_rebuild, turn_passages
+from astrbot_plugin_ltm.recalling import tokens as tokens_module
+from astrbot_plugin_ltm.operating.api import MemoryAPI
+from astrbot_plugin_ltm.learning.candidates import Candidate, ExtractionResult
+from astrbot_plugin_ltm.storing.keyword_rows import backfill_turn_rows, rebuild_fact_rows
+from astrbot_plugin_ltm.storing.turns import turn_passages
 from astrbot_plugin_ltm.config import parse_config
 from astrbot_plugin_ltm.engine import LTMEngine
-from astrbot_plugin_ltm.models import EventVector, MemoryAudit, MemoryEvent, MemoryEvidence, MemoryItem
-from astrbot_plugin_ltm.policy import MEMORY_TYPES
+from astrbot_plugin_ltm.storing.tables import (
+    EventVector,
+    MemoryAudit,
+    MemoryEvent,
+    MemoryEvidence,
+    MemoryItem,
+    MemoryVector,
+)
+from astrbot_plugin_ltm.enums import MEMORY_TYPES
 from astrbot_plugin_ltm.scope import Origin
 
 from . import lists
@@ -291,12 +298,11 @@ async def fill(engine: LTMEngine, size: int, scopes: int, per_scope: int, words:
                 await session.execute(insert(MemoryEvent), events[lo:lo + 5000])
                 await session.execute(insert(MemoryEvidence), links[lo:lo + 5000])
         async with engine.db.write() as session:
-            await events_fts_backfill(session, batch=5000)
+            await backfill_turn_rows(session, batch=5000)
         timings["insert_events_s"] = time.perf_counter() - start
         timings["events"] = len(events)
 
-    vector_model = getattr(models, "MemoryVector", None)
-    if embedder is not None and vector_model is not None and getattr(engine, "vectors", None) is not None:
+    if embedder is not None:
         start = time.perf_counter()
         async with engine.db.read() as session:
             ids = [(r[0], r[1], r[2]) for r in await session.execute(
@@ -313,7 +319,7 @@ async def fill(engine: LTMEngine, size: int, scopes: int, per_scope: int, words:
         start = time.perf_counter()
         for lo in range(0, len(vec_rows), 5000):
             async with engine.db.write() as session:
-                await session.execute(insert(vector_model), vec_rows[lo:lo + 5000])
+                await session.execute(insert(MemoryVector), vec_rows[lo:lo + 5000])
         timings["insert_vectors_s"] = time.perf_counter() - start
         # The recorded turns have vectors too (vectors.embed_turns, default on).
         start = time.perf_counter()
@@ -431,7 +437,7 @@ async def run_size(size: int, scopes: int, per_scope: int, n_queries: int, n_hoo
         out.update(timings)
         start = time.perf_counter()
         async with engine.db.write() as session:
-            out["fts_rebuild_rows"] = await fts_rebuild(session)
+            out["fts_rebuild_rows"] = await rebuild_fact_rows(session)
         out["fts_rebuild_s"] = time.perf_counter() - start
         await engine.stop()
         await db.dispose()
@@ -494,7 +500,7 @@ async def run_size(size: int, scopes: int, per_scope: int, n_queries: int, n_hoo
         out["ns_file_loaded_ms"] = (time.perf_counter() - start) * 1000
         emit(out, "first read")
         if out["vectors"]:
-            engine.vector_index.forget_loaded()
+            engine.vector_index.clear()
             for f in (path / "data").rglob("*"):
                 if f.is_file():
                     f.unlink()

@@ -30,7 +30,7 @@ from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from astrbot_plugin_ltm import LTMEngine, Origin
-from astrbot_plugin_ltm.models import (
+from astrbot_plugin_ltm.storing.tables import (
     MemoryAudit,
     MemoryEvent,
     MemoryEvidence,
@@ -202,7 +202,7 @@ class LTM:
 
     async def execute(self, statement: str, params: dict | None = None) -> None:
         """A raw write that bypasses the engine (test setup only)."""
-        async with self.engine.db.engine.begin() as conn:
+        async with self.engine.db.sql_engine.begin() as conn:
             await conn.execute(text(statement), params or {})
 
     async def table_counts(self) -> dict[str, int]:

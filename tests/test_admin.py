@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from astrbot_plugin_ltm.admin import AdminError, ItemFilter
-from astrbot_plugin_ltm.models import MemoryItem
+from astrbot_plugin_ltm.operating.errors import AdminError
+from astrbot_plugin_ltm.operating.queries import ItemFilter
+from astrbot_plugin_ltm.storing.tables import MemoryItem
 from astrbot_plugin_ltm.scope import Scope
 
 OP = "operator:root"

@@ -26,10 +26,10 @@ from typing import Any
 
 import pytest
 
-from astrbot_plugin_ltm.api import MAX_PAGE_SIZE, MemoryAPI
-from astrbot_plugin_ltm.db import ReadOnlyError
-from astrbot_plugin_ltm.models import MemoryItem
-from astrbot_plugin_ltm.transfer import (
+from astrbot_plugin_ltm.operating.api import MAX_PAGE_SIZE, MemoryAPI
+from astrbot_plugin_ltm.storing.database import ReadOnlyError
+from astrbot_plugin_ltm.storing.tables import MemoryItem
+from astrbot_plugin_ltm.operating.transfer import (
     EVENT_FIELDS,
     ITEM_FIELDS,
     MAX_IMPORT_BYTES,

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from astrbot_plugin_ltm.policy import ReadPolicy
-from astrbot_plugin_ltm.tokens import EstimateCounter
+from astrbot_plugin_ltm.config import ReadPolicy
+from astrbot_plugin_ltm.recalling.tokens import EstimateCounter
 from bench import locomo
 from bench.embedders import HashEmbedder
 from bench.metrics import (

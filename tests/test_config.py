@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from astrbot_plugin_ltm.config import _CHOICES, _RANGES, LTMConfig, parse_config
-from astrbot_plugin_ltm.policy import MEMORY_TYPES
+from astrbot_plugin_ltm.enums import MEMORY_TYPES
 
 SCHEMA = Path(__file__).resolve().parent.parent / "_conf_schema.json"
 DEFAULT = LTMConfig()

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from astrbot_plugin_ltm.explicit import attribute, explicit_fact, guess_type
-from astrbot_plugin_ltm.models import MemoryEvidence
+from astrbot_plugin_ltm.recording.explicit import attribute, explicit_fact, guess_type
+from astrbot_plugin_ltm.storing.tables import MemoryEvidence
 
 
 async def _explicit_item(ltm):

@@ -1,5 +1,5 @@
-"""The reader's in-memory keyword index (keywords.py): BM25 as FTS5 ranks,
-per scope, and kept in step with every committed write."""
+"""The reader's in-memory keyword index (indexes/keywords.py): BM25 as FTS5
+ranks, per scope, and kept in step with every committed write."""
 
 from __future__ import annotations
 
@@ -11,12 +11,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
-from astrbot_plugin_ltm.db import fts_search, fts_upsert, scope_prefix
-from astrbot_plugin_ltm.keywords import MEMORIES, TURNS, Change, Namespace, load_namespace
-from astrbot_plugin_ltm.models import MemoryItem
-from astrbot_plugin_ltm.retrieval import KeywordRetriever, Query
+from astrbot_plugin_ltm.enums import Corpus
+from astrbot_plugin_ltm.indexes import keywords
+from astrbot_plugin_ltm.indexes.bm25 import KeywordNamespace
+from astrbot_plugin_ltm.indexes.keywords import load_namespace
+from astrbot_plugin_ltm.operating.fact_search import search_facts
+from astrbot_plugin_ltm.recalling.retrieval import KeywordRetriever, Query
 from astrbot_plugin_ltm.scope import Scope
+from astrbot_plugin_ltm.storing.changes import MemoriesReindexed
+from astrbot_plugin_ltm.storing.keyword_rows import rebuild_fact_rows
+from astrbot_plugin_ltm.storing.memory_rows import fact_written
+from astrbot_plugin_ltm.storing.tables import MemoryItem
 from astrbot_plugin_ltm.text import query_tokens
+
+MEMORIES, TURNS = Corpus.MEMORIES, Corpus.TURNS
 
 ALICE = Scope("user", "qq:alice")
 BOB = Scope("user", "qq:bob")
@@ -28,13 +36,13 @@ async def add(ltm, fact: str, scope: Scope = ALICE, status: str = "active") -> M
                           fact_key=f"k{random.random()}", confidence=0.9, status=status)
         session.add(item)
         await session.flush()
-        await fts_upsert(session, item)
+        await fact_written(session, item, created=True)
     return item
 
 
-async def keyword(ltm, query: str, scopes=(ALICE,), kind: str = MEMORIES) -> list[int]:
+async def keyword(ltm, query: str, scopes=(ALICE,), corpus: Corpus = MEMORIES) -> list[int]:
     return [rowid for rowid, _ in
-            await ltm.engine.db.keywords.search(ltm.engine.db.run, list(scopes), kind, query_tokens(query), 50)]
+            await ltm.engine.keyword_index.search(list(scopes), corpus, query_tokens(query), 50)]
 
 
 # -- BM25 -------------------------------------------------------------------------
@@ -50,8 +58,8 @@ async def test_ranking_and_scores_equal_fts5_bm25_in_a_single_scope(ltm):
     scopes = [(ALICE.kind, ALICE.id)]
     for query in ("tea", "paris rain", "绿茶 上海", "cat dog piano", "snow coffee chess london"):
         tokens = query_tokens(query)
-        theirs = await ltm.engine.db.run(lambda conn: fts_search(conn, tokens, scopes, ("active",), 50))
-        ours = await ltm.engine.db.keywords.search(ltm.engine.db.run, [ALICE], MEMORIES, tokens, 50)
+        theirs = await ltm.engine.db.run(lambda conn: search_facts(conn, tokens, scopes, ("active",), 50))
+        ours = await ltm.engine.keyword_index.search([ALICE], MEMORIES, tokens, 50)
         assert theirs, query
         assert dict(ours) == pytest.approx(dict(theirs), rel=1e-4), query
         assert [s for _, s in ours] == sorted((s for _, s in ours), reverse=True)
@@ -64,7 +72,7 @@ async def test_a_term_is_weighed_by_its_own_scope_not_by_the_others(ltm):
     tea = await add(ltm, "Alice drinks tea")
     await add(ltm, "Alice likes rain")
     await add(ltm, "Alice likes snow")
-    ns = await ltm.engine.db.run(lambda conn: load_namespace(conn, ALICE, MEMORIES, scope_prefix(ALICE.kind, ALICE.id)))
+    ns = await ltm.engine.db.run(lambda conn: load_namespace(conn, ALICE, MEMORIES))
     assert ns.size == 3
     ((best, score),) = ns.search(["tea"], 5)
     # three rows of three tokens each: tf 1 at the average length leaves idf
@@ -83,7 +91,7 @@ ops = st.lists(
 def test_a_namespace_after_any_adds_and_removes_ranks_as_one_built_afresh(ops, query):
     """Slots, pending postings, merges and compaction never change an
     answer: compared with a namespace built from the final rows alone."""
-    ns = Namespace()
+    ns = KeywordNamespace()
     rows: dict[int, list[str]] = {}
     for op, rowid, tokens in ops:
         if op == "add":
@@ -92,10 +100,10 @@ def test_a_namespace_after_any_adds_and_removes_ranks_as_one_built_afresh(ops, q
         else:
             ns.remove(rowid)
             rows.pop(rowid, None)
-    fresh = Namespace()
+    fresh = KeywordNamespace()
     for rowid, tokens in rows.items():
         fresh.add(rowid, tokens)
-    built = Namespace.build(list(rows.items()))  # what a load does
+    built = KeywordNamespace.build(list(rows.items()))  # what a load does
     got, want = dict(ns.search(query, 100)), dict(fresh.search(query, 100))
     assert got == pytest.approx(want, rel=1e-5)
     assert dict(built.search(query, 100)) == pytest.approx(want, rel=1e-5)
@@ -107,7 +115,7 @@ def test_a_namespace_after_any_adds_and_removes_ranks_as_one_built_afresh(ops, q
 
 
 def test_compaction_keeps_every_live_row(monkeypatch):
-    ns = Namespace()
+    ns = KeywordNamespace()
     for n in range(3000):
         ns.add(n, ["common", f"w{n}"])
     for n in range(0, 3000, 3):
@@ -139,7 +147,7 @@ async def test_writes_after_loading_are_seen_and_a_rolled_back_one_is_not(ltm, o
                               fact_key="rome", confidence=0.9, status="active")
             session.add(item)
             await session.flush()
-            await fts_upsert(session, item)
+            await fact_written(session, item, created=True)
             raise RuntimeError("rolled back")
     assert await keyword(ltm, "Rome") == []
     assert await ltm.sql("SELECT count(*) FROM ltm_items WHERE fact = 'Alice saw Rome'") == [(0,)]
@@ -148,13 +156,13 @@ async def test_writes_after_loading_are_seen_and_a_rolled_back_one_is_not(ltm, o
 async def test_turns_are_indexed_as_recorded_and_leave_when_withheld(ltm, origin):
     alice = origin("alice")
     await ltm.record(alice, "I adopted a kitten called Miso", "What a lovely name!")
-    assert len(await keyword(ltm, "kitten", kind=TURNS)) == 1
+    assert len(await keyword(ltm, "kitten", corpus=TURNS)) == 1
     await ltm.record(alice, "Miso sleeps all day")
-    assert len(await keyword(ltm, "Miso", kind=TURNS)) == 2
+    assert len(await keyword(ltm, "Miso", corpus=TURNS)) == 2
     await ltm.engine.admin.forget_scope(ALICE, "user:alice")
-    assert await keyword(ltm, "Miso", kind=TURNS) == []
+    assert await keyword(ltm, "Miso", corpus=TURNS) == []
     await ltm.record(alice, "Miso came back")  # said after forgetting: shown again
-    assert len(await keyword(ltm, "Miso", kind=TURNS)) == 1
+    assert len(await keyword(ltm, "Miso", corpus=TURNS)) == 1
 
 
 async def test_a_turn_is_found_by_the_words_of_the_turn_before_it(ltm, origin):
@@ -163,7 +171,7 @@ async def test_a_turn_is_found_by_the_words_of_the_turn_before_it(ltm, origin):
     alice = origin("alice")
     await ltm.record(alice, "I went to a concert for my daughter's birthday", "Who performed?")
     await ltm.record(alice, "It was Matt Patterson")
-    hits = await keyword(ltm, "who performed", kind=TURNS)
+    hits = await keyword(ltm, "who performed", corpus=TURNS)
     rows = await ltm.sql(f"SELECT content FROM ltm_events WHERE id = {hits[0]}")
     assert "Matt Patterson" in rows[0][0]
 
@@ -173,20 +181,19 @@ async def test_a_rebuild_of_the_items_index_is_seen(ltm):
     assert await keyword(ltm, "stamps") == [item.id]
     async with ltm.engine.db.write() as session:
         await session.execute(text("DELETE FROM ltm_items_fts"))
-        from astrbot_plugin_ltm.db import fts_rebuild
-
-        await fts_rebuild(session)
+        await rebuild_fact_rows(session)
     assert await keyword(ltm, "stamps") == [item.id]
-    ltm.engine.db.keywords.apply([Change(MEMORIES, ALICE, None, None)])  # as a whole-scope change would
+    await ltm.engine.keyword_index.follow([MemoriesReindexed()])  # loaded afresh from SQLite
     assert await keyword(ltm, "stamps") == [item.id]
 
 
 async def test_the_retriever_searches_both_kinds_in_every_scope_given(ltm, origin):
     mine = await add(ltm, "Alice plays chess")
     theirs = await add(ltm, "Bob plays chess", scope=BOB)
-    found = await KeywordRetriever().search(ltm.engine.db, [ALICE, BOB], Query.of("chess"), 10)
+    retriever = KeywordRetriever(ltm.engine.keyword_index)
+    found = await retriever.search([ALICE, BOB], Query.of("chess"), 10)
     assert set(found.memories) == {mine.id, theirs.id}
-    assert (await KeywordRetriever().search(ltm.engine.db, [ALICE], Query.of("chess"), 10)).memories == [mine.id]
+    assert (await retriever.search([ALICE], Query.of("chess"), 10)).memories == [mine.id]
 
 
 async def test_a_read_does_not_wait_long_for_a_namespace_that_is_slow_to_load(ltm, monkeypatch):
@@ -194,25 +201,22 @@ async def test_a_read_does_not_wait_long_for_a_namespace_that_is_slow_to_load(lt
     finishes in the background and the next read has it."""
     import asyncio
 
-    from astrbot_plugin_ltm import keywords
-
     item = await add(ltm, "Alice keeps bees")
     monkeypatch.setattr(keywords, "COLD_WAIT", 0.05)
-    index, db = ltm.engine.db.keywords, ltm.engine.db
+    index, db = ltm.engine.keyword_index, ltm.engine.db
     release = asyncio.Event()
+    real_load = db.load
 
-    async def slow_run(fn):
+    async def slow_load(fn):
         await release.wait()
-        return await db.run(fn)
+        return await real_load(fn)
 
-    assert await index.search(slow_run, [ALICE], MEMORIES, ["bee"], 5) == []
+    monkeypatch.setattr(db, "load", slow_load)
+    assert await index.search([ALICE], MEMORIES, ["bee"], 5) == []
     await add(ltm, "Alice sells honey")  # committed while loading: not lost
     release.set()
-    for _ in range(100):
-        if not index._loads:
-            break
-        await asyncio.sleep(0.01)
-    hits = await index.search(slow_run, [ALICE], MEMORIES, ["bee", "honey"], 5)
+    await index.loads_settled()
+    hits = await index.search([ALICE], MEMORIES, ["bee", "honey"], 5)
     assert len(hits) == 2 and item.id in {rowid for rowid, _ in hits}
 
 
@@ -223,40 +227,33 @@ async def test_namespace_loads_never_hold_up_the_reads_own_queries(make_ltm, ori
     import asyncio
     import threading
 
-    from astrbot_plugin_ltm import keywords
-
     ltm = await make_ltm({"write_policy": {"mode": "auto"}})
     await add(ltm, "Alice keeps bees")
     stuck = threading.Event()
     real = keywords.load_namespace
 
-    def blocked(conn, scope, kind, prefix):
+    def blocked(conn, scope, corpus):
         stuck.wait(10)
-        return real(conn, scope, kind, prefix)
+        return real(conn, scope, corpus)
 
     monkeypatch.setattr(keywords, "load_namespace", blocked)
     monkeypatch.setattr(keywords, "COLD_WAIT", 0.05)
-    group = origin("alice", group="g1")  # two scopes, two kinds: four loads, more than the load threads
+    group = origin("alice", group="g1")  # two scopes, two corpora: four loads, more than the load threads
     block = await asyncio.wait_for(ltm.block(group, "bees"), 5)
     assert [s.fact for s in block.items] == ["Alice keeps bees"]  # the scope's most important memories
     stuck.set()
-    for _ in range(200):
-        if not ltm.engine.db.keywords._loads:
-            break
-        await asyncio.sleep(0.01)
-    found = await KeywordRetriever().search(ltm.engine.db, [ALICE], Query.of("bees"), 5)
+    await ltm.engine.keyword_index.loads_settled()
+    found = await KeywordRetriever(ltm.engine.keyword_index).search([ALICE], Query.of("bees"), 5)
     assert len(found.memories) == 1
 
 
 async def test_a_namespace_that_fails_to_load_costs_the_read_nothing_and_is_tried_again(ltm, origin, monkeypatch):
-    from astrbot_plugin_ltm import keywords
-
     await add(ltm, "Alice keeps bees")
     real = keywords.load_namespace
     calls = []
 
-    def broken(conn, scope, kind, prefix):
-        calls.append(kind)
+    def broken(conn, scope, corpus):
+        calls.append(corpus)
         raise OSError("disk on fire")
 
     monkeypatch.setattr(keywords, "load_namespace", broken)
@@ -264,5 +261,5 @@ async def test_a_namespace_that_fails_to_load_costs_the_read_nothing_and_is_trie
     assert [s.fact for s in block.items] == ["Alice keeps bees"]  # from the scope's most important ones
     assert calls
     monkeypatch.setattr(keywords, "load_namespace", real)
-    found = await KeywordRetriever().search(ltm.engine.db, [ALICE], Query.of("bees"), 5)
+    found = await KeywordRetriever(ltm.engine.keyword_index).search([ALICE], Query.of("bees"), 5)
     assert len(found.memories) == 1

@@ -28,10 +28,10 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import insert
 
-from astrbot_plugin_ltm.api import MemoryAPI
-from astrbot_plugin_ltm.db import events_fts_backfill, fts_rebuild
-from astrbot_plugin_ltm.models import MemoryAudit, MemoryEvent, MemoryEvidence, MemoryItem
-from astrbot_plugin_ltm.policy import MEMORY_TYPES
+from astrbot_plugin_ltm.operating.api import MemoryAPI
+from astrbot_plugin_ltm.storing.keyword_rows import backfill_turn_rows, rebuild_fact_rows
+from astrbot_plugin_ltm.storing.tables import MemoryAudit, MemoryEvent, MemoryEvidence, MemoryItem
+from astrbot_plugin_ltm.enums import MEMORY_TYPES
 from bench.lists import PROBLEM_KINDS, REPORTED_KINDS, Request, measure_lists, plan_problems
 
 BIG = ("user", "qq:big")
@@ -108,8 +108,8 @@ async def build_store(ltm, origin) -> dict[str, int]:
         await session.execute(insert(MemoryEvent), events)
         await session.execute(insert(MemoryEvidence), links)
         await session.execute(insert(MemoryAudit), sorted(audits, key=lambda a: a["created_at"]))
-        await fts_rebuild(session)
-        await events_fts_backfill(session)
+        await rebuild_fact_rows(session)
+        await backfill_turn_rows(session)
     return {scope_id: n for (_, scope_id), n in plan}
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
-from astrbot_plugin_ltm.migrate import MIGRATIONS_DIR, MigrationError, current_version, discover, migrate
-from astrbot_plugin_ltm.models import metadata
+from astrbot_plugin_ltm.storing.migrate import MIGRATIONS_DIR, MigrationError, current_version, discover, migrate
+from astrbot_plugin_ltm.storing.tables import metadata
 
 MIGRATIONS = discover()
 LATEST = MIGRATIONS[-1].version
@@ -339,7 +339,8 @@ async def test_engine_start_migrates(make_ltm):
 def test_0003_keeps_the_keyword_indexes_and_keys_them_by_scope(tmp_path):
     """Rows indexed before 0003 stay searchable, and only in their scope;
     the migration's copy of the scope prefix is the plugin's."""
-    from astrbot_plugin_ltm.db import index_text, scope_prefix, scoped_text
+    from astrbot_plugin_ltm.storing.keyword_rows import scope_prefix, scoped_text
+    from astrbot_plugin_ltm.text import index_text
 
     db = tmp_path / "fts.db"
     migrate(str(db), target=2)
@@ -388,7 +389,7 @@ def test_0005_indexes_shown_turns_with_context_and_withholds_turns_of_deleted_me
     the hour, exactly as the recorder indexes new turns; turns with no
     evidence left in a scope where memories were deleted after them are
     withheld."""
-    from astrbot_plugin_ltm.db import event_index_row
+    from astrbot_plugin_ltm.storing.keyword_rows import turn_row
 
     db = tmp_path / "ctx.db"
     migrate(str(db), target=4)
@@ -410,7 +411,7 @@ def test_0005_indexes_shown_turns_with_context_and_withholds_turns_of_deleted_me
                 "'done', 0)",
                 (rowid, f"e{rowid}", scope_id, role, json.dumps({"text": said}, ensure_ascii=False), session, at),
             )
-            row = event_index_row(rowid, "user", scope_id, {"text": said})
+            row = turn_row(rowid, "user", scope_id, {"text": said})
             conn.execute("INSERT INTO ltm_events_fts (rowid, scoped) VALUES (?, ?)", (row["r"], row["s"]))
         conn.execute(
             "INSERT INTO ltm_audit (created_at, action, memory_id, scope, scope_id, actor, reason, detail) "
@@ -424,13 +425,13 @@ def test_0005_indexes_shown_turns_with_context_and_withholds_turns_of_deleted_me
     try:
         indexed = dict(conn.execute("SELECT rowid, scoped FROM ltm_events_fts").fetchall())
         expected = {
-            2: event_index_row(2, "user", "qq:a", {"text": "It was Matt Patterson"},
+            2: turn_row(2, "user", "qq:a", {"text": "It was Matt Patterson"},
                                {"text": "Who performed at the concert?"})["s"],
-            3: event_index_row(3, "user", "qq:a", {"text": "我住在上海"})["s"],
-            4: event_index_row(4, "user", "qq:b", {"text": "hello there"})["s"],
-            5: event_index_row(5, "user", "qq:c", {"text": "secret plan"})["s"],
-            6: event_index_row(6, "user", "qq:c", {"text": "later words"})["s"],
-            7: event_index_row(7, "user", "qq:a", {"text": "exactly an hour on"}, {"text": "我住在上海"})["s"],
+            3: turn_row(3, "user", "qq:a", {"text": "我住在上海"})["s"],
+            4: turn_row(4, "user", "qq:b", {"text": "hello there"})["s"],
+            5: turn_row(5, "user", "qq:c", {"text": "secret plan"})["s"],
+            6: turn_row(6, "user", "qq:c", {"text": "later words"})["s"],
+            7: turn_row(7, "user", "qq:a", {"text": "exactly an hour on"}, {"text": "我住在上海"})["s"],
         }
         assert indexed == expected  # the assistant's line (1) is not indexed
         withheld = dict(conn.execute("SELECT id, withheld FROM ltm_events").fetchall())
@@ -446,7 +447,8 @@ def test_0006_stems_both_keyword_indexes_and_clears_the_whole_turn_vectors(tmp_p
     """Tokens indexed before stemming become exactly what the plugin indexes
     now, in their scope; the turns' vectors (one per whole turn) are
     deleted, to be embedded again sentence by sentence."""
-    from astrbot_plugin_ltm.db import event_index_row, scoped_text, scoped_tokens
+    from astrbot_plugin_ltm.storing.keyword_rows import scoped_text, scoped_tokens
+    from astrbot_plugin_ltm.storing.keyword_rows import turn_row
     from astrbot_plugin_ltm.text import index_text
 
     def unstemmed(text_: str) -> str:  # what 0001–0005 stored: the words, lowercased
@@ -474,7 +476,7 @@ def test_0006_stems_both_keyword_indexes_and_clears_the_whole_turn_vectors(tmp_p
         ]
         assert index_text(fact) == "tim read book about dragon"
         assert conn.execute("SELECT rowid, scoped FROM ltm_events_fts").fetchall() == [
-            (9, event_index_row(9, "user", "qq:t", {"text": said})["s"])
+            (9, turn_row(9, "user", "qq:t", {"text": said})["s"])
         ]
         assert conn.execute("SELECT count(*) FROM ltm_event_vectors").fetchone() == (0,)
     finally:

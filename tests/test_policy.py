@@ -6,14 +6,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from astrbot_plugin_ltm.policy import (
+from astrbot_plugin_ltm.config import ReadPolicy, WritePolicy
+from astrbot_plugin_ltm.enums import MEMORY_TYPES, Status
+from astrbot_plugin_ltm.learning.policy import (
     CONTRADICTION_PENALTY,
-    MEMORY_TYPES,
     SOURCE_QUALITY,
     GateInput,
-    ReadPolicy,
-    Status,
-    WritePolicy,
     confidence,
     gate,
 )

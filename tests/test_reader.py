@@ -11,13 +11,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from astrbot_plugin_ltm.db import fts_upsert
-from astrbot_plugin_ltm.models import MemoryItem
-from astrbot_plugin_ltm.policy import MEMORY_TYPES, ReadPolicy
-from astrbot_plugin_ltm.reader import FOOTER, HEADER, EventRow, MemoryReader, Ranked
-from astrbot_plugin_ltm.retrieval import KeywordRetriever, Query
+from astrbot_plugin_ltm.storing.memory_rows import fact_written
+from astrbot_plugin_ltm.storing.tables import MemoryItem
+from astrbot_plugin_ltm.config import ReadPolicy
+from astrbot_plugin_ltm.enums import MEMORY_TYPES
+from astrbot_plugin_ltm.recalling.block import FOOTER, HEADER, BlockBuilder
+from astrbot_plugin_ltm.recalling.ranking import Ranked
+from astrbot_plugin_ltm.recalling.rows import EventRow
+from astrbot_plugin_ltm.recalling.retrieval import KeywordRetriever, Query
 from astrbot_plugin_ltm.scope import Scope
-from astrbot_plugin_ltm.tokens import EstimateCounter, default_counter
+from astrbot_plugin_ltm.recalling.tokens import EstimateCounter, default_counter
 
 START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -37,7 +40,7 @@ async def add(ltm, fact, *, scope=ALICE, type="preference", status="active", con
         )
         session.add(item)
         await session.flush()
-        await fts_upsert(session, item)
+        await fact_written(session, item, created=True)
     return item
 
 
@@ -151,7 +154,7 @@ async def test_budget_fills_up_with_shorter_lower_ranked_lines(make_ltm, origin)
 def test_fit_respects_every_cap_and_the_budget_for_arbitrary_text(entries, links, max_tokens, max_items,
                                                                    max_per_type, max_events):
     counter = default_counter()
-    reader = MemoryReader([], counter)
+    builder = BlockBuilder(counter)
     policy = ReadPolicy(max_tokens=max_tokens, max_items=max_items, max_per_type=max_per_type,
                         max_events=max_events)
     ranked = []
@@ -166,7 +169,7 @@ def test_fit_respects_every_cap_and_the_budget_for_arbitrary_text(entries, links
                                                           type=kind, fact=text_, fact_key=f"k{n}",
                                                           confidence=0.9), covers=covers))
     ranked.sort(key=lambda r: -r.score)
-    block = reader._fit(ranked, policy)
+    block = builder.fit(ranked, policy)
     check_block(block, policy, counter)
     days = [s.fact.split("] ")[0] for s in block.events]
     assert days == sorted(days)
@@ -308,7 +311,7 @@ async def test_chinese_keyword_search(ltm, origin):
     await add(ltm, "小红住在北京", importance=0.6)
     await add(ltm, "小明喜欢喝绿茶", importance=0.6)
     await add(ltm, "天气很好", importance=0.7)
-    found = await KeywordRetriever().search(ltm.engine.db, [ALICE], Query.of("小明住在哪里"), 10)
+    found = await KeywordRetriever(ltm.engine.keyword_index).search([ALICE], Query.of("小明住在哪里"), 10)
     assert found.memories[0] == target.id and len(found.memories) == 3  # "天气很好" shares nothing
 
     ltm.configure({"read_policy": {"max_items": 1}})
@@ -320,7 +323,7 @@ async def test_english_keyword_search(ltm, origin):
     target = await add(ltm, "Alice's favourite drink is green tea", importance=0.3)
     await add(ltm, "Alice works as a nurse", importance=0.6)
     await add(ltm, "Bob plays the guitar", importance=0.7)
-    found = await KeywordRetriever().search(ltm.engine.db, [ALICE], Query.of("What drink should I order for Alice?"), 10)
+    found = await KeywordRetriever(ltm.engine.keyword_index).search([ALICE], Query.of("What drink should I order for Alice?"), 10)
     assert found.memories[0] == target.id
     ltm.configure({"read_policy": {"max_items": 1}})
     block = await ltm.block(origin("alice"), "What drinks should I order? Tea?")
@@ -331,9 +334,9 @@ async def test_mixed_script_facts_are_found_by_each_part(ltm):
     # Chinese users write Latin words without spaces: "我喜欢Python编程".
     item = await add(ltm, "小明喜欢Python编程")
     await add(ltm, "小红喜欢画画")
-    retriever = KeywordRetriever()
+    retriever = KeywordRetriever(ltm.engine.keyword_index)
     for query in ("Python", "编程", "小明会什么编程语言", "who likes python"):
-        found = await retriever.search(ltm.engine.db, [ALICE], Query.of(query), 10)
+        found = await retriever.search([ALICE], Query.of(query), 10)
         assert item.id in found.memories, query
 
 
@@ -341,7 +344,7 @@ async def test_keyword_search_stays_in_its_scopes_and_only_active_items_are_inje
     shadow = await add(ltm, "Alice likes green tea", status="shadow")
     await add(ltm, "Bob likes green tea", scope=Scope("user", "qq:bob"))
     mine = await add(ltm, "Alice loves green tea")
-    found = await KeywordRetriever().search(ltm.engine.db, [ALICE], Query.of("green tea"), 10)
+    found = await KeywordRetriever(ltm.engine.keyword_index).search([ALICE], Query.of("green tea"), 10)
     assert set(found.memories) == {shadow.id, mine.id}  # the reader checks status
     block = await ltm.block(origin("alice"), "green tea")
     assert [s.memory_id for s in block.items] == [mine.memory_id]
@@ -350,11 +353,11 @@ async def test_keyword_search_stays_in_its_scopes_and_only_active_items_are_inje
 async def test_keyword_index_follows_edits_and_deletes(ltm, origin):
     item = await add(ltm, "Alice lives in Paris")
     await ltm.engine.admin.update_item(item.memory_id, {"fact": "Alice lives in Lisbon"}, "operator:root")
-    retriever = KeywordRetriever()
-    assert (await retriever.search(ltm.engine.db, [ALICE], Query.of("Paris"), 10)).memories == []
-    assert (await retriever.search(ltm.engine.db, [ALICE], Query.of("Lisbon"), 10)).memories == [item.id]
+    retriever = KeywordRetriever(ltm.engine.keyword_index)
+    assert (await retriever.search([ALICE], Query.of("Paris"), 10)).memories == []
+    assert (await retriever.search([ALICE], Query.of("Lisbon"), 10)).memories == [item.id]
     await ltm.engine.admin.delete(item.memory_id, "operator:root")
-    assert (await KeywordRetriever().search(ltm.engine.db, [ALICE], Query.of("Lisbon"), 10)).memories == []
+    assert (await KeywordRetriever(ltm.engine.keyword_index).search([ALICE], Query.of("Lisbon"), 10)).memories == []
     assert await ltm.sql("SELECT count(*) FROM ltm_items_fts") == [(0,)]
 
 

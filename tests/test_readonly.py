@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from astrbot_plugin_ltm.admin import ItemFilter
-from astrbot_plugin_ltm.commands import Commands
-from astrbot_plugin_ltm.db import ReadOnlyError
+from astrbot_plugin_ltm.operating.queries import ItemFilter
+from astrbot_plugin_ltm.operating.commands import Commands
+from astrbot_plugin_ltm.storing.database import ReadOnlyError
 from astrbot_plugin_ltm.scope import Scope
 
 FACT = {"type": "task_state", "fact": "Alice is migrating to API v2", "fact_key": "migration"}
@@ -143,7 +143,7 @@ async def test_read_connections_see_committed_writes_and_survive_a_restart(ltm, 
 def test_an_in_memory_database_is_refused_with_a_clear_error():
     from sqlalchemy.ext.asyncio import create_async_engine
 
-    from astrbot_plugin_ltm.db import Database
+    from astrbot_plugin_ltm.storing.database import Database
 
     with pytest.raises(RuntimeError, match="database file"):
         Database(create_async_engine("sqlite+aiosqlite:///:memory:"))

@@ -9,8 +9,8 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from astrbot_plugin_ltm.extractor import event_line
-from astrbot_plugin_ltm.recorder import truncate
+from astrbot_plugin_ltm.learning.extractor import event_line
+from astrbot_plugin_ltm.recording.recorder import truncate
 
 
 class Tripwire:
@@ -35,7 +35,7 @@ async def test_record_turn_returns_without_touching_the_database(ltm, origin, mo
     trip = Tripwire()
     monkeypatch.setattr(ltm.engine.db, "write", trip("write"))
     monkeypatch.setattr(ltm.engine.db, "read", trip("read"))
-    monkeypatch.setattr(ltm.engine.db, "engine", None)  # no raw access either
+    monkeypatch.setattr(ltm.engine.db, "sql_engine", None)  # no raw access either
 
     a = origin("alice")
     events = ltm.engine.record_turn(a, "I live in Paris", "Nice!")

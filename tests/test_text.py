@@ -20,7 +20,7 @@ from astrbot_plugin_ltm.text import (
     stem,
     token_set_similarity,
 )
-from astrbot_plugin_ltm.tokens import EstimateCounter, default_counter
+from astrbot_plugin_ltm.recalling.tokens import EstimateCounter, default_counter
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ import random
 import threading
 import time
 import re
+from datetime import UTC, datetime
 
 import numpy as np
 import pytest
@@ -15,9 +16,22 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from astrbot_plugin_ltm import LTMEngine, Origin
-from astrbot_plugin_ltm.models import EventVector, MemoryEvent, MemoryItem, MemoryVector
+from astrbot_plugin_ltm.enums import Corpus
+from astrbot_plugin_ltm.indexes import faiss_files, vectors
+from astrbot_plugin_ltm.indexes.faiss_files import STRIDE
 from astrbot_plugin_ltm.scope import Scope
-from astrbot_plugin_ltm.vectors import MEMORIES, TURNS
+from astrbot_plugin_ltm.storing.changes import MemoryRemoved, ScopeForgotten, note
+from astrbot_plugin_ltm.storing.tables import EventVector, MemoryEvent, MemoryItem, MemoryVector
+from astrbot_plugin_ltm.storing.vector_rows import delete_memory_vector, store_vectors
+
+MEMORIES, TURNS = Corpus.MEMORIES, Corpus.TURNS
+NOW = datetime(2025, 3, 1, tzinfo=UTC)
+
+
+async def store(engine: LTMEngine, corpus: Corpus, rows, model: str, vecs) -> None:
+    """Vectors stored through the single write point, as the fill does."""
+    async with engine.db.write() as session:
+        await store_vectors(session, corpus, rows, model, vecs, NOW)
 
 
 class HashEmbedder:
@@ -73,7 +87,7 @@ async def make(db_url, tmp_path, embedder, **config) -> LTMEngine:
 
 
 async def vector_ids(engine: LTMEngine, scope: Scope, text: str) -> set[int]:
-    return set((await engine.vectors.query([scope], text, 50)).memories)
+    return set((await engine.embeddings.query([scope], text, 50)).memories)
 
 
 async def test_items_get_vectors_in_the_background_and_are_found_by_meaning(db_url, tmp_path):
@@ -81,7 +95,7 @@ async def test_items_get_vectors_in_the_background_and_are_found_by_meaning(db_u
     await engine.remember(alice(), "I enjoy hiking in the mountains")
     assert await engine.worker.fill_vectors() == 2  # the memory, and the turn that said it
     scope = engine.resolver.user_scope(alice())
-    hits = (await engine.vectors.query([scope], "mountains hiking", 5)).memories
+    hits = (await engine.embeddings.query([scope], "mountains hiking", 5)).memories
     assert len(hits) == 1 and next(iter(hits.values())) > 0.5
     block = await engine.memory_block(alice(), "any mountains nearby?")
     assert "hiking in the mountains" in block.text
@@ -183,7 +197,7 @@ async def test_loaded_namespaces_stay_under_the_bound(db_url, tmp_path):
     for n in range(4):
         scope = engine.resolver.user_scope(alice(n))
         assert len(await vector_ids(engine, scope, "stamps")) == 1
-        assert len(engine.vector_index._loaded) <= 2
+        assert engine.vector_index.loaded_count <= 2
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -217,12 +231,12 @@ async def test_no_vector_from_one_scope_is_returned_for_another(db_url, tmp_path
         elif op < 0.9:
             await engine.worker.fill_vectors()
         else:
-            engine.vector_index.forget_loaded()  # as if evicted or restarted
+            engine.vector_index.clear()  # as if evicted or restarted
         if step % 5 == 0:
             await engine.worker.fill_vectors()
         for n in range(5):
             scope = engine.resolver.user_scope(alice(n))
-            hits = await engine.vectors.query([scope], rng.choice(words), 50)
+            hits = await engine.embeddings.query([scope], rng.choice(words), 50)
             async with engine.db.read() as session:
                 rows = (
                     await session.execute(select(MemoryItem.scope, MemoryItem.scope_id)
@@ -244,7 +258,7 @@ async def test_no_vector_from_one_scope_is_returned_for_another(db_url, tmp_path
 
 
 def _filter(engine, who):
-    from astrbot_plugin_ltm.admin import ItemFilter
+    from astrbot_plugin_ltm.operating.queries import ItemFilter
 
     scope = engine.resolver.user_scope(who)
     return ItemFilter(scope=scope.kind, scope_id=scope.id)
@@ -263,9 +277,8 @@ async def fill_all(engine: LTMEngine) -> None:
 async def test_a_large_namespace_is_an_inverted_file_and_a_growing_one_becomes_one(db_url, tmp_path, monkeypatch):
     import faiss
 
-    from astrbot_plugin_ltm import vectors
-
     monkeypatch.setattr(vectors, "EXACT_SEARCH_MAX", 30)
+    monkeypatch.setattr(faiss_files, "EXACT_SEARCH_MAX", 30)
     engine = await make(db_url, tmp_path, HashEmbedder())
     scope = engine.resolver.user_scope(alice())
     words = [f"topic{n} alpha{n} beta{n}" for n in range(45)]
@@ -273,7 +286,7 @@ async def test_a_large_namespace_is_an_inverted_file_and_a_growing_one_becomes_o
         await engine.remember(alice(), f"I study {text}")
     await fill_all(engine)
     hits = await vector_ids(engine, scope, f"I study {words[3]}")
-    ns = await engine.vector_index.namespace(scope, engine.vectors.model)
+    ns = await engine.vector_index.namespace(scope, engine.embeddings.model)
     assert isinstance(ns.index, faiss.IndexIDMap2) and ns.size == 20  # small: exact
     assert hits
 
@@ -285,19 +298,19 @@ async def test_a_large_namespace_is_an_inverted_file_and_a_growing_one_becomes_o
     async with engine.db.read() as session:
         stored = (await session.execute(select(func.count()).select_from(MemoryVector))).scalar_one()
     assert stored > 30
-    ns = await engine.vector_index.namespace(scope, engine.vectors.model)
+    ns = await engine.vector_index.namespace(scope, engine.embeddings.model)
     assert isinstance(ns.index, faiss.IndexIVF) and ns.size == stored
     async with engine.db.read() as session:
         newest = (await session.execute(select(MemoryItem).where(MemoryItem.memory_id == last.memory_id))).scalar_one()
-    best = (await engine.vectors.query([scope], newest.fact, 1)).memories
+    best = (await engine.embeddings.query([scope], newest.fact, 1)).memories
     assert list(best) == [newest.id] and best[newest.id] > 0.99
 
     # Restarted, it loads as an inverted file from its file, same contents.
     await engine.stop()
     again = await make(db_url, tmp_path, HashEmbedder())
-    ns = await again.vector_index.namespace(scope, again.vectors.model)
+    ns = await again.vector_index.namespace(scope, again.embeddings.model)
     assert isinstance(ns.index, faiss.IndexIVF) and ns.size == stored
-    assert list((await again.vectors.query([scope], newest.fact, 1)).memories) == [newest.id]
+    assert list((await again.embeddings.query([scope], newest.fact, 1)).memories) == [newest.id]
     await again.stop()
 
 
@@ -315,7 +328,7 @@ async def test_turns_get_vectors_in_the_background_but_the_bots_lines_do_not(db_
     assert await engine.worker.fill_vectors() == 1  # the user's line, not the bot's
     assert await engine.worker.fill_vectors() == 0  # nothing is embedded twice
     scope = engine.resolver.user_scope(alice())
-    hits = (await engine.vectors.query([scope], "mountains dawn", 5)).turns
+    hits = (await engine.embeddings.query([scope], "mountains dawn", 5)).turns
     async with engine.db.read() as session:
         (event,) = (await session.execute(select(MemoryEvent).where(MemoryEvent.id.in_(list(hits))))).scalars()
     assert event.source_role == "user" and next(iter(hits.values())) > 0.5
@@ -324,7 +337,7 @@ async def test_turns_get_vectors_in_the_background_but_the_bots_lines_do_not(db_
     for path in (tmp_path / "vectors").glob("*"):
         path.unlink()
     fresh = await make(db_url, tmp_path, HashEmbedder())
-    assert list((await fresh.vectors.query([scope], "mountains dawn", 5)).turns) == list(hits)
+    assert list((await fresh.embeddings.query([scope], "mountains dawn", 5)).turns) == list(hits)
 
 
 async def test_withheld_turns_lose_their_vectors(db_url, tmp_path):
@@ -332,9 +345,9 @@ async def test_withheld_turns_lose_their_vectors(db_url, tmp_path):
     await turn(engine, alice(), "my bank pin is hidden under the mountains")
     await engine.worker.fill_vectors()
     scope = engine.resolver.user_scope(alice())
-    assert (await engine.vectors.query([scope], "bank pin mountains", 5)).turns
+    assert (await engine.embeddings.query([scope], "bank pin mountains", 5)).turns
     await engine.admin.forget_scope(scope, "user:user0")
-    assert (await engine.vectors.query([scope], "bank pin mountains", 5)).turns == {}
+    assert (await engine.embeddings.query([scope], "bank pin mountains", 5)).turns == {}
     async with engine.db.read() as session:
         assert (await session.execute(select(func.count()).select_from(EventVector))).scalar_one() == 0
     assert await engine.worker.fill_vectors() == 0  # and are not embedded again
@@ -358,13 +371,13 @@ async def test_turns_are_embedded_again_after_a_switch_to_another_model_and_back
     await turn(engine, alice(), "we hiked up the mountains at dawn")
     assert await engine.worker.fill_vectors() == 1
     scope = engine.resolver.user_scope(alice())
-    engine.vectors.embedder = second  # the operator picks another provider, at run time
+    engine.embeddings.embedder = second  # the operator picks another provider, at run time
     assert await engine.worker.fill_vectors() == 1  # and the turn's vector follows
-    engine.vectors.embedder = first  # and back
+    engine.embeddings.embedder = first  # and back
     assert await engine.worker.fill_vectors() == 1
     async with engine.db.read() as session:
         assert set((await session.execute(select(EventVector.model))).scalars()) == {first.model_id}
-    assert (await engine.vectors.query([scope], "mountains at dawn", 5)).turns
+    assert (await engine.embeddings.query([scope], "mountains at dawn", 5)).turns
 
 
 async def test_a_turn_is_embedded_sentence_by_sentence_and_found_by_its_nearest_sentence(db_url, tmp_path):
@@ -380,7 +393,7 @@ async def test_a_turn_is_embedded_sentence_by_sentence_and_found_by_its_nearest_
     assert row.dim == 32 and len(row.vector) == 3 * 32 * 4
     scope = engine.resolver.user_scope(alice())
     query = "spicy noodles for my sister"
-    (sim,) = (await engine.vectors.query([scope], query, 5)).turns.values()
+    (sim,) = (await engine.embeddings.query([scope], query, 5)).turns.values()
 
     def cosine(a: str, b: str) -> float:
         va, vb = (v / np.linalg.norm(v) for v in np.asarray(asyncio.run(embedder.embed([a, b]))))
@@ -394,12 +407,12 @@ async def test_a_turn_is_embedded_sentence_by_sentence_and_found_by_its_nearest_
     for path in (tmp_path / "vectors").glob("*"):
         path.unlink()
     fresh = await make(db_url, tmp_path, HashEmbedder())
-    assert (await fresh.vectors.query([scope], query, 5)).turns == {row.event_rowid: pytest.approx(sim, abs=1e-5)}
-    ns = await fresh.vectors.index.namespace(scope, embedder.model_id, TURNS)
+    assert (await fresh.embeddings.query([scope], query, 5)).turns == {row.event_rowid: pytest.approx(sim, abs=1e-5)}
+    ns = await fresh.vector_index.namespace(scope, embedder.model_id, TURNS)
     assert ns.size == 3
     # Withholding the turn takes all of its sentences out.
     await fresh.admin.forget_scope(scope, "user:user0")
-    assert (await fresh.vectors.query([scope], query, 5)).turns == {}
+    assert (await fresh.embeddings.query([scope], query, 5)).turns == {}
 
 
 async def test_a_turn_search_finds_k_turns_when_a_few_long_turns_crowd_it(db_url, tmp_path):
@@ -415,13 +428,11 @@ async def test_a_turn_search_finds_k_turns_when_a_few_long_turns_crowd_it(db_url
 
     long_turns = [unit(query + 0.05 * rng.normal(size=(8, dim))) for _ in range(5)]
     short_turns = [unit(query + 0.8 * rng.normal(size=(1, dim))) for _ in range(20)]
-    vectors = long_turns + short_turns
-    async with engine.db.write() as session:
-        await engine.vectors.index.store(session, TURNS, [(rowid, scope) for rowid in range(1, 26)], model, vectors)
-    hits = await engine.vectors.index.search([scope], model, unit(query)[None, :], 10, TURNS)
+    await store(engine, TURNS, [(rowid, scope) for rowid in range(1, 26)], model, long_turns + short_turns)
+    hits = await engine.vector_index.search([scope], model, unit(query)[None, :], 10, TURNS)
     assert len(hits) == 10 and set(range(1, 6)) <= set(hits)
     # and never more than the namespace holds
-    assert len(await engine.vectors.index.search([scope], model, unit(query)[None, :], 40, TURNS)) == 25
+    assert len(await engine.vector_index.search([scope], model, unit(query)[None, :], 40, TURNS)) == 25
     await engine.stop()
 
 
@@ -434,7 +445,7 @@ async def test_a_namespace_file_of_whole_turn_vectors_is_rebuilt(db_url, tmp_pat
     await turn(engine, alice(), "We hiked up the mountains at dawn. Then I cooked spicy noodles.")
     await engine.worker.fill_vectors()
     scope = engine.resolver.user_scope(alice())
-    expected = (await engine.vectors.query([scope], "spicy noodles", 5)).turns
+    expected = (await engine.embeddings.query([scope], "spicy noodles", 5)).turns
     await engine.stop()
     for meta in (tmp_path / "vectors").glob("*.json"):
         doc = json.loads(meta.read_text())
@@ -442,54 +453,54 @@ async def test_a_namespace_file_of_whole_turn_vectors_is_rebuilt(db_url, tmp_pat
             del doc["stride"]
             meta.write_text(json.dumps(doc))
     fresh = await make(db_url, tmp_path, HashEmbedder())
-    assert (await fresh.vectors.query([scope], "spicy noodles", 5)).turns == expected
+    assert (await fresh.embeddings.query([scope], "spicy noodles", 5)).turns == expected
     kinds = {json.loads(m.read_text())["kind"]: json.loads(m.read_text()) for m in (tmp_path / "vectors").glob("*.json")}
-    assert kinds["turns"]["stride"] == TURNS.stride  # rebuilt and written again
+    assert kinds["turns"]["stride"] == STRIDE[TURNS]  # rebuilt and written again
 
 
 async def test_a_read_does_not_wait_long_for_a_vector_namespace_that_is_slow_to_load(db_url, tmp_path, monkeypatch):
     """Past COLD_WAIT a read goes on without the namespace (keyword-only for
-    its kind) while it loads; the next read has it. The writer's semantic
+    its corpus) while it loads; the next read has it. The writer's semantic
     dedup waits for it."""
-    from astrbot_plugin_ltm import vectors
+    from astrbot_plugin_ltm.indexes import embeddings
 
     engine = await make(db_url, tmp_path, HashEmbedder())
     item = await engine.remember(alice(), "I enjoy hiking in the mountains")
     await engine.worker.fill_vectors()
     scope = engine.resolver.user_scope(alice())
-    engine.vector_index.forget_loaded()
-    monkeypatch.setattr(vectors, "COLD_WAIT", 0.05)
+    engine.vector_index.clear()
+    monkeypatch.setattr(embeddings, "COLD_WAIT", 0.05)
     release = threading.Event()
-    real = engine.vector_index._load
+    real = vectors.load_namespace
 
     def slow(conn, *args):
         release.wait(10)
         return real(conn, *args)
 
-    monkeypatch.setattr(engine.vector_index, "_load", slow)
+    monkeypatch.setattr(vectors, "load_namespace", slow)
     started = time.monotonic()
-    assert (await engine.vectors.query([scope], "mountains hiking", 5)).memories == {}
+    assert (await engine.embeddings.query([scope], "mountains hiking", 5)).memories == {}
     assert time.monotonic() - started < 2
     release.set()
     # The writer's dedup (VectorIndex.search) waits for the load it joins.
     rowid = await _rowid(engine, item.memory_id)
-    query = await engine.vectors.embed(["mountains hiking"])
-    assert list(await engine.vector_index.search([scope], engine.vectors.model, query, 5)) == [rowid]
-    assert list((await engine.vectors.query([scope], "mountains hiking", 5)).memories) == [rowid]
+    query = await engine.embeddings.embed(["mountains hiking"])
+    assert list(await engine.vector_index.search([scope], engine.embeddings.model, query, 5)) == [rowid]
+    assert list((await engine.embeddings.query([scope], "mountains hiking", 5)).memories) == [rowid]
     # A load a read left running can be waited for (benchmarks, and stop()).
-    engine.vector_index.forget_loaded()
+    engine.vector_index.clear()
     release.clear()
-    assert (await engine.vectors.query([scope], "mountains hiking", 5)).memories == {}
+    assert (await engine.embeddings.query([scope], "mountains hiking", 5)).memories == {}
     release.set()
     await engine.loads_settled()
-    assert list((await engine.vectors.query([scope], "mountains hiking", 5)).memories) == [rowid]
+    assert list((await engine.embeddings.query([scope], "mountains hiking", 5)).memories) == [rowid]
 
 
-def _load_held_after_reading(index, monkeypatch) -> tuple[threading.Event, threading.Event, list[int]]:
+def _load_held_after_reading(monkeypatch) -> tuple[threading.Event, threading.Event, list[int]]:
     """Make namespace loads read SQLite, then wait to be released: changes
-    made meanwhile are ones the load did not see."""
+    committed meanwhile are ones the load did not see."""
     have_read, release, loads = threading.Event(), threading.Event(), []
-    real = index._load
+    real = vectors.load_namespace
 
     def held(conn, *args):
         ns = real(conn, *args)
@@ -498,88 +509,92 @@ def _load_held_after_reading(index, monkeypatch) -> tuple[threading.Event, threa
         release.wait(10)
         return ns
 
-    monkeypatch.setattr(index, "_load", held)
+    monkeypatch.setattr(vectors, "load_namespace", held)
     return have_read, release, loads
 
 
-async def test_changes_made_while_a_vector_namespace_loads_reach_it(db_url, tmp_path, monkeypatch):
+def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
+    v = rng.normal(size=(n, 32)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=-1, keepdims=True)
+
+
+async def test_changes_committed_while_a_vector_namespace_loads_reach_it(db_url, tmp_path, monkeypatch):
     engine = await make(db_url, tmp_path, HashEmbedder())
-    index, scope, model = engine.vectors.index, Scope("user", "u1"), "m"
+    index, scope, model = engine.vector_index, Scope("user", "u1"), "m"
     rng = np.random.default_rng(1)
-    old, new, other, sentences = (v / np.linalg.norm(v, axis=-1, keepdims=True)
-                                  for v in (rng.normal(size=(n, 32)).astype(np.float32) for n in (1, 1, 1, 2)))
-    async with engine.db.write() as session:
-        await index.store(session, MEMORIES, [(5, scope), (6, scope)], model, [old, other])
-        await index.store(session, TURNS, [(1, scope)], model, [sentences])
-    have_read, release, _ = _load_held_after_reading(index, monkeypatch)
+    old, new, other, sentences = _unit(rng, 1), _unit(rng, 1), _unit(rng, 1), _unit(rng, 2)
+    await store(engine, MEMORIES, [(5, scope), (6, scope)], model, [old, other])
+    await store(engine, TURNS, [(1, scope)], model, [sentences])
+    have_read, release, _ = _load_held_after_reading(monkeypatch)
     memories = asyncio.create_task(index.namespace(scope, model, MEMORIES))
     await asyncio.to_thread(have_read.wait, 10)
-    async with engine.db.write() as session:  # memory 5's fact changed, memory 6 deleted
-        await index.store(session, MEMORIES, [(5, scope)], model, [new])
-    index.discard(MEMORIES, scope, [6])
+    await store(engine, MEMORIES, [(5, scope)], model, [new])  # memory 5's fact changed
+    async with engine.db.write() as session:  # memory 6 deleted
+        await delete_memory_vector(session, 6)
+        note(session, MemoryRemoved(scope, 6))
     release.set()
     assert (await memories).size == 1
     assert await index.search([scope], model, new, 5) == {5: pytest.approx(1.0, abs=1e-5)}
     have_read.clear(), release.clear()
     turns = asyncio.create_task(index.namespace(scope, model, TURNS))
     await asyncio.to_thread(have_read.wait, 10)
-    async with engine.db.write() as session:
-        await index.store(session, TURNS, [(2, scope)], model, [other])
+    await store(engine, TURNS, [(2, scope)], model, [other])
     release.set()
-    assert (await turns).size == 3
+    assert (await turns).size == 3  # the turn read by the load is not added twice
     assert set(await index.search([scope], model, other, 5, TURNS)) == {1, 2}
     # The files written at the stop are not trusted for what they hold: the
     # next start builds the namespaces from SQLite, the same.
     await engine.stop()
     fresh = await make(db_url, tmp_path, HashEmbedder())
-    assert (await fresh.vectors.index.namespace(scope, model, MEMORIES)).size == 2  # 6 is deleted by SQL, not here
-    assert set(await fresh.vectors.index.search([scope], model, other, 5, TURNS)) == {1, 2}
+    assert (await fresh.vector_index.namespace(scope, model, MEMORIES)).size == 1
+    assert set(await fresh.vector_index.search([scope], model, other, 5, TURNS)) == {1, 2}
     await fresh.stop()
 
 
 async def test_a_namespace_found_empty_while_a_vector_was_stored_is_not_taken_for_empty(db_url, tmp_path, monkeypatch):
     engine = await make(db_url, tmp_path, HashEmbedder())
-    index, scope, model = engine.vectors.index, Scope("user", "u1"), "m"
-    have_read, release, _ = _load_held_after_reading(index, monkeypatch)
+    index, scope, model = engine.vector_index, Scope("user", "u1"), "m"
+    have_read, release, _ = _load_held_after_reading(monkeypatch)
     loading = asyncio.create_task(index.namespace(scope, model, TURNS))
     await asyncio.to_thread(have_read.wait, 10)  # it counted no vectors
     vector = np.ones((1, 32), np.float32)
-    async with engine.db.write() as session:
-        await index.store(session, TURNS, [(1, scope)], model, [vector])
+    await store(engine, TURNS, [(1, scope)], model, [vector])
     release.set()
-    assert await loading is None
-    assert set(await index.search([scope], model, vector, 5, TURNS)) == {1}  # counted again, not for a minute
+    assert await loading is not None  # counted again at once
+    assert set(await index.search([scope], model, vector, 5, TURNS)) == {1}
     await engine.stop()
 
 
-async def test_a_store_that_rolls_back_leaves_no_vector_in_a_loaded_namespace(db_url, tmp_path):
+async def test_a_write_that_rolls_back_never_reaches_a_loaded_namespace(db_url, tmp_path):
+    """No index is touched before the commit: during the transaction and
+    after its rollback the namespace holds what SQLite held before it."""
     engine = await make(db_url, tmp_path, HashEmbedder())
-    index, scope, model = engine.vectors.index, Scope("user", "u1"), "m"
+    index, scope, model = engine.vector_index, Scope("user", "u1"), "m"
     rng = np.random.default_rng(2)
-    kept, lost = (v / np.linalg.norm(v) for v in rng.normal(size=(2, 1, 32)).astype(np.float32))
-    async with engine.db.write() as session:
-        await index.store(session, TURNS, [(1, scope)], model, [kept])
-    assert await index.namespace(scope, model, TURNS) is not None  # loaded, so a store reaches it at once
+    kept, lost = _unit(rng, 1), _unit(rng, 1)
+    await store(engine, TURNS, [(1, scope)], model, [kept])
+    assert await index.namespace(scope, model, TURNS) is not None  # loaded, so a commit reaches it at once
     with pytest.raises(RuntimeError):
         async with engine.db.write() as session:
-            await index.store(session, TURNS, [(2, scope)], model, [lost])
-            assert set(await index.search([scope], model, lost, 5, TURNS)) == {1, 2}  # before the commit
+            await store_vectors(session, TURNS, [(2, scope)], model, [lost], NOW)
+            assert set(await index.search([scope], model, lost, 5, TURNS)) == {1}  # not before the commit
             raise RuntimeError("the rest of the write failed")
-    assert set(await index.search([scope], model, lost, 5, TURNS)) == {1}  # loaded again from SQLite
+    assert set(await index.search([scope], model, lost, 5, TURNS)) == {1}
+    await store(engine, TURNS, [(2, scope)], model, [lost])
+    assert set(await index.search([scope], model, lost, 5, TURNS)) == {1, 2}  # committed: there at once
     await engine.stop()
 
 
-async def test_a_namespace_unloaded_while_it_loads_is_loaded_again(db_url, tmp_path, monkeypatch):
+async def test_a_namespace_whose_scope_is_forgotten_while_it_loads_is_loaded_again(db_url, tmp_path, monkeypatch):
     engine = await make(db_url, tmp_path, HashEmbedder())
-    index, scope, model = engine.vectors.index, Scope("user", "u1"), "m"
-    async with engine.db.write() as session:
-        await index.store(session, TURNS, [(1, scope)], model, [np.ones((1, 32), np.float32)])
-    have_read, release, loads = _load_held_after_reading(index, monkeypatch)
+    index, scope, model = engine.vector_index, Scope("user", "u1"), "m"
+    await store(engine, TURNS, [(1, scope)], model, [np.ones((1, 32), np.float32)])
+    have_read, release, loads = _load_held_after_reading(monkeypatch)
     loading = asyncio.create_task(index.namespace(scope, model, TURNS))
     await asyncio.to_thread(have_read.wait, 10)
-    index.withheld(scope, None)  # every turn of the scope withheld: their vectors deleted
-    async with engine.db.write() as session:
+    async with engine.db.write() as session:  # every turn of the scope withheld: their vectors deleted
         await session.execute(delete(EventVector))
+        note(session, ScopeForgotten(scope))
     release.set()
     assert await loading is None and len(loads) == 2
     await engine.stop()
@@ -589,11 +604,11 @@ async def test_a_vector_namespace_that_fails_to_load_costs_a_read_nothing(db_url
     engine = await make(db_url, tmp_path, HashEmbedder())
     await engine.remember(alice(), "I enjoy hiking in the mountains")
     await engine.worker.fill_vectors()
-    engine.vector_index.forget_loaded()
+    engine.vector_index.clear()
 
     def broken(conn, *args):
         raise OSError("disk gone")
 
-    monkeypatch.setattr(engine.vector_index, "_load", broken)
+    monkeypatch.setattr(vectors, "load_namespace", broken)
     block = await engine.memory_block(alice(), "any mountains nearby?")
     assert "hiking in the mountains" in block.text  # found by its words

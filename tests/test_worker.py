@@ -9,7 +9,8 @@ from datetime import timedelta
 
 import pytest
 
-from astrbot_plugin_ltm.models import MemoryEvent, MemoryEvidence, MemoryItem, as_utc
+from astrbot_plugin_ltm.clock import as_utc
+from astrbot_plugin_ltm.storing.tables import MemoryEvent, MemoryEvidence, MemoryItem
 
 
 def fact(text, **kw):
@@ -514,7 +515,7 @@ async def test_the_pending_events_of_a_scope_are_found_through_their_index(ltm, 
         if "FROM ltm_events" in statement:
             seen.append((statement, parameters))
 
-    sync_engine = ltm.engine.db.engine.sync_engine
+    sync_engine = ltm.engine.db.sql_engine.sync_engine
     event.listen(sync_engine, "before_cursor_execute", capture)
     try:
         scope = (await ltm.engine.worker.ready_scopes(ignore_idle=True))[0]
@@ -523,7 +524,7 @@ async def test_the_pending_events_of_a_scope_are_found_through_their_index(ltm, 
     finally:
         event.remove(sync_engine, "before_cursor_execute", capture)
     statement, parameters = next((s, p) for s, p in seen if "extraction_status" in s and "LIMIT" in s)
-    async with ltm.engine.db.engine.connect() as conn:
+    async with ltm.engine.db.sql_engine.connect() as conn:
         plan = " ".join(
             str(row[-1]) for row in (await conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, parameters))
         )

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from astrbot_plugin_ltm.admin import ItemFilter
-from astrbot_plugin_ltm.candidates import Candidate
-from astrbot_plugin_ltm.models import MemoryAudit, MemoryEvent, MemoryEvidence, MemoryItem
-from astrbot_plugin_ltm.policy import confidence
+from astrbot_plugin_ltm.operating.queries import ItemFilter
+from astrbot_plugin_ltm.learning.candidates import Candidate
+from astrbot_plugin_ltm.storing.tables import MemoryAudit, MemoryEvent, MemoryEvidence, MemoryItem
+from astrbot_plugin_ltm.learning.policy import confidence
 from astrbot_plugin_ltm.scope import Scope
 
 OPERATOR = "operator:root"

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 import pytest
 
 from astrbot_plugin_ltm.text import normalize_fact_key
-from astrbot_plugin_ltm.transfer import EVENT_FIELDS, FORMAT, ITEM_FIELDS, VERSION, checksum
+from astrbot_plugin_ltm.operating.transfer import EVENT_FIELDS, FORMAT, ITEM_FIELDS, VERSION, checksum
 from devtools.astrbot_home import Client
 
 pytestmark = pytest.mark.e2e

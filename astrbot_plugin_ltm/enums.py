@@ -1,0 +1,135 @@
+"""Every closed set of values the parts of the plugin store or pass each
+other, one enum per set. Each is a ``StrEnum``: a member is the very string
+stored in SQLite, shown in the review page and sent over the API, so
+``item.status == "active"`` and ``item.status == Status.ACTIVE`` agree."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class MemoryType(StrEnum):
+    PROFILE = "profile"  # who the person is: name, home, job
+    PREFERENCE = "preference"  # likes and dislikes
+    TASK_STATE = "task_state"  # where an ongoing task stands
+    CONSTRAINT = "constraint"  # what to avoid or always do for them
+    EPISODE = "episode"  # something that happened
+
+
+class Status(StrEnum):
+    """A memory's status; only ``active`` memories are ever injected."""
+
+    ACTIVE = "active"
+    SHADOW = "shadow"  # stored for review, never injected
+    DISABLED = "disabled"  # switched off by an operator
+    EXPIRED = "expired"  # past its retention
+
+
+class WriteMode(StrEnum):
+    SHADOW = "shadow"  # every memory is stored as shadow
+    AUTO = "auto"  # active when the thresholds are met
+    MANUAL = "manual"  # every memory waits for approval
+
+
+class InjectionPosition(StrEnum):
+    CONTEXT_MESSAGE = "context_message"  # a temporary part before the user's text
+    SYSTEM_PROMPT = "system_prompt"  # prepended to the system prompt
+
+
+class ExtractionStatus(StrEnum):
+    """How far a recorded event has got through extraction."""
+
+    PENDING = "pending"
+    DONE = "done"
+    FAILED = "failed"  # max attempts reached; kept, retryable by an operator
+    SKIPPED = "skipped"  # nothing to extract (the bot's own lines, a forgotten scope)
+
+
+class SourceType(StrEnum):
+    """What a recorded event is."""
+
+    MESSAGE = "message"
+    TOOL_RESULT = "tool_result"
+    SYSTEM = "system"
+
+
+class Role(StrEnum):
+    """Who produced a recorded event."""
+
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+    SYSTEM = "system"
+
+
+class Method(StrEnum):
+    """How an evidence link was made (``ltm_evidence.extraction_method``)."""
+
+    LLM_EXTRACT = "llm_extract"
+    RULE = "rule"
+    USER_EXPLICIT = "user_explicit"
+
+
+class CandidateSource(StrEnum):
+    """Where a candidate fact comes from: it sets the confidence weight."""
+
+    USER_EXPLICIT = "user_explicit"
+    LLM_EXTRACT = "llm_extract"
+    RULE = "rule"
+    TOOL_RESULT = "tool_result"
+
+
+class AuditAction(StrEnum):
+    """The ``action`` of an audit row."""
+
+    CREATE = "create"
+    CONFIRM = "confirm"  # new evidence for a memory with the same key
+    MERGE = "merge"  # new evidence for a memory that says the same (embedding)
+    SUPERSEDE = "supersede"  # a contradicting statement replaced the fact
+    POLICY = "policy"  # a candidate dropped or refused by the policy
+    STATUS = "status"  # the write policy moved a memory's status
+    REVIVE = "revive"  # the user restated a deleted fact explicitly
+    EVICT = "evict"  # pushed out by max_items_per_scope
+    APPROVE = "approve"
+    REJECT = "reject"
+    DELETE = "delete"
+    EDIT = "edit"
+    EXPIRE = "expire"
+    IMPORT = "import"
+    CONFIG = "config"  # the policy changed in the dashboard
+
+
+# Actions that count as a new memory for the rate limits: an item created,
+# or an item whose fact was replaced by a contradicting one.
+WRITE_ACTIONS = (AuditAction.CREATE, AuditAction.SUPERSEDE)
+
+
+class Outcome(StrEnum):
+    """What the writer did with one candidate."""
+
+    CREATED = "created"
+    CONFIRMED = "confirmed"
+    MERGED = "merged"
+    SUPERSEDED = "superseded"
+    DROPPED = "dropped"
+
+
+class ScopeKind(StrEnum):
+    """Whose memory a scope is: one person's, or one group chat's."""
+
+    USER = "user"
+    GROUP = "group"
+
+
+class Corpus(StrEnum):
+    """What a derived index holds of a scope: its memories or its raw turns."""
+
+    MEMORIES = "memories"
+    TURNS = "turns"
+
+
+MEMORY_TYPES: tuple[str, ...] = tuple(MemoryType)
+SCOPE_KINDS: tuple[str, ...] = tuple(ScopeKind)
+# The raw turns the reader may ever show and the indexes keep: what people
+# and tools said. The bot's own lines are recorded, never shown as turns.
+SHOWN_ROLES: tuple[str, ...] = (Role.USER, Role.TOOL)

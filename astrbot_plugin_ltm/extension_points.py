@@ -1,0 +1,82 @@
+"""The plugin's extension points: every interface a part depends on instead
+of a concrete class, declared together. The engine wires the defaults
+(AstrBot's providers through adapter.py, the LLM extractor, the keyword and
+vector retrievers and indexes); tests and benchmarks pass their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+from sqlalchemy.ext.asyncio import AsyncSession
+
+if TYPE_CHECKING:
+    from .learning.candidates import ExtractionResult
+    from .recalling.retrieval import Found, Query
+    from .scope import Scope
+    from .storing.changes import Change
+    from .storing.tables import MemoryEvent, MemoryItem
+
+# A chat model as extraction uses it: (system prompt, user prompt) -> text.
+Complete = Callable[[str, str], Awaitable[str]]
+
+
+class ModelGateway(Protocol):
+    """How the core reaches AstrBot's chat models (adapter.AstrBotModels)."""
+
+    async def completer(self, provider_id: str, session_id: str | None) -> tuple[Complete, str] | None:
+        """A completion function and the model's name, or None when no
+        provider is available (the events then wait)."""
+        ...
+
+
+class Extractor(Protocol):
+    """Turns a batch of recorded events into candidate facts."""
+
+    async def extract(self, events: Sequence[MemoryEvent]) -> ExtractionResult: ...
+
+
+class Embedder(Protocol):
+    """Text -> vectors (adapter.AstrBotEmbedder; a local model in benchmarks)."""
+
+    # Names the vector space: vectors of another model (or dimension) are
+    # never compared with these; they are embedded again.
+    model_id: str
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        """float32, shape (len(texts), dim)."""
+        ...
+
+
+class TokenCounter(Protocol):
+    """Counts tokens for the read budget (recalling.tokens)."""
+
+    name: str
+
+    def count(self, text: str) -> int: ...
+
+
+class Retriever(Protocol):
+    """Ranks, for a query, the memories and turns of the scopes it reads."""
+
+    name: str
+
+    async def search(self, scopes: list[Scope], query: Query, limit: int) -> Found:
+        """At most ``limit`` memories and ``limit`` turns, best first."""
+        ...
+
+
+class SemanticMatcher(Protocol):
+    """Finds a memory of the scope that says the same as a new fact."""
+
+    async def find(self, session: AsyncSession, scope: Scope, fact: str) -> MemoryItem | None: ...
+
+
+class DerivedIndex(Protocol):
+    """A cache derived from SQLite that follows every committed write
+    (Database.subscribe). It must never hold what SQLite does not: what it
+    cannot apply it drops, to be loaded afresh."""
+
+    async def follow(self, changes: Sequence[Change]) -> None: ...

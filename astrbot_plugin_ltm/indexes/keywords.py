@@ -1,0 +1,166 @@
+"""The reader's keyword search: BM25 per scope and corpus, in memory.
+
+A namespace (indexes.bm25) holds one scope's memories or turns, loaded from
+their keyword rows (storing.keyword_rows) on first use and kept in step
+with committed writes. FTS5 stays the source of truth and answers the
+operators' search; BM25 in numpy answers the reader, faster and weighing a
+term by the scope's own rows (docs/decisions.md, D09).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+
+from sqlalchemy import Connection, text
+
+from ..enums import Corpus
+from ..scope import Scope
+from ..storing.changes import (
+    Change,
+    MemoriesReindexed,
+    MemoryRemoved,
+    MemoryWritten,
+    ScopeForgotten,
+    Tokens,
+    TurnsRecorded,
+    TurnsWithheld,
+)
+from ..storing.database import Database
+from ..storing.keyword_rows import scope_prefix
+from .bm25 import CHUNK, KeywordNamespace, yield_gil
+from .namespaces import COLD_WAIT, Matches, NamespaceCache, Update
+
+# Up to this many rows a search takes well under a millisecond and runs on
+# the event loop; larger namespaces are searched in a thread (D21).
+INLINE_SEARCH_MAX = 20_000
+LOADS = 2  # namespaces loading at once: vector loads never queue behind them
+MAX_LOADED = 256
+
+Key = tuple[Scope, Corpus]
+
+# A corpus's rows of one scope, as (rowid, tokens), from the keyword rows.
+# The turns' rows hold scoped tokens only: SQLite takes the prefix off.
+_ROWS = {
+    Corpus.MEMORIES: "SELECT f.rowid, f.tokens FROM ltm_items i JOIN ltm_items_fts f ON f.rowid = i.id "
+                     "WHERE i.scope = :kind AND i.scope_id = :id",
+    Corpus.TURNS: "SELECT f.rowid, replace(f.scoped, :prefix, '') FROM ltm_events e "
+                  "JOIN ltm_events_fts f ON f.rowid = e.id "
+                  "WHERE e.scope = :kind AND e.scope_id = :id AND NOT e.withheld",
+}
+
+
+def load_namespace(conn: Connection, scope: Scope, corpus: Corpus) -> KeywordNamespace:
+    """A scope's namespace of ``corpus``, built from its keyword rows."""
+    result = conn.execute(text(_ROWS[corpus]),
+                          {"kind": scope.kind, "id": scope.id, "prefix": scope_prefix(scope.kind, scope.id)})
+    rows: list[tuple[int, list[str]]] = []
+    while batch := result.fetchmany(CHUNK):
+        rows += [(rowid, (tokens or "").split()) for rowid, tokens in batch]
+        yield_gil()
+    return KeywordNamespace.build(rows)
+
+
+class KeywordIndex:
+    """The loaded keyword namespaces (a DerivedIndex)."""
+
+    def __init__(self, db: Database, max_loaded: int = MAX_LOADED) -> None:
+        self._db = db
+        self._cache: NamespaceCache[Key, KeywordNamespace] = NamespaceCache(
+            "keyword namespace", self._load, _in_thread, max_loaded)
+        self._load_slots: asyncio.Semaphore | None = None  # made on the loop that uses it
+
+    async def search(self, scopes: list[Scope], corpus: Corpus, terms: list[str],
+                     k: int) -> list[tuple[int, float]]:
+        """(rowid, bm25) of the best ``k`` rows of ``corpus`` in ``scopes``.
+        A namespace still loading after COLD_WAIT adds nothing to this
+        search (it goes on loading for the next)."""
+        if not terms or k <= 0:
+            return []
+        hits: list[tuple[int, float]] = []
+        found = await asyncio.gather(*(self._cache.get((scope, corpus), COLD_WAIT) for scope in scopes))
+        for ns in found:
+            if ns is None:
+                continue
+            if ns.size <= INLINE_SEARCH_MAX:
+                hits += _locked_search(ns, terms, k)
+            else:
+                hits += await asyncio.to_thread(_locked_search, ns, terms, k)
+        hits.sort(key=lambda hit: -hit[1])
+        return hits[:k]
+
+    async def _load(self, key: Key) -> KeywordNamespace:
+        scope, corpus = key
+        if self._load_slots is None:
+            self._load_slots = asyncio.Semaphore(LOADS)
+        async with self._load_slots:
+            return await self._db.load(lambda conn: load_namespace(conn, scope, corpus))
+
+    async def loads_settled(self) -> None:
+        await self._cache.settled()
+
+    @property
+    def loading(self) -> bool:
+        return self._cache.loading
+
+    def clear(self) -> None:
+        self._cache.clear()
+
+    # -- following writes ---------------------------------------------------------
+
+    async def follow(self, changes: Sequence[Change]) -> None:
+        updates: list[tuple[Matches[Key], Update[KeywordNamespace]]] = []
+        for change in changes:
+            match change:
+                case MemoryWritten(scope=scope, item_id=rowid, fact_tokens=tokens) if tokens is not None:
+                    updates.append((_key(scope, Corpus.MEMORIES), _adding([(rowid, tokens)])))
+                case MemoryRemoved(scope=scope, item_id=rowid):
+                    updates.append((_key(scope, Corpus.MEMORIES), _removing([rowid])))
+                case TurnsRecorded(scope=scope, turns=turns):
+                    updates.append((_key(scope, Corpus.TURNS), _adding(turns)))
+                case TurnsWithheld(scope=scope, rowids=rowids):
+                    updates.append((_key(scope, Corpus.TURNS), _removing(rowids)))
+                case ScopeForgotten(scope=scope):
+                    self._cache.invalidate(_key(scope, Corpus.TURNS))
+                case MemoriesReindexed():
+                    self._cache.invalidate(lambda key: key[1] == Corpus.MEMORIES)
+        try:
+            await self._cache.update(updates)
+        except Exception:  # a namespace that missed a write must not be used again
+            for matches, _ in updates:
+                self._cache.invalidate(matches)
+            raise
+
+
+def _key(scope: Scope, corpus: Corpus) -> Matches[Key]:
+    return lambda key: key == (scope, corpus)
+
+
+def _adding(rows: Sequence[tuple[int, Tokens]]) -> Update[KeywordNamespace]:
+    def apply(ns: KeywordNamespace, _replayed: bool) -> bool:
+        with ns.lock:
+            for rowid, tokens in rows:
+                ns.add(rowid, tokens)
+        return True
+
+    return apply
+
+
+def _removing(rowids: Sequence[int]) -> Update[KeywordNamespace]:
+    def apply(ns: KeywordNamespace, _replayed: bool) -> bool:
+        with ns.lock:
+            for rowid in rowids:
+                ns.remove(rowid)
+        return True
+
+    return apply
+
+
+async def _in_thread(fn: Callable[[], list[bool]]) -> list[bool]:
+    # A merge of a large namespace takes a while: off the event loop.
+    return await asyncio.to_thread(fn)
+
+
+def _locked_search(ns: KeywordNamespace, terms: list[str], k: int) -> list[tuple[int, float]]:
+    with ns.lock:
+        return ns.search(terms, k)

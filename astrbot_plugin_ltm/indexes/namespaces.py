@@ -1,0 +1,228 @@
+"""The namespace cache the keyword and the vector index share.
+
+A namespace is what an index holds of one scope (and corpus, and model):
+loaded from SQLite on first use, kept while used (at most ``max_loaded``,
+least recently used first out), and kept in step with committed writes
+through updates the index derives from the change channel. The cache's maps
+are only touched on the event loop; loading and updating a namespace run
+where the index says (a thread).
+
+Three races are handled here once for both indexes:
+
+- two reads of a cold namespace share one load (:class:`Loads`), and only
+  the first reads wait for it, at most ``COLD_WAIT`` in all;
+- an update committed while a namespace loads may be one the load did not
+  see: it is queued and applied to the loaded namespace before it is used
+  (updates are idempotent, so one the load saw does no harm);
+- a namespace invalidated while it loads (its whole scope changed) is
+  loaded again rather than kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from ..logs import log
+
+K = TypeVar("K", bound=Hashable)
+N = TypeVar("N")
+V = TypeVar("V")
+
+# How long a read waits for a namespace to load; past it, that read goes on
+# without the namespace while the load finishes for the next
+# (docs/decisions.md, D15).
+COLD_WAIT = 1.0
+
+# Applied to a namespace: (namespace, replayed) -> False to drop it and load
+# it afresh. ``replayed``: it is applied after a load that may have seen it.
+Update = Callable[[N, bool], bool]
+Matches = Callable[[K], bool]
+Runner = Callable[[Callable[[], list[bool]]], Awaitable[list[bool]]]
+
+
+class Loads(Generic[K, V]):
+    """Loads in flight, one per key: a second caller joins the first's."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what  # for the log: "keyword namespace", "vector namespace"
+        self._running: dict[K, tuple[asyncio.Future[V], float]] = {}  # and when it started
+
+    def __bool__(self) -> bool:
+        return bool(self._running)
+
+    async def get(self, key: K, load: Callable[[], Awaitable[V]], wait: float | None = None) -> V | None:
+        """What ``load`` gives for ``key``, starting it unless it runs.
+
+        ``wait``: how long after the load started a caller still waits for
+        it; later callers get None at once and the load goes on for the
+        next. None: wait until it is done. A failed load is logged; the
+        callers waiting for it get its exception.
+        """
+        running = self._running.get(key)
+        if running is None:
+            task = asyncio.ensure_future(load())
+            running = self._running[key] = (task, time.monotonic())
+            task.add_done_callback(lambda done: self._done(key, done))
+        task, started = running
+        if wait is None:
+            return await asyncio.shield(task)
+        left = wait - (time.monotonic() - started)
+        if left <= 0 and not task.done():
+            return None
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), max(left, 0.0))
+        except TimeoutError:
+            log.info("ltm: %s %s still loading; reads go on without it until it is", self.what, key)
+            return None
+
+    async def settled(self) -> None:
+        """Wait until no load runs (ended well or not: failures are logged)."""
+        while self._running:
+            await asyncio.gather(*(task for task, _ in list(self._running.values())), return_exceptions=True)
+
+    def _done(self, key: K, task: asyncio.Future[V]) -> None:
+        self._running.pop(key, None)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("ltm: %s %s could not be loaded: %s", self.what, key, task.exception())
+
+
+@dataclass
+class _Loading(Generic[N]):
+    updates: list[Update[N]] = field(default_factory=list)  # committed while it loads
+    stale: bool = False  # invalidated while it loads: load it again
+
+
+class NamespaceCache(Generic[K, N]):
+    """Loaded namespaces by key, and the loads and updates in flight.
+
+    ``load(key)`` builds a namespace from SQLite (None: it has nothing, so
+    nothing is kept; asked again after ``empty_recheck`` seconds, or at
+    once when an update names it). ``run(fn)`` runs ``fn`` — updates of
+    namespaces — where the index's namespaces may be changed. ``on_evict``
+    is awaited for a namespace the bound pushes out.
+    """
+
+    def __init__(self, what: str, load: Callable[[K], Awaitable[N | None]], run: Runner, max_loaded: int,
+                 on_evict: Callable[[N], Awaitable[None]] | None = None, empty_recheck: float = 0.0) -> None:
+        self.max_loaded = max_loaded
+        self._load_fn = load
+        self._run = run
+        self._on_evict = on_evict
+        self._empty_recheck = empty_recheck
+        self._loaded: OrderedDict[K, N] = OrderedDict()
+        self._loading: dict[K, _Loading[N]] = {}
+        self._empty: dict[K, float] = {}  # found to hold nothing, and when
+        self._loads: Loads[K, N | None] = Loads(what)
+
+    # -- using -------------------------------------------------------------------
+
+    async def get(self, key: K, wait: float | None = None) -> N | None:
+        """The namespace of ``key``; None if it holds nothing, if it is still
+        loading ``wait`` seconds after its load began, or if its load failed
+        (logged). ``wait`` None: wait until it is loaded, and raise if that
+        fails."""
+        ns = self._loaded.get(key)
+        if ns is not None:
+            self._loaded.move_to_end(key)
+            return ns
+        found_empty = self._empty.get(key)
+        if found_empty is not None and time.monotonic() - found_empty < self._empty_recheck:
+            return None
+        try:
+            return await self._loads.get(key, lambda: self._load(key), wait)
+        except Exception:
+            if wait is None:
+                raise
+            return None
+
+    def peek(self, key: K) -> N | None:
+        """The loaded namespace of ``key``, if any, without loading it."""
+        return self._loaded.get(key)
+
+    def loaded(self) -> Iterator[tuple[K, N]]:
+        return iter(list(self._loaded.items()))
+
+    @property
+    def loading(self) -> bool:
+        return bool(self._loads)
+
+    async def settled(self) -> None:
+        """Wait for the loads that reads left running."""
+        await self._loads.settled()
+
+    def clear(self) -> None:
+        """Forget every loaded namespace (as after a restart)."""
+        self._loaded.clear()
+        self._empty.clear()
+
+    # -- following writes -----------------------------------------------------------
+
+    async def update(self, updates: Sequence[tuple[Matches[K], Update[N]]]) -> None:
+        """Apply committed updates to the namespaces each matches: loaded
+        ones now, loading ones once loaded. A namespace whose update returns
+        False is dropped (loaded afresh when next needed)."""
+        targets: list[tuple[K, N, Update[N]]] = []
+        for matches, apply in updates:
+            self._forget_empty(matches)
+            for key, loading in self._loading.items():
+                if matches(key):
+                    loading.updates.append(apply)
+            targets += [(key, ns, apply) for key, ns in self._loaded.items() if matches(key)]
+        if not targets:
+            return
+        results = await self._run(lambda: [apply(ns, False) for _, ns, apply in targets])
+        for (key, ns, _), ok in zip(targets, results, strict=True):
+            if not ok and self._loaded.get(key) is ns:
+                del self._loaded[key]
+
+    def invalidate(self, matches: Matches[K]) -> None:
+        """Drop the namespaces ``matches`` names: loaded afresh from SQLite
+        when next needed (one loading now is loaded again)."""
+        for key in [k for k in self._loaded if matches(k)]:
+            del self._loaded[key]
+        for key, loading in self._loading.items():
+            if matches(key):
+                loading.stale = True
+        self._forget_empty(matches)
+
+    def _forget_empty(self, matches: Matches[K]) -> None:
+        for key in [k for k in self._empty if matches(k)]:
+            del self._empty[key]
+
+    # -- loading ---------------------------------------------------------------------
+
+    async def _load(self, key: K) -> N | None:
+        while True:
+            loading = self._loading[key] = _Loading()
+            try:
+                ns = await self._load_fn(key)
+                if await self._catch_up(ns, loading):
+                    break
+            finally:
+                del self._loading[key]
+        if ns is None:
+            self._empty[key] = time.monotonic()
+            return None
+        self._loaded[key] = ns
+        while len(self._loaded) > self.max_loaded:
+            _, evicted = self._loaded.popitem(last=False)
+            if self._on_evict is not None:
+                await self._on_evict(evicted)
+        return ns
+
+    async def _catch_up(self, ns: N | None, loading: _Loading[N]) -> bool:
+        """Apply the updates committed while ``ns`` loaded, and those
+        committed while they are applied; False: load it again."""
+        applied = 0
+        while not loading.stale and applied < len(loading.updates):
+            if ns is None:  # something was stored while it found nothing
+                return False
+            batch, applied = loading.updates[applied:], len(loading.updates)
+            if not all(await self._run(lambda batch=batch: [apply(ns, True) for apply in batch])):
+                return False
+        return not loading.stale

@@ -1,0 +1,145 @@
+"""The background fill: memories and turns without a vector of the current
+model get one, a batch at a time, written through the single write point
+(so the vector namespaces follow through the change channel)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from sqlalchemy import and_, func, select
+
+from ..clock import Clock, utcnow
+from ..enums import SHOWN_ROLES, Corpus
+from ..scope import Scope
+from ..storing.database import Database, ReadOnlyError
+from ..storing.tables import EventVector, MemoryEvent, MemoryItem, MemoryVector
+from ..storing.turns import turn_passages
+from ..storing.vector_rows import VECTOR_ROWS, delete_other_models, store_vectors
+from .embeddings import Embeddings
+
+BATCH = 64  # memories or turns per embedding call
+
+
+class VectorFill:
+    def __init__(self, db: Database, embeddings: Embeddings, embed_turns: Callable[[], bool] = lambda: True,
+                 clock: Clock = utcnow, batch_size: int = BATCH) -> None:
+        self.db = db
+        self.embeddings = embeddings
+        self.embed_turns = embed_turns
+        self.clock = clock
+        self.batch_size = batch_size
+        # Per model, the event id below which every turn has been looked at:
+        # events are only appended, so the fill never walks the whole table
+        # again once it has caught up.
+        self._turns_checked: dict[str, int] = {}
+
+    async def fill(self) -> int:
+        """Embed a batch of memories, then of turns, that have no vector of
+        the current model. Returns how many were embedded."""
+        if self.embeddings.embedder is None:
+            return 0
+        if not self.embeddings.model:  # an AstrBot provider names its model on first use
+            await self.embeddings.embed(["model probe"], timeout=self.embeddings.query_timeout * 4)
+        model = self.embeddings.model
+        if not model:
+            return 0
+        done = await self._fill_memories(model)
+        if self.embed_turns():
+            done += await self._fill_turns(model)
+        return done
+
+    async def fill_all(self, max_rounds: int = 1000) -> int:
+        """Batch after batch until nothing is left (or ``max_rounds``)."""
+        total = 0
+        for _ in range(max_rounds):
+            done = await self.fill()
+            if not done:
+                break
+            total += done
+        return total
+
+    async def _fill_memories(self, model: str) -> int:
+        async with self.db.read() as session:
+            items = list((
+                await session.execute(
+                    select(MemoryItem)
+                    .outerjoin(MemoryVector, and_(MemoryVector.item_id == MemoryItem.id, MemoryVector.model == model,
+                                                  VECTOR_ROWS[Corpus.MEMORIES].whole()))
+                    .where(MemoryVector.item_id.is_(None))
+                    .order_by(MemoryItem.id)
+                    .limit(self.batch_size)
+                )
+            ).scalars())
+        if not items:
+            return 0
+        missing = [i.fact for i in items if self.embeddings.primed(i.fact) is None]
+        embedded = await self.embeddings.embed(missing, timeout=self.embeddings.query_timeout * 10) \
+            if missing else np.zeros((0, 1), np.float32)
+        if embedded is None:
+            return 0
+        fresh = dict(zip(missing, embedded, strict=True))
+        vectors = {i.id: self.embeddings.primed(i.fact) if i.fact not in fresh else fresh[i.fact] for i in items}
+        facts = {i.id: i.fact for i in items}
+        try:
+            async with self.db.write() as session:
+                # An item whose fact changed meanwhile waits for the next round.
+                current = dict((await session.execute(
+                    select(MemoryItem.id, MemoryItem.fact).where(MemoryItem.id.in_(list(facts))))).all())
+                keep = [(i.id, Scope(i.scope, i.scope_id)) for i in items
+                        if i.id is not None and current.get(i.id) == facts[i.id]]
+                if not keep:
+                    return 0
+                rowids = [rowid for rowid, _ in keep]
+                await delete_other_models(session, Corpus.MEMORIES, rowids, model)
+                await store_vectors(session, Corpus.MEMORIES, keep, model,
+                                    [np.asarray(vectors[rowid])[None, :] for rowid in rowids], self.clock())
+        except ReadOnlyError:
+            return 0
+        return len(keep)
+
+    async def _fill_turns(self, model: str) -> int:
+        """Every turn of a person or a tool that is not withheld is embedded,
+        in every mode (a bot switched to auto then finds them), as the reader
+        is shown it: who, then each sentence (storing.turns.turn_passages)."""
+        # Filling for this model deletes the turns' vectors of any other, so
+        # how far another model got no longer holds (a switch A → B → A).
+        checked = self._turns_checked.get(model, 0)
+        self._turns_checked = {model: checked}
+        async with self.db.read() as session:
+            last = int((await session.execute(select(func.coalesce(func.max(MemoryEvent.id), 0)))).scalar_one())
+            events = list((
+                await session.execute(
+                    select(MemoryEvent)
+                    .outerjoin(EventVector, and_(EventVector.event_rowid == MemoryEvent.id, EventVector.model == model,
+                                                 VECTOR_ROWS[Corpus.TURNS].whole()))
+                    .where(MemoryEvent.id > checked, MemoryEvent.id <= last, EventVector.event_rowid.is_(None),
+                           MemoryEvent.source_role.in_(SHOWN_ROLES), MemoryEvent.withheld.is_(False))
+                    .order_by(MemoryEvent.id)
+                    .limit(self.batch_size)
+                )
+            ).scalars())
+        if not events:
+            self._turns_checked[model] = last
+            return 0
+        passages = [turn_passages(e.source_type, e.content, e.sender_name or e.sender_id) for e in events]
+        flat = await self.embeddings.embed([p for ps in passages for p in ps],
+                                           timeout=self.embeddings.query_timeout * 10)
+        if flat is None:
+            return 0
+        vectors = np.split(flat, np.cumsum([len(ps) for ps in passages])[:-1])
+        rowids = [e.id for e in events if e.id is not None]
+        try:
+            async with self.db.write() as session:
+                # A turn withheld meanwhile gets no vector.
+                withheld = set((await session.execute(
+                    select(MemoryEvent.id).where(MemoryEvent.id.in_(rowids), MemoryEvent.withheld))).scalars())
+                keep = [n for n, e in enumerate(events) if e.id not in withheld]
+                await delete_other_models(session, Corpus.TURNS, rowids, model)
+                await store_vectors(session, Corpus.TURNS,
+                                    [(rowids[n], Scope(events[n].scope, events[n].scope_id)) for n in keep],
+                                    model, [vectors[n] for n in keep], self.clock())
+        except ReadOnlyError:
+            return 0
+        self._turns_checked[model] = rowids[-1]
+        return len(keep)

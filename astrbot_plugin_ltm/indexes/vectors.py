@@ -1,0 +1,271 @@
+"""The reader's vector search: FAISS namespaces per scope, corpus and model,
+cached (indexes.namespaces), searched on one thread of their own, and kept
+in step with committed writes."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+
+from ..enums import Corpus
+from ..logs import log
+from ..scope import Scope
+from ..storing.changes import (
+    Change,
+    MemoryRemoved,
+    MemoryWritten,
+    ScopeForgotten,
+    TurnsWithheld,
+    VectorsStored,
+)
+from ..storing.database import Database
+from ..storing.vector_rows import Fingerprint, normalise
+from .faiss_files import (
+    EXACT_SEARCH_MAX,
+    STRIDE,
+    NamespaceFiles,
+    VectorNamespace,
+    contents,
+    load_namespace,
+    new_index,
+    one_omp_thread,
+)
+from .namespaces import Matches, NamespaceCache, Update
+
+T = TypeVar("T")
+Key = tuple[Scope, str, Corpus]  # scope, model, corpus
+# A namespace found to have no vectors is asked again after this long (a
+# private chat also reads the legacy per-conversation scope, on every read).
+EMPTY_RECHECK_SECONDS = 30.0
+# A turn's sentences share its rank: a search asks FAISS for this many
+# vectors per turn wanted, then keeps each turn's nearest sentence.
+SENTENCES_SEARCHED = 3
+
+
+class VectorIndex:
+    """The loaded vector namespaces (a DerivedIndex)."""
+
+    def __init__(self, db: Database, directory: Path | None, max_loaded: int = 256) -> None:
+        self.db = db
+        self.files = NamespaceFiles(directory)
+        self._cache: NamespaceCache[Key, VectorNamespace] = NamespaceCache(
+            "vector namespace", self._load, self._locked, max_loaded,
+            on_evict=self._write_changed, empty_recheck=EMPTY_RECHECK_SECONDS)
+        # Searches and changes run on this one thread (one_omp_thread), off
+        # the event loop; faiss indexes are not safe to change while
+        # searched, so both take this lock.
+        self._search_thread: ThreadPoolExecutor | None = None
+        self._index_lock = threading.Lock()
+        self._converting: dict[Key, asyncio.Task[None]] = {}
+
+    @property
+    def max_loaded(self) -> int:
+        return self._cache.max_loaded
+
+    @max_loaded.setter
+    def max_loaded(self, value: int) -> None:
+        self._cache.max_loaded = value
+
+    @property
+    def loaded_count(self) -> int:
+        return sum(1 for _ in self._cache.loaded())
+
+    # -- namespaces --------------------------------------------------------------
+
+    async def namespace(self, scope: Scope, model: str, corpus: Corpus = Corpus.MEMORIES,
+                        wait: float | None = None) -> VectorNamespace | None:
+        """The namespace of ``scope`` for ``model``; None if it has no
+        vectors, or is still loading ``wait`` seconds after its load began,
+        or failed to load. ``wait`` None: wait, and raise if it fails."""
+        return await self._cache.get((scope, model, corpus), wait)
+
+    async def _load(self, key: Key) -> VectorNamespace | None:
+        scope, model, corpus = key
+        return await self.db.load(lambda conn: load_namespace(conn, self.files, scope, model, corpus))
+
+    async def _write_changed(self, ns: VectorNamespace) -> None:
+        if ns.dirty:
+            await asyncio.to_thread(self.files.write, ns, self._index_lock)
+
+    async def loads_settled(self) -> None:
+        await self._cache.settled()
+
+    async def flush(self) -> None:
+        """Write every changed namespace to its file (at shutdown) and let
+        the search thread go (a later search starts another)."""
+        await self.loads_settled()
+        await asyncio.gather(*self._converting.values(), return_exceptions=True)
+        for _, ns in self._cache.loaded():
+            await self._write_changed(ns)
+        thread, self._search_thread = self._search_thread, None
+        if thread is not None:
+            await asyncio.to_thread(thread.shutdown, wait=True)
+
+    def clear(self) -> None:
+        """Forget every loaded namespace (as if evicted, or restarted)."""
+        self._cache.clear()
+
+    # -- searching ---------------------------------------------------------------
+
+    async def search(self, scopes: list[Scope], model: str, query: np.ndarray, k: int,
+                     corpus: Corpus = Corpus.MEMORIES) -> dict[int, float]:
+        """Row id -> cosine similarity, best ``k`` per scope, waiting for
+        every namespace (the writer's dedup must not miss one)."""
+        return (await self.search_corpora(scopes, model, query, k, (corpus,)))[corpus]
+
+    async def search_corpora(self, scopes: list[Scope], model: str, query: np.ndarray, k: int,
+                             corpora: tuple[Corpus, ...], wait: float | None = None) -> dict[Corpus, dict[int, float]]:
+        """Per corpus, row id -> cosine similarity, best ``k`` per scope:
+        the namespaces are loaded first (one still loading ``wait`` seconds
+        after its load began is left out), then searched in one hop to the
+        search thread."""
+        query = normalise(query)
+        keys = [(scope, model, corpus) for corpus in corpora for scope in scopes]
+        todo: list[tuple[Corpus, VectorNamespace]] = []
+        for key, ns in zip(keys, await asyncio.gather(*(self._cache.get(key, wait) for key in keys)), strict=True):
+            if ns is None or ns.size == 0 or ns.dim != query.shape[1]:
+                continue
+            if ns.exact and ns.size > EXACT_SEARCH_MAX and key not in self._converting:
+                self._converting[key] = asyncio.create_task(self._to_inverted_file(key, ns))
+            todo.append((key[2], ns))
+
+        def run() -> dict[Corpus, dict[int, float]]:
+            hits: dict[Corpus, dict[int, float]] = {corpus: {} for corpus in corpora}
+            for corpus, ns in todo:
+                found = hits[corpus]
+                for rowid, sim in list(self._nearest_rows(ns, query, k).items())[:k]:
+                    found[rowid] = max(found.get(rowid, -1.0), sim)
+            return hits
+
+        if not todo:
+            return {corpus: {} for corpus in corpora}
+        return await self._in_search_thread(run)
+
+    def _nearest_rows(self, ns: VectorNamespace, query: np.ndarray, k: int) -> dict[int, float]:
+        """Row id -> similarity of its nearest vector, nearest first, for at
+        least ``k`` rows when the namespace has them. A row with many
+        sentences can fill a search on its own, so a search that found
+        fewer than ``k`` rows is asked again, twice as wide, until it finds
+        them or sees every vector it can reach."""
+        stride = STRIDE[ns.corpus]
+        wanted = k * (SENTENCES_SEARCHED if stride > 1 else 1)
+        while True:
+            count = min(wanted, ns.size)
+            with self._index_lock:
+                sims, ids = ns.index.search(query, count)
+            nearest: dict[int, float] = {}  # a row's nearest vector comes first
+            reached = 0
+            for sim, faiss_id in zip(sims[0], ids[0], strict=True):
+                if faiss_id >= 0:
+                    reached += 1
+                    nearest.setdefault(int(faiss_id) // stride, float(sim))
+            # fewer ids than asked: an inverted file's probed lists are spent
+            if len(nearest) >= k or count >= ns.size or reached < count:
+                return nearest
+            wanted *= 2
+
+    async def _to_inverted_file(self, key: Key, ns: VectorNamespace) -> None:
+        """A namespace that grew past exact search becomes an inverted file,
+        trained in a thread while the flat index goes on answering; swapped
+        in only if nothing was added or removed meanwhile (else the next
+        search tries again)."""
+        try:
+            with self._index_lock:
+                vectors, ids = contents(ns.index)
+            changes = ns.changes
+            index = await asyncio.to_thread(new_index, ns.dim, vectors, ids)
+            if self._cache.peek(key) is ns and ns.changes == changes:
+                with self._index_lock:
+                    ns.index = index
+                ns.dirty = True
+                log.info("ltm: vector namespace %s (%s) now searched as an inverted file",
+                         key[0].namespace, key[2])
+        except Exception as exc:  # stays exact; tried again on a later search
+            log.warning("ltm: could not convert vector namespace %s (%s)", key[0].namespace, exc)
+        finally:
+            self._converting.pop(key, None)
+
+    async def _in_search_thread(self, fn: Callable[[], T]) -> T:
+        if self._search_thread is None:
+            self._search_thread = ThreadPoolExecutor(1, thread_name_prefix="ltm-vectors", initializer=one_omp_thread)
+        return await asyncio.get_running_loop().run_in_executor(self._search_thread, fn)
+
+    async def _locked(self, fn: Callable[[], list[bool]]) -> list[bool]:
+        def run() -> list[bool]:
+            with self._index_lock:
+                return fn()
+
+        return await self._in_search_thread(run)
+
+    # -- following writes -------------------------------------------------------------
+
+    async def follow(self, changes: Sequence[Change]) -> None:
+        updates: list[tuple[Matches[Key], Update[VectorNamespace]]] = []
+
+        def remove(scope: Scope, corpus: Corpus, rowids: Sequence[int]) -> None:
+            last = updates[-1][1] if updates else None
+            if isinstance(last, _Removal) and last.scope == scope and last.corpus == corpus:
+                last.rowids += rowids  # one pass over a flat index for a run of removals
+            else:
+                updates.append((_of(scope, corpus), _Removal(scope, corpus, list(rowids))))
+
+        for change in changes:
+            match change:
+                case VectorsStored(corpus=corpus, scope=scope, model=model, rowids=rowids, vectors=vectors,
+                                   fingerprint=stored):
+                    key = (scope, model, corpus)
+                    updates.append((lambda k, key=key: k == key, _storing(corpus, rowids, vectors, stored)))
+                case MemoryWritten(scope=scope, item_id=rowid, fact_tokens=tokens, created=False) \
+                        if tokens is not None:
+                    remove(scope, Corpus.MEMORIES, [rowid])  # the old fact's vector
+                case MemoryRemoved(scope=scope, item_id=rowid):
+                    remove(scope, Corpus.MEMORIES, [rowid])
+                case TurnsWithheld(scope=scope, rowids=rowids):
+                    remove(scope, Corpus.TURNS, rowids)
+                case ScopeForgotten(scope=scope):
+                    self._cache.invalidate(_of(scope, Corpus.TURNS))
+        try:
+            await self._cache.update(updates)
+        except Exception:  # a namespace that missed a write must not be used again
+            for matches, _ in updates:
+                self._cache.invalidate(matches)
+            raise
+
+
+def _of(scope: Scope, corpus: Corpus) -> Matches[Key]:
+    """The scope's namespaces of ``corpus``, whatever their model."""
+    return lambda key: key[0] == scope and key[2] == corpus
+
+
+class _Removal:
+    """Vectors deleted by SQL leave the namespaces too."""
+
+    def __init__(self, scope: Scope, corpus: Corpus, rowids: list[int]) -> None:
+        self.scope, self.corpus, self.rowids = scope, corpus, rowids
+
+    def __call__(self, ns: VectorNamespace, replayed: bool) -> bool:
+        ns.remove(self.rowids)
+        ns.fingerprint = ()  # recomputed from SQLite when next loaded from its file
+        return True
+
+
+def _storing(corpus: Corpus, rowids: tuple[int, ...], vectors: tuple[np.ndarray, ...],
+             stored: Fingerprint) -> Update[VectorNamespace]:
+    def apply(ns: VectorNamespace, replayed: bool) -> bool:
+        if any(v.shape[1] != ns.dim for v in vectors):
+            return False  # another dimension: rebuilt from SQLite on next use
+        # A memory's vector replaces its old fact's; a turn's content never
+        # changes, unless a load may already have read it.
+        ns.put(list(rowids), list(vectors), replace=corpus == Corpus.MEMORIES or replayed)
+        # Replayed after a load, the fingerprint no longer says which rows
+        # the index holds: its file is rebuilt rather than trusted.
+        ns.fingerprint = () if replayed else stored
+        return True
+
+    return apply

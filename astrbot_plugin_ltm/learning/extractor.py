@@ -1,0 +1,201 @@
+"""LLM candidate extraction (design §3.2) with strict output validation.
+
+The prompt numbers each line of the batch and asks for the line numbers a
+fact comes from, so every candidate is evidenced by real events, a fact
+is attributed to the person who said it, and a fact that only the
+assistant said is refused: the bot must never remember its own words as
+something a user told it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from ..enums import MEMORY_TYPES, SHOWN_ROLES, CandidateSource, Role, SourceType
+from ..extension_points import Complete
+from ..logs import log
+from ..storing.tables import MemoryEvent
+from ..text import normalize_fact_key
+from .candidates import Candidate, ExtractionResult, Rejection
+
+
+SYSTEM_PROMPT = """You extract long-term memory from a chat transcript.
+Each transcript line is numbered and names its speaker.
+Return ONLY a JSON array (no prose, no code fence). Each element:
+{"type": "profile|preference|task_state|constraint|episode",
+ "fact": "one concise statement, naming the person it is about",
+ "fact_key": "short stable key for what the fact is about, e.g. alice_home_city",
+ "confidence": 0.0-1.0, "importance": 0.0-1.0, "lines": [line numbers]}
+Rules:
+- Only durable, useful facts stated by a human speaker or a tool result; never facts the assistant said about itself.
+- Name the person (use the speaker's name); never write "the user".
+- Write the fact in the language the speaker used.
+- "lines" lists the transcript lines the fact comes from.
+- Output [] if nothing is worth remembering."""
+
+_GENERIC_USER = [
+    (re.compile(r"\b[Tt]he user's\b"), "{name}'s"),
+    (re.compile(r"\b[Tt]he user\b"), "{name}"),
+    (re.compile(r"\bUser's\b"), "{name}'s"),
+    (re.compile(r"\bUser\b"), "{name}"),
+    (re.compile("用户"), "{name}"),
+]
+
+
+class MalformedOutput(ValueError):
+    """The model's whole answer could not be read as facts."""
+
+
+def event_line(event: MemoryEvent) -> str:
+    """How one event reads in a transcript."""
+    content = event.content or {}
+    if event.source_type == SourceType.TOOL_RESULT:
+        note = " (truncated)" if content.get("truncated") else ""
+        return (
+            f"tool {content.get('tool', '?')}({json.dumps(content.get('args', {}), ensure_ascii=False)})"
+            f" returned{note}: {content.get('result', '')}"
+        )
+    if event.source_role == Role.ASSISTANT:
+        return f"assistant: {content.get('text', '')}"
+    who = event.sender_name or event.sender_id or "someone"
+    return f"{who} (user id {event.sender_id}): {content.get('text', '')}"
+
+
+def build_transcript(events: Sequence[MemoryEvent]) -> str:
+    return "\n".join(f"[{n}] {event_line(e)}" for n, e in enumerate(events, start=1))
+
+
+def _json_payload(text: str) -> Any:
+    text = text.strip()
+    fence = re.match(r"^```(?:json)?\s*(.*?)\s*```$", text, re.S)
+    if fence:
+        text = fence.group(1)
+    return json.loads(text)
+
+
+def _unit_number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) and 0.0 <= value <= 1.0 else None
+
+
+def validate(
+    payload: Any, events: Sequence[MemoryEvent], max_fact_chars: int
+) -> tuple[list[Candidate], list[Rejection]]:
+    """Check every candidate; keep the valid ones, give a reason for each other."""
+    if isinstance(payload, dict) and isinstance(payload.get("facts"), list):
+        payload = payload["facts"]
+    if not isinstance(payload, list):
+        return [], [Rejection(payload, "output is not a JSON array of facts")]
+    accepted: list[Candidate] = []
+    rejected: list[Rejection] = []
+    humans = {e.sender_id: e for e in events if e.source_role == Role.USER}
+    for raw in payload:
+        reason, candidate = _check(raw, events, humans, max_fact_chars)
+        if candidate is None:
+            rejected.append(Rejection(raw, reason))
+        else:
+            accepted.append(candidate)
+    return accepted, rejected
+
+
+def _check(raw: Any, events: Sequence[MemoryEvent], humans: dict[str | None, MemoryEvent],
+           max_fact_chars: int) -> tuple[str, Candidate | None]:
+    if not isinstance(raw, dict):
+        return "not an object", None
+    mtype = raw.get("type")
+    if mtype not in MEMORY_TYPES:
+        return f"unknown type {mtype!r}", None
+    fact = raw.get("fact")
+    if not isinstance(fact, str) or not fact.strip():
+        return "missing or empty fact", None
+    fact = " ".join(fact.split())
+    if len(fact) > max_fact_chars:
+        return f"fact longer than {max_fact_chars} characters", None
+    conf = _unit_number(raw.get("confidence"))
+    if conf is None:
+        return f"confidence {raw.get('confidence')!r} is not a number in 0..1", None
+    importance = _unit_number(raw.get("importance", 0.5))
+    if importance is None:
+        return f"importance {raw.get('importance')!r} is not a number in 0..1", None
+    key_raw = raw.get("fact_key") or fact
+    if not isinstance(key_raw, str):
+        return f"fact_key {key_raw!r} is not text", None
+    key = normalize_fact_key(key_raw)
+    if not key:
+        return "fact_key is empty after normalisation", None
+
+    lines = raw.get("lines")
+    if lines is None:
+        # No line numbers: acceptable only when one person could have said it.
+        sources = [e for e in events if e.source_role in SHOWN_ROLES]
+        if len(humans) > 1:
+            return "no lines given and several people spoke: cannot attribute", None
+    else:
+        if not isinstance(lines, list) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= len(events) for n in lines
+        ):
+            return f"lines {lines!r} do not refer to transcript lines", None
+        sources = [events[n - 1] for n in dict.fromkeys(lines)]
+        sources = [e for e in sources if e.source_role in SHOWN_ROLES]
+    if not sources:
+        return "only the assistant said this", None
+
+    speakers = {e.sender_id for e in sources if e.source_role == Role.USER}
+    if len(speakers) == 1:
+        speaker = humans[next(iter(speakers))]
+        name = speaker.sender_name or speaker.sender_id or ""
+        for pattern, replacement in _GENERIC_USER:
+            text = replacement.format(name=name)
+            fact = pattern.sub(lambda _, text=text: text, fact)  # a name is literal text
+    elif any(p.search(fact) for p, _ in _GENERIC_USER):
+        return "fact says 'the user' but several people are its source", None
+    source = CandidateSource.TOOL_RESULT if all(e.source_role == Role.TOOL for e in sources) \
+        else CandidateSource.LLM_EXTRACT
+    return "", Candidate(
+        type=mtype,
+        fact=fact,
+        fact_key=key,
+        confidence=conf,
+        importance=importance,
+        event_ids=[e.event_id for e in sources],
+        source=source,
+    )
+
+
+class LLMExtractor:
+    def __init__(self, complete: Complete, model: str = "", max_fact_chars: int = 300) -> None:
+        self._complete = complete
+        self._model = model
+        self._max_fact_chars = max_fact_chars
+
+    async def extract(self, events: Sequence[MemoryEvent]) -> ExtractionResult:
+        prompt = "Transcript:\n" + build_transcript(events)
+        meta = {
+            "model": self._model,
+            "prompt_hash": hashlib.sha256((SYSTEM_PROMPT + prompt).encode()).hexdigest()[:16],
+        }
+        # Any exception from the provider propagates: the worker keeps the
+        # events pending and retries with backoff. Invalid single candidates
+        # are only rejected, with a reason each.
+        text = await self._complete(SYSTEM_PROMPT, prompt)
+        try:
+            payload = _json_payload(text or "")
+        except (json.JSONDecodeError, TypeError) as exc:
+            # The whole answer is unusable: retry later, like a failed call,
+            # rather than mark the events done with nothing learnt.
+            raise MalformedOutput(f"malformed JSON from the model: {exc}: {str(text)[:200]!r}") from exc
+        if not isinstance(payload, (list, dict)):
+            raise MalformedOutput(f"the model answered {type(payload).__name__}, not a JSON array")
+        accepted, rejected = validate(payload, events, self._max_fact_chars)
+        for r in rejected:
+            log.info("ltm: candidate rejected (%s): %.200r", r.reason, r.raw)
+        for c in accepted:
+            c.meta = meta
+        return ExtractionResult(accepted, rejected, meta)

@@ -1,0 +1,66 @@
+"""How many memories a conversation and a scope have gained lately: the
+counts the write policy's rate limits are checked against."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from ..enums import WRITE_ACTIONS
+from ..scope import Scope
+from ..storing.tables import MemoryAudit
+
+# A private chat on QQ or Telegram keeps one unified_msg_origin for ever:
+# counting its writes over a day keeps the per-session limit a limit on
+# bursts, not a lifetime cap on learning about a person (D20).
+SESSION_WINDOW = timedelta(hours=24)
+
+
+class WriteCounts:
+    """Writes already made this session / hour, looked up once per batch
+    and counted on as the batch writes."""
+
+    def __init__(self, session: AsyncSession, scope: Scope, now: datetime) -> None:
+        self._session = session
+        self._scope = scope
+        self._since = now - timedelta(hours=1)
+        self._session_since = now - SESSION_WINDOW
+        self._by_session: dict[str | None, int] = {}
+        self._hour: int | None = None
+
+    async def session(self, session_id: str | None) -> int:
+        if session_id is None:
+            return 0
+        if session_id not in self._by_session:
+            self._by_session[session_id] = (
+                await self._session.execute(
+                    select(func.count()).select_from(MemoryAudit).where(
+                        MemoryAudit.session_id == session_id,
+                        MemoryAudit.action.in_(WRITE_ACTIONS),
+                        MemoryAudit.created_at >= self._session_since,
+                    )
+                )
+            ).scalar_one()
+        return self._by_session[session_id]
+
+    async def hour(self) -> int:
+        if self._hour is None:
+            self._hour = (
+                await self._session.execute(
+                    select(func.count()).select_from(MemoryAudit).where(
+                        MemoryAudit.scope == self._scope.kind,
+                        MemoryAudit.scope_id == self._scope.id,
+                        MemoryAudit.action.in_(WRITE_ACTIONS),
+                        MemoryAudit.created_at >= self._since,
+                    )
+                )
+            ).scalar_one()
+        return self._hour
+
+    def add(self, session_id: str | None) -> None:
+        if session_id is not None:
+            self._by_session[session_id] = self._by_session.get(session_id, 0) + 1
+        if self._hour is not None:
+            self._hour += 1

@@ -1,0 +1,268 @@
+"""Background extraction: pending events → candidates → the writer.
+
+Per scope, the worker waits until the conversation has been quiet for
+``extraction.idle_seconds`` (or a full batch is waiting), sends up to
+``batch_size`` events to the extractor, and then, in one transaction,
+writes the memories and marks the events done. A failed, timed-out or
+unreadable call changes nothing but the events' attempt count: they stay
+pending and are retried with exponential backoff, and after
+``max_attempts`` they are marked failed — still stored, and retryable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from ..background import BackgroundTask
+from ..clock import Clock, as_utc, utcnow
+from ..config import LTMConfig
+from ..enums import SHOWN_ROLES, AuditAction, ExtractionStatus, Method
+from ..extension_points import Extractor
+from ..indexes.embeddings import Embeddings
+from ..indexes.vector_fill import VectorFill
+from ..logs import log
+from ..scope import Scope
+from ..storing.audit import audit
+from ..storing.database import Database, ReadOnlyError
+from ..storing.tables import MemoryEvent
+from .retention import sweep_expired
+from .writer import MemoryWriter, WriteOutcome
+
+
+ACTOR = "system:extractor"
+# Resolves the extractor for a conversation (its unified_msg_origin); None
+# when no provider is available, in which case the events simply wait.
+ExtractorFor = Callable[[str | None], Awaitable[Extractor | None]]
+
+
+@dataclass
+class BatchResult:
+    scope: Scope
+    events: int
+    ok: bool
+    outcomes: list[WriteOutcome]
+    error: str = ""
+
+
+class ExtractionWorker:
+    def __init__(
+        self,
+        db: Database,
+        writer: MemoryWriter,
+        extractor_for: ExtractorFor,
+        config: Callable[[], LTMConfig],
+        clock: Clock = utcnow,
+        embeddings: Embeddings | None = None,
+        fill: VectorFill | None = None,
+    ) -> None:
+        self._db = db
+        self._writer = writer
+        self._embeddings = embeddings  # candidates' facts embedded before their write (semantic dedup)
+        self._fill = fill
+        self._extractor_for = extractor_for
+        self._config = config
+        self._clock = clock
+        self._task = BackgroundTask("ltm-extraction", self._run)
+        self._kick = asyncio.Event()
+        self._last_sweep: datetime | None = None
+
+    async def ready_scopes(self, ignore_idle: bool = False) -> list[Scope]:
+        cfg = self._config().extraction
+        now = self._clock()
+        due = and_(
+            MemoryEvent.extraction_status == ExtractionStatus.PENDING,
+            or_(MemoryEvent.next_attempt_at.is_(None), MemoryEvent.next_attempt_at <= now),
+        )
+        async with self._db.read() as session:
+            rows = await session.execute(
+                select(
+                    MemoryEvent.scope,
+                    MemoryEvent.scope_id,
+                    func.count(),
+                    func.max(MemoryEvent.created_at),
+                )
+                .where(due)
+                .group_by(MemoryEvent.scope, MemoryEvent.scope_id)
+            )
+            quiet_since = now - timedelta(seconds=cfg.idle_seconds)
+            return [
+                Scope(kind, sid)
+                for kind, sid, count, latest in rows
+                if ignore_idle or count >= cfg.batch_size or as_utc(latest) <= quiet_since
+            ]
+
+    async def run_once(self, ignore_idle: bool = False) -> list[BatchResult]:
+        """Process every scope that is ready now, one batch each."""
+        if self._db.is_read_only():
+            return []  # every model call would be paid for and thrown away
+        results = []
+        for scope in await self.ready_scopes(ignore_idle):
+            result = await self.process_scope(scope)
+            if result is not None:
+                results.append(result)
+        return results
+
+    async def drain(self, max_batches: int = 1000) -> list[BatchResult]:
+        """Extract everything pending now, ignoring the idle wait, then embed
+        the new items (tests, benchmarks, tools)."""
+        results: list[BatchResult] = []
+        while len(results) < max_batches:
+            batch = await self.run_once(ignore_idle=True)
+            results.extend(batch)
+            if not batch or not any(r.ok for r in batch):
+                break
+        await self.fill_vectors()
+        return results
+
+    async def fill_vectors(self, max_rounds: int = 1000) -> int:
+        """Embed memories and turns that have no vector yet, batch by batch."""
+        return 0 if self._fill is None else await self._fill.fill_all(max_rounds)
+
+    async def _pending(self, scope: Scope) -> list[MemoryEvent]:
+        now = self._clock()
+        async with self._db.read() as session:
+            rows = await session.execute(
+                select(MemoryEvent)
+                .where(
+                    MemoryEvent.scope == scope.kind,
+                    MemoryEvent.scope_id == scope.id,
+                    MemoryEvent.extraction_status == ExtractionStatus.PENDING,
+                    or_(MemoryEvent.next_attempt_at.is_(None), MemoryEvent.next_attempt_at <= now),
+                )
+                .order_by(MemoryEvent.created_at, MemoryEvent.id)
+                .limit(self._config().extraction.batch_size)
+            )
+            return list(rows.scalars())
+
+    async def process_scope(self, scope: Scope) -> BatchResult | None:
+        events = await self._pending(scope)
+        if not events:
+            return None
+        if not any(e.source_role in SHOWN_ROLES for e in events):
+            await self._mark(events, ExtractionStatus.SKIPPED)
+            return BatchResult(scope, len(events), True, [])
+        cfg = self._config()
+        extractor = await self._extractor_for(events[-1].session_id)
+        if extractor is None:
+            log.warning("ltm: no extraction provider available; %d event(s) wait", len(events))
+            return BatchResult(scope, len(events), False, [], "no extraction provider")
+        try:
+            result = await asyncio.wait_for(
+                extractor.extract(events), timeout=cfg.extraction.timeout_seconds
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            await self._failed(events, error)
+            return BatchResult(scope, len(events), False, [], error)
+
+        if self._embeddings is not None and result.candidates:
+            await self._embeddings.prime([c.fact for c in result.candidates])
+        session_of = {e.event_id: e.session_id for e in events}
+        for candidate in result.candidates:
+            candidate.session_id = session_of.get(candidate.event_ids[0])
+        try:
+            async with self._db.write() as session:
+                outcomes = await self._writer.apply(
+                    session, scope, result.candidates, method=Method.LLM_EXTRACT, actor=ACTOR
+                )
+                for rejection in result.rejected:
+                    audit(
+                        session, AuditAction.POLICY, ACTOR, f"invalid candidate: {rejection.reason}",
+                        scope=scope, decision="rejected", raw=repr(rejection.raw)[:500],
+                    )
+                await self._set_status(session, events, ExtractionStatus.DONE)
+        except ReadOnlyError:
+            return BatchResult(scope, len(events), False, [], "emergency_read_only")
+        except Exception as exc:
+            # Rolled back as a whole; back off like a failed call so one bad
+            # scope neither blocks the others nor calls the model every poll.
+            log.exception("ltm: writing extracted memories failed")
+            error = f"write failed: {type(exc).__name__}: {exc}"
+            await self._failed(events, error)
+            return BatchResult(scope, len(events), False, [], error)
+        return BatchResult(scope, len(events), True, outcomes)
+
+    @staticmethod
+    async def _set_status(session: AsyncSession, events: Sequence[MemoryEvent], status: str) -> None:
+        await session.execute(
+            update(MemoryEvent)
+            .where(MemoryEvent.id.in_([e.id for e in events]))
+            .values(extraction_status=status, last_error=None, next_attempt_at=None)
+        )
+
+    async def _mark(self, events: Sequence[MemoryEvent], status: str) -> None:
+        try:
+            async with self._db.write() as session:
+                await self._set_status(session, events, status)
+        except ReadOnlyError:
+            pass
+
+    async def _failed(self, events: Sequence[MemoryEvent], error: str) -> None:
+        cfg = self._config().extraction
+        now = self._clock()
+        attempts = max(e.attempts for e in events) + 1
+        give_up = attempts >= cfg.max_attempts
+        retry_at = now + timedelta(seconds=cfg.backoff_seconds * 2 ** (attempts - 1))
+        log.warning(
+            "ltm: extraction of %d event(s) failed (attempt %d/%d): %s; %s",
+            len(events), attempts, cfg.max_attempts, error,
+            "marked failed" if give_up else f"retry at {retry_at:%H:%M:%S} UTC",
+        )
+        try:
+            async with self._db.write() as session:
+                await session.execute(
+                    update(MemoryEvent)
+                    .where(MemoryEvent.id.in_([e.id for e in events]))
+                    .values(
+                        attempts=attempts,
+                        last_error=error[:1000],
+                        next_attempt_at=None if give_up else retry_at,
+                        extraction_status=ExtractionStatus.FAILED if give_up else ExtractionStatus.PENDING,
+                    )
+                )
+        except ReadOnlyError:
+            pass
+
+    async def sweep_expired(self) -> int:
+        """Mark memories past their retention as expired (learning.retention)."""
+        return await sweep_expired(self._db, self._clock)
+
+    # -- loop ------------------------------------------------------------
+
+    def kick(self) -> None:
+        """Look for work now instead of at the next poll."""
+        self._kick.set()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                if self._config().enable:
+                    await self.run_once()
+                    await self.fill_vectors(max_rounds=20)
+                now = self._clock()
+                if self._last_sweep is None or now - self._last_sweep > timedelta(hours=1):
+                    await self.sweep_expired()
+                    self._last_sweep = now
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("ltm: extraction worker error; continuing")
+            try:
+                await asyncio.wait_for(self._kick.wait(), timeout=self._config().extraction.poll_seconds)
+            except TimeoutError:
+                pass
+            self._kick.clear()
+
+    def start(self) -> None:
+        self._task.start()
+
+    async def stop(self) -> None:
+        await self._task.stop()

@@ -1,0 +1,260 @@
+"""The write pipeline after extraction, one candidate at a time:
+**decide** what it would do to memory (dedup and merge with what is known,
+confidence), ask the write policy's **gate**, then **persist** it with its
+evidence and an audit row.
+
+:meth:`MemoryWriter.apply` works inside the caller's transaction, so a batch
+of candidates and the marking of its events as extracted commit together or
+not at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from ..clock import Clock, utcnow
+from ..config import LTMConfig
+from ..enums import WRITE_ACTIONS, AuditAction, CandidateSource, Method, Outcome, Status
+from ..extension_points import SemanticMatcher
+from ..scope import Scope
+from ..storing.audit import audit
+from ..storing.memory_rows import fact_written, memory_changed
+from ..storing.removal import remove_memory
+from ..storing.tables import MemoryEvidence, MemoryItem, MemoryTombstone
+from ..text import contradicts, normalize_fact_key
+from .candidates import Candidate
+from .policy import GateDecision, GateInput, confidence, gate
+from .rate_limits import WriteCounts
+
+_DONE = {AuditAction.CREATE: Outcome.CREATED, AuditAction.CONFIRM: Outcome.CONFIRMED,
+         AuditAction.MERGE: Outcome.MERGED, AuditAction.SUPERSEDE: Outcome.SUPERSEDED}
+
+
+@dataclass(frozen=True)
+class WriteOutcome:
+    action: Outcome
+    memory_id: str | None
+    status: str | None
+    reason: str
+    fact: str = ""
+
+
+@dataclass
+class Plan:
+    """What a candidate would do to memory, decided before the gate."""
+
+    action: AuditAction  # create, confirm, merge or supersede
+    key: str
+    item: MemoryItem | None  # the memory it adds to; None: a new one
+    confidence: float  # the memory's confidence if it is written
+    evidence_count: int
+    evidence_meta: dict[str, object]
+    new_events: list[str] = field(default_factory=list)  # evidence links to add
+    relinked: list[MemoryEvidence] = field(default_factory=list)  # links a supersede re-points
+    revive: MemoryTombstone | None = None  # an explicit restatement of a deleted fact
+
+
+class MemoryWriter:
+    def __init__(self, config: Callable[[], LTMConfig], clock: Clock = utcnow,
+                 matcher: SemanticMatcher | None = None) -> None:
+        self._config = config
+        self._clock = clock
+        self.matcher = matcher
+
+    async def apply(self, session: AsyncSession, scope: Scope, candidates: Sequence[Candidate], *,
+                    method: Method, actor: str) -> list[WriteOutcome]:
+        counts = WriteCounts(session, scope, self._clock())
+        return [await self._apply_one(session, scope, c, method, actor, counts) for c in candidates]
+
+    async def _apply_one(self, session: AsyncSession, scope: Scope, c: Candidate, method: Method, actor: str,
+                         counts: WriteCounts) -> WriteOutcome:
+        cfg, now = self._config(), self._clock()
+        explicit = method == Method.USER_EXPLICIT
+        decided = await self._decide(session, scope, c, explicit, cfg)
+        if not isinstance(decided, Plan):
+            return self._drop(session, scope, c, decided, actor, now) if isinstance(decided, str) else decided
+        plan = decided
+        verdict = gate(cfg.write_policy, GateInput(
+            type=c.type if plan.item is None else plan.item.type,
+            confidence=plan.confidence,
+            evidence_count=plan.evidence_count,
+            is_new=plan.action in WRITE_ACTIONS,
+            explicit=explicit,
+            writes_this_session=await counts.session(c.session_id),
+            writes_this_hour=await counts.hour(),
+        ))
+        if not verdict.allowed:
+            return self._drop(session, scope, c, verdict.reason, actor, now, plan.key)
+        outcome = await self._persist(session, scope, c, plan, verdict, method, actor, now, cfg)
+        if plan.action in WRITE_ACTIONS:
+            counts.add(c.session_id)
+        return outcome
+
+    # -- decide ---------------------------------------------------------------------
+
+    async def _decide(self, session: AsyncSession, scope: Scope, c: Candidate, explicit: bool,
+                      cfg: LTMConfig) -> Plan | WriteOutcome | str:
+        """The plan for ``c``; a reason to drop it; or, when it only repeats
+        evidence already linked, the outcome."""
+        key = normalize_fact_key(c.fact_key or c.fact)
+        if not key:
+            return "empty fact key"
+        # One limit for every source: extraction, explicit requests, imports.
+        if len(c.fact) > cfg.extraction.max_fact_chars:
+            return f"fact longer than {cfg.extraction.max_fact_chars} characters"
+        tomb = await session.get(MemoryTombstone, (scope.kind, scope.id, key))
+        if tomb is not None and not explicit:
+            return f"tombstoned by {tomb.actor}: {tomb.reason}"
+
+        item = (await session.execute(select(MemoryItem).where(
+            MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id, MemoryItem.fact_key == key,
+        ))).scalar_one_or_none()
+        action = AuditAction.CONFIRM
+        if item is not None and contradicts(item.fact, c.fact):
+            action = AuditAction.SUPERSEDE
+        elif item is None and self.matcher is not None:
+            item = await self.matcher.find(session, scope, c.fact)
+            action = AuditAction.MERGE
+        if item is None:
+            action = AuditAction.CREATE
+
+        weighted = confidence(c.confidence, c.source)
+        plan = Plan(action, key, item, weighted, 1,
+                    {**c.meta, "confidence": {"base": c.confidence, "source": c.source, "weighted": weighted}},
+                    list(dict.fromkeys(c.event_ids)), revive=tomb)
+        if item is None:
+            return plan
+        links = (await session.execute(
+            select(MemoryEvidence).where(MemoryEvidence.memory_id == item.memory_id))).scalars().all()
+        linked = {link.event_id: link for link in links}
+        plan.new_events = [e for e in plan.new_events if e not in linked]
+        # A contradiction stated in an already linked line ("I used to live
+        # in Paris, now London") re-points that link to the new fact.
+        if action == AuditAction.SUPERSEDE:
+            plan.relinked = [linked[e] for e in c.event_ids if e in linked]
+        if not plan.new_events and not plan.relinked:
+            return WriteOutcome(Outcome.CONFIRMED, item.memory_id, item.status, "evidence already linked", item.fact)
+        if action == AuditAction.SUPERSEDE:
+            plan.confidence = confidence(c.confidence, c.source, 1, contradicted=True)
+        else:
+            plan.evidence_count = item.evidence_count + 1
+            plan.confidence = _merged_confidence(links, item, weighted, plan.evidence_count)
+        return plan
+
+    # -- persist --------------------------------------------------------------------
+
+    async def _persist(self, session: AsyncSession, scope: Scope, c: Candidate, plan: Plan, verdict: GateDecision,
+                       method: Method, actor: str, now: datetime, cfg: LTMConfig) -> WriteOutcome:
+        if plan.revive is not None:
+            await session.delete(plan.revive)
+            audit(session, AuditAction.REVIVE, actor, "the user explicitly restated a deleted fact",
+                  scope=scope, session_id=c.session_id, now=now, fact_key=plan.key, fact=c.fact)
+        previous_fact = None
+        if plan.item is None:
+            await self._make_room(session, scope, cfg.write_policy.max_items_per_scope, actor, now)
+            item = MemoryItem(
+                scope=scope.kind, scope_id=scope.id, type=c.type, fact=c.fact, fact_key=plan.key,
+                confidence=plan.confidence, importance=c.importance, evidence_count=1,
+                ttl_days=cfg.ttl_days(c.type), status=verdict.status or Status.SHADOW,
+                awaiting_approval=verdict.awaiting_approval, created_at=now, updated_at=now,
+            )
+            session.add(item)
+            await session.flush()
+            await fact_written(session, item, created=True)
+        else:
+            item = plan.item
+            previous_fact = await self._update(session, item, c, plan, verdict, actor, now, cfg)
+        for link in plan.relinked:
+            link.extraction_meta = plan.evidence_meta
+            link.extraction_method = method
+        for event_id in plan.new_events:
+            session.add(MemoryEvidence(memory_id=item.memory_id, event_id=event_id, extraction_method=method,
+                                       extraction_meta=plan.evidence_meta, created_at=now))
+        audit(session, plan.action, actor, verdict.reason, item=item, session_id=c.session_id, now=now,
+              fact=item.fact, confidence=plan.confidence, evidence_count=item.evidence_count,
+              status=item.status, events=c.event_ids,
+              **({"previous_fact": previous_fact} if previous_fact not in (None, item.fact) else {}))
+        return WriteOutcome(_DONE[plan.action], item.memory_id, item.status, verdict.reason, item.fact)
+
+    async def _update(self, session: AsyncSession, item: MemoryItem, c: Candidate, plan: Plan,
+                      verdict: GateDecision, actor: str, now: datetime, cfg: LTMConfig) -> str:
+        """New evidence for an existing memory; returns its fact before."""
+        old_fact, old_status = item.fact, item.status
+        if plan.action == AuditAction.SUPERSEDE:
+            for link in (await session.execute(
+                    select(MemoryEvidence).where(MemoryEvidence.memory_id == item.memory_id))).scalars():
+                link.extraction_meta = {**(link.extraction_meta or {}), "superseded": True}
+            item.fact = c.fact
+            item.importance = max(item.importance, c.importance)
+        elif plan.action == AuditAction.MERGE and confidence(c.confidence, c.source) > item.confidence:
+            item.fact = c.fact  # the better-supported wording wins
+        item.evidence_count = plan.evidence_count
+        item.confidence = plan.confidence
+        item.updated_at = now
+        item.ttl_days = cfg.ttl_days(item.type)
+        item.status, item.awaiting_approval = _next_status(item, verdict, plan.action)
+        if item.fact != old_fact:
+            await fact_written(session, item, created=False)
+        else:
+            memory_changed(session, item)
+        if item.status != old_status:
+            audit(session, AuditAction.STATUS, actor, verdict.reason, item=item, session_id=c.session_id,
+                  now=now, old=old_status, new=item.status)
+        return old_fact
+
+    async def _make_room(self, session: AsyncSession, scope: Scope, cap: int, actor: str, now: datetime) -> None:
+        """Evict the least important, least recently confirmed memories so
+        that one more fits under ``max_items_per_scope``."""
+        count = (await session.execute(select(func.count()).select_from(MemoryItem).where(
+            MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id))).scalar_one()
+        excess = count - cap + 1
+        if excess <= 0:
+            return
+        victims = (await session.execute(
+            select(MemoryItem).where(MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id)
+            .order_by(MemoryItem.importance.asc(), MemoryItem.updated_at.asc()).limit(excess)
+        )).scalars().all()
+        for victim in victims:
+            await remove_memory(session, victim, withhold=False)
+            audit(session, AuditAction.EVICT, actor, f"max_items_per_scope ({cap}) reached; lowest importance, oldest",
+                  item=victim, now=now, fact=victim.fact, importance=victim.importance)
+
+    @staticmethod
+    def _drop(session: AsyncSession, scope: Scope, c: Candidate, reason: str, actor: str, now: datetime,
+              key: str | None = None) -> WriteOutcome:
+        audit(session, AuditAction.POLICY, actor, reason, scope=scope, session_id=c.session_id, now=now,
+              decision="dropped", fact=c.fact, fact_key=normalize_fact_key(c.fact_key or c.fact) if key is None else key,
+              type=c.type)
+        return WriteOutcome(Outcome.DROPPED, None, None, reason, c.fact)
+
+
+def _next_status(item: MemoryItem, decision: GateDecision, action: AuditAction) -> tuple[str, bool]:
+    """The status of an existing memory after new evidence."""
+    # An operator's "disabled" outranks anything extraction learns, and a
+    # memory in the approval queue stays there until someone decides.
+    if item.status == Status.DISABLED:
+        return item.status, item.awaiting_approval
+    if item.awaiting_approval:
+        return Status.SHADOW, True
+    # More evidence never demotes an active memory; a contradiction changed
+    # the fact itself, so its lower confidence is gated afresh.
+    if item.status == Status.ACTIVE and action != AuditAction.SUPERSEDE:
+        return Status.ACTIVE, False
+    return decision.status or Status.SHADOW, decision.awaiting_approval
+
+
+def _merged_confidence(links: Sequence[MemoryEvidence], item: MemoryItem, weighted: float,
+                       evidence_count: int) -> float:
+    """Mean of the weighted confidences of the memory's current evidence and
+    the new one, times the repetition bonus for ``evidence_count``."""
+    values = [
+        m["confidence"]["weighted"] for m in (link.extraction_meta for link in links)
+        if isinstance(m, dict) and not m.get("superseded") and "confidence" in m
+    ] or [item.confidence]
+    mean = (sum(values) + weighted) / (len(values) + 1)
+    return confidence(mean, CandidateSource.USER_EXPLICIT, evidence_count)  # the weight is already applied

@@ -1,0 +1,148 @@
+"""Operator and user operations on stored memory: review, edit, delete,
+forget. Chat commands, the dashboard API and the review page all call
+these, so every change is validated and audited the same way."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from ..enums import MEMORY_TYPES, AuditAction, Status
+from ..scope import Scope
+from ..storing.audit import audit
+from ..storing.memory_rows import fact_written, memory_changed
+from ..storing.removal import forget_turns, remove_memory
+from ..storing.tables import MemoryItem, MemoryTombstone
+from ..text import normalize_fact_key
+from .errors import AdminError
+from .queries import AdminQueries
+from .serialize import item_dict
+
+CHANGEABLE = ("status", "importance", "ttl_days", "fact", "type")
+
+
+class Admin(AdminQueries):
+    """Reading (AdminQueries) and changing stored memory."""
+
+    async def review(self, memory_ids: list[str], decision: str, actor: str, reason: str = "") -> list[dict[str, str]]:
+        """Approve (→ active) or reject (→ deleted, tombstoned) memories."""
+        if decision not in ("approve", "reject"):
+            raise AdminError("decision must be approve or reject")
+        if not memory_ids:
+            raise AdminError("no memory ids given")
+        now = self._clock()
+        results = []
+        async with self._db.write() as session:
+            items = [await self._item(session, mid) for mid in memory_ids]
+            for item in items:
+                if decision == "approve":
+                    old = item.status
+                    item.status, item.awaiting_approval, item.updated_at = Status.ACTIVE, False, now
+                    memory_changed(session, item)
+                    audit(session, AuditAction.APPROVE, actor, reason or "approved", item=item, now=now,
+                          old=old, new=Status.ACTIVE, fact=item.fact)
+                else:
+                    await self._remove(session, item, actor, reason or "rejected", AuditAction.REJECT, now)
+                results.append({"memory_id": item.memory_id, "decision": decision})
+        return results
+
+    async def update_item(self, memory_id: str, changes: dict[str, Any], actor: str) -> MemoryItem:
+        """Change an operator-editable field; a new fact is re-keyed, its
+        keyword row rewritten and its vector embedded again."""
+        unknown = set(changes) - set(CHANGEABLE)
+        if unknown:
+            raise AdminError(f"cannot change {sorted(unknown)}; changeable: {sorted(CHANGEABLE)}")
+        now = self._clock()
+        async with self._db.write() as session:
+            item = await self._item(session, memory_id)
+            before = item_dict(item)
+            if "status" in changes:
+                if changes["status"] not in tuple(Status):
+                    raise AdminError(f"status must be one of {', '.join(Status)}")
+                item.status = changes["status"]
+                item.awaiting_approval = False
+            if "importance" in changes:
+                item.importance = _unit(changes["importance"], "importance")
+            if "ttl_days" in changes:
+                ttl = changes["ttl_days"]
+                if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 0):
+                    raise AdminError("ttl_days must be a whole number ≥ 0, or null for permanent")
+                item.ttl_days = ttl
+            if "type" in changes:
+                if changes["type"] not in MEMORY_TYPES:
+                    raise AdminError(f"type must be one of {', '.join(MEMORY_TYPES)}")
+                item.type = changes["type"]
+            fact_changed = "fact" in changes and await self._change_fact(session, item, changes["fact"])
+            item.updated_at = now
+            await session.flush()
+            if fact_changed:
+                await fact_written(session, item, created=False)
+            else:
+                memory_changed(session, item)
+            after = item_dict(item)
+            changed = {k: [before[k], after[k]] for k in after if before[k] != after[k] and k != "updated_at"}
+            audit(session, AuditAction.EDIT, actor, "edited", item=item, now=now, changes=changed)
+        return item
+
+    async def _change_fact(self, session: AsyncSession, item: MemoryItem, fact: Any) -> bool:
+        """Set ``item``'s fact (and key) to ``fact``; whether it changed."""
+        if not isinstance(fact, str) or not fact.strip():
+            raise AdminError("fact must be non-empty text")
+        fact = " ".join(fact.split())
+        limit = self._config().extraction.max_fact_chars
+        if len(fact) > limit:
+            raise AdminError(f"fact is longer than {limit} characters")
+        key = normalize_fact_key(fact)
+        clash = (await session.execute(select(MemoryItem.memory_id).where(
+            MemoryItem.scope == item.scope, MemoryItem.scope_id == item.scope_id,
+            or_(MemoryItem.fact_key == key, MemoryItem.fact == fact), MemoryItem.id != item.id,
+        ).limit(1))).scalar_one_or_none()
+        if clash:
+            raise AdminError(f"another memory ({clash}) already has this fact", 409)
+        changed = fact != item.fact
+        item.fact, item.fact_key = fact, key
+        return changed
+
+    async def delete(self, memory_id: str, actor: str, reason: str = "deleted") -> dict[str, Any]:
+        async with self._db.write() as session:
+            item = await self._item(session, memory_id)
+            await self._remove(session, item, actor, reason, AuditAction.DELETE, self._clock())
+            return item_dict(item)
+
+    async def audit_config(self, changes: dict[str, Any], actor: str) -> None:
+        """Record a policy change made in the dashboard."""
+        async with self._db.write() as session:
+            audit(session, AuditAction.CONFIG, actor, "policy changed in the dashboard", now=self._clock(),
+                  changes=changes)
+
+    async def forget_scope(self, scope: Scope, actor: str) -> int:
+        """Delete every memory of a scope (tombstoned), withhold every turn
+        and extract nothing more of what was said. Returns how many."""
+        now = self._clock()
+        async with self._db.write() as session:
+            items = (await session.execute(select(MemoryItem).where(
+                MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id))).scalars().all()
+            for item in items:
+                await self._remove(session, item, actor, "forget-all", AuditAction.DELETE, now)
+            await forget_turns(session, scope)
+        return len(items)
+
+    @staticmethod
+    async def _remove(session: AsyncSession, item: MemoryItem, actor: str, reason: str, action: AuditAction,
+                      now: datetime) -> None:
+        """Delete or reject: tombstoned (extraction may not learn it again),
+        audited with a snapshot, and the turns behind it withheld (the
+        reader would otherwise quote what was just taken back)."""
+        await session.merge(MemoryTombstone(scope=item.scope, scope_id=item.scope_id, fact_key=item.fact_key,
+                                            fact=item.fact, created_at=now, actor=actor, reason=reason))
+        audit(session, action, actor, reason, item=item, now=now, snapshot=item_dict(item))
+        await remove_memory(session, item, withhold=True)
+
+
+def _unit(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise AdminError(f"{name} must be a number from 0 to 1")
+    return float(value)

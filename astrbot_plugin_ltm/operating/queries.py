@@ -1,0 +1,287 @@
+"""What operators and users can read of stored memory: lists with filters,
+text search, one memory with its evidence, events, the audit log and
+statistics. Every list reads a page through an index (tests/test_list_plans.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, func, literal_column, or_, select, true
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from ..clock import Clock, utcnow
+from ..config import LTMConfig
+from ..enums import MEMORY_TYPES, SHOWN_ROLES, WRITE_ACTIONS, Status
+from ..scope import Scope
+from ..storing.database import Database
+from ..storing.tables import MemoryAudit, MemoryEvent, MemoryEvidence, MemoryItem
+from ..text import query_tokens
+from .errors import AdminError
+from .fact_search import search_facts
+from .serialize import evidence_dict, item_dict
+
+SORTS = {
+    "updated": MemoryItem.updated_at.desc(),
+    "confidence": MemoryItem.confidence.desc(),
+    "importance": MemoryItem.importance.desc(),
+    "created": MemoryItem.created_at.desc(),
+}
+TEXT_SEARCH_HITS = 1000  # text-search hits considered, best first
+
+
+def told_by(sender_id: str) -> ColumnElement[bool]:
+    """Memories with evidence from this sender's own messages."""
+    return MemoryItem.memory_id.in_(
+        select(MemoryEvidence.memory_id)
+        .join(MemoryEvent, MemoryEvent.event_id == MemoryEvidence.event_id)
+        .where(MemoryEvent.sender_id == sender_id)
+    )
+
+
+@dataclass
+class ItemFilter:
+    scope: str | None = None
+    scope_id: str | None = None
+    type: str | None = None
+    status: str | None = None  # also "pending": awaiting approval
+    query: str | None = None  # a substring of the fact
+    min_confidence: float | None = None
+    told_by: str | None = None  # only memories evidenced by this sender's messages
+
+    def conditions(self, by_id: bool = False) -> list[ColumnElement[bool]]:
+        """The SQL conditions of these filters; unknown values are refused.
+
+        ``by_id``: the rows are already picked by id (a text search's hits).
+        The columns are then written ``+ltm_items.col``, which SQLite cannot
+        serve from an index, so it looks the ids up instead of reading a
+        whole scope or status through its index and testing each row.
+        """
+        def col(name: str) -> Any:
+            column = MemoryItem.__table__.c[name]
+            return literal_column(f"+ltm_items.{name}", type_=column.type) if by_id else column
+
+        conditions: list[ColumnElement[bool]] = []
+        if self.scope:
+            conditions.append(col("scope") == self.scope)
+        if self.scope_id:
+            conditions.append(col("scope_id") == self.scope_id)
+        if self.type:
+            if self.type not in MEMORY_TYPES:
+                raise AdminError(f"type must be one of {', '.join(MEMORY_TYPES)}")
+            conditions.append(col("type") == self.type)
+        if self.status == "pending":
+            conditions.append(col("awaiting_approval").is_(True))
+        elif self.status:
+            if self.status not in tuple(Status):
+                raise AdminError(f"status must be one of {', '.join(Status)} or pending")
+            conditions.append(col("status") == self.status)
+        if self.min_confidence is not None:
+            conditions.append(col("confidence") >= self.min_confidence)
+        if self.query:
+            conditions.append(col("fact").contains(self.query))
+        if self.told_by:
+            conditions.append(told_by(self.told_by))
+        return conditions
+
+
+@dataclass
+class EventFilter:
+    scope: str | None = None
+    scope_id: str | None = None
+    status: str | None = None  # extraction status
+    source_type: str | None = None
+    session_id: str | None = None
+
+    def conditions(self) -> list[ColumnElement[bool]]:
+        wanted = [(MemoryEvent.scope, self.scope), (MemoryEvent.scope_id, self.scope_id),
+                  (MemoryEvent.extraction_status, self.status), (MemoryEvent.source_type, self.source_type),
+                  (MemoryEvent.session_id, self.session_id)]
+        return [column == value for column, value in wanted if value]
+
+
+@dataclass
+class AuditFilter:
+    action: str | None = None
+    memory_id: str | None = None
+    scope: str | None = None
+    scope_id: str | None = None
+    session_id: str | None = None
+    actor: str | None = None
+
+    def conditions(self) -> list[ColumnElement[bool]]:
+        wanted = [(MemoryAudit.action, self.action), (MemoryAudit.memory_id, self.memory_id),
+                  (MemoryAudit.scope, self.scope), (MemoryAudit.scope_id, self.scope_id),
+                  (MemoryAudit.session_id, self.session_id), (MemoryAudit.actor, self.actor)]
+        return [column == value for column, value in wanted if value]
+
+
+def _where(conditions: list[ColumnElement[bool]]) -> ColumnElement[bool]:
+    return and_(true(), *conditions)
+
+
+class AdminQueries:
+    """The reading half of :class:`operating.admin.Admin`."""
+
+    def __init__(self, db: Database, config: Callable[[], LTMConfig], clock: Clock = utcnow) -> None:
+        self._db = db
+        self._config = config
+        self._clock = clock
+
+    # -- memories ---------------------------------------------------------------
+
+    async def list_items(self, f: ItemFilter, sort: str = "updated", offset: int = 0,
+                         limit: int = 50) -> tuple[list[MemoryItem], int]:
+        if sort not in SORTS:
+            raise AdminError(f"sort must be one of {', '.join(SORTS)}")
+        where = _where(f.conditions())
+        async with self._db.read() as session:
+            total = (await session.execute(select(func.count()).select_from(MemoryItem).where(where))).scalar_one()
+            rows = await session.execute(
+                select(MemoryItem).where(where).order_by(SORTS[sort], MemoryItem.id.desc()).offset(offset).limit(limit)
+            )
+            return list(rows.scalars()), total
+
+    async def search_items(self, f: ItemFilter, text: str, offset: int = 0,
+                           limit: int = 50) -> tuple[list[MemoryItem], int]:
+        """Memories whose fact matches ``text`` (CJK too), best first,
+        through the keyword rows: no full scan."""
+        tokens = query_tokens(text)
+        if not tokens:
+            raise AdminError("the search text has no searchable words")
+        scopes = [(f.scope, f.scope_id)] if f.scope and f.scope_id else None
+        statuses = tuple(Status) if f.status in (None, "pending") else (f.status or "",)
+        conditions = f.conditions(by_id=True)
+        hits = await self._db.run(lambda conn: search_facts(conn, tokens, scopes, statuses, TEXT_SEARCH_HITS))
+        async with self._db.read() as session:
+            ids = [rowid for rowid, _ in hits]
+            passing = set((await session.execute(
+                select(MemoryItem.id).where(MemoryItem.id.in_(ids), *conditions))).scalars())
+            ranked = [i for i in ids if i in passing]
+            window = ranked[offset:offset + limit]  # only a page is loaded as objects
+            found = {i.id: i for i in (await session.execute(
+                select(MemoryItem).where(MemoryItem.id.in_(window)))).scalars()}
+        return [found[i] for i in window if i in found], len(ranked)
+
+    async def get_item(self, memory_id: str) -> dict[str, Any]:
+        """One memory with its evidence and the events it points to."""
+        async with self._db.read() as session:
+            item = await self._item(session, memory_id)
+            evidence = (await session.execute(
+                select(MemoryEvidence, MemoryEvent)
+                .join(MemoryEvent, MemoryEvent.event_id == MemoryEvidence.event_id, isouter=True)
+                .where(MemoryEvidence.memory_id == memory_id)
+                .order_by(MemoryEvidence.created_at)
+            )).all()
+            return {**item_dict(item), "evidence": [evidence_dict(link, event) for link, event in evidence]}
+
+    @staticmethod
+    async def _item(session: AsyncSession, memory_id: str) -> MemoryItem:
+        item = (await session.execute(
+            select(MemoryItem).where(MemoryItem.memory_id == memory_id))).scalar_one_or_none()
+        if item is None:
+            raise AdminError(f"no memory with id {memory_id}", 404)
+        return item
+
+    async def find_by_prefix(self, prefix: str, scopes: list[Scope] | None = None,
+                             sender_id: str | None = None) -> MemoryItem:
+        """A memory by its id or an unambiguous id prefix (chat commands show
+        8 characters), limited to ``scopes`` when given."""
+        prefix = prefix.strip()
+        if len(prefix) < 4:
+            raise AdminError("give at least 4 characters of the memory id")
+        query = select(MemoryItem).where(MemoryItem.memory_id.startswith(prefix)).limit(2)
+        if scopes is not None:
+            query = query.where(or_(*(and_(MemoryItem.scope == s.kind, MemoryItem.scope_id == s.id)
+                                      for s in scopes)))
+        if sender_id is not None:
+            query = query.where(told_by(sender_id))
+        async with self._db.read() as session:
+            rows = (await session.execute(query)).scalars().all()
+        if not rows:
+            raise AdminError(f"no memory {prefix} here", 404)
+        if len(rows) > 1:
+            raise AdminError(f"{prefix} matches several memories; give more of the id")
+        return rows[0]
+
+    # -- events and audit -------------------------------------------------------------
+
+    async def list_events(self, f: EventFilter, offset: int = 0,
+                          limit: int = 50) -> tuple[list[MemoryEvent], int]:
+        """Recorded events, newest first."""
+        where = _where(f.conditions())
+        async with self._db.read() as session:
+            total = (await session.execute(select(func.count()).select_from(MemoryEvent).where(where))).scalar_one()
+            rows = await session.execute(
+                select(MemoryEvent).where(where).order_by(MemoryEvent.created_at.desc(), MemoryEvent.id.desc())
+                .offset(offset).limit(limit))
+            return list(rows.scalars()), total
+
+    async def audit_log(self, f: AuditFilter, offset: int = 0, limit: int = 50) -> tuple[list[MemoryAudit], int]:
+        """Audit rows, newest first."""
+        where = _where(f.conditions())
+        async with self._db.read() as session:
+            total = (await session.execute(select(func.count()).select_from(MemoryAudit).where(where))).scalar_one()
+            rows = await session.execute(
+                select(MemoryAudit).where(where).order_by(MemoryAudit.created_at.desc(), MemoryAudit.id.desc())
+                .offset(offset).limit(limit))
+            return list(rows.scalars()), total
+
+    async def quotable_turns(self, scope: Scope) -> int:
+        """The scope's turns that are not withheld: what the reader could
+        still quote (in mode auto) after its memories are gone."""
+        async with self._db.read() as session:
+            return (await session.execute(select(func.count()).select_from(MemoryEvent).where(
+                MemoryEvent.scope == scope.kind, MemoryEvent.scope_id == scope.id,
+                MemoryEvent.source_role.in_(SHOWN_ROLES), MemoryEvent.withheld.is_(False),
+            ))).scalar_one()
+
+    # -- statistics ----------------------------------------------------------------------
+
+    async def stats(self, scopes: list[Scope] | None = None, kind: str | None = None) -> list[dict[str, Any]]:
+        """Per scope: counts by status and type, approval queue, writes in
+        the last hour, extraction backlog and failures."""
+        since = self._clock() - timedelta(hours=1)
+
+        def in_scopes(table: type[MemoryItem] | type[MemoryEvent] | type[MemoryAudit]) -> ColumnElement[bool]:
+            if scopes is None:
+                return table.scope == kind if kind else true()
+            return or_(*(and_(table.scope == s.kind, table.scope_id == s.id) for s in scopes))
+
+        out: dict[tuple[str, str], dict[str, Any]] = {}
+
+        def entry(scope: str, scope_id: str) -> dict[str, Any]:
+            return out.setdefault((scope, scope_id), {
+                "scope": scope, "scope_id": scope_id, "by_status": {}, "by_type": {},
+                "awaiting_approval": 0, "writes_last_hour": 0,
+                "events": {"pending": 0, "failed": 0, "done": 0, "skipped": 0},
+            })
+
+        async with self._db.read() as session:
+            for scope, scope_id, status, mtype, waiting, n in await session.execute(
+                select(MemoryItem.scope, MemoryItem.scope_id, MemoryItem.status, MemoryItem.type,
+                       MemoryItem.awaiting_approval, func.count())
+                .where(in_scopes(MemoryItem))
+                .group_by(MemoryItem.scope, MemoryItem.scope_id, MemoryItem.status, MemoryItem.type,
+                          MemoryItem.awaiting_approval)
+            ):
+                e = entry(scope, scope_id)
+                e["by_status"][status] = e["by_status"].get(status, 0) + n
+                e["by_type"][mtype] = e["by_type"].get(mtype, 0) + n
+                if waiting:
+                    e["awaiting_approval"] += n
+            for scope, scope_id, status, n in await session.execute(
+                select(MemoryEvent.scope, MemoryEvent.scope_id, MemoryEvent.extraction_status, func.count())
+                .where(in_scopes(MemoryEvent))
+                .group_by(MemoryEvent.scope, MemoryEvent.scope_id, MemoryEvent.extraction_status)
+            ):
+                entry(scope, scope_id)["events"][status] = n
+            for scope, scope_id, n in await session.execute(
+                select(MemoryAudit.scope, MemoryAudit.scope_id, func.count())
+                .where(in_scopes(MemoryAudit), MemoryAudit.action.in_(WRITE_ACTIONS), MemoryAudit.created_at >= since)
+                .group_by(MemoryAudit.scope, MemoryAudit.scope_id)
+            ):
+                entry(scope, scope_id)["writes_last_hour"] = n
+        return sorted(out.values(), key=lambda e: (e["scope"], e["scope_id"]))

@@ -1,0 +1,184 @@
+"""The memory block: how memories and turns read in it, and fitting the
+best of them under the caps and the token budget.
+
+The budget is a hard limit: the block is measured with the same token
+counter that decides what fits, header and footer included.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from ..clock import as_utc
+from ..config import ReadPolicy
+from ..extension_points import TokenCounter
+from ..storing.tables import MemoryEvent
+from ..storing.turns import turn_text
+from ..text import token_set_similarity
+from .ranking import Ranked
+from .rows import EventRow, ItemView
+
+HEADER = "[Long-term Memory]"
+FOOTER = "[End Memory]"
+NEAR_DUPLICATE = 0.8  # token-set similarity above which a memory repeats one chosen
+# The walk down the candidates ends when this many lines in a row did not
+# fit: the block is full (D12).
+FULL_AFTER_MISSES = 12
+EVENT_CHARS = 300  # a raw turn is cut to this many characters (D11)
+COUNT_CACHE = 20_000  # lines whose token count is kept (D17)
+
+
+@dataclass(frozen=True)
+class Selected:
+    memory_id: str  # the event_id for a raw turn
+    type: str  # a memory type, or "event" for a raw turn
+    fact: str  # the memory's fact, or the turn's day and line
+    confidence: float
+    score: float
+    scope: str
+
+
+@dataclass
+class MemoryBlock:
+    text: str = ""
+    items: list[Selected] = field(default_factory=list)  # memories (≤ max_items), best first
+    tokens: int = 0
+    events: list[Selected] = field(default_factory=list)  # raw turns (≤ max_events), oldest first
+
+    def __bool__(self) -> bool:
+        return bool(self.items or self.events)
+
+
+def format_line(item: ItemView) -> str:
+    return f"- [{item.type}] {item.fact} (confidence: {item.confidence:.2f})"
+
+
+def format_event_line(event: MemoryEvent | EventRow) -> str:
+    """A raw turn: who, then what (under its day's heading, turn_day)."""
+    body = turn_text(event.source_type, event.content or {}, event.sender_name or event.sender_id)
+    if len(body) > EVENT_CHARS:
+        body = body[:EVENT_CHARS] + "…"
+    return f"- {body}"
+
+
+def turn_day(event: MemoryEvent | EventRow) -> str:
+    """The heading the turns said on one day share: their provenance,
+    written once per day instead of on every line."""
+    return f"[said {as_utc(event.created_at):%Y-%m-%d}]"
+
+
+Chosen = tuple[Ranked, str, Selected]  # the candidate, its line, what the block reports
+
+
+class BlockBuilder:
+    """Fits ranked candidates into a block (pure: no database)."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+        # The same facts and turns are measured read after read; keyed by
+        # the exact text, so a cached count is the counter's own answer.
+        self._count = lru_cache(maxsize=COUNT_CACHE)(counter.count)
+
+    def fit(self, ranked: list[Ranked], policy: ReadPolicy) -> MemoryBlock:
+        """The best-scored candidates under the caps and the budget.
+        Memories: max_items, max_per_type, and no near-duplicate of one
+        already chosen. Turns: max_events, and none behind a chosen memory
+        (one chosen before its memory goes when the memory comes). A line
+        that does not fit is skipped, as a shorter one may still fit."""
+        frame = self._count(HEADER + "\n" + FOOTER)
+        if frame > policy.max_tokens:
+            return MemoryBlock()
+        used = frame
+        chosen: list[Chosen] = []
+        per_type: dict[str, int] = {}
+        n_memories = n_turns = 0
+        covered: set[str] = set()
+        chosen_facts: list[str] = []
+        days: set[str] = set()  # the headings of the turns chosen so far
+        misses = 0
+        for r in ranked:
+            if n_memories >= policy.max_items and n_turns >= policy.max_events:
+                break
+            day = ""
+            if r.memory is not None:
+                item = r.memory
+                if n_memories >= policy.max_items or per_type.get(item.type, 0) >= policy.max_per_type:
+                    continue
+                line = format_line(item)
+            else:
+                assert r.turn is not None
+                event = r.turn
+                if n_turns >= policy.max_events or event.event_id in covered:
+                    continue
+                line = format_event_line(event)
+                day = turn_day(event)
+            cost = self._count("\n" + line)
+            if r.turn is not None and day not in days:
+                cost += self._count("\n" + day)
+            if used + cost > policy.max_tokens:
+                misses += 1
+                if misses >= FULL_AFTER_MISSES:
+                    break
+                continue
+            misses = 0
+            if r.memory is not None:
+                # Last, as it is the dearest check: most candidates fail the
+                # caps or the budget first.
+                if any(token_set_similarity(item.fact, fact) >= NEAR_DUPLICATE for fact in chosen_facts):
+                    continue
+                chosen_facts.append(item.fact)
+                selected = Selected(item.memory_id, item.type, item.fact, item.confidence, round(r.score, 4),
+                                    f"{item.scope}:{item.scope_id}")
+                n_memories += 1
+                per_type[item.type] = per_type.get(item.type, 0) + 1
+                covered |= r.covers
+                # A turn it covers that outranked it says the same again.
+                repeated = [c for c in chosen if c[0].turn is not None and c[0].turn.event_id in r.covers]
+                if repeated:
+                    chosen = [c for c in chosen if c not in repeated]
+                    n_turns -= len(repeated)
+                    days = {turn_day(c[0].turn) for c in chosen if c[0].turn is not None}
+                    used = self._cost(chosen, days) + frame
+            else:
+                selected = Selected(event.event_id, "event", f"{day} {line[2:]}", 1.0, round(r.score, 4),
+                                    f"{event.scope}:{event.scope_id}")
+                n_turns += 1
+                days.add(day)
+            used += cost
+            chosen.append((r, line, selected))
+        return self._assemble(chosen, policy)
+
+    def _cost(self, chosen: list[Chosen], days: set[str]) -> int:
+        """The tokens of the chosen lines and of the turns' day headings."""
+        return sum(self._count("\n" + line) for _, line, _ in chosen) + sum(self._count("\n" + d) for d in days)
+
+    def _assemble(self, chosen: list[Chosen], policy: ReadPolicy) -> MemoryBlock:
+        """Memories best first, then turns oldest first under their days'
+        headings (a conversation reads in order), measured whole: BPE
+        merges across lines can make the block dearer than the sum of its
+        lines, so the lowest-scored entry goes until it fits."""
+        while chosen:
+            memories = [c for c in chosen if c[0].memory is not None]
+            turns = sorted((c for c in chosen if c[0].turn is not None), key=_said)
+            lines = [HEADER, *(line for _, line, _ in memories)]
+            heading = None
+            for r, line, _ in turns:
+                assert r.turn is not None
+                if turn_day(r.turn) != heading:
+                    heading = turn_day(r.turn)
+                    lines.append(heading)
+                lines.append(line)
+            text = "\n".join([*lines, FOOTER])
+            tokens = self._count(text)
+            if tokens <= policy.max_tokens:
+                return MemoryBlock(text=text, tokens=tokens, items=[s for _, _, s in memories],
+                                   events=[s for _, _, s in turns])
+            chosen.remove(min(chosen, key=lambda c: c[0].score))
+        return MemoryBlock()
+
+
+def _said(chosen: Chosen) -> tuple[object, int]:
+    turn = chosen[0].turn
+    assert turn is not None
+    return (turn.created_at, turn.id)

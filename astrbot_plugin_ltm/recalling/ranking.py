@@ -1,0 +1,105 @@
+"""Ranking the candidates of a read: memories and raw turns alike.
+
+Each retriever's rankings of memories and of turns are fused by reciprocal
+rank into one similarity (scaled so the read's best candidate has 1), to
+which each candidate adds a share of the best similarity of its day; then
+the score weighs similarity, importance and recency (ReadPolicy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+
+from ..clock import as_utc
+from ..config import ReadPolicy
+from .retrieval import Found
+from .rows import EventRow, ItemView
+
+# Reciprocal-rank fusion: a candidate's similarity is the sum over the
+# rankings it is in of 1 / (RRF_K + rank); ranks need no calibration
+# between bm25 and cosine, nor between embedding models (D02).
+RRF_K = 10
+# Of each corpus's hits, those the fused rankings put first are loaded and
+# ranked (D06).
+LOAD_LIMIT = 60
+RECENCY_DAYS = 30.0  # recency decays as 1 / (1 + days / 30)
+
+
+@dataclass(slots=True)
+class Ranked:
+    """A scored candidate: a memory (with the event ids of its evidence) or
+    a raw turn."""
+
+    score: float
+    memory: ItemView | None = None
+    turn: EventRow | None = None
+    covers: frozenset[str] = frozenset()
+
+
+def fuse(rankings: Sequence[Sequence[int]]) -> dict[int, float]:
+    """Reciprocal-rank fusion of rankings of the same corpus."""
+    fused: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, rowid in enumerate(ranking):
+            fused[rowid] = fused.get(rowid, 0.0) + 1.0 / (RRF_K + rank + 1)
+    return fused
+
+
+def leading(rankings: Sequence[Sequence[int]]) -> set[int]:
+    """The LOAD_LIMIT rows the rankings put first (fused): the rest could
+    only be reached if nearly all of these were left out."""
+    fused = fuse(rankings)
+    return set(sorted(fused, key=lambda rowid: -fused[rowid])[:LOAD_LIMIT])
+
+
+def time_decay(updated_at: datetime, now: datetime) -> float:
+    days = max(0.0, (now - as_utc(updated_at)).total_seconds() / 86400.0)
+    return 1.0 / (1.0 + days / RECENCY_DAYS)
+
+
+def rank(found: Sequence[Found], items: dict[int, ItemView], evidence: dict[str, frozenset[str]],
+         turns: dict[int, EventRow], policy: ReadPolicy, now: datetime) -> list[Ranked]:
+    """Every usable memory and showable turn, scored, best first."""
+    # Ranked among what may be shown: a hit that is not active, or not to
+    # be shown, takes no rank from those that are.
+    memory_sims = fuse([[r for r in f.memories if r in items] for f in found])
+    turn_sims = fuse([[r for r in f.turns if r in turns] for f in found])
+    best = max([*memory_sims.values(), *turn_sims.values()], default=0.0) or 1.0
+    # (row, similarity, when, importance): a memory's day is that of its
+    # last change, a turn's the day it was said.
+    candidates: list[tuple[ItemView | EventRow, float, datetime, float]] = [
+        (item, memory_sims.get(rowid, 0.0) / best, item.updated_at, item.importance)
+        for rowid, item in items.items()
+    ] + [
+        (turn, turn_sims.get(rowid, 0.0) / best, turn.created_at, policy.event_importance)
+        for rowid, turn in turns.items()
+    ]
+    days = [as_utc(when).date() for _, _, when, _ in candidates]
+    # What was said around the best match is read with it: an answer is
+    # often a few turns from the words that match ("Where did you go?" —
+    # "To the lake."). Each candidate gains day_weight × the best
+    # similarity of its day (D05).
+    day_best: dict[date, float] = {}
+    for (_, sim, _, _), day in zip(candidates, days, strict=True):
+        day_best[day] = max(day_best.get(day, 0.0), sim)
+    ranked: list[Ranked] = []
+    for (row, sim, when, importance), day in zip(candidates, days, strict=True):
+        score = (policy.similarity_weight * sim + policy.day_weight * day_best[day]
+                 + policy.importance_weight * importance + policy.recency_weight * time_decay(when, now))
+        if isinstance(row, EventRow):
+            ranked.append(Ranked(score, turn=row))
+        else:
+            ranked.append(Ranked(score, memory=row, covers=evidence.get(row.memory_id, frozenset())))
+    ranked.sort(key=_order)
+    return ranked
+
+
+def _order(r: Ranked) -> tuple[float, int, float, int]:
+    """Best score first; ties: memories before turns, then by confidence,
+    then by age (stable across reads)."""
+    if r.memory is not None:
+        return (-r.score, 0, -r.memory.confidence, r.memory.id or 0)
+    assert r.turn is not None
+    return (-r.score, 1, 0.0, r.turn.id)

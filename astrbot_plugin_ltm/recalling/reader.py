@@ -1,0 +1,82 @@
+"""The read pipeline: the block to inject for one message.
+
+Three steps off the event loop: the retrievers side by side (keyword
+namespaces, the embedding provider and FAISS), the candidates' rows loaded
+on the database's read threads, then one pass in a thread that ranks them
+(ranking.py) and fits the budget (block.py). Memories and raw turns are
+candidates alike: a memory is a compact, reviewed fact; a turn is what was
+said, for what no memory covers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+from sqlalchemy import Connection
+
+from ..clock import Clock, utcnow
+from ..config import ReadPolicy
+from ..extension_points import Retriever, TokenCounter
+from ..scope import Scope
+from ..storing.database import Database
+from .block import BlockBuilder, MemoryBlock
+from .ranking import leading, rank
+from .retrieval import Found, Query
+from .rows import EventRow, ItemView, load_evidence, load_memories, load_turns, usable
+
+# Hits each retriever returns per corpus, best first.
+HITS_PER_SEARCH = 50
+
+
+class MemoryReader:
+    def __init__(self, db: Database, retrievers: Sequence[Retriever], counter: TokenCounter, clock: Clock = utcnow,
+                 unbacked_turns: Callable[[], bool] = lambda: False) -> None:
+        self.db = db
+        self.retrievers = list(retrievers)
+        self.builder = BlockBuilder(counter)
+        self._clock = clock
+        # Whether turns no memory cites may be shown (storing.turns): only
+        # where facts go live without review (the engine says: mode auto).
+        self._unbacked_turns = unbacked_turns
+
+    @property
+    def counter(self) -> TokenCounter:
+        return self.builder.counter
+
+    async def read(self, scopes: list[Scope], query: str, policy: ReadPolicy) -> MemoryBlock:
+        if not policy.enable or not scopes or (policy.max_items <= 0 and policy.max_events <= 0):
+            return MemoryBlock()
+        now = self._clock()
+        q = Query.of(query)
+        unbacked = self._unbacked_turns()
+        found: list[Found] = list(await asyncio.gather(*(r.search(scopes, q, HITS_PER_SEARCH) for r in self.retrievers)))
+        (items, evidence), turns = await asyncio.gather(
+            self.db.run(lambda conn: self._memories(conn, scopes, found, policy, now)),
+            self.db.run(lambda conn: self._turns(conn, scopes, found, unbacked, policy)),
+        )
+        return await asyncio.to_thread(self._rank_and_fit, found, items, evidence, turns, policy, now)
+
+    @staticmethod
+    def _memories(conn: Connection, scopes: list[Scope], found: list[Found], policy: ReadPolicy,
+                  now: datetime) -> tuple[dict[int, ItemView], dict[str, frozenset[str]]]:
+        """The usable memories among the hits and each scope's most
+        important ones, with the event ids of the hits' evidence."""
+        if policy.max_items <= 0:
+            return {}, {}
+        hits = leading([f.memories for f in found])
+        items: dict[int, ItemView] = {i.id: i for i in load_memories(conn, scopes, hits, policy)
+                                      if usable(i, policy, now)}
+        return items, load_evidence(conn, [items[r].memory_id for r in hits if r in items])
+
+    @staticmethod
+    def _turns(conn: Connection, scopes: list[Scope], found: list[Found], unbacked: bool,
+               policy: ReadPolicy) -> dict[int, EventRow]:
+        if policy.max_events <= 0:
+            return {}
+        return load_turns(conn, scopes, list(leading([f.turns for f in found])), unbacked)
+
+    def _rank_and_fit(self, found: list[Found], items: dict[int, ItemView], evidence: dict[str, frozenset[str]],
+                      turns: dict[int, EventRow], policy: ReadPolicy, now: datetime) -> MemoryBlock:
+        return self.builder.fit(rank(found, items, evidence, turns, policy, now), policy)

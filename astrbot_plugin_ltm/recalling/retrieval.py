@@ -1,0 +1,74 @@
+"""Candidate retrieval for the read path, behind one interface
+(extension_points.Retriever): each retriever ranks the memories and the
+turns of the scopes a message reads; the reader fuses their rankings."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from ..enums import Corpus
+from ..indexes.embeddings import Embeddings
+from ..indexes.keywords import KeywordIndex
+from ..scope import Scope
+from ..text import query_tokens
+
+
+@dataclass(frozen=True)
+class Query:
+    """A message to find memories for, tokenised once per read."""
+
+    text: str
+    tokens: list[str]
+
+    @classmethod
+    def of(cls, text: str) -> Query:
+        return cls(text, query_tokens(text))
+
+
+@dataclass
+class Found:
+    """A retriever's answer: row ids, best first."""
+
+    memories: list[int] = field(default_factory=list)  # items of any status (the reader keeps the usable)
+    turns: list[int] = field(default_factory=list)  # events (the reader checks which may be shown)
+
+
+class KeywordRetriever:
+    """BM25 over the facts' and the turns' search tokens (CJK bigrams
+    included), per scope (indexes.keywords)."""
+
+    name = "keyword"
+
+    def __init__(self, index: KeywordIndex) -> None:
+        self.index = index
+
+    async def search(self, scopes: list[Scope], query: Query, limit: int) -> Found:
+        if not query.tokens:
+            return Found()
+        memories, turns = await asyncio.gather(
+            self.index.search(scopes, Corpus.MEMORIES, query.tokens, limit),
+            self.index.search(scopes, Corpus.TURNS, query.tokens, limit),
+        )
+        return Found([rowid for rowid, _ in memories], [rowid for rowid, _ in turns])
+
+
+class VectorRetriever:
+    """Cosine similarity in the scopes' vector namespaces of memories and of
+    turns, from one embedding of the query. Nothing when there is no
+    embedder, or when the query cannot be embedded within the timeout."""
+
+    name = "vector"
+
+    def __init__(self, embeddings: Embeddings) -> None:
+        self.embeddings = embeddings
+
+    async def search(self, scopes: list[Scope], query: Query, limit: int) -> Found:
+        if not query.text.strip():
+            return Found()
+        hits = await self.embeddings.query(scopes, query.text, limit)
+        return Found(_best_first(hits.memories), _best_first(hits.turns))
+
+
+def _best_first(sims: dict[int, float]) -> list[int]:
+    return sorted(sims, key=lambda rowid: (-sims[rowid], rowid))

@@ -1,0 +1,144 @@
+"""The candidates' rows as the read path loads them: slim rows in a few
+statements on a read thread, converted by hand. Through the ORM, loading a
+read's few hundred candidates cost more than finding them (D25)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, ClassVar
+
+from sqlalchemy import Connection, text
+
+from ..clock import as_utc, parse_stored_time
+from ..config import ReadPolicy
+from ..enums import Status
+from ..scope import Scope
+from ..storing.tables import MemoryItem
+from ..storing.turns import shown_turns
+
+# Memories with no keyword or vector hit that still compete on importance
+# and recency ("hi!" should still get the user's name); bounded so a 100k
+# scope costs the same as a small one (D26).
+BASELINE_POOL = 20
+
+
+@dataclass(slots=True)
+class ItemRow:
+    """A memory: the columns the read path uses."""
+
+    COLUMNS: ClassVar[str] = (
+        "id, memory_id, scope, scope_id, type, fact, confidence, importance, status, ttl_days, updated_at"
+    )
+    id: int
+    memory_id: str
+    scope: str
+    scope_id: str
+    type: str
+    fact: str
+    confidence: float
+    importance: float
+    status: str
+    ttl_days: int | None
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, row: Sequence[Any]) -> ItemRow:
+        return cls(*row[:-1], parse_stored_time(row[-1]))
+
+
+# What ranking reads of a memory: a loaded row, or a MemoryItem (tests).
+ItemView = ItemRow | MemoryItem
+
+
+@dataclass(slots=True)
+class EventRow:
+    """A raw turn: the columns the read path uses."""
+
+    COLUMNS: ClassVar[str] = (
+        "id, event_id, scope, scope_id, source_type, source_role, content, sender_id, sender_name, created_at"
+    )
+    id: int
+    event_id: str
+    scope: str
+    scope_id: str
+    source_type: str
+    source_role: str
+    content: dict[str, Any]
+    sender_id: str | None
+    sender_name: str | None
+    created_at: datetime
+
+    @classmethod
+    def of(cls, row: Sequence[Any]) -> EventRow:
+        *columns, content, sender_id, sender_name, created_at = row
+        return cls(*columns, json.loads(content) if isinstance(content, str) else content,
+                   sender_id, sender_name, parse_stored_time(created_at))
+
+
+def usable(item: ItemView, policy: ReadPolicy, now: datetime) -> bool:
+    """Active, confident enough, and within its retention (the sweep marks
+    expired memories in the background; until it has, reads skip them)."""
+    if item.status != Status.ACTIVE or item.confidence < policy.min_confidence:
+        return False
+    return item.ttl_days is None or as_utc(item.updated_at) + timedelta(days=item.ttl_days) > now
+
+
+def load_memories(conn: Connection, scopes: list[Scope], rowids: set[int], policy: ReadPolicy) -> list[ItemRow]:
+    """The hits by primary key and each scope's most important memories, in
+    one statement. Scope and status are checked here, so a hit can never
+    bring in another scope's memory."""
+    params: dict[str, object] = {
+        "ids": json.dumps(sorted(rowids)), "active": Status.ACTIVE,
+        "min_confidence": policy.min_confidence, "pool": BASELINE_POOL,
+    }
+    parts = [f"SELECT {ItemRow.COLUMNS} FROM ltm_items WHERE id IN (SELECT value FROM json_each(:ids))"]
+    # A subquery per scope, each served by ix_ltm_items_scope_status in
+    # importance order (an OR over scopes scanned every active item);
+    # "+confidence" keeps SQLite from reading the whole scope through
+    # ix_ltm_items_scope_confidence and sorting it.
+    for n, scope in enumerate(scopes):
+        parts.append(
+            f"SELECT * FROM (SELECT {ItemRow.COLUMNS} FROM ltm_items WHERE scope = :kind{n} "
+            f"AND scope_id = :id{n} AND status = :active AND +confidence >= :min_confidence "
+            "ORDER BY importance DESC LIMIT :pool)"
+        )
+        params[f"kind{n}"], params[f"id{n}"] = scope.kind, scope.id
+    wanted = {(s.kind, s.id) for s in scopes}
+    found: dict[int, ItemRow] = {}
+    for row in conn.execute(text(" UNION ALL ".join(parts)), params):
+        rowid, _, scope, scope_id, _, _, confidence, _, status, _, _ = row
+        if (scope, scope_id) in wanted and status == Status.ACTIVE \
+                and confidence >= policy.min_confidence and rowid not in found:
+            found[rowid] = ItemRow.of(row)
+    return list(found.values())
+
+
+def load_turns(conn: Connection, scopes: list[Scope], rowids: list[int], unbacked: bool) -> dict[int, EventRow]:
+    """The turns among ``rowids`` that may be shown (storing.turns.shown_turns;
+    ``unbacked``: also those no memory cites), of the scopes."""
+    if not rowids:
+        return {}
+    wanted = {(s.kind, s.id) for s in scopes}
+    rows = conn.execute(
+        text(f"SELECT {EventRow.COLUMNS} FROM ltm_events x "
+             f"WHERE x.id IN (SELECT value FROM json_each(:ids)) AND {shown_turns(unbacked)}"),
+        {"ids": json.dumps(rowids)},
+    )
+    return {row[0]: EventRow.of(row) for row in rows if (row[2], row[3]) in wanted}
+
+
+def load_evidence(conn: Connection, memory_ids: list[str]) -> dict[str, frozenset[str]]:
+    """Memory id -> the event ids of its evidence."""
+    if not memory_ids:
+        return {}
+    rows = conn.execute(
+        text("SELECT memory_id, event_id FROM ltm_evidence WHERE memory_id IN (SELECT value FROM json_each(:ids))"),
+        {"ids": json.dumps(memory_ids)},
+    )
+    out: dict[str, set[str]] = {}
+    for memory_id, event_id in rows:
+        out.setdefault(memory_id, set()).add(event_id)
+    return {k: frozenset(v) for k, v in out.items()}

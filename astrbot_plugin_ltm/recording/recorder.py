@@ -1,0 +1,179 @@
+"""The event recorder: the only memory work on AstrBot's hot path.
+
+A hook hands over a turn and returns at once; the events are written by a
+flusher task a moment later, in batches. So a slow disk or a busy database
+never delays a reply, and the hooks cannot raise into AstrBot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from ..background import BackgroundTask
+from ..clock import Clock, utcnow
+from ..config import LTMConfig
+from ..enums import Role, SourceType
+from ..logs import log
+from ..scope import Origin, Scope, ScopeResolver
+from ..storing.database import Database, ReadOnlyError
+from ..storing.keyword_rows import index_turns
+from ..storing.tables import MemoryEvent
+
+
+OnInserted = Callable[[AsyncSession, list[MemoryEvent]], Awaitable[None]]
+
+
+def truncate(text: str, limit: int) -> tuple[str, bool]:
+    if len(text) <= limit:
+        return text, False
+    return text[:limit] + f"… [truncated {len(text) - limit} of {len(text)} characters]", True
+
+
+class EventRecorder:
+    def __init__(
+        self,
+        db: Database,
+        config: Callable[[], LTMConfig],
+        resolver: Callable[[], ScopeResolver],
+        clock: Clock = utcnow,
+        on_inserted: OnInserted | None = None,
+    ) -> None:
+        self._db = db
+        self._config = config
+        self._resolver = resolver
+        self._clock = clock
+        self._on_inserted = on_inserted
+        self._queue: list[MemoryEvent] = []
+        self._wake = asyncio.Event()
+        self._task = BackgroundTask("ltm-recorder", self._run)
+        self.dropped_read_only = 0  # events refused while emergency_read_only was on
+
+    # -- hot path ---------------------------------------------------------
+
+    def _event(self, scope: Scope, origin: Origin, source_type: str, role: str, content: dict[str, Any],
+                created_at: datetime | None) -> MemoryEvent:
+        is_human = role == Role.USER
+        return MemoryEvent(
+            scope=scope.kind,
+            scope_id=scope.id,
+            source_type=source_type,
+            source_role=role,
+            content=content,
+            platform_id=origin.platform_id,
+            session_id=origin.unified_msg_origin,
+            # The bot's own lines carry no sender: they are never a user's.
+            sender_id=origin.sender_id if is_human else None,
+            sender_name=origin.speaker if is_human else None,
+            created_at=created_at or self._clock(),
+        )
+
+    def record_turn(
+        self,
+        origin: Origin,
+        user_text: str,
+        assistant_text: str,
+        created_at: datetime | None = None,
+    ) -> list[MemoryEvent]:
+        limit = self._config().recording.max_message_chars
+        scope = self._resolver().write_scope(origin)
+        events = []
+        for role, raw in ((Role.USER, user_text), (Role.ASSISTANT, assistant_text)):
+            if raw and raw.strip():
+                body, cut = truncate(raw.strip(), limit)
+                content = {"text": body, **({"truncated": True} if cut else {})}
+                events.append(self._event(scope, origin, SourceType.MESSAGE, role, content, created_at))
+        self._enqueue(events)
+        return events
+
+    def record_tool(
+        self, origin: Origin, tool: str, args: Any, result: Any, created_at: datetime | None = None
+    ) -> MemoryEvent | None:
+        cfg = self._config().recording
+        if not cfg.record_tool_results:
+            return None
+        text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
+        body, cut = truncate(text, cfg.tool_result_max_chars)
+        try:
+            json.dumps(args)
+        except (TypeError, ValueError):
+            args = {"repr": repr(args)}
+        content = {"tool": tool, "args": args or {}, "result": body}
+        if cut:
+            content.update(truncated=True, original_chars=len(text))
+        event = self._event(self._resolver().write_scope(origin), origin, SourceType.TOOL_RESULT, Role.TOOL,
+                            content, created_at)
+        self._enqueue([event])
+        return event
+
+    def _enqueue(self, events: list[MemoryEvent]) -> None:
+        if not events:
+            return
+        if self._config().emergency_read_only:
+            self.dropped_read_only += len(events)
+            log.warning(
+                "ltm: emergency_read_only is on; %d event(s) not recorded (%d so far)",
+                len(events), self.dropped_read_only,
+            )
+            return
+        self._queue.extend(events)
+        self._wake.set()
+
+    # -- background -------------------------------------------------------
+
+    @property
+    def queued(self) -> int:
+        return len(self._queue)
+
+    async def flush(self) -> int:
+        """Write what is queued now. Returns how many events were written."""
+        if not self._queue:
+            return 0
+        batch, self._queue = self._queue, []
+        try:
+            async with self._db.write() as session:
+                session.add_all(batch)
+                await session.flush()
+                await index_turns(session, batch)
+                if self._on_inserted is not None:
+                    await self._on_inserted(session, batch)
+        except ReadOnlyError:
+            self.dropped_read_only += len(batch)
+            log.warning("ltm: emergency_read_only switched on; %d queued event(s) not recorded", len(batch))
+            return 0
+        except BaseException:
+            # Keep them for the next attempt (and for stop()'s final flush).
+            self._queue[:0] = batch
+            raise
+        return len(batch)
+
+    async def _run(self) -> None:
+        delay = 0.5
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self.flush()
+                delay = 0.5
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("ltm: writing events failed; retrying in %.1fs", delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+                self._wake.set()
+
+    def start(self) -> None:
+        self._task.start()
+
+    async def stop(self) -> None:
+        await self._task.stop()
+        try:
+            await self.flush()
+        except Exception:
+            log.exception("ltm: %d event(s) could not be written at shutdown", len(self._queue))

@@ -1,0 +1,102 @@
+"""The change channel: what a write did, in terms every derived index
+understands.
+
+A write notes typed changes on its session as it goes (:func:`note`).
+:meth:`Database.write <.database.Database.write>` hands them, once the
+transaction has committed and only then, to every subscribed index in the
+order they subscribed; a write that rolls back hands over nothing. So an
+index never holds what SQLite does not, and a new index only has to read
+these records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from ..enums import Corpus
+from ..scope import Scope
+
+Tokens = tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryWritten:
+    """A memory was created, or changed (its fact, status, type, scores)."""
+
+    scope: Scope
+    item_id: int
+    # The fact's keyword tokens when the fact is new or was replaced; None
+    # when it stayed the same. A replaced fact's vector has been deleted
+    # (the background fill embeds the new one).
+    fact_tokens: Tokens | None = None
+    created: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRemoved:
+    """A memory was deleted with its keyword row, vector and evidence links."""
+
+    scope: Scope
+    item_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class MemoriesReindexed:
+    """Every memory's keyword row was rebuilt from ``ltm_items``."""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnsRecorded:
+    """Turns the reader may show were recorded: (rowid, keyword tokens)."""
+
+    scope: Scope
+    turns: tuple[tuple[int, Tokens], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnsWithheld:
+    """Turns are never to be shown again; their vectors were deleted."""
+
+    scope: Scope
+    rowids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeForgotten:
+    """Every turn of the scope was withheld and its vectors deleted."""
+
+    scope: Scope
+
+
+@dataclass(frozen=True, slots=True)
+class VectorsStored:
+    """Rows of one scope got vectors of one model (replacing any they had)."""
+
+    corpus: Corpus
+    scope: Scope
+    model: str
+    rowids: tuple[int, ...]
+    vectors: tuple[np.ndarray, ...]  # per row: one vector for a memory, one per sentence for a turn
+    fingerprint: tuple[int, int, str]  # the scope's vector rows after this write (storing.vector_rows)
+
+
+Change = (
+    MemoryWritten | MemoryRemoved | MemoriesReindexed | TurnsRecorded | TurnsWithheld | ScopeForgotten
+    | VectorsStored
+)
+
+_NOTED = "ltm_changes"  # the session.info key
+
+
+def note(session: AsyncSession, *changes: Change) -> None:
+    """Record what this write changed; handed on only if it commits."""
+    session.info.setdefault(_NOTED, []).extend(changes)
+
+
+def taken(session: AsyncSession) -> list[Change]:
+    """The changes noted on ``session``, removed from it."""
+    noted: list[Change] = session.info.pop(_NOTED, [])
+    return noted

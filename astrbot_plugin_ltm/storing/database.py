@@ -1,0 +1,159 @@
+"""The database: sessions on AstrBot's SQLite file, the read-only switch,
+the single write point and its change channel, and threads for reads.
+
+Every write to the plugin's tables goes through :meth:`Database.write`. It
+refuses while ``emergency_read_only`` is on (one choke point: the switch
+takes effect on the next write, with no restart, and nothing slips past),
+and once a write has committed it hands the changes it noted
+(:mod:`.changes`) to the derived indexes that subscribed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from ..logs import log
+from . import migrate as migrations
+from .changes import Change, taken
+
+if TYPE_CHECKING:
+    from ..extension_points import DerivedIndex
+
+T = TypeVar("T")
+# Threads for Database.run: the reads of a few turns at once (each read
+# runs its searches side by side), not so many that they crowd out
+# AstrBot's own use of the two or so cores a bot has.
+READ_THREADS = 4
+# Threads for Database.load: building a cache (a scope's keyword or vector
+# namespace, seconds at 100k rows) must not take the threads a read needs
+# for its own queries.
+LOAD_THREADS = 4
+
+
+class ReadOnlyError(RuntimeError):
+    """Raised instead of writing while emergency_read_only is on."""
+
+
+def _query_only(dbapi_connection: Any, _record: Any) -> None:
+    # The read connections can never write, whatever a bug asks of them.
+    dbapi_connection.execute("PRAGMA query_only = ON")
+
+
+class Database:
+    def __init__(self, sql_engine: AsyncEngine, read_only: Callable[[], bool] = lambda: False) -> None:
+        if sql_engine.url.get_backend_name() != "sqlite":
+            raise RuntimeError(
+                f"astrbot_plugin_ltm needs AstrBot's SQLite database, got {sql_engine.url.get_backend_name()}"
+            )
+        self.sql_engine = sql_engine
+        self.is_read_only = read_only
+        self._sessions = async_sessionmaker(sql_engine, class_=AsyncSession, expire_on_commit=False)
+        # SQLite has one writer; serialising our own writes avoids busy waits
+        # between the recorder's flusher and the extraction worker.
+        self._write_lock = asyncio.Lock()
+        self.read_pool = self._read_pool(sql_engine)
+        self._read_threads: ThreadPoolExecutor | None = None
+        self._load_threads: ThreadPoolExecutor | None = None
+        self._indexes: list[DerivedIndex] = []
+
+    @property
+    def path(self) -> str:
+        return self.sql_engine.url.database or ""
+
+    @staticmethod
+    def _read_pool(sql_engine: AsyncEngine) -> Engine:
+        """Blocking connections to the same file, for :meth:`run` and :meth:`load`."""
+        database = sql_engine.url.database or ""
+        if database in ("", ":memory:") or database.startswith("file::memory:"):
+            raise RuntimeError("astrbot_plugin_ltm needs a SQLite database file, not an in-memory one")
+        pool = create_engine(
+            sql_engine.url.set(drivername="sqlite+pysqlite"),
+            connect_args={"check_same_thread": False},
+            pool_size=READ_THREADS + LOAD_THREADS,
+            max_overflow=0,
+        )
+        event.listen(pool, "connect", _query_only)
+        return pool
+
+    # -- the change channel --------------------------------------------------
+
+    def subscribe(self, index: DerivedIndex) -> None:
+        """``index`` follows every write committed from now on, after the
+        indexes that subscribed before it."""
+        self._indexes.append(index)
+
+    async def _hand_over(self, changes: Sequence[Change]) -> None:
+        for index in self._indexes:
+            try:
+                await index.follow(changes)
+            except Exception:  # the write stands; an index is a cache and reloads
+                log.exception("ltm: %s could not follow a committed write", type(index).__name__)
+
+    # -- writing -----------------------------------------------------------------
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[AsyncSession]:
+        """A transaction: committed on success, rolled back on any error.
+
+        Raises :class:`ReadOnlyError` while emergency_read_only is on."""
+        if self.is_read_only():
+            raise ReadOnlyError("emergency_read_only is on: the memory store takes no writes")
+        async with self._write_lock:
+            if self.is_read_only():  # switched on while we waited
+                raise ReadOnlyError("emergency_read_only is on: the memory store takes no writes")
+            async with self._sessions() as session:
+                async with session.begin():
+                    yield session
+                # Committed. Handed over under the write lock, so indexes
+                # take the writes in the order SQLite did.
+                changes = taken(session)
+                if changes:
+                    await self._hand_over(changes)
+
+    # -- reading -----------------------------------------------------------------
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncSession]:
+        async with self._sessions() as session:
+            yield session
+
+    async def run(self, fn: Callable[[Connection], T]) -> T:
+        """``fn(connection)`` on a read-only connection in a worker thread.
+
+        The read path is written against this: all of a step's statements
+        cost one hop to a thread, where through the async driver every
+        statement costs several hops, each waiting for the event loop."""
+        if self._read_threads is None:
+            self._read_threads = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="ltm-read")
+        return await asyncio.get_running_loop().run_in_executor(self._read_threads, self._call, fn)
+
+    async def load(self, fn: Callable[[Connection], T]) -> T:
+        """Like :meth:`run`, on threads of their own: for building caches
+        from SQLite, which may take seconds."""
+        if self._load_threads is None:
+            self._load_threads = ThreadPoolExecutor(LOAD_THREADS, thread_name_prefix="ltm-load")
+        return await asyncio.get_running_loop().run_in_executor(self._load_threads, self._call, fn)
+
+    def _call(self, fn: Callable[[Connection], T]) -> T:
+        with self.read_pool.connect() as connection:
+            return fn(connection)
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    async def migrate(self) -> list[int]:
+        return await asyncio.to_thread(migrations.migrate, self.path)
+
+    async def close(self) -> None:
+        """Let running reads finish, then close the read connections."""
+        for threads in (self._read_threads, self._load_threads):
+            if threads is not None:
+                await asyncio.to_thread(threads.shutdown, wait=True)
+        self._read_threads = self._load_threads = None
+        self.read_pool.dispose()

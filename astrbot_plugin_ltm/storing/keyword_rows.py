@@ -1,0 +1,147 @@
+"""The keyword rows: SQLite's FTS5 tables of every fact and of every turn
+the reader may show, each row holding the text's search tokens
+(text.search_tokens: English stems, CJK bigrams).
+
+``ltm_items_fts`` has two columns: ``tokens`` (plain, for the operators'
+search over every scope) and ``scoped`` (each token prefixed with its
+scope, so a scope's terms have postings of their own); ``ltm_events_fts``
+has ``scoped`` only. The reader's keyword index (indexes.keywords) is
+loaded from these rows and follows them through the change channel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, or_, select, text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from ..clock import as_utc
+from ..enums import SHOWN_ROLES
+from ..scope import Scope
+from ..text import index_text, search_tokens
+from .changes import MemoriesReindexed, TurnsRecorded, note
+from .tables import MemoryEvent, MemoryItem
+from .turns import CONTEXT_WINDOW, turn_tokens
+
+FACT_ROW_INSERT = "INSERT INTO ltm_items_fts (rowid, tokens, scoped) VALUES (:r, :t, :s)"
+TURN_ROW_INSERT = "INSERT INTO ltm_events_fts (rowid, scoped) VALUES (:r, :s)"
+
+
+def scope_prefix(scope: str, scope_id: str) -> str:
+    """What a scope's terms start with in the ``scoped`` columns
+    (migrations 0003 and 0005 repeat this function: they stand alone)."""
+    return hashlib.blake2b(f"{scope}\x1f{scope_id}".encode(), digest_size=8).hexdigest()
+
+
+def scoped_tokens(scope: str, scope_id: str, tokens: list[str]) -> str:
+    prefix = scope_prefix(scope, scope_id)
+    return " ".join(prefix + token for token in tokens)
+
+
+def scoped_text(scope: str, scope_id: str, text_: str) -> str:
+    """The ``scoped`` column of a row whose words are ``text_``."""
+    return scoped_tokens(scope, scope_id, search_tokens(text_))
+
+
+def fact_row(rowid: int, scope: str, scope_id: str, fact: str) -> dict[str, object]:
+    return {"r": rowid, "t": index_text(fact), "s": scoped_text(scope, scope_id, fact)}
+
+
+def turn_row(rowid: int, scope: str, scope_id: str, content: dict[str, Any],
+             context: dict[str, Any] | None = None) -> dict[str, object]:
+    return {"r": rowid, "s": scoped_tokens(scope, scope_id, turn_tokens(content, context))}
+
+
+# -- facts -----------------------------------------------------------------------
+
+
+async def write_fact_row(session: AsyncSession, item: MemoryItem) -> tuple[str, ...]:
+    """Index an item's fact under its scope; returns its keyword tokens
+    (for the change the caller notes)."""
+    assert item.id is not None, "flush the item first"
+    row = fact_row(item.id, item.scope, item.scope_id, item.fact)
+    await session.execute(text("DELETE FROM ltm_items_fts WHERE rowid = :r"), {"r": item.id})
+    await session.execute(text(FACT_ROW_INSERT), row)
+    return tuple(str(row["t"]).split())
+
+
+async def delete_fact_row(session: AsyncSession, item_id: int) -> None:
+    await session.execute(text("DELETE FROM ltm_items_fts WHERE rowid = :r"), {"r": item_id})
+
+
+async def rebuild_fact_rows(session: AsyncSession) -> int:
+    """Rebuild every fact's keyword row from ``ltm_items`` (an operator's
+    repair, and the scale benchmark's)."""
+    await session.execute(text("DELETE FROM ltm_items_fts"))
+    rows = (await session.execute(text("SELECT id, scope, scope_id, fact FROM ltm_items"))).all()
+    if rows:
+        await session.execute(text(FACT_ROW_INSERT), [fact_row(*r) for r in rows])
+    note(session, MemoriesReindexed())
+    return len(rows)
+
+
+# -- turns -----------------------------------------------------------------------
+
+
+async def index_turns(session: AsyncSession, events: list[MemoryEvent]) -> None:
+    """Add events (flushed, so they have ids) to the turns' keyword rows,
+    each with its conversation's event before it as context. Only turns the
+    reader may show are indexed: the bot's own lines never are."""
+    ordered = sorted(events, key=lambda e: (as_utc(e.created_at), e.id or 0))
+    before: dict[str | None, tuple[datetime, dict[str, Any]] | None] = {}
+    rows: list[dict[str, object]] = []
+    recorded: dict[Scope, list[tuple[int, tuple[str, ...]]]] = {}
+    for event in ordered:
+        assert event.id is not None, "flush the events first"
+        at = as_utc(event.created_at)
+        if event.session_id not in before:
+            before[event.session_id] = await _event_before(session, event) if event.session_id else None
+        previous = before[event.session_id]
+        if event.source_role in SHOWN_ROLES:
+            context = previous[1] if previous is not None and at - previous[0] <= CONTEXT_WINDOW else None
+            tokens = turn_tokens(event.content, context)
+            rows.append({"r": event.id, "s": scoped_tokens(event.scope, event.scope_id, tokens)})
+            recorded.setdefault(Scope(event.scope, event.scope_id), []).append((event.id, tuple(tokens)))
+        if event.session_id:
+            before[event.session_id] = (at, event.content)
+    if rows:
+        await session.execute(text(TURN_ROW_INSERT), rows)
+    note(session, *(TurnsRecorded(scope, tuple(turns)) for scope, turns in recorded.items()))
+
+
+async def _event_before(session: AsyncSession, event: MemoryEvent) -> tuple[datetime, dict[str, Any]] | None:
+    """The latest event of ``event``'s conversation recorded before it."""
+    at = event.created_at
+    row = (
+        await session.execute(
+            select(MemoryEvent.created_at, MemoryEvent.content)
+            .where(
+                MemoryEvent.session_id == event.session_id,
+                or_(MemoryEvent.created_at < at,
+                    and_(MemoryEvent.created_at == at, MemoryEvent.id < (event.id or 0))),
+            )
+            .order_by(MemoryEvent.created_at.desc(), MemoryEvent.id.desc())
+            .limit(1)
+        )
+    ).first()
+    return None if row is None else (as_utc(row[0]), row[1] or {})
+
+
+async def backfill_turn_rows(session: AsyncSession, batch: int = 1000) -> int:
+    """Index the turns recorded before the turns' keyword rows existed
+    (every event after the last one indexed). Returns how many."""
+    done = 0
+    last = (await session.execute(text("SELECT COALESCE(MAX(rowid), 0) FROM ltm_events_fts"))).scalar_one()
+    while True:
+        events = list((
+            await session.execute(
+                select(MemoryEvent).where(MemoryEvent.id > last).order_by(MemoryEvent.id).limit(batch))
+        ).scalars())
+        if not events:
+            return done
+        await index_turns(session, events)
+        last = events[-1].id
+        done += sum(1 for e in events if e.source_role in SHOWN_ROLES)

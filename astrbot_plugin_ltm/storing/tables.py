@@ -1,0 +1,219 @@
+"""The plugin's tables, on a metadata of their own.
+
+AstrBot creates its tables with ``SQLModel.metadata.create_all`` at
+start-up; declaring ours on a separate registry keeps them out of that
+call, so only the numbered migrations (``migrations/``) ever create or
+change them. ``tests/test_migrations.py`` checks the two agree column by
+column. Typed SQLAlchemy dataclasses: a row can be built in Python with
+its defaults filled in (an event has its ``event_id`` before it is
+written), and the type checker knows every column.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Dialect, Float, Index, MetaData, String, TypeDecorator, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, MappedAsDataclass, mapped_column
+
+from ..clock import as_utc, utcnow
+from ..enums import ExtractionStatus, Status
+
+ID_LENGTH = 36  # a uuid4 as text
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Aware UTC datetimes in, aware UTC datetimes out. SQLite stores them
+    as text without an offset; a naive value is taken to be UTC."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        return None if value is None else as_utc(value).astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        return None if value is None else as_utc(value)
+
+
+class LTMBase(MappedAsDataclass, DeclarativeBase, eq=False):
+    metadata = MetaData()
+    type_annotation_map = {datetime: UTCDateTime, float: Float}
+
+
+metadata = LTMBase.metadata
+
+
+class MemoryEvent(LTMBase, kw_only=True):
+    """A recorded message, bot reply or tool result: the raw archive. Never
+    deleted by the plugin; memories are evidenced by these rows."""
+
+    __tablename__ = "ltm_events"
+    __table_args__ = (
+        Index("ix_ltm_events_scope_created", "scope", "scope_id", "created_at"),
+        Index("ix_ltm_events_extraction", "extraction_status", "next_attempt_at"),
+        Index("ix_ltm_events_session", "session_id", "created_at"),
+        Index("ix_ltm_events_created", "created_at"),
+        Index("ix_ltm_events_status_created", "extraction_status", "created_at"),
+        Index("ix_ltm_events_scope_status_created", "scope", "scope_id", "extraction_status", "created_at"),
+    )
+
+    id: Mapped[int | None] = mapped_column(primary_key=True, nullable=False, default=None)
+    event_id: Mapped[str] = mapped_column(String(ID_LENGTH), unique=True, default_factory=new_id)
+    scope: Mapped[str] = mapped_column(String(16))
+    scope_id: Mapped[str] = mapped_column(String(255))
+    source_type: Mapped[str] = mapped_column(String(16))  # enums.SourceType
+    source_role: Mapped[str] = mapped_column(String(16))  # enums.Role
+    content: Mapped[dict[str, Any]] = mapped_column(JSON, default_factory=dict)
+    platform_id: Mapped[str | None] = mapped_column(String(255), default=None)
+    session_id: Mapped[str | None] = mapped_column(String(255), default=None)
+    sender_id: Mapped[str | None] = mapped_column(String(255), default=None)
+    sender_name: Mapped[str | None] = mapped_column(String(255), default=None)
+    created_at: Mapped[datetime] = mapped_column(default_factory=utcnow)
+    extraction_status: Mapped[str] = mapped_column(String(16), default=ExtractionStatus.PENDING)
+    attempts: Mapped[int] = mapped_column(default=0)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(default=None)
+    last_error: Mapped[str | None] = mapped_column(default=None)
+    # Never shown to the model as a raw turn: a memory it backed was deleted
+    # or rejected, or its scope was forgotten. The event itself is kept.
+    withheld: Mapped[bool] = mapped_column(default=False)
+
+
+class MemoryItem(LTMBase, kw_only=True):
+    """A memory: one compact fact about a scope, with a status and scores."""
+
+    __tablename__ = "ltm_items"
+    __table_args__ = (
+        UniqueConstraint("scope", "scope_id", "fact_key", name="uq_ltm_items_scope_key"),
+        Index("ix_ltm_items_scope_status", "scope", "scope_id", "status", "importance"),
+        Index("ix_ltm_items_scope_updated", "scope", "scope_id", "updated_at"),
+        Index("ix_ltm_items_fact_key", "fact_key"),
+        Index("ix_ltm_items_status_updated", "status", "updated_at"),
+        # the operators' lists (operating.queries.SORTS), whole store or one scope
+        Index("ix_ltm_items_updated", "updated_at"),
+        Index("ix_ltm_items_created", "created_at"),
+        Index("ix_ltm_items_confidence", "confidence"),
+        Index("ix_ltm_items_importance", "importance"),
+        Index("ix_ltm_items_approval", "awaiting_approval", "updated_at"),
+        Index("ix_ltm_items_scope_confidence", "scope", "scope_id", "confidence"),
+        Index("ix_ltm_items_scope_importance", "scope", "scope_id", "importance"),
+        Index("ix_ltm_items_scope_created", "scope", "scope_id", "created_at"),
+        Index("ix_ltm_items_status_confidence", "status", "confidence"),
+        Index("ix_ltm_items_status_importance", "status", "importance"),
+        Index("ix_ltm_items_status_created", "status", "created_at"),
+        Index("ix_ltm_items_scope_status_updated", "scope", "scope_id", "status", "updated_at"),
+        Index("ix_ltm_items_type_updated", "type", "updated_at"),
+    )
+
+    id: Mapped[int | None] = mapped_column(primary_key=True, nullable=False, default=None)
+    memory_id: Mapped[str] = mapped_column(String(ID_LENGTH), unique=True, default_factory=new_id)
+    scope: Mapped[str] = mapped_column(String(16))
+    scope_id: Mapped[str] = mapped_column(String(255))
+    type: Mapped[str] = mapped_column(String(16))  # enums.MemoryType
+    fact: Mapped[str] = mapped_column(String)
+    fact_key: Mapped[str] = mapped_column(String(128))
+    confidence: Mapped[float] = mapped_column(default=0.0)
+    importance: Mapped[float] = mapped_column(default=0.5)
+    evidence_count: Mapped[int] = mapped_column(default=1)
+    ttl_days: Mapped[int | None] = mapped_column(default=None)
+    status: Mapped[str] = mapped_column(String(16), default=Status.SHADOW)  # enums.Status
+    # Manual mode and require_approval_types queue items here; status stays
+    # shadow (never injected) until an operator approves.
+    awaiting_approval: Mapped[bool] = mapped_column(default=False)
+    created_at: Mapped[datetime] = mapped_column(default_factory=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default_factory=utcnow)
+
+
+class MemoryEvidence(LTMBase, kw_only=True):
+    """A link from a memory to an event that states it."""
+
+    __tablename__ = "ltm_evidence"
+    __table_args__ = (
+        UniqueConstraint("memory_id", "event_id", name="uq_ltm_evidence_link"),
+        Index("ix_ltm_evidence_event", "event_id"),
+    )
+
+    id: Mapped[int | None] = mapped_column(primary_key=True, nullable=False, default=None)
+    memory_id: Mapped[str] = mapped_column(String(ID_LENGTH))
+    event_id: Mapped[str] = mapped_column(String(ID_LENGTH))
+    extraction_method: Mapped[str] = mapped_column(String(16))  # enums.Method
+    extraction_meta: Mapped[dict[str, Any]] = mapped_column(JSON, default_factory=dict)
+    created_at: Mapped[datetime] = mapped_column(default_factory=utcnow)
+
+
+class MemoryAudit(LTMBase, kw_only=True):
+    """Every change to memory and every policy decision, with cause and reason."""
+
+    __tablename__ = "ltm_audit"
+    __table_args__ = (
+        Index("ix_ltm_audit_created", "created_at"),
+        Index("ix_ltm_audit_memory", "memory_id", "created_at"),
+        Index("ix_ltm_audit_scope_action", "scope", "scope_id", "action", "created_at"),
+        Index("ix_ltm_audit_session_action", "session_id", "action"),
+        Index("ix_ltm_audit_action", "action", "created_at"),
+        Index("ix_ltm_audit_scope_created", "scope", "scope_id", "created_at"),
+        Index("ix_ltm_audit_session_created", "session_id", "created_at"),
+        Index("ix_ltm_audit_actor", "actor", "created_at"),
+    )
+
+    id: Mapped[int | None] = mapped_column(primary_key=True, nullable=False, default=None)
+    created_at: Mapped[datetime] = mapped_column(default_factory=utcnow)
+    action: Mapped[str] = mapped_column(String(32))  # enums.AuditAction
+    memory_id: Mapped[str | None] = mapped_column(String(ID_LENGTH), default=None)
+    scope: Mapped[str | None] = mapped_column(String(16), default=None)
+    scope_id: Mapped[str | None] = mapped_column(String(255), default=None)
+    session_id: Mapped[str | None] = mapped_column(String(255), default=None)
+    actor: Mapped[str] = mapped_column(String(255))  # system:extractor, operator:<name>, user:<id>
+    reason: Mapped[str] = mapped_column(String, default="")
+    detail: Mapped[dict[str, Any]] = mapped_column(JSON, default_factory=dict)
+
+
+class MemoryTombstone(LTMBase, kw_only=True):
+    """A fact an operator deleted or rejected: extraction may not re-create it."""
+
+    __tablename__ = "ltm_tombstones"
+
+    scope: Mapped[str] = mapped_column(String(16), primary_key=True)
+    scope_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    fact_key: Mapped[str] = mapped_column(String(128), primary_key=True)
+    fact: Mapped[str] = mapped_column(String, default="")
+    created_at: Mapped[datetime] = mapped_column(default_factory=utcnow)
+    actor: Mapped[str] = mapped_column(String(255), default="")
+    reason: Mapped[str] = mapped_column(String, default="")
+
+
+class _VectorRow(LTMBase, kw_only=True):
+    """The columns every vector table has (not a table itself)."""
+
+    __abstract__ = True
+
+    scope: Mapped[str] = mapped_column(String(16))
+    scope_id: Mapped[str] = mapped_column(String(255))
+    model: Mapped[str] = mapped_column(String(255))
+    dim: Mapped[int]
+    vector: Mapped[bytes]  # float32: one vector for a memory, one per sentence for a turn
+    updated_at: Mapped[datetime] = mapped_column(default_factory=utcnow)
+
+
+class MemoryVector(_VectorRow, kw_only=True):
+    """A memory's embedding. FAISS namespaces are caches rebuilt from these."""
+
+    __tablename__ = "ltm_item_vectors"
+    __table_args__ = (Index("ix_ltm_item_vectors_scope", "scope", "scope_id", "model"),)
+
+    item_id: Mapped[int] = mapped_column(primary_key=True)  # ltm_items.id
+
+
+class EventVector(_VectorRow, kw_only=True):
+    """A raw turn's embeddings, one per sentence (storing.turns.turn_passages)."""
+
+    __tablename__ = "ltm_event_vectors"
+    __table_args__ = (Index("ix_ltm_event_vectors_scope", "scope", "scope_id", "model"),)
+
+    event_rowid: Mapped[int] = mapped_column(primary_key=True)  # ltm_events.id

@@ -1,0 +1,91 @@
+"""Raw turns: which ones the model may be shown, how one reads, and what it
+is searched by.
+
+A turn is a recorded event of a person or a tool (``SHOWN_ROLES``); the
+bot's own lines are recorded but never shown or indexed as turns. What is
+said here is used by the keyword rows, the vector fill and the reader
+alike, so a turn reads and is found the same way everywhere.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from ..enums import SHOWN_ROLES, SourceType, Status
+from ..text import search_tokens, sentences
+
+# -- which turns may be shown ---------------------------------------------------
+
+# A turn behind no memory that is held back (shadow, awaiting approval,
+# disabled, expired): operators decide what the bot knows, and a raw turn
+# must not leak a memory they have not let through. The subquery over the
+# turn's evidence is NULL when no memory cites it, 0 when one is not
+# active, else 1. CROSS JOIN keeps SQLite's join order: evidence by event
+# id (ix_ltm_evidence_event), then the item by its unique memory id.
+_BACKING = (
+    f"(SELECT min(i.status = '{Status.ACTIVE}') FROM ltm_evidence v CROSS JOIN ltm_items i "
+    "ON i.memory_id = v.memory_id WHERE v.event_id = x.event_id)"
+)
+
+
+def shown_turns(unbacked: bool) -> str:
+    """SQL over an ``ltm_events`` row aliased ``x``: a turn the model may
+    be shown. A person's or a tool's, not withheld (a memory it backed was
+    deleted or rejected, or its scope forgotten), behind no held-back
+    memory. ``unbacked``: turns no memory cites qualify too — only where
+    facts go live without review (mode auto)."""
+    backing = f"coalesce({_BACKING}, 1) = 1" if unbacked else f"{_BACKING} = 1"
+    roles = ", ".join(f"'{role}'" for role in SHOWN_ROLES)
+    return f"x.source_role IN ({roles}) AND NOT x.withheld AND {backing}"
+
+
+# -- how a turn reads -----------------------------------------------------------------
+
+
+def _parts(source_type: str, content: dict[str, Any], speaker: str | None) -> tuple[str, str]:
+    """Who (or which tool) said it, and what."""
+    if source_type == SourceType.TOOL_RESULT:
+        return f"tool {content.get('tool', '?')}", str(content.get("result", ""))
+    return speaker or "someone", str(content.get("text", ""))
+
+
+def turn_text(source_type: str, content: dict[str, Any], speaker: str | None) -> str:
+    """A turn as one line, who said it first: what the model is shown."""
+    who, said = _parts(source_type, content, speaker)
+    return " ".join(f"{who}: {said}".split())
+
+
+def turn_passages(source_type: str, content: dict[str, Any], speaker: str | None) -> list[str]:
+    """What a turn is embedded as: each sentence worth searching by
+    (text.sentences), after who said it. A turn is found by its nearest
+    sentence: one vector of a whole turn blurs its topics together, and
+    questions name people (docs/decisions.md, D07)."""
+    who, said = _parts(source_type, content, speaker)
+    return [" ".join(f"{who}: {sentence}".split()) for sentence in sentences(said)] or [f"{who}:"]
+
+
+# -- what a turn is searched by -------------------------------------------------------
+
+# A turn is keyword-indexed with the first words of the turn before it in
+# its conversation, if that came within the hour: "who performed?" — "Matt
+# Patterson" is then found by "who performed" (docs/decisions.md, D08).
+# Migration 0005 applies the same rule to older turns.
+CONTEXT_TOKENS = 60
+CONTEXT_WINDOW = timedelta(hours=1)
+
+
+def searched_text(content: dict[str, Any]) -> str:
+    """The words of an event, for its keyword row."""
+    if "tool" in content:
+        return f"{content.get('tool', '')} {content.get('result', '')}"
+    return str(content.get("text", ""))
+
+
+def turn_tokens(content: dict[str, Any], context: dict[str, Any] | None = None) -> list[str]:
+    """A turn's keyword tokens; ``context``: the content of the turn before
+    it in its conversation (CONTEXT_TOKENS of it are added)."""
+    tokens = search_tokens(searched_text(content))
+    if context is not None:
+        tokens += search_tokens(searched_text(context))[:CONTEXT_TOKENS]
+    return tokens

@@ -1,0 +1,125 @@
+"""The vector rows: every embedding lives in SQLite, in ``ltm_item_vectors``
+(a memory's one vector) or ``ltm_event_vectors`` (a turn's vectors, one per
+sentence, in one blob). FAISS namespaces (indexes.vectors) are caches of
+these rows, one per scope, corpus and model."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from sqlalchemy import ColumnElement, Connection, and_, delete, func, insert, select
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import InstrumentedAttribute
+
+from ..enums import Corpus
+from ..scope import Scope
+from .changes import VectorsStored, note
+from .tables import EventVector, MemoryEvent, MemoryVector
+
+VectorTable = type[MemoryVector] | type[EventVector]
+Fingerprint = tuple[int, int, str]
+
+
+@dataclass(frozen=True)
+class VectorRows:
+    """Where a corpus keeps its vectors."""
+
+    table: VectorTable
+    key: str  # the column holding the row id of the memory or turn
+
+    @property
+    def key_column(self) -> InstrumentedAttribute[int]:
+        column: InstrumentedAttribute[int] = getattr(self.table, self.key)
+        return column
+
+    def whole(self) -> ColumnElement[bool]:
+        """SQL: the row holds whole vectors of its dimension. Any other (a
+        torn or foreign write) is left out of the namespaces, and the fill
+        embeds its row again, as if it had no vector."""
+        t = self.table
+        size = func.length(t.vector)
+        return and_(t.dim > 0, size > 0, size % (4 * t.dim) == 0)
+
+    def of_scope(self, scope: Scope, model: str) -> tuple[ColumnElement[bool], ...]:
+        t = self.table
+        return (t.scope == scope.kind, t.scope_id == scope.id, t.model == model)
+
+
+VECTOR_ROWS: dict[Corpus, VectorRows] = {
+    Corpus.MEMORIES: VectorRows(MemoryVector, "item_id"),
+    Corpus.TURNS: VectorRows(EventVector, "event_rowid"),
+}
+
+
+def normalise(vectors: np.ndarray) -> np.ndarray:
+    """float32 rows of unit length (a zero row stays zero)."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    if vectors.ndim == 1:
+        vectors = vectors[None, :]
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return vectors / norms
+
+
+def fingerprint(conn: Connection, scope: Scope, model: str, corpus: Corpus) -> Fingerprint:
+    """How many vectors the scope's whole rows hold, the sum of their row
+    ids and the newest update: a namespace file is trusted only when its
+    fingerprint is this."""
+    rows = VECTOR_ROWS[corpus]
+    t = rows.table
+    row = conn.execute(
+        select(func.coalesce(func.sum(func.length(t.vector) / (4 * t.dim)), 0),
+               func.coalesce(func.sum(rows.key_column), 0), func.max(t.updated_at))
+        .where(*rows.of_scope(scope, model), rows.whole())
+    ).one()
+    return (int(row[0]), int(row[1]), str(row[2]))
+
+
+async def store_vectors(session: AsyncSession, corpus: Corpus, rows: Sequence[tuple[int, Scope]], model: str,
+                        vectors: Sequence[np.ndarray], now: datetime) -> None:
+    """Save the vectors of ``rows`` (row id, scope) in the caller's
+    transaction, replacing any they had; per row an array of its vectors
+    (one for a memory, one per sentence for a turn), stored normalised."""
+    if not rows:
+        return
+    vectors = [normalise(v) for v in vectors]
+    where = VECTOR_ROWS[corpus]
+    # One statement for the batch: a merge per row cost a SELECT each.
+    values: list[dict[str, Any]] = [
+        {where.key: rowid, "scope": scope.kind, "scope_id": scope.id, "model": model,
+         "dim": int(vecs.shape[1]), "vector": vecs.tobytes(), "updated_at": now}
+        for (rowid, scope), vecs in zip(rows, vectors, strict=True)
+    ]
+    await session.execute(insert(where.table).prefix_with("OR REPLACE"), values)
+    await session.flush()
+    by_scope: dict[Scope, list[int]] = {}
+    for n, (_, scope) in enumerate(rows):
+        by_scope.setdefault(scope, []).append(n)
+    for scope, picked in by_scope.items():
+        stored = await session.run_sync(lambda sync, scope=scope: fingerprint(sync.connection(), scope, model, corpus))
+        note(session, VectorsStored(corpus, scope, model, tuple(rows[n][0] for n in picked),
+                                    tuple(vectors[n] for n in picked), stored))
+
+
+async def delete_memory_vector(session: AsyncSession, item_id: int) -> None:
+    await session.execute(delete(MemoryVector).where(MemoryVector.item_id == item_id))
+
+
+async def delete_turn_vectors(session: AsyncSession, rowids: Sequence[int]) -> None:
+    await session.execute(delete(EventVector).where(EventVector.event_rowid.in_(list(rowids))))
+
+
+async def delete_scope_turn_vectors(session: AsyncSession, scope: Scope) -> None:
+    of_scope = select(MemoryEvent.id).where(MemoryEvent.scope == scope.kind, MemoryEvent.scope_id == scope.id)
+    await session.execute(delete(EventVector).where(EventVector.event_rowid.in_(of_scope)))
+
+
+async def delete_other_models(session: AsyncSession, corpus: Corpus, rowids: Sequence[int], model: str) -> None:
+    """Vectors of other models for these rows are stale once they have one
+    of ``model`` (an operator switched the embedding provider)."""
+    rows = VECTOR_ROWS[corpus]
+    await session.execute(delete(rows.table).where(rows.key_column.in_(list(rowids)), rows.table.model != model))

@@ -1,0 +1,183 @@
+"""The namespace cache both indexes share: one load per key, a bounded
+wait for it, and committed updates that reach a namespace however its load
+and the update interleave."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from astrbot_plugin_ltm.indexes.namespaces import Loads, NamespaceCache
+
+
+async def test_callers_of_one_key_share_one_load():
+    loads: Loads[str, int] = Loads("test cache")
+    calls = 0
+
+    async def load() -> int:
+        nonlocal calls
+        calls += 1
+        await asyncio.sleep(0.01)
+        return 7
+
+    assert await asyncio.gather(loads.get("a", load), loads.get("a", load)) == [7, 7]
+    assert calls == 1 and not loads  # done loads are let go
+    assert await loads.get("a", load) == 7 and calls == 2  # caching what was loaded is the caller's
+
+
+async def test_only_the_first_callers_wait_and_the_load_goes_on_for_the_next():
+    loads: Loads[str, int] = Loads("test cache")
+    release = asyncio.Event()
+
+    async def slow() -> int:
+        await release.wait()
+        return 1
+
+    assert await loads.get("a", slow, wait=0.05) is None  # waited 50 ms, then went on
+    assert await asyncio.wait_for(loads.get("a", slow, wait=0.05), 0.01) is None  # no second wait
+    assert loads  # still loading
+    release.set()
+    assert await loads.get("a", slow) == 1  # wait=None: until it is done
+
+
+async def test_a_failed_load_reaches_its_callers_and_the_next_call_loads_again():
+    loads: Loads[str, int] = Loads("test cache")
+
+    async def broken() -> int:
+        raise OSError("disk gone")
+
+    with pytest.raises(OSError):
+        await loads.get("a", broken, wait=1.0)
+    assert not loads
+
+    async def fine() -> int:
+        return 3
+
+    assert await loads.get("a", fine, wait=1.0) == 3
+
+
+async def test_settled_waits_for_every_load_left_running_and_their_failures_do_not_raise():
+    loads: Loads[str, int] = Loads("test cache")
+    finished: list[str] = []
+
+    async def slow(key: str, fail: bool) -> int:
+        await asyncio.sleep(0.05)
+        finished.append(key)
+        if fail:
+            raise OSError("disk gone")
+        return 1
+
+    assert await loads.get("a", lambda: slow("a", False), wait=0.0) is None
+    assert await loads.get("b", lambda: slow("b", True), wait=0.0) is None
+    await loads.settled()
+    assert sorted(finished) == ["a", "b"] and not loads
+    await loads.settled()  # nothing running: returns at once
+
+
+# -- NamespaceCache -------------------------------------------------------------------
+
+
+class Store:
+    """A source of truth and a cache of it, with loads that can be held
+    after they have read (so writes can land between the read and its end)."""
+
+    def __init__(self, max_loaded: int = 8, empty_recheck: float = 0.0) -> None:
+        self.rows: dict[str, set[int]] = {"a": {1}, "b": {2}, "c": set()}
+        self.have_read = asyncio.Event()
+        self.release = asyncio.Event()
+        self.release.set()
+        self.loads: list[str] = []
+        self.evicted: list[set[int]] = []
+        self.cache: NamespaceCache[str, set[int]] = NamespaceCache(
+            "test namespace", self.load, self.run, max_loaded, self.on_evict, empty_recheck)
+
+    async def load(self, key: str) -> set[int] | None:
+        self.loads.append(key)
+        found = set(self.rows[key])
+        self.have_read.set()
+        await self.release.wait()
+        return found or None
+
+    @staticmethod
+    async def run(fn):
+        return fn()
+
+    async def on_evict(self, ns: set[int]) -> None:
+        self.evicted.append(ns)
+
+    async def write(self, key: str, rowid: int) -> None:
+        """A committed write and the update it hands to the cache."""
+        self.rows[key].add(rowid)
+        replays: list[bool] = []
+
+        def apply(ns: set[int], replayed: bool) -> bool:
+            replays.append(replayed)
+            ns.add(rowid)
+            return True
+
+        await self.cache.update([(lambda k: k == key, apply)])
+        self.replays = replays
+
+
+async def test_an_update_committed_while_a_namespace_loads_reaches_it_once_loaded():
+    store = Store()
+    store.release.clear()
+    loading = asyncio.create_task(store.cache.get("a"))
+    await store.have_read.wait()  # the load has read {1}
+    await store.write("a", 5)
+    assert store.replays == []  # not applied yet: nothing is loaded
+    store.release.set()
+    assert await loading == {1, 5}
+    assert store.replays == [True]  # applied to the loaded namespace, marked as replayed
+    await store.write("a", 6)  # loaded now: applied at once
+    assert store.cache.peek("a") == {1, 5, 6} and store.replays == [False]
+
+
+async def test_a_namespace_invalidated_while_it_loads_is_loaded_again():
+    store = Store()
+    store.release.clear()
+    loading = asyncio.create_task(store.cache.get("a"))
+    await store.have_read.wait()
+    store.rows["a"] = {9}
+    store.cache.invalidate(lambda key: key == "a")  # the whole scope changed
+    store.release.set()
+    assert await loading == {9}
+    assert store.loads == ["a", "a"]
+
+
+async def test_an_update_that_cannot_apply_drops_the_namespace_for_a_fresh_load():
+    store = Store()
+    assert await store.cache.get("a") == {1}
+    await store.cache.update([(lambda key: key == "a", lambda ns, replayed: False)])
+    assert store.cache.peek("a") is None
+    assert await store.cache.get("a") == {1} and store.loads == ["a", "a"]
+
+
+async def test_a_namespace_found_empty_is_not_asked_again_until_an_update_names_it():
+    store = Store(empty_recheck=60.0)
+    assert await store.cache.get("c") is None
+    assert await store.cache.get("c") is None and store.loads == ["c"]  # remembered as empty
+    await store.write("c", 3)
+    assert await store.cache.get("c") == {3} and store.loads == ["c", "c"]
+
+
+async def test_a_namespace_found_empty_while_a_row_was_written_is_counted_again():
+    store = Store(empty_recheck=60.0)
+    store.release.clear()
+    loading = asyncio.create_task(store.cache.get("c"))
+    await store.have_read.wait()  # it found nothing
+    await store.write("c", 4)
+    store.release.set()
+    assert await loading == {4}
+
+
+async def test_the_least_recently_used_namespace_goes_first_and_is_handed_over():
+    store = Store(max_loaded=2)
+    store.rows["d"] = {4}
+    for key in ("a", "b"):
+        await store.cache.get(key)
+    await store.cache.get("a")  # used again: b is now the oldest
+    await store.cache.get("d")
+    assert [key for key, _ in store.cache.loaded()] == ["a", "d"]
+    assert store.evicted == [{2}]
