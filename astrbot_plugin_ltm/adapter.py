@@ -127,7 +127,7 @@ class AstrBotEmbedder:
             provider = providers[0] if providers else None
         return provider
 
-    async def embed(self, texts: list[str]):
+    async def embed(self, texts: list[str]) -> Any:
         import numpy as np
 
         provider = self._provider()

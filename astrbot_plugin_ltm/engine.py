@@ -101,7 +101,7 @@ class LTMEngine:
         if not self.config.emergency_read_only:
             async with self.db.write() as session:
                 await backfill_turn_rows(session)
-        counter = self._counter or await asyncio.to_thread(default_counter)
+        counter: TokenCounter = self._counter if self._counter is not None else await asyncio.to_thread(default_counter)
         self.reader = MemoryReader(
             self.db, self._retrievers, counter, self.clock,
             # Where facts go live without review, so may the turns no fact covers.
@@ -171,7 +171,8 @@ class LTMEngine:
             fact = explicit_fact(event.content.get("text", ""))
             if not fact:
                 continue
-            await self.writer.apply(session, Scope(event.scope, event.scope_id), [self._explicit_candidate(event, fact)],
+            await self.writer.apply(session, Scope(event.scope, event.scope_id),
+                                    [self._explicit_candidate(event, fact)],
                                     method=Method.USER_EXPLICIT, actor=f"user:{event.sender_id}")
             # The user said exactly what to keep; extracting it again would
             # only produce a differently worded duplicate.

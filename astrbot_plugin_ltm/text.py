@@ -32,10 +32,13 @@ _TOKEN_RUN = re.compile(f"[{_CJK_CLASS}]+|[^\\W_{_CJK_CLASS}]+", re.UNICODE)
 # Words too common to say anything about relevance. Kept short on purpose:
 # BM25 already discounts frequent terms, this only removes query noise.
 _STOPWORDS = frozenset(
-    """a an and are as at be but by did do does for from had has have he her
-    him his i i'm in is it its me my of on or our she so that the their them
-    they this to was we were what when where which who why will with you your
-    how about can could would should just like""".split()
+    [
+        "a", "an", "and", "are", "as", "at", "be", "but", "by", "did", "do", "does", "for", "from", "had", "has",
+        "have", "he", "her", "him", "his", "i", "i'm", "in", "is", "it", "its", "me", "my", "of", "on", "or", "our",
+        "she", "so", "that", "the", "their", "them", "they", "this", "to", "was", "we", "were", "what", "when",
+        "where", "which", "who", "why", "will", "with", "you", "your", "how", "about", "can", "could", "would",
+        "should", "just", "like"
+    ]
 )
 
 
@@ -113,6 +116,12 @@ def query_tokens(text: str, limit: int = 32) -> list[str]:
         if len(seen) >= limit:
             break
     return list(seen)
+
+
+def replace_literally(pattern: re.Pattern[str], replacement: str, text: str) -> str:
+    """``pattern.sub`` with ``replacement`` taken as it is: a name may hold
+    backslashes that re would read as group references."""
+    return pattern.sub(lambda _match: replacement, text)
 
 
 def fts_match_expression(tokens: list[str]) -> str:

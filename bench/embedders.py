@@ -101,7 +101,7 @@ class HashEmbedder:
             for token in tokens:
                 col, sign = self._index(token)
                 out[row, col] += sign
-            for a, b in zip(tokens, tokens[1:]):
+            for a, b in zip(tokens, tokens[1:], strict=False):
                 col, sign = self._index(a + "\x00" + b)
                 out[row, col] += 0.5 * sign
         return normalise(out)

@@ -53,7 +53,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sqlalchemy import event, text as sql
+from sqlalchemy import event
+from sqlalchemy import text as sql
 
 PROBLEM_KINDS = ("full_scans", "temp_sorts", "ignored_ids")
 REPORTED_KINDS = ("walks", "rank_sorts")

@@ -59,12 +59,12 @@ import numpy as np
 from sqlalchemy import text as sql
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from astrbot_plugin_ltm.learning.candidates import Candidate, ExtractionResult
 from astrbot_plugin_ltm.engine import LTMEngine
-from astrbot_plugin_ltm.storing.tables import MemoryEvent
 from astrbot_plugin_ltm.enums import MEMORY_TYPES
-from astrbot_plugin_ltm.scope import Origin
+from astrbot_plugin_ltm.learning.candidates import Candidate, ExtractionResult
 from astrbot_plugin_ltm.recalling.tokens import TokenCounter, default_counter
+from astrbot_plugin_ltm.scope import Origin
+from astrbot_plugin_ltm.storing.tables import MemoryEvent
 
 from .metrics import (
     ANSWER_CATEGORIES,
@@ -186,7 +186,8 @@ def parse_when(value: str) -> datetime:
     raise ValueError(f"unreadable LoCoMo date {value!r}")
 
 
-_PREFERENCE = re.compile(r"\b(likes?|loves?|enjoys?|prefers?|hates?|dislikes?|favou?rite|fan of|passionate about)\b", re.I)
+_PREFERENCE = re.compile(
+    r"\b(likes?|loves?|enjoys?|prefers?|hates?|dislikes?|favou?rite|fan of|passionate about)\b", re.I)
 _PROFILE = re.compile(
     r"\b(lives in|is from|moved to|works (as|at|for)|is an? [a-z]+ (by profession|student)|"
     r"years old|identif(y|ies) as|is married|has (a|an|two|three|\d+) (kids?|children|sons?|daughters?|"
@@ -216,7 +217,7 @@ def _session_numbers(conv: dict[str, Any]) -> list[int]:
 def load_conversations(data: str | Path | list[dict[str, Any]]) -> list[Conversation]:
     """Read a LoCoMo-format file (or its parsed JSON)."""
     samples = json.loads(Path(data).read_text(encoding="utf-8")) if isinstance(data, (str, Path)) else data
-    out = []
+    out: list[Conversation] = []
     for sample in samples:
         conv = sample["conversation"]
         sessions = []
@@ -573,7 +574,7 @@ async def run(
     if takes and embedder is not None and use_engine_embedder:
         timed = TimedEmbedder(embedder)
         kwargs["embedder"] = timed
-    mode = (f"hybrid: LTMEngine(embedder={embedder.model_id})" if timed is not None
+    mode = (f"hybrid: LTMEngine(embedder={timed.model_id})" if timed is not None
             else "keyword-only" + ("" if takes else " (LTMEngine takes no embedder= yet)"))
     config = apply_overrides(bench_config(max_tokens, max_items, max_per_type), overrides)
     engine = LTMEngine(db, config, **kwargs)
@@ -584,7 +585,8 @@ async def run(
         ours: list[QuestionResult] = []
         base: dict[str, list[QuestionResult]] = {}
         per_conv = []
-        write = {"events": 0, "facts_offered": 0, "outcomes": {}, "replay_seconds": 0.0, "items": {}}
+        write: dict[str, Any] = {"events": 0, "facts_offered": 0, "outcomes": {}, "replay_seconds": 0.0,
+                                 "items": {}}
         base_seconds = 0.0
         embed = embedder.embed if embedder is not None else None
         for conv in conversations:
@@ -619,7 +621,7 @@ async def run(
     ours_report = report(ours)
     if timed is not None:
         main = [r for r in ours if r.category in (1, 2, 3, 4)]
-        excl = [r.read_ms - r.embed_ms for r in main]
+        excl = [r.read_ms - r.embed_ms for r in main if r.read_ms is not None]
         ours_report["p50_read_ms_excl_embedding"] = percentile(excl, 50)
         ours_report["p95_read_ms_excl_embedding"] = percentile(excl, 95)
     all_questions = [q for c in conversations for q in c.questions]
@@ -638,7 +640,7 @@ async def run(
         "ours": ours_report,
         "baselines": {name: report(rs) for name, rs in base.items()},
         "full_context_tokens": sum(full) / len(full) if full else 0,
-        "full_context_tokens_per_conversation": dict(zip([c.sample_id for c in conversations], full)),
+        "full_context_tokens_per_conversation": dict(zip([c.sample_id for c in conversations], full, strict=False)),
         "questions": {
             "total": len(all_questions),
             "scored": len(ours),

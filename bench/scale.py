@@ -69,16 +69,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sqlalchemy import insert, text as sql
+from sqlalchemy import insert
+from sqlalchemy import text as sql
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from astrbot_plugin_ltm.recalling import tokens as tokens_module
-from astrbot_plugin_ltm.operating.api import MemoryAPI
-from astrbot_plugin_ltm.learning.candidates import Candidate, ExtractionResult
-from astrbot_plugin_ltm.storing.keyword_rows import backfill_turn_rows, rebuild_fact_rows
-from astrbot_plugin_ltm.storing.turns import turn_passages
 from astrbot_plugin_ltm.config import parse_config
 from astrbot_plugin_ltm.engine import LTMEngine
+from astrbot_plugin_ltm.enums import MEMORY_TYPES
+from astrbot_plugin_ltm.learning.candidates import Candidate, ExtractionResult
+from astrbot_plugin_ltm.operating.api import MemoryAPI
+from astrbot_plugin_ltm.recalling import tokens as tokens_module
+from astrbot_plugin_ltm.scope import Origin
+from astrbot_plugin_ltm.storing.keyword_rows import backfill_turn_rows, rebuild_fact_rows
 from astrbot_plugin_ltm.storing.tables import (
     EventVector,
     MemoryAudit,
@@ -87,8 +89,7 @@ from astrbot_plugin_ltm.storing.tables import (
     MemoryItem,
     MemoryVector,
 )
-from astrbot_plugin_ltm.enums import MEMORY_TYPES
-from astrbot_plugin_ltm.scope import Origin
+from astrbot_plugin_ltm.storing.turns import turn_passages
 
 from . import lists
 from .embedders import HashEmbedder, TimedEmbedder
@@ -107,8 +108,11 @@ class Words:
     """A deterministic pseudo-English vocabulary with Zipf frequencies, and
     a pool of Chinese characters."""
 
-    SYLLABLES = ("ka ro mi ta ne su lo vi an el or is un ber ton mar lin dra pel sor "
-                 "qui fen gal hol jun kel mos nar pim rut sel tav wen zor").split()
+    SYLLABLES = [
+        "ka", "ro", "mi", "ta", "ne", "su", "lo", "vi", "an", "el", "or", "is", "un", "ber", "ton", "mar", "lin",
+        "dra", "pel", "sor", "qui", "fen", "gal", "hol", "jun", "kel", "mos", "nar", "pim", "rut", "sel", "tav",
+        "wen", "zor"
+    ]
 
     def __init__(self, rng: random.Random, size: int = 4000) -> None:
         seen: dict[str, None] = {}
@@ -277,7 +281,7 @@ async def fill(engine: LTMEngine, size: int, scopes: int, per_scope: int, words:
         events, links = [], []
         for item in rows:
             sender = item["scope_id"].split(":", 1)[1]
-            for k in range(events_per_item):
+            for _k in range(events_per_item):
                 event_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
                 words_said = item["fact"].split()[1:] + words.some(rng.randint(3, 12))
                 rng.shuffle(words_said)
@@ -311,7 +315,7 @@ async def fill(engine: LTMEngine, size: int, scopes: int, per_scope: int, words:
         for lo in range(0, len(ids), 2000):
             chunk = ids[lo:lo + 2000]
             vecs = embedder.embed_sync([f for _, _, f in chunk])
-            for (rowid, scope_id, _), vec in zip(chunk, vecs):
+            for (rowid, scope_id, _), vec in zip(chunk, vecs, strict=False):
                 vec_rows.append({"item_id": rowid, "scope": "user", "scope_id": scope_id,
                                  "model": embedder.model_id, "dim": int(vec.shape[0]),
                                  "vector": vec.astype(np.float32).tobytes(), "updated_at": NOW})
@@ -329,12 +333,12 @@ async def fill(engine: LTMEngine, size: int, scopes: int, per_scope: int, words:
         for lo in range(0, len(turns), 5000):
             chunk = turns[lo:lo + 5000]
             flat = embedder.embed_sync([p for _, _, passages in chunk for p in passages])
-            vecs = np.split(flat, np.cumsum([len(passages) for _, _, passages in chunk])[:-1])
+            turn_vecs = np.split(flat, np.cumsum([len(passages) for _, _, passages in chunk])[:-1])
             async with engine.db.write() as session:
                 await session.execute(insert(EventVector), [
                     {"event_rowid": rowid, "scope": "user", "scope_id": scope_id, "model": embedder.model_id,
                      "dim": int(vec.shape[1]), "vector": vec.astype(np.float32).tobytes(), "updated_at": NOW}
-                    for (rowid, scope_id, _), vec in zip(chunk, vecs)
+                    for (rowid, scope_id, _), vec in zip(chunk, turn_vecs, strict=True)
                 ])
         timings["turn_vectors_s"] = time.perf_counter() - start
     return Store(target_facts, others), timings
@@ -376,7 +380,7 @@ async def timed_reads(engine: LTMEngine, origins: list[Origin], queries: list[st
     reads = Reads()
     max_items = engine.config.read_policy.max_items
     reported = time.perf_counter()
-    for origin, query in zip(origins, queries):
+    for origin, query in zip(origins, queries, strict=False):
         if progress is not None and time.perf_counter() - reported > 5:
             progress(reads)
             reported = time.perf_counter()
@@ -510,6 +514,7 @@ async def run_size(size: int, scopes: int, per_scope: int, n_queries: int, n_hoo
             await engine.loads_settled()
             out["ns_build_loaded_ms"] = (time.perf_counter() - start) * 1000
             emit(out, "first read, namespace rebuilt")
+        assert engine.reader is not None
         count = engine.reader.counter.count
 
         queries = [words.query(store.target_facts) for _ in range(n_queries)]

@@ -23,7 +23,7 @@ class _WebRequest:
         self.r = request
 
     def query(self) -> dict[str, Any]:
-        return {k: self.r.query.get(k) for k in self.r.query.keys()}
+        return {k: self.r.query.get(k) for k in self.r.query}
 
     async def json(self) -> Any:
         return await self.r.json(default=None)

@@ -6,6 +6,7 @@ running Python (the project's virtual environment).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -183,7 +184,8 @@ class AstrBotProcess:
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 120.0, foreground_log: bool = False) -> AstrBotProcess:
-        log = None if foreground_log else open(self.log_path, "ab")
+        # Handed to the child, which keeps it open; closed here once it has it.
+        log = None if foreground_log else open(self.log_path, "ab")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [str(BIN / "astrbot"), "run", "-p", str(self.port)], cwd=self.home, env=astrbot_env(self.home),
             stdout=log, stderr=subprocess.STDOUT if log else None, start_new_session=True,
@@ -296,10 +298,8 @@ class Client:
             for line in resp:
                 line = line.decode().rstrip("\n")
                 if line.startswith("data:"):
-                    try:
+                    with contextlib.suppress(json.JSONDecodeError):
                         events.append(json.loads(line[5:].strip()))
-                    except json.JSONDecodeError:
-                        pass
         for event in reversed(events):
             if event.get("type") == "complete" and isinstance(event.get("data"), str):
                 return event["data"]

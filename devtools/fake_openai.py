@@ -25,6 +25,7 @@ Run it alone: ``python -m devtools.fake_openai PORT``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -39,11 +40,14 @@ EMBED_DIM = 64
 _LINE = re.compile(r"^\[(\d+)\] (?P<who>.+?) \(user id (?P<uid>[^)]*)\): (?P<text>.*)$")
 _RULES = [
     (re.compile(r"\bmy name is ([A-Z][\w-]*)", re.I), "profile", "{who}'s name is {0}", "name", 0.95, 0.9),
-    (re.compile(r"\bI live in ([A-Z][\w -]*?)(?:[.,!]|\s+and\b|$)", re.I), "profile", "{who} lives in {0}", "home_city", 0.9, 0.8),
-    (re.compile(r"\bI (?:really )?(?:like|love|prefer) ([^.,!]+)", re.I), "preference", "{who} likes {0}", "likes_{0}", 0.85, 0.6),
+    (re.compile(r"\bI live in ([A-Z][\w -]*?)(?:[.,!]|\s+and\b|$)", re.I),
+     "profile", "{who} lives in {0}", "home_city", 0.9, 0.8),
+    (re.compile(r"\bI (?:really )?(?:like|love|prefer) ([^.,!]+)", re.I),
+     "preference", "{who} likes {0}", "likes_{0}", 0.85, 0.6),
     (re.compile(r"我叫([\u4e00-\u9fff\w]{1,8}?)(?:[，,。！!\s]|$)"), "profile", "{who}的名字是{0}", "name", 0.95, 0.9),
     (re.compile(r"住在([\u4e00-\u9fff\w]{1,10}?)(?:[，,。！!\s]|$)"), "profile", "{who}住在{0}", "home_city", 0.9, 0.8),
-    (re.compile(r"我(?:很)?喜欢([\u4e00-\u9fff\w]{1,12}?)(?:[，,。！!\s]|$)"), "preference", "{who}喜欢{0}", "likes_{0}", 0.85, 0.6),
+    (re.compile(r"我(?:很)?喜欢([\u4e00-\u9fff\w]{1,12}?)(?:[，,。！!\s]|$)"),
+     "preference", "{who}喜欢{0}", "likes_{0}", 0.85, 0.6),
 ]
 
 
@@ -132,10 +136,9 @@ class Handler(BaseHTTPRequestHandler):
         return getattr(self.server, "state", STATE)
 
     def handle(self) -> None:
-        try:
+        # The client may give up (e.g. a timed-out extraction call).
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             super().handle()
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client gave up (e.g. a timed-out extraction call)
 
     def _json(self, obj, code: int = 200) -> None:
         data = json.dumps(obj, ensure_ascii=False).encode()
@@ -256,13 +259,17 @@ class Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
 
+class _Server(ThreadingHTTPServer):
+    state: State
+
+
 def serve(port: int = 0, state: State | None = None) -> ThreadingHTTPServer:
     """Start in a background thread; ``server.server_address[1]`` is the port.
 
     ``state`` (default: the shared ``STATE``) holds the requests this server
     records and its controls; it is also ``server.state``.
     """
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server = _Server(("127.0.0.1", port), Handler)
     server.state = state if state is not None else STATE
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True, name="fake-openai").start()

@@ -219,7 +219,7 @@ class LTM:
             counts[name] = (await self.sql(f'SELECT count(*) FROM "{name}"'))[0][0]
         return counts
 
-    async def table_snapshot(self) -> dict[str, list[tuple]]:
+    async def table_snapshot(self) -> dict[str, list[str]]:
         """Every row of every ltm_ table: detects updates as well as inserts."""
         names = (await self.table_counts()).keys()
         return {name: sorted(map(repr, await self.sql(f'SELECT * FROM "{name}"'))) for name in names}

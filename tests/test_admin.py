@@ -6,8 +6,8 @@ import pytest
 
 from astrbot_plugin_ltm.operating.errors import AdminError
 from astrbot_plugin_ltm.operating.queries import ItemFilter
-from astrbot_plugin_ltm.storing.tables import MemoryItem
 from astrbot_plugin_ltm.scope import Scope
+from astrbot_plugin_ltm.storing.tables import MemoryItem
 
 OP = "operator:root"
 
@@ -15,7 +15,8 @@ OP = "operator:root"
 async def seed(ltm, origin):
     a = origin("alice")
     await ltm.engine.remember(a, "I like green tea")
-    await ltm.turn(a, "I live in Paris", "Nice.", {"type": "profile", "fact": "Alice lives in Paris", "fact_key": "city"})
+    await ltm.turn(a, "I live in Paris", "Nice.", {"type": "profile", "fact": "Alice lives in Paris",
+                                                   "fact_key": "city"})
     await ltm.turn(a, "maybe jazz", "OK.", {"fact": "Alice might like jazz", "fact_key": "jazz", "confidence": 0.5})
     await ltm.engine.remember(origin("bob"), "I like coffee")
     return a
@@ -28,7 +29,8 @@ async def test_update_item_is_validated_and_audited(ltm, origin):
     updated = await ltm.engine.admin.update_item(
         item.memory_id, {"importance": 0.9, "ttl_days": 30, "type": "episode", "fact": "Alice lives in Lyon"}, OP
     )
-    assert (updated.importance, updated.ttl_days, updated.type, updated.fact) == (0.9, 30, "episode", "Alice lives in Lyon")
+    assert (updated.importance, updated.ttl_days, updated.type, updated.fact) == (0.9, 30, "episode",
+                                                                                  "Alice lives in Lyon")
     assert updated.fact_key == "alice_lives_in_lyon"
     (edit,) = [r for r in await ltm.audit() if r.action == "edit"]
     assert edit.actor == OP and edit.memory_id == item.memory_id and edit.reason

@@ -27,8 +27,6 @@ from typing import Any
 import pytest
 
 from astrbot_plugin_ltm.operating.api import MAX_PAGE_SIZE, MemoryAPI
-from astrbot_plugin_ltm.storing.database import ReadOnlyError
-from astrbot_plugin_ltm.storing.tables import MemoryItem
 from astrbot_plugin_ltm.operating.transfer import (
     EVENT_FIELDS,
     ITEM_FIELDS,
@@ -36,6 +34,8 @@ from astrbot_plugin_ltm.operating.transfer import (
     MAX_IMPORT_ITEMS,
     checksum,
 )
+from astrbot_plugin_ltm.storing.database import ReadOnlyError
+from astrbot_plugin_ltm.storing.tables import MemoryItem
 
 USER = "root"
 ACTOR = f"operator:{USER}"
@@ -334,7 +334,7 @@ async def test_delete_item(make_api, origin):
     await api.err(404, "delete_item", items["jazz"].memory_id, USER)
 
 
-BAD_REVIEWS = [
+BAD_REVIEWS: list[Any] = [
     None, [], "approve", {}, {"memory_ids": "abc", "decision": "approve"},
     {"memory_ids": [1, 2], "decision": "approve"}, {"memory_ids": [], "decision": "approve"},
     {"memory_ids": ["@ID"], "decision": "maybe"}, {"memory_ids": ["@ID"]},
@@ -445,7 +445,7 @@ async def test_audit_log_filters(make_api, origin):
 
 # -- policy ---------------------------------------------------------------------------
 
-BAD_POLICIES = [
+BAD_POLICIES: list[Any] = [
     None, [], {}, "shadow", {"mode": "auto"}, {"extraction": {"batch_size": 2}}, {"write_policy": "auto"},
     {"write_policy": {"mode": "yolo"}}, {"write_policy": {"min_confidence": 2}},
     {"write_policy": {"min_confidence": "high"}}, {"write_policy": {"max_writes_per_hour": -1}},
@@ -690,7 +690,8 @@ def tamperings(doc: dict) -> list[tuple[str, dict]]:
     changed = copy.deepcopy(doc)
     del changed["items"][-1]["evidence"][0]["event"]["content"]
     out.append(("an event field missing, resealed", reseal(changed)))
-    for key, value in (("format", "other.export"), ("version", 2), ("items", {"a": 1})):
+    replaced: tuple[tuple[str, Any], ...] = (("format", "other.export"), ("version", 2), ("items", {"a": 1}))
+    for key, value in replaced:
         out.append((f"{key}={value!r}", {**copy.deepcopy(doc), key: value}))
     return out
 

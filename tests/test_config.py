@@ -161,7 +161,8 @@ def test_valid_values_are_taken():
 
 
 def test_approval_types_outside_allowed_types_are_pointed_out():
-    cfg, errors = parse_config({"write_policy": {"allowed_types": ["profile"], "require_approval_types": ["constraint"]}})
+    cfg, errors = parse_config({"write_policy": {"allowed_types": ["profile"],
+                                                 "require_approval_types": ["constraint"]}})
     assert len(errors) == 1 and "require_approval_types" in errors[0] and "allowed_types" in errors[0]
 
 

@@ -34,7 +34,8 @@ def version(path) -> int:
 def schema(path) -> dict[str, str]:
     conn = connect(path)
     try:
-        return {name: sql for name, sql in conn.execute("SELECT name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")}
+        return {name: sql for name,
+                sql in conn.execute("SELECT name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")}
     finally:
         conn.close()
 
@@ -177,7 +178,8 @@ def test_migrated_columns_equal_the_models(tmp_path):
     conn = connect(db)
     try:
         for table in metadata.sorted_tables:
-            actual = {name: (declared.upper(), notnull, pk) for name, declared, notnull, pk in columns(conn, table.name)}
+            actual = {name: (declared.upper(), notnull, pk) for name, declared, notnull, pk in columns(conn,
+                                                                                                       table.name)}
             expected = {}
             pk_order = [c.name for c in table.primary_key.columns]
             for col in table.columns:
@@ -333,7 +335,7 @@ def test_concurrent_migrations_apply_each_version_once(tmp_path):
 async def test_engine_start_migrates(make_ltm):
     ltm = await make_ltm()
     assert version(ltm.path) == LATEST
-    assert set(metadata.tables) <= set((await ltm.table_counts()))
+    assert set(metadata.tables) <= set(await ltm.table_counts())
 
 
 def test_0003_keeps_the_keyword_indexes_and_keys_them_by_scope(tmp_path):
@@ -447,8 +449,7 @@ def test_0006_stems_both_keyword_indexes_and_clears_the_whole_turn_vectors(tmp_p
     """Tokens indexed before stemming become exactly what the plugin indexes
     now, in their scope; the turns' vectors (one per whole turn) are
     deleted, to be embedded again sentence by sentence."""
-    from astrbot_plugin_ltm.storing.keyword_rows import scoped_text, scoped_tokens
-    from astrbot_plugin_ltm.storing.keyword_rows import turn_row
+    from astrbot_plugin_ltm.storing.keyword_rows import scoped_text, scoped_tokens, turn_row
     from astrbot_plugin_ltm.text import index_text
 
     def unstemmed(text_: str) -> str:  # what 0001–0005 stored: the words, lowercased

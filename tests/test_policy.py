@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -71,7 +73,7 @@ def test_confidence_always_in_unit_interval_and_monotone(base, source, n, contra
 
 
 def inp(**kw) -> GateInput:
-    values = dict(
+    values: dict[str, Any] = dict(
         type="preference", confidence=0.9, evidence_count=1, is_new=True, explicit=False,
         writes_this_session=0, writes_this_hour=0,
     )

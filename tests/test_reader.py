@@ -11,16 +11,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from astrbot_plugin_ltm.storing.memory_rows import fact_written
-from astrbot_plugin_ltm.storing.tables import MemoryItem
 from astrbot_plugin_ltm.config import ReadPolicy
 from astrbot_plugin_ltm.enums import MEMORY_TYPES
 from astrbot_plugin_ltm.recalling.block import FOOTER, HEADER, BlockBuilder
 from astrbot_plugin_ltm.recalling.ranking import Ranked
-from astrbot_plugin_ltm.recalling.rows import EventRow
 from astrbot_plugin_ltm.recalling.retrieval import KeywordRetriever, Query
-from astrbot_plugin_ltm.scope import Scope
+from astrbot_plugin_ltm.recalling.rows import EventRow
 from astrbot_plugin_ltm.recalling.tokens import EstimateCounter, default_counter
+from astrbot_plugin_ltm.scope import Scope
+from astrbot_plugin_ltm.storing.memory_rows import fact_written
+from astrbot_plugin_ltm.storing.tables import MemoryItem
 
 START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -59,7 +59,7 @@ def check_block(block, policy: ReadPolicy, counter):
     assert max(per_type.values(), default=0) <= policy.max_per_type
     lines = block.text.split("\n")
     assert lines[0] == HEADER and lines[-1] == FOOTER
-    for line, s in zip(lines[1:], block.items):
+    for line, s in zip(lines[1:], block.items, strict=False):
         assert line.startswith(f"- [{s.type}] {s.fact} (confidence: ")
     # then the raw turns, each under its day's heading, oldest first
     turns, day = [], None
@@ -74,10 +74,11 @@ def check_block(block, policy: ReadPolicy, counter):
 
 # -- the budget ---------------------------------------------------------------
 
-WORDS = (
-    "Alice Bob tea coffee Paris London python rust deadline friday meeting nurse guitar cat dog "
-    "allergic peanuts vegetarian marathon 2025-03-01 v2 API 🍵 🐱 naïve café"
-).split()
+WORDS = [
+    "Alice", "Bob", "tea", "coffee", "Paris", "London", "python", "rust", "deadline", "friday", "meeting", "nurse",
+    "guitar", "cat", "dog", "allergic", "peanuts", "vegetarian", "marathon", "2025-03-01", "v2", "API", "🍵", "🐱",
+    "naïve", "café"
+]
 CJK = "小明住在上海喜欢喝绿茶周五开会猫狗程序员北京咖啡马拉松素食对花生过敏東京ラーメン한국어"
 
 
@@ -323,7 +324,8 @@ async def test_english_keyword_search(ltm, origin):
     target = await add(ltm, "Alice's favourite drink is green tea", importance=0.3)
     await add(ltm, "Alice works as a nurse", importance=0.6)
     await add(ltm, "Bob plays the guitar", importance=0.7)
-    found = await KeywordRetriever(ltm.engine.keyword_index).search([ALICE], Query.of("What drink should I order for Alice?"), 10)
+    retriever = KeywordRetriever(ltm.engine.keyword_index)
+    found = await retriever.search([ALICE], Query.of("What drink should I order for Alice?"), 10)
     assert found.memories[0] == target.id
     ltm.configure({"read_policy": {"max_items": 1}})
     block = await ltm.block(origin("alice"), "What drinks should I order? Tea?")

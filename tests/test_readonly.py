@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from astrbot_plugin_ltm.operating.queries import ItemFilter
 from astrbot_plugin_ltm.operating.commands import Commands
-from astrbot_plugin_ltm.storing.database import ReadOnlyError
+from astrbot_plugin_ltm.operating.queries import ItemFilter
 from astrbot_plugin_ltm.scope import Scope
+from astrbot_plugin_ltm.storing.database import ReadOnlyError
 
 FACT = {"type": "task_state", "fact": "Alice is migrating to API v2", "fact_key": "migration"}
 

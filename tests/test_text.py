@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from astrbot_plugin_ltm.recalling.tokens import EstimateCounter, default_counter
 from astrbot_plugin_ltm.text import (
     FACT_KEY_MAX_CHARS,
     MAX_SENTENCES,
@@ -20,7 +21,6 @@ from astrbot_plugin_ltm.text import (
     stem,
     token_set_similarity,
 )
-from astrbot_plugin_ltm.recalling.tokens import EstimateCounter, default_counter
 
 
 @pytest.mark.parametrize(
@@ -95,7 +95,8 @@ def test_sentences_are_what_a_turn_is_searched_by():
     # at most MAX_SENTENCES: the rest joins the last
     many = " ".join(f"Sentence number {n} is here." for n in range(12))
     parts = sentences(many)
-    assert len(parts) == MAX_SENTENCES and parts[-1].startswith("Sentence number 7") and parts[-1].endswith("11 is here.")
+    assert len(parts) == MAX_SENTENCES
+    assert parts[-1].startswith("Sentence number 7") and parts[-1].endswith("11 is here.")
 
 
 def test_fts_match_expression_quotes_every_token():

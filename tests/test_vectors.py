@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
+import re
 import threading
 import time
-import re
 from datetime import UTC, datetime
 
 import numpy as np
@@ -206,7 +206,7 @@ async def test_no_vector_from_one_scope_is_returned_for_another(db_url, tmp_path
     reloads over 5 scopes: every vector hit a scope's query returns, memory
     or turn, is a row of that scope."""
     rng = random.Random(seed)
-    words = "tea coffee hiking stamps chess piano paris london rome cats dogs".split()
+    words = ["tea", "coffee", "hiking", "stamps", "chess", "piano", "paris", "london", "rome", "cats", "dogs"]
     engine = await make(db_url, tmp_path, HashEmbedder(16), vectors={"max_loaded_namespaces": 2})
     seen_turns = [0]
     for step in range(60):
@@ -264,9 +264,11 @@ def _filter(engine, who):
     return ItemFilter(scope=scope.kind, scope_id=scope.id)
 
 
-async def _rowid(engine: LTMEngine, memory_id: str) -> int:
+async def _rowid(engine: LTMEngine, memory_id: str | None) -> int:
     async with engine.db.read() as session:
-        return (await session.execute(select(MemoryItem.id).where(MemoryItem.memory_id == memory_id))).scalar_one()
+        rowid = (await session.execute(select(MemoryItem.id).where(MemoryItem.memory_id == memory_id))).scalar_one()
+    assert rowid is not None
+    return rowid
 
 
 async def fill_all(engine: LTMEngine) -> None:
@@ -454,7 +456,8 @@ async def test_a_namespace_file_of_whole_turn_vectors_is_rebuilt(db_url, tmp_pat
             meta.write_text(json.dumps(doc))
     fresh = await make(db_url, tmp_path, HashEmbedder())
     assert (await fresh.embeddings.query([scope], "spicy noodles", 5)).turns == expected
-    kinds = {json.loads(m.read_text())["kind"]: json.loads(m.read_text()) for m in (tmp_path / "vectors").glob("*.json")}
+    metas = [json.loads(m.read_text()) for m in (tmp_path / "vectors").glob("*.json")]
+    kinds = {meta["kind"]: meta for meta in metas}
     assert kinds["turns"]["stride"] == STRIDE[TURNS]  # rebuilt and written again
 
 

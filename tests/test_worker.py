@@ -4,6 +4,7 @@ idle wait and the retention sweep."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from datetime import timedelta
 
@@ -73,7 +74,8 @@ async def test_invalid_candidates_are_rejected_one_by_one_and_valid_ones_written
 
 async def test_max_fact_chars_is_configurable(make_ltm, origin):
     ltm = await make_ltm({"write_policy": {"mode": "auto"}, "extraction": {"max_fact_chars": 20}})
-    await ltm.turn(origin("alice"), "hi", "OK.", fact("Alice lives in Paris"), fact("Alice lives in Paris, France, Europe"))
+    await ltm.turn(origin("alice"), "hi", "OK.", fact("Alice lives in Paris"),
+                   fact("Alice lives in Paris, France, Europe"))
     assert [i.fact for i in await ltm.items()] == ["Alice lives in Paris"]
     (row,) = await rejections(ltm)
     assert "longer than 20 characters" in row.reason
@@ -229,19 +231,15 @@ async def test_a_failing_write_neither_blocks_other_scopes_nor_retries_at_once(l
     await ltm.record(origin("alice"), "I live in Paris", "OK.")
     await ltm.record(origin("bob"), "I live in Rome", "OK.")
     ltm.gateway.default = ltm.gateway.facts_json(fact("The user lives somewhere", fact_key="home"))
-    try:
+    with contextlib.suppress(RuntimeError):
         await ltm.engine.worker.run_once(ignore_idle=True)
-    except RuntimeError:
-        pass
     assert [i.scope_id for i in await ltm.items()] == ["qq:bob"]
     alice = await ltm.events(MemoryEvent.scope_id == "qq:alice")
     assert {(e.extraction_status, e.attempts) for e in alice} == {("pending", 1)}
     assert all(e.next_attempt_at is not None and e.last_error for e in alice)
     calls = len(ltm.gateway.calls)
-    try:
+    with contextlib.suppress(RuntimeError):
         await ltm.engine.worker.run_once(ignore_idle=True)
-    except RuntimeError:
-        pass
     assert len(ltm.gateway.calls) == calls  # backing off, like any other failure
 
 

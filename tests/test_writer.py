@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from astrbot_plugin_ltm.operating.queries import ItemFilter
 from astrbot_plugin_ltm.learning.candidates import Candidate
-from astrbot_plugin_ltm.storing.tables import MemoryAudit, MemoryEvent, MemoryEvidence, MemoryItem
 from astrbot_plugin_ltm.learning.policy import confidence
+from astrbot_plugin_ltm.operating.queries import ItemFilter
 from astrbot_plugin_ltm.scope import Scope
+from astrbot_plugin_ltm.storing.tables import MemoryAudit, MemoryEvent, MemoryEvidence, MemoryItem
 
 OPERATOR = "operator:root"
 
@@ -284,9 +284,11 @@ async def test_every_decision_is_audited_with_a_reason(make_ltm, origin):
     outcomes += [o for r in results for o in r.outcomes]
     # (a new conversation: the first one has used up its session cap)
     later = origin("alice", umo="qq:FriendMessage:alice:later")
-    _, results = await ltm.turn(later, "Paris!", "OK.", {"type": "profile", "fact": "Alice lives in Paris", "fact_key": "city"})
+    _, results = await ltm.turn(later, "Paris!", "OK.", {"type": "profile", "fact": "Alice lives in Paris",
+                                                         "fact_key": "city"})
     outcomes += [o for r in results for o in r.outcomes]
-    _, results = await ltm.turn(later, "London!", "OK.", {"type": "profile", "fact": "Alice lives in London", "fact_key": "city"})
+    _, results = await ltm.turn(later, "London!", "OK.", {"type": "profile", "fact": "Alice lives in London",
+                                                          "fact_key": "city"})
     outcomes += [o for r in results for o in r.outcomes]
 
     rows = await ltm.audit()
@@ -302,7 +304,8 @@ async def test_every_decision_is_audited_with_a_reason(make_ltm, origin):
     # one audit row per outcome of the writer (created/confirmed/superseded/dropped)
     past = {"created": "create", "confirmed": "confirm", "superseded": "supersede", "dropped": "policy"}
     for outcome in outcomes:
-        matching = [r for r in by_action[past[outcome.action]] if outcome.memory_id is None or r.memory_id == outcome.memory_id]
+        matching = [r for r in by_action[past[outcome.action]]
+                    if outcome.memory_id is None or r.memory_id == outcome.memory_id]
         assert matching and all(r.reason for r in matching)
     # every item has the audit row of its creation
     for item in await ltm.items():
@@ -424,7 +427,8 @@ async def test_contradicting_facts_from_the_same_line_in_one_batch(ltm, origin):
 
 async def test_restating_an_item_is_not_a_contradiction(ltm, origin):
     a = origin("alice")
-    await ltm.turn(a, "I live in Paris", "Nice.", {"type": "profile", "fact": "Alice lives in Paris", "fact_key": "city"})
+    await ltm.turn(a, "I live in Paris", "Nice.", {"type": "profile", "fact": "Alice lives in Paris",
+                                                   "fact_key": "city"})
     await ltm.turn(a, "Paris, France", "Nice.",
                    {"type": "profile", "fact": "Alice lives in Paris, France", "fact_key": "city"})
     item = await ltm.item()
@@ -522,7 +526,8 @@ async def test_semantic_match_with_weaker_support_keeps_the_wording(ltm, origin)
 
 async def test_deleted_fact_is_not_recreated_by_extraction(ltm, origin):
     a = origin("alice")
-    await ltm.turn(a, "I live in Paris", "OK.", {"type": "profile", "fact": "Alice lives in Paris", "fact_key": "alice_home_city"})
+    await ltm.turn(a, "I live in Paris", "OK.", {"type": "profile", "fact": "Alice lives in Paris",
+                                                 "fact_key": "alice_home_city"})
     item = await ltm.item()
     await ltm.engine.admin.delete(item.memory_id, OPERATOR, "wrong")
     assert await ltm.items() == []

@@ -97,7 +97,7 @@ class KeywordNamespace:
         keys, tfs = np.unique(terms * n + slots, return_counts=True)
         term_of, slot_of = keys // n, (keys % n).astype(np.int32)
         starts = np.flatnonzero(np.diff(term_of, prepend=-1))
-        for lo, hi in zip(starts.tolist(), [*starts[1:].tolist(), len(keys)]):
+        for lo, hi in zip(starts.tolist(), [*starts[1:].tolist(), len(keys)], strict=False):
             ns._postings[vocabulary[term_of[lo]]] = (slot_of[lo:hi], tfs[lo:hi].astype(np.float32))
         ns._merged_count = len(keys)
         return ns

@@ -33,7 +33,7 @@ from ..text import MAX_SENTENCES
 # one, a turn one per sentence (text.sentences: at most MAX_SENTENCES and
 # the whole turn).
 STRIDE = {Corpus.MEMORIES: 1, Corpus.TURNS: 16}
-assert MAX_SENTENCES + 1 <= STRIDE[Corpus.TURNS]
+assert STRIDE[Corpus.TURNS] >= MAX_SENTENCES + 1
 # Up to this many vectors a namespace is searched exactly (flat); beyond,
 # it is an inverted file of sqrt(n) clusters, NPROBE searched (D14).
 EXACT_SEARCH_MAX = 20_000
@@ -93,7 +93,7 @@ class VectorNamespace:
 
 def contents(index: Any) -> tuple[np.ndarray, np.ndarray]:
     """A copy of a flat namespace's vectors and ids."""
-    flat = faiss.downcast_index(index.index)
+    flat: Any = faiss.downcast_index(index.index)
     vectors = faiss.rev_swig_ptr(flat.get_xb(), flat.ntotal * flat.d).reshape(flat.ntotal, flat.d).copy()
     return vectors, faiss.vector_to_array(index.id_map).copy()
 
@@ -177,10 +177,10 @@ def load_namespace(conn: Connection, files: NamespaceFiles, scope: Scope, model:
     if ns is not None:
         return ns
     rows = VECTOR_ROWS[corpus]
-    t = rows.table
-    found = conn.execute(select(rows.key_column, t.dim, t.vector).where(*rows.of_scope(scope, model), rows.whole())).all()
-    broken = conn.execute(
-        select(func.count()).select_from(t).where(*rows.of_scope(scope, model), ~rows.whole())).scalar_one()
+    found = conn.execute(select(rows.key_column, rows.column("dim"), rows.column("vector"))
+                         .where(*rows.of_scope(scope, model), rows.whole())).all()
+    broken = conn.execute(select(func.count()).select_from(rows.table)
+                          .where(*rows.of_scope(scope, model), ~rows.whole())).scalar_one()
     if broken:
         log.warning("ltm: %d malformed vector row(s) in %s (%s) left out; they will be embedded again",
                     broken, scope.namespace, corpus)

@@ -25,13 +25,9 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from functools import partial
 
 from ..logs import log
-
-K = TypeVar("K", bound=Hashable)
-N = TypeVar("N")
-V = TypeVar("V")
 
 # How long a read waits for a namespace to load; past it, that read goes on
 # without the namespace while the load finishes for the next
@@ -40,12 +36,12 @@ COLD_WAIT = 1.0
 
 # Applied to a namespace: (namespace, replayed) -> False to drop it and load
 # it afresh. ``replayed``: it is applied after a load that may have seen it.
-Update = Callable[[N, bool], bool]
-Matches = Callable[[K], bool]
-Runner = Callable[[Callable[[], list[bool]]], Awaitable[list[bool]]]
+type Update[N] = Callable[[N, bool], bool]
+type Matches[K] = Callable[[K], bool]
+type Runner = Callable[[Callable[[], list[bool]]], Awaitable[list[bool]]]
 
 
-class Loads(Generic[K, V]):
+class Loads[K: Hashable, V]:
     """Loads in flight, one per key: a second caller joins the first's."""
 
     def __init__(self, what: str) -> None:
@@ -65,9 +61,9 @@ class Loads(Generic[K, V]):
         """
         running = self._running.get(key)
         if running is None:
-            task = asyncio.ensure_future(load())
-            running = self._running[key] = (task, time.monotonic())
-            task.add_done_callback(lambda done: self._done(key, done))
+            started_now = asyncio.ensure_future(load())
+            running = self._running[key] = (started_now, time.monotonic())
+            started_now.add_done_callback(lambda done: self._done(key, done))
         task, started = running
         if wait is None:
             return await asyncio.shield(task)
@@ -92,12 +88,12 @@ class Loads(Generic[K, V]):
 
 
 @dataclass
-class _Loading(Generic[N]):
+class _Loading[N]:
     updates: list[Update[N]] = field(default_factory=list)  # committed while it loads
     stale: bool = False  # invalidated while it loads: load it again
 
 
-class NamespaceCache(Generic[K, N]):
+class NamespaceCache[K: Hashable, N]:
     """Loaded namespaces by key, and the loads and updates in flight.
 
     ``load(key)`` builds a namespace from SQLite (None: it has nothing, so
@@ -223,6 +219,11 @@ class NamespaceCache(Generic[K, N]):
             if ns is None:  # something was stored while it found nothing
                 return False
             batch, applied = loading.updates[applied:], len(loading.updates)
-            if not all(await self._run(lambda batch=batch: [apply(ns, True) for apply in batch])):
+            if not all(await self._run(partial(_replay, ns, batch))):
                 return False
         return not loading.stale
+
+
+def _replay[N](ns: N, updates: list[Update[N]]) -> list[bool]:
+    """Updates committed while ``ns`` loaded, which it may already hold."""
+    return [apply(ns, True) for apply in updates]

@@ -107,7 +107,7 @@ class VectorFill:
         checked = self._turns_checked.get(model, 0)
         self._turns_checked = {model: checked}
         async with self.db.read() as session:
-            last = int((await session.execute(select(func.coalesce(func.max(MemoryEvent.id), 0)))).scalar_one())
+            last = (await session.execute(select(func.coalesce(func.max(MemoryEvent.id), 0)))).scalar_one() or 0
             events = list((
                 await session.execute(
                     select(MemoryEvent)

@@ -219,8 +219,7 @@ class VectorIndex:
             match change:
                 case VectorsStored(corpus=corpus, scope=scope, model=model, rowids=rowids, vectors=vectors,
                                    fingerprint=stored):
-                    key = (scope, model, corpus)
-                    updates.append((lambda k, key=key: k == key, _storing(corpus, rowids, vectors, stored)))
+                    updates.append((_exactly((scope, model, corpus)), _storing(corpus, rowids, vectors, stored)))
                 case MemoryWritten(scope=scope, item_id=rowid, fact_tokens=tokens, created=False) \
                         if tokens is not None:
                     remove(scope, Corpus.MEMORIES, [rowid])  # the old fact's vector
@@ -236,6 +235,10 @@ class VectorIndex:
             for matches, _ in updates:
                 self._cache.invalidate(matches)
             raise
+
+
+def _exactly(wanted: Key) -> Matches[Key]:
+    return lambda key: key == wanted
 
 
 def _of(scope: Scope, corpus: Corpus) -> Matches[Key]:

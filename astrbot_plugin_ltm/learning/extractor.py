@@ -20,9 +20,8 @@ from ..enums import MEMORY_TYPES, SHOWN_ROLES, CandidateSource, Role, SourceType
 from ..extension_points import Complete
 from ..logs import log
 from ..storing.tables import MemoryEvent
-from ..text import normalize_fact_key
+from ..text import normalize_fact_key, replace_literally
 from .candidates import Candidate, ExtractionResult, Rejection
-
 
 SYSTEM_PROMPT = """You extract long-term memory from a chat transcript.
 Each transcript line is numbered and names its speaker.
@@ -152,8 +151,7 @@ def _check(raw: Any, events: Sequence[MemoryEvent], humans: dict[str | None, Mem
         speaker = humans[next(iter(speakers))]
         name = speaker.sender_name or speaker.sender_id or ""
         for pattern, replacement in _GENERIC_USER:
-            text = replacement.format(name=name)
-            fact = pattern.sub(lambda _, text=text: text, fact)  # a name is literal text
+            fact = replace_literally(pattern, replacement.format(name=name), fact)
     elif any(p.search(fact) for p, _ in _GENERIC_USER):
         return "fact says 'the user' but several people are its source", None
     source = CandidateSource.TOOL_RESULT if all(e.source_role == Role.TOOL for e in sources) \

@@ -13,7 +13,7 @@ from ..enums import CandidateSource, Status, WriteMode
 
 # How much a source is trusted: the confidence formula's first factor.
 # Tool results are weighed by where the evidence came from, not by method.
-SOURCE_QUALITY = {
+SOURCE_QUALITY: dict[str, float] = {
     CandidateSource.USER_EXPLICIT: 1.0,
     CandidateSource.LLM_EXTRACT: 0.8,
     CandidateSource.RULE: 0.8,

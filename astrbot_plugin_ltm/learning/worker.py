@@ -12,6 +12,7 @@ pending and are retried with exponential backoff, and after
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -33,7 +34,6 @@ from ..storing.database import Database, ReadOnlyError
 from ..storing.tables import MemoryEvent
 from .retention import sweep_expired
 from .writer import MemoryWriter, WriteOutcome
-
 
 ACTOR = "system:extractor"
 # Resolves the extractor for a conversation (its unified_msg_origin); None
@@ -255,10 +255,8 @@ class ExtractionWorker:
                 raise
             except Exception:
                 log.exception("ltm: extraction worker error; continuing")
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._kick.wait(), timeout=self._config().extraction.poll_seconds)
-            except TimeoutError:
-                pass
             self._kick.clear()
 
     def start(self) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -175,10 +176,12 @@ class MemoryWriter:
         for event_id in plan.new_events:
             session.add(MemoryEvidence(memory_id=item.memory_id, event_id=event_id, extraction_method=method,
                                        extraction_meta=plan.evidence_meta, created_at=now))
-        audit(session, plan.action, actor, verdict.reason, item=item, session_id=c.session_id, now=now,
-              fact=item.fact, confidence=plan.confidence, evidence_count=item.evidence_count,
-              status=item.status, events=c.event_ids,
-              **({"previous_fact": previous_fact} if previous_fact not in (None, item.fact) else {}))
+        detail: dict[str, Any] = {"fact": item.fact, "confidence": plan.confidence,
+                                     "evidence_count": item.evidence_count, "status": item.status,
+                                     "events": c.event_ids}
+        if previous_fact not in (None, item.fact):
+            detail["previous_fact"] = previous_fact
+        audit(session, plan.action, actor, verdict.reason, item=item, session_id=c.session_id, now=now, **detail)
         return WriteOutcome(_DONE[plan.action], item.memory_id, item.status, verdict.reason, item.fact)
 
     async def _update(self, session: AsyncSession, item: MemoryItem, c: Candidate, plan: Plan,
@@ -227,9 +230,9 @@ class MemoryWriter:
     @staticmethod
     def _drop(session: AsyncSession, scope: Scope, c: Candidate, reason: str, actor: str, now: datetime,
               key: str | None = None) -> WriteOutcome:
+        key = normalize_fact_key(c.fact_key or c.fact) if key is None else key
         audit(session, AuditAction.POLICY, actor, reason, scope=scope, session_id=c.session_id, now=now,
-              decision="dropped", fact=c.fact, fact_key=normalize_fact_key(c.fact_key or c.fact) if key is None else key,
-              type=c.type)
+              decision="dropped", fact=c.fact, fact_key=key, type=c.type)
         return WriteOutcome(Outcome.DROPPED, None, None, reason, c.fact)
 
 

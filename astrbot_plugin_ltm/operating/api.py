@@ -26,7 +26,6 @@ from .queries import SORTS, AuditFilter, EventFilter, ItemFilter
 from .serialize import audit_dict, event_dict, item_dict
 from .transfer import MAX_IMPORT_BYTES, export_items, import_items
 
-
 MAX_PAGE_SIZE = 200
 EDITABLE_POLICY_KEYS = ("enable", "emergency_read_only", "write_policy", "read_policy")
 
@@ -224,7 +223,8 @@ class MemoryAPI:
         _, problems = parse_config(raw)
         if problems:
             # Through the API an invalid value is refused, not defaulted.
-            raise AdminError("invalid settings, nothing changed: " + "; ".join(p.split("; using the default")[0] for p in problems))
+            reasons = "; ".join(p.split("; using the default")[0] for p in problems)
+            raise AdminError(f"invalid settings, nothing changed: {reasons}")
         before = await self.get_policy()
         turning_read_only = self.engine.config.emergency_read_only is False and raw.get("emergency_read_only") is True
         if turning_read_only:  # the last write before the store closes

@@ -49,8 +49,8 @@ def parse_target(text: str) -> Scope:
     return Scope(kind, scope_id.strip())
 
 
-def _in_scope(scope: Scope, **more: str) -> ItemFilter:
-    return ItemFilter(scope=scope.kind, scope_id=scope.id, **more)
+def _in_scope(scope: Scope, told_by: str | None = None) -> ItemFilter:
+    return ItemFilter(scope=scope.kind, scope_id=scope.id, told_by=told_by)
 
 
 class Commands:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, func, literal_column, or_, select, true
+from sqlalchemy import ColumnElement, UnaryExpression, and_, func, literal_column, or_, select, true
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..clock import Clock, utcnow
@@ -23,7 +23,7 @@ from .errors import AdminError
 from .fact_search import search_facts
 from .serialize import evidence_dict, item_dict
 
-SORTS = {
+SORTS: dict[str, UnaryExpression[Any]] = {
     "updated": MemoryItem.updated_at.desc(),
     "confidence": MemoryItem.confidence.desc(),
     "importance": MemoryItem.importance.desc(),
@@ -278,10 +278,10 @@ class AdminQueries:
                 .group_by(MemoryEvent.scope, MemoryEvent.scope_id, MemoryEvent.extraction_status)
             ):
                 entry(scope, scope_id)["events"][status] = n
-            for scope, scope_id, n in await session.execute(
+            for audited, audited_id, n in await session.execute(
                 select(MemoryAudit.scope, MemoryAudit.scope_id, func.count())
                 .where(in_scopes(MemoryAudit), MemoryAudit.action.in_(WRITE_ACTIONS), MemoryAudit.created_at >= since)
                 .group_by(MemoryAudit.scope, MemoryAudit.scope_id)
             ):
-                entry(scope, scope_id)["writes_last_hour"] = n
+                entry(audited or "", audited_id or "")["writes_last_hour"] = n
         return sorted(out.values(), key=lambda e: (e["scope"], e["scope_id"]))

@@ -144,7 +144,8 @@ def validate_export(payload: Any) -> list[dict[str, Any]]:
             v = item[k]
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
                 raise AdminError(f"{where}: {k} must be a number from 0 to 1")
-        if isinstance(item["evidence_count"], bool) or not isinstance(item["evidence_count"], int) or item["evidence_count"] < 1:
+        count = item["evidence_count"]
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise AdminError(f"{where}: evidence_count must be a whole number ≥ 1")
         if item["ttl_days"] is not None and (not isinstance(item["ttl_days"], int) or item["ttl_days"] < 0):
             raise AdminError(f"{where}: ttl_days must be null or a whole number ≥ 0")
@@ -234,7 +235,8 @@ async def _link(session: AsyncSession, memory_id: str, linked: list[tuple[str, d
     for event_id, ev in linked:
         exists = (
             await session.execute(
-                select(MemoryEvidence.id).where(MemoryEvidence.memory_id == memory_id, MemoryEvidence.event_id == event_id)
+                select(MemoryEvidence.id)
+                .where(MemoryEvidence.memory_id == memory_id, MemoryEvidence.event_id == event_id)
             )
         ).scalar_one_or_none()
         if exists is None:
@@ -264,7 +266,8 @@ async def _add(session: AsyncSession, record: dict[str, Any], actor: str, now: d
 
 async def _merge_changes_anything(session: AsyncSession, target: MemoryItem, record: dict[str, Any]) -> bool:
     linked = set(
-        (await session.execute(select(MemoryEvidence.event_id).where(MemoryEvidence.memory_id == target.memory_id))).scalars()
+        (await session.execute(
+            select(MemoryEvidence.event_id).where(MemoryEvidence.memory_id == target.memory_id))).scalars()
     )
     if any(ev["event_id"] not in linked for ev in record.get("evidence", [])):
         return True

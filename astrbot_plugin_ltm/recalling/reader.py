@@ -51,7 +51,8 @@ class MemoryReader:
         now = self._clock()
         q = Query.of(query)
         unbacked = self._unbacked_turns()
-        found: list[Found] = list(await asyncio.gather(*(r.search(scopes, q, HITS_PER_SEARCH) for r in self.retrievers)))
+        found: list[Found] = list(
+            await asyncio.gather(*(r.search(scopes, q, HITS_PER_SEARCH) for r in self.retrievers)))
         (items, evidence), turns = await asyncio.gather(
             self.db.run(lambda conn: self._memories(conn, scopes, found, policy, now)),
             self.db.run(lambda conn: self._turns(conn, scopes, found, unbacked, policy)),

@@ -46,7 +46,9 @@ class ItemRow:
 
     @classmethod
     def of(cls, row: Sequence[Any]) -> ItemRow:
-        return cls(*row[:-1], parse_stored_time(row[-1]))
+        rowid, memory_id, scope, scope_id, type_, fact, confidence, importance, status, ttl_days, updated_at = row
+        return cls(rowid, memory_id, scope, scope_id, type_, fact, confidence, importance, status, ttl_days,
+                   parse_stored_time(updated_at))
 
 
 # What ranking reads of a memory: a loaded row, or a MemoryItem (tests).
@@ -73,8 +75,9 @@ class EventRow:
 
     @classmethod
     def of(cls, row: Sequence[Any]) -> EventRow:
-        *columns, content, sender_id, sender_name, created_at = row
-        return cls(*columns, json.loads(content) if isinstance(content, str) else content,
+        rowid, event_id, scope, scope_id, source_type, source_role, content, sender_id, sender_name, created_at = row
+        return cls(rowid, event_id, scope, scope_id, source_type, source_role,
+                   json.loads(content) if isinstance(content, str) else content,
                    sender_id, sender_name, parse_stored_time(created_at))
 
 

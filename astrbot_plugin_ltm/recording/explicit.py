@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from ..text import replace_literally
+
 _REQUEST = re.compile(
     r"^\s*(?:please\s+|pls\s+)?(?:remember|memorize|note)\b(?:\s+that\b)?\s*[:：,，]?\s*(?P<en>.+)$"
     r"|^\s*(?:请|帮我|麻烦)?\s*(?:记住|记一下|记得)\s*[:：,，]?\s*(?P<zh>.+)$",
@@ -93,8 +95,7 @@ def attribute(fact: str, speaker: str) -> str:
         return fact
     fact = _SUBJECT_VERB.sub(_agree, fact)  # while "I" still marks the subject
     for pattern, replacement in _FIRST_PERSON:
-        text = replacement.format(name=speaker)
-        fact = pattern.sub(lambda _, text=text: text, fact)  # a name is literal text
+        fact = replace_literally(pattern, replacement.format(name=speaker), fact)
     return fact
 
 

@@ -25,7 +25,6 @@ from ..storing.database import Database, ReadOnlyError
 from ..storing.keyword_rows import index_turns
 from ..storing.tables import MemoryEvent
 
-
 OnInserted = Callable[[AsyncSession, list[MemoryEvent]], Awaitable[None]]
 
 

@@ -21,9 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from ..logs import log
 from ..clock import utcnow
-
+from ..logs import log
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 _NAME = re.compile(r"^(\d{4})_(\w+)\.py$")

@@ -51,12 +51,13 @@ async def withhold_evidence(session: AsyncSession, item: MemoryItem) -> None:
     ).all()
     if not rows:
         return
-    ids = [rowid for rowid, _, _ in rows]
+    ids = [rowid for rowid, _, _ in rows if rowid is not None]
     await session.execute(update(MemoryEvent).where(MemoryEvent.id.in_(ids)).values(withheld=True))
     await delete_turn_vectors(session, ids)
     by_scope: dict[Scope, list[int]] = {}
     for rowid, kind, scope_id in rows:
-        by_scope.setdefault(Scope(kind, scope_id), []).append(rowid)
+        if rowid is not None:
+            by_scope.setdefault(Scope(kind, scope_id), []).append(rowid)
     note(session, *(TurnsWithheld(scope, tuple(rowids)) for scope, rowids in by_scope.items()))
 
 

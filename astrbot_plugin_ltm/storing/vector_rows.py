@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 from sqlalchemy import ColumnElement, Connection, and_, delete, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import InstrumentedAttribute
+from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import KeyedColumnElement
 
 from ..enums import Corpus
 from ..scope import Scope
@@ -31,22 +32,23 @@ class VectorRows:
     table: VectorTable
     key: str  # the column holding the row id of the memory or turn
 
+    def column(self, name: str) -> KeyedColumnElement[Any]:
+        return self.table.__table__.c[name]
+
     @property
-    def key_column(self) -> InstrumentedAttribute[int]:
-        column: InstrumentedAttribute[int] = getattr(self.table, self.key)
-        return column
+    def key_column(self) -> KeyedColumnElement[Any]:
+        return self.column(self.key)
 
     def whole(self) -> ColumnElement[bool]:
         """SQL: the row holds whole vectors of its dimension. Any other (a
         torn or foreign write) is left out of the namespaces, and the fill
         embeds its row again, as if it had no vector."""
-        t = self.table
-        size = func.length(t.vector)
-        return and_(t.dim > 0, size > 0, size % (4 * t.dim) == 0)
+        dim, size = self.column("dim"), func.length(self.column("vector"))
+        return and_(dim > 0, size > 0, size % (4 * dim) == 0)
 
     def of_scope(self, scope: Scope, model: str) -> tuple[ColumnElement[bool], ...]:
-        t = self.table
-        return (t.scope == scope.kind, t.scope_id == scope.id, t.model == model)
+        return (self.column("scope") == scope.kind, self.column("scope_id") == scope.id,
+                self.column("model") == model)
 
 
 VECTOR_ROWS: dict[Corpus, VectorRows] = {
@@ -70,10 +72,10 @@ def fingerprint(conn: Connection, scope: Scope, model: str, corpus: Corpus) -> F
     ids and the newest update: a namespace file is trusted only when its
     fingerprint is this."""
     rows = VECTOR_ROWS[corpus]
-    t = rows.table
+    vector, dim = rows.column("vector"), rows.column("dim")
     row = conn.execute(
-        select(func.coalesce(func.sum(func.length(t.vector) / (4 * t.dim)), 0),
-               func.coalesce(func.sum(rows.key_column), 0), func.max(t.updated_at))
+        select(func.coalesce(func.sum(func.length(vector) / (4 * dim)), 0),
+               func.coalesce(func.sum(rows.key_column), 0), func.max(rows.column("updated_at")))
         .where(*rows.of_scope(scope, model), rows.whole())
     ).one()
     return (int(row[0]), int(row[1]), str(row[2]))
@@ -100,9 +102,13 @@ async def store_vectors(session: AsyncSession, corpus: Corpus, rows: Sequence[tu
     for n, (_, scope) in enumerate(rows):
         by_scope.setdefault(scope, []).append(n)
     for scope, picked in by_scope.items():
-        stored = await session.run_sync(lambda sync, scope=scope: fingerprint(sync.connection(), scope, model, corpus))
+        stored = await session.run_sync(_fingerprint_in_session, scope, model, corpus)
         note(session, VectorsStored(corpus, scope, model, tuple(rows[n][0] for n in picked),
                                     tuple(vectors[n] for n in picked), stored))
+
+
+def _fingerprint_in_session(sync: Session, scope: Scope, model: str, corpus: Corpus) -> Fingerprint:
+    return fingerprint(sync.connection(), scope, model, corpus)
 
 
 async def delete_memory_vector(session: AsyncSession, item_id: int) -> None:
@@ -122,4 +128,5 @@ async def delete_other_models(session: AsyncSession, corpus: Corpus, rowids: Seq
     """Vectors of other models for these rows are stale once they have one
     of ``model`` (an operator switched the embedding provider)."""
     rows = VECTOR_ROWS[corpus]
-    await session.execute(delete(rows.table).where(rows.key_column.in_(list(rowids)), rows.table.model != model))
+    await session.execute(
+        delete(rows.table).where(rows.key_column.in_(list(rowids)), rows.column("model") != model))

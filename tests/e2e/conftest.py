@@ -119,6 +119,12 @@ def last_user_text(body: dict) -> str:
     return ""
 
 
+def _fact_of(line: str) -> dict[str, str]:
+    """A memory line's type, fact and confidence; any other line as it is."""
+    match = BLOCK_LINE_RE.match(line)
+    return match.groupdict() if match else {"raw": line}
+
+
 def memory_blocks(body: dict) -> list[dict]:
     """Every memory block in a request: where it is and what it says."""
     found = []
@@ -137,8 +143,7 @@ def memory_blocks(body: dict) -> list[dict]:
                     "starts_part": part.get("text", "").startswith(HEADER),
                     "text": m.group(0),
                     "lines": lines,
-                    "facts": [BLOCK_LINE_RE.match(line).groupdict() if BLOCK_LINE_RE.match(line) else {"raw": line}
-                              for line in lines],
+                    "facts": [_fact_of(line) for line in lines],
                 })
     return found
 
@@ -346,7 +351,8 @@ class Bot:
             db.close()
 
     def ltm_tables(self) -> list[str]:
-        rows = self.query("SELECT name FROM sqlite_master WHERE type='table' AND name LIKE 'ltm\\_%' ESCAPE '\\' ORDER BY name")
+        rows = self.query(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name LIKE 'ltm\\_%' ESCAPE '\\' ORDER BY name")
         return [r["name"] for r in rows]
 
     def ltm_counts(self) -> dict[str, int]:

@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from astrbot_plugin_ltm.text import normalize_fact_key
 from astrbot_plugin_ltm.operating.transfer import EVENT_FIELDS, FORMAT, ITEM_FIELDS, VERSION, checksum
+from astrbot_plugin_ltm.text import normalize_fact_key
 from devtools.astrbot_home import Client
 
 pytestmark = pytest.mark.e2e
@@ -265,7 +265,8 @@ def test_every_route_answers_valid_input_and_refuses_bad_input_clearly(bot):
     policy = ok(bot, "GET", "policy", prefix=LEGACY)
     assert policy["write_policy"]["mode"] == "shadow" and policy["emergency_read_only"] is False
     assert ok(bot, "PUT", "policy", {"read_policy": {"max_items": 12}})["read_policy"]["max_items"] == 12
-    assert ok(bot, "POST", "policy", {"read_policy": {"max_items": 15}}, prefix=LEGACY)["read_policy"]["max_items"] == 15
+    assert ok(bot, "POST", "policy", {"read_policy": {"max_items": 15}},
+              prefix=LEGACY)["read_policy"]["max_items"] == 15
     assert "write_policy.mode" in refused(bot, 400, "PUT", "policy", {"write_policy": {"mode": "yolo"}})
     assert "cannot change" in refused(bot, 400, "POST", "policy", {"extraction": {"batch_size": 1}}, prefix=LEGACY)
     refused(bot, 400, "PUT", "policy", b"not json")

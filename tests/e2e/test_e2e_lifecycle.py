@@ -24,7 +24,8 @@ def _items(bot) -> dict[str, tuple]:
 
 
 def _events(bot) -> dict[str, str]:
-    return {r["event_id"]: r["extraction_status"] for r in bot.query("SELECT event_id, extraction_status FROM ltm_events")}
+    rows = bot.query("SELECT event_id, extraction_status FROM ltm_events")
+    return {r["event_id"]: r["extraction_status"] for r in rows}
 
 
 def test_5_restart_keeps_memories_and_pending_events(bot):
@@ -63,7 +64,8 @@ def test_5_restart_keeps_memories_and_pending_events(bot):
         vectors = ("ltm_item_vectors", "ltm_event_vectors")
         assert {k: v for k, v in after.items() if k not in vectors} == \
             {k: v for k, v in counts.items() if k not in vectors} and \
-            all(after[t] >= counts[t] for t in vectors), bot.diag(f"row counts changed over the restart: {counts} -> {after}")
+            all(after[t] >= counts[t] for t in vectors), \
+            bot.diag(f"row counts changed over the restart: {counts} -> {after}")
         assert _items(bot) == items
         events_after = _events(bot)
         assert set(events_after) == set(events)
@@ -108,7 +110,8 @@ def test_5_reload_leaves_no_duplicate_hooks_or_background_tasks(bot):
             assert bot.chat(said, "gina", f"t5-reload-{round_no}") == f"ECHO: {said}"
             body = bot.turn_request(said, since)
             blocks = bot.memory_blocks(body)
-            assert len(blocks) == 1, bot.diag(f"reload #{round_no}: expected one memory block, got {len(blocks)}: {blocks}")
+            assert len(blocks) == 1, \
+                bot.diag(f"reload #{round_no}: expected one memory block, got {len(blocks)}: {blocks}")
             assert body["messages"][-1]["content"][0]["text"].count(bot.HEADER) == 1
 
             liked = said.removeprefix("I really like ")

@@ -14,6 +14,7 @@ and the page never writes HTML from strings.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import re
@@ -181,10 +182,8 @@ class Browser:
                 self.events.append(data)
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.ws.close()
-        except Exception:
-            pass
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
             try:
@@ -288,10 +287,9 @@ class Tab:
     def click(self, selector: str) -> None:
         """A real mouse click at the centre of the element in the iframe."""
         box = self.frame(
-            "(() => { const el = document.querySelector(%s); if (!el) return null;"
+            f"(() => {{ const el = document.querySelector({json.dumps(selector)}); if (!el) return null;"
             " el.scrollIntoView({block: 'center'}); const r = el.getBoundingClientRect();"
             " return {x: r.left + r.width / 2, y: r.top + r.height / 2, disabled: !!el.disabled}; })()"
-            % json.dumps(selector)
         )
         assert box, f"nothing matches {selector} in the review page"
         assert not box["disabled"], f"{selector} is disabled"
@@ -309,7 +307,7 @@ class Tab:
     def type(self, selector: str, text: str) -> None:
         """Focus a field with a click, then type into it like a keyboard."""
         self.click(selector)
-        self.frame("document.querySelector(%s).select(); true" % json.dumps(selector))
+        self.frame(f"document.querySelector({json.dumps(selector)}).select(); true")
         self.send("Input.insertText", {"text": text})
 
     def screenshot(self, path: Path) -> None:
@@ -437,10 +435,8 @@ def test_review_page_approves_a_shadow_memory_in_a_real_browser(bot, tab):
         assert db_item(bot, city["memory_id"])["status"] == "shadow"  # untouched
         assert tab.page_errors() == []
     except BaseException:
-        try:
+        with contextlib.suppress(Exception):
             tab.screenshot(ARTIFACTS / "review_page_failure.png")
-        except Exception:
-            pass
         raise
     bot.assert_log_clean()
 
