@@ -66,8 +66,8 @@ def inject(run_context: Any, block: str, position: str) -> bool:
     at the start of the current user message, so the system prompt and the
     earlier turns — the provider's prompt-cache prefix — stay byte-identical
     between turns; AstrBot drops temporary parts when it saves history.
-    ``system_prompt`` prepends it to the first system message (the design's
-    placement); AstrBot never saves that message either.
+    ``system_prompt`` prepends it to the first system message; AstrBot never
+    saves that message either.
     """
     from astrbot.core.agent.message import Message, TextPart
 

@@ -44,18 +44,18 @@ class ReadPolicy:
     max_per_type: int = 5
     min_confidence: float = 0.5
     # Similarity leads; importance and recency break ties and surface the
-    # essentials when the message says little ("hi") (D01).
+    # essentials when the message says little ("hi") (docs/decisions.md#d01).
     recency_weight: float = 0.1
     importance_weight: float = 0.2
     similarity_weight: float = 0.7
     # Raw turns compete with memories for the budget, ranked alike; at
     # most this many, none behind an injected memory; 0 = memories only
-    # (D03). Which turns may be shown: storing.turns.
+    # (docs/decisions.md#d03). Which turns may be shown: storing.turns.
     max_events: int = 20
-    event_importance: float = 0.5  # a turn's importance in the score (a memory has its own) (D04)
+    event_importance: float = 0.5  # a turn's importance in the score (a memory has its own) (docs/decisions.md#d04)
     # A memory or turn gains this × the best similarity among the read's
     # candidates of its UTC day: what surrounds the best match is read with
-    # it (D05).
+    # it (docs/decisions.md#d05).
     day_weight: float = 0.5
     injection_position: str = InjectionPosition.CONTEXT_MESSAGE.value
 
@@ -64,7 +64,7 @@ class ReadPolicy:
 class IdentityConfig:
     # sender_id: a person's scope is platform + sender id, the same in every
     # conversation; unified_msg_origin: one scope per conversation (the
-    # design's original behaviour, kept for operators who want it).
+    # way AstrBot itself keys conversations, for operators who want it).
     user_scope_strategy: str = "sender_id"
     # "platform:sender_id=alias" lines: every listed account shares the
     # alias's scope, so one person on QQ and Telegram has one memory.

@@ -74,7 +74,7 @@ class ScopeResolver:
         if origin.is_group:
             scopes.append(self.user_scope(origin))
         elif self.identity.include_legacy_umo_on_read:
-            # Memories written under the design's per-conversation keying.
+            # Memories written when user scopes were keyed per conversation.
             legacy = Scope(ScopeKind.USER, origin.unified_msg_origin)
             if legacy not in scopes:
                 scopes.append(legacy)

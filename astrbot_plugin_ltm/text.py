@@ -195,10 +195,7 @@ def sentences(text: str) -> list[str]:
     most MAX_SENTENCES (the rest joins the last), then the whole text when
     a shorter part was left out ("To Kyoto!", "在上海。" say something, just
     too little to stand alone), so nothing said is out of reach: at most
-    MAX_SENTENCES + 1 passages. Measured on LoCoMo (dev questions' evidence
-    turns among a conversation's top 15 by all-MiniLM-L6-v2): short parts
-    dropped 0.660, dropped with the whole turn kept 0.664 (13% more
-    vectors), joined to the sentence before them 0.656."""
+    MAX_SENTENCES + 1 passages (docs/decisions.md#d07)."""
     whole = text.strip()
     said = [p for p in _SENTENCE_END.split(whole) if p.strip()]
     parts = [p for p in said if len(search_tokens(p)) >= MIN_SENTENCE_TOKENS]

@@ -4,7 +4,7 @@ behind the keyword index (indexes.keywords).
 Scores are FTS5's bm25() exactly (same formula and constants), so on a
 single-scope table the two rank alike (tests/test_keywords.py); here a
 term is weighed by how rare it is in the scope's own rows, not in every
-scope's (docs/decisions.md, D09).
+scope's (docs/decisions.md#d09).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ _PENDING_MIN = 4096
 
 def yield_gil() -> None:
     """A pause for the event loop and the other threads: a load runs in a
-    thread but mostly in C calls that hold the GIL (docs/decisions.md, D15)."""
+    thread but mostly in C calls that hold the GIL (docs/decisions.md#d15)."""
     time.sleep(0)
 
 
@@ -60,7 +60,8 @@ class KeywordNamespace:
     @classmethod
     def build(cls, rows: list[tuple[int, list[str]]]) -> KeywordNamespace:
         """A namespace of ``rows`` (rowid, tokens), its postings sorted out
-        by numpy in one go: adding 100k rows one by one took seconds."""
+        by numpy in one go: adding rows one by one takes seconds for a
+        large scope (docs/decisions.md#d22)."""
         ns = cls()
         last = dict(rows)  # a rowid once, with its last tokens
         n = len(last)

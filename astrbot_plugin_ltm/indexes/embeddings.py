@@ -21,7 +21,7 @@ from ..storing.vector_rows import normalise
 from .namespaces import COLD_WAIT
 from .vectors import VectorIndex
 
-# Cosine above which two facts of a scope say the same (D18).
+# Cosine above which two facts of a scope say the same (docs/decisions.md#d18).
 SEMANTIC_MATCH = 0.85
 PRIMED_FACTS = 1024  # candidate facts' vectors kept between prime() and their write
 

@@ -35,7 +35,7 @@ from ..text import MAX_SENTENCES
 STRIDE = {Corpus.MEMORIES: 1, Corpus.TURNS: 16}
 assert STRIDE[Corpus.TURNS] >= MAX_SENTENCES + 1
 # Up to this many vectors a namespace is searched exactly (flat); beyond,
-# it is an inverted file of sqrt(n) clusters, NPROBE searched (D14).
+# it is an inverted file of sqrt(n) clusters, NPROBE searched (docs/decisions.md#d14).
 EXACT_SEARCH_MAX = 20_000
 NPROBE = 16
 TRAINING_PER_CLUSTER = 40  # faiss warns below 39
@@ -196,7 +196,7 @@ def load_namespace(conn: Connection, files: NamespaceFiles, scope: Scope, model:
 
 def one_omp_thread() -> None:
     """For the search thread: a single query gains nothing from OpenMP's
-    threads and pays for waking them (D13). The setting is per thread, so
+    threads and pays for waking them (docs/decisions.md#d13). The setting is per thread, so
     AstrBot's own use of faiss is left alone."""
     faiss.omp_set_num_threads(1)
 

@@ -4,7 +4,7 @@ A namespace (indexes.bm25) holds one scope's memories or turns, loaded from
 their keyword rows (storing.keyword_rows) on first use and kept in step
 with committed writes. FTS5 stays the source of truth and answers the
 operators' search; BM25 in numpy answers the reader, faster and weighing a
-term by the scope's own rows (docs/decisions.md, D09).
+term by the scope's own rows (docs/decisions.md#d09).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from .bm25 import CHUNK, KeywordNamespace, yield_gil
 from .namespaces import COLD_WAIT, Matches, NamespaceCache, Update
 
 # Up to this many rows a search takes well under a millisecond and runs on
-# the event loop; larger namespaces are searched in a thread (D21).
+# the event loop; larger namespaces are searched in a thread (docs/decisions.md#d21).
 INLINE_SEARCH_MAX = 20_000
 LOADS = 2  # namespaces loading at once: vector loads never queue behind them
 MAX_LOADED = 256
@@ -124,12 +124,7 @@ class KeywordIndex:
                     self._cache.invalidate(_key(scope, Corpus.TURNS))
                 case MemoriesReindexed():
                     self._cache.invalidate(lambda key: key[1] == Corpus.MEMORIES)
-        try:
-            await self._cache.update(updates)
-        except Exception:  # a namespace that missed a write must not be used again
-            for matches, _ in updates:
-                self._cache.invalidate(matches)
-            raise
+        await self._cache.update(updates)
 
 
 def _key(scope: Scope, corpus: Corpus) -> Matches[Key]:

@@ -31,7 +31,7 @@ from ..logs import log
 
 # How long a read waits for a namespace to load; past it, that read goes on
 # without the namespace while the load finishes for the next
-# (docs/decisions.md, D15).
+# (docs/decisions.md#d15).
 COLD_WAIT = 1.0
 
 # Applied to a namespace: (namespace, replayed) -> False to drop it and load
@@ -161,7 +161,7 @@ class NamespaceCache[K: Hashable, N]:
     async def update(self, updates: Sequence[tuple[Matches[K], Update[N]]]) -> None:
         """Apply committed updates to the namespaces each matches: loaded
         ones now, loading ones once loaded. A namespace whose update returns
-        False is dropped (loaded afresh when next needed)."""
+        False, or fails, is dropped (loaded afresh when next needed)."""
         targets: list[tuple[K, N, Update[N]]] = []
         for matches, apply in updates:
             self._forget_empty(matches)
@@ -171,7 +171,12 @@ class NamespaceCache[K: Hashable, N]:
             targets += [(key, ns, apply) for key, ns in self._loaded.items() if matches(key)]
         if not targets:
             return
-        results = await self._run(lambda: [apply(ns, False) for _, ns, apply in targets])
+        try:
+            results = await self._run(lambda: [apply(ns, False) for _, ns, apply in targets])
+        except Exception:  # a namespace that missed a write must not be used again
+            for matches, _ in updates:
+                self.invalidate(matches)
+            raise
         for (key, ns, _), ok in zip(targets, results, strict=True):
             if not ok and self._loaded.get(key) is ns:
                 del self._loaded[key]

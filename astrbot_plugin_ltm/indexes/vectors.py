@@ -229,12 +229,7 @@ class VectorIndex:
                     remove(scope, Corpus.TURNS, rowids)
                 case ScopeForgotten(scope=scope):
                     self._cache.invalidate(_of(scope, Corpus.TURNS))
-        try:
-            await self._cache.update(updates)
-        except Exception:  # a namespace that missed a write must not be used again
-            for matches, _ in updates:
-                self._cache.invalidate(matches)
-            raise
+        await self._cache.update(updates)
 
 
 def _exactly(wanted: Key) -> Matches[Key]:

@@ -1,4 +1,4 @@
-"""LLM candidate extraction (design §3.2) with strict output validation.
+"""Extraction by a chat model, with strict validation of its answer.
 
 The prompt numbers each line of the batch and asks for the line numbers a
 fact comes from, so every candidate is evidenced by real events, a fact

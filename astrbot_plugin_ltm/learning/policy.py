@@ -24,7 +24,7 @@ CONTRADICTION_PENALTY = 0.5
 
 def confidence(base: float, source: str, evidence_count: int = 1, contradicted: bool = False) -> float:
     """base × source quality × repetition bonus × (1 − contradiction
-    penalty), capped at 1: each further confirmation adds 10 % (D19)."""
+    penalty), capped at 1: each further confirmation adds 10 % (docs/decisions.md#d19)."""
     bonus = 1.0 + 0.1 * max(0, evidence_count - 1)
     penalty = CONTRADICTION_PENALTY if contradicted else 0.0
     value = base * SOURCE_QUALITY.get(source, 0.8) * bonus * (1.0 - penalty)

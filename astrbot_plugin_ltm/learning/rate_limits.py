@@ -14,7 +14,7 @@ from ..storing.tables import MemoryAudit
 
 # A private chat on QQ or Telegram keeps one unified_msg_origin for ever:
 # counting its writes over a day keeps the per-session limit a limit on
-# bursts, not a lifetime cap on learning about a person (D20).
+# bursts, not a lifetime cap on learning about a person (docs/decisions.md#d20).
 SESSION_WINDOW = timedelta(hours=24)
 
 

@@ -5,7 +5,7 @@ statistics. Every list reads a page through an index (tests/test_list_plans.py).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -96,10 +96,8 @@ class EventFilter:
     session_id: str | None = None
 
     def conditions(self) -> list[ColumnElement[bool]]:
-        wanted = [(MemoryEvent.scope, self.scope), (MemoryEvent.scope_id, self.scope_id),
-                  (MemoryEvent.extraction_status, self.status), (MemoryEvent.source_type, self.source_type),
-                  (MemoryEvent.session_id, self.session_id)]
-        return [column == value for column, value in wanted if value]
+        return _equal(MemoryEvent, scope=self.scope, scope_id=self.scope_id, extraction_status=self.status,
+                      source_type=self.source_type, session_id=self.session_id)
 
 
 @dataclass
@@ -112,10 +110,12 @@ class AuditFilter:
     actor: str | None = None
 
     def conditions(self) -> list[ColumnElement[bool]]:
-        wanted = [(MemoryAudit.action, self.action), (MemoryAudit.memory_id, self.memory_id),
-                  (MemoryAudit.scope, self.scope), (MemoryAudit.scope_id, self.scope_id),
-                  (MemoryAudit.session_id, self.session_id), (MemoryAudit.actor, self.actor)]
-        return [column == value for column, value in wanted if value]
+        return _equal(MemoryAudit, **asdict(self))
+
+
+def _equal(table: type[MemoryEvent] | type[MemoryAudit], **values: str | None) -> list[ColumnElement[bool]]:
+    """Each column named equals its value; a filter left empty is no condition."""
+    return [table.__table__.c[name] == value for name, value in values.items() if value]
 
 
 def _where(conditions: list[ColumnElement[bool]]) -> ColumnElement[bool]:
@@ -136,13 +136,7 @@ class AdminQueries:
                          limit: int = 50) -> tuple[list[MemoryItem], int]:
         if sort not in SORTS:
             raise AdminError(f"sort must be one of {', '.join(SORTS)}")
-        where = _where(f.conditions())
-        async with self._db.read() as session:
-            total = (await session.execute(select(func.count()).select_from(MemoryItem).where(where))).scalar_one()
-            rows = await session.execute(
-                select(MemoryItem).where(where).order_by(SORTS[sort], MemoryItem.id.desc()).offset(offset).limit(limit)
-            )
-            return list(rows.scalars()), total
+        return await self._page(MemoryItem, f.conditions(), (SORTS[sort], MemoryItem.id.desc()), offset, limit)
 
     async def search_items(self, f: ItemFilter, text: str, offset: int = 0,
                            limit: int = 50) -> tuple[list[MemoryItem], int]:
@@ -211,22 +205,23 @@ class AdminQueries:
     async def list_events(self, f: EventFilter, offset: int = 0,
                           limit: int = 50) -> tuple[list[MemoryEvent], int]:
         """Recorded events, newest first."""
-        where = _where(f.conditions())
-        async with self._db.read() as session:
-            total = (await session.execute(select(func.count()).select_from(MemoryEvent).where(where))).scalar_one()
-            rows = await session.execute(
-                select(MemoryEvent).where(where).order_by(MemoryEvent.created_at.desc(), MemoryEvent.id.desc())
-                .offset(offset).limit(limit))
-            return list(rows.scalars()), total
+        return await self._page(MemoryEvent, f.conditions(),
+                                (MemoryEvent.created_at.desc(), MemoryEvent.id.desc()), offset, limit)
 
     async def audit_log(self, f: AuditFilter, offset: int = 0, limit: int = 50) -> tuple[list[MemoryAudit], int]:
         """Audit rows, newest first."""
-        where = _where(f.conditions())
+        return await self._page(MemoryAudit, f.conditions(),
+                                (MemoryAudit.created_at.desc(), MemoryAudit.id.desc()), offset, limit)
+
+    async def _page[R: (MemoryItem, MemoryEvent, MemoryAudit)](
+        self, table: type[R], conditions: list[ColumnElement[bool]], order: tuple[UnaryExpression[Any], ...],
+        offset: int, limit: int,
+    ) -> tuple[list[R], int]:
+        """One page of ``table``'s rows that meet ``conditions``, and how many there are."""
+        where = _where(conditions)
         async with self._db.read() as session:
-            total = (await session.execute(select(func.count()).select_from(MemoryAudit).where(where))).scalar_one()
-            rows = await session.execute(
-                select(MemoryAudit).where(where).order_by(MemoryAudit.created_at.desc(), MemoryAudit.id.desc())
-                .offset(offset).limit(limit))
+            total = (await session.execute(select(func.count()).select_from(table).where(where))).scalar_one()
+            rows = await session.execute(select(table).where(where).order_by(*order).offset(offset).limit(limit))
             return list(rows.scalars()), total
 
     async def quotable_turns(self, scope: Scope) -> int:

@@ -23,10 +23,10 @@ HEADER = "[Long-term Memory]"
 FOOTER = "[End Memory]"
 NEAR_DUPLICATE = 0.8  # token-set similarity above which a memory repeats one chosen
 # The walk down the candidates ends when this many lines in a row did not
-# fit: the block is full (D12).
+# fit: the block is full (docs/decisions.md#d12).
 FULL_AFTER_MISSES = 12
-EVENT_CHARS = 300  # a raw turn is cut to this many characters (D11)
-COUNT_CACHE = 20_000  # lines whose token count is kept (D17)
+EVENT_CHARS = 300  # a raw turn is cut to this many characters (docs/decisions.md#d11)
+COUNT_CACHE = 20_000  # lines whose token count is kept (docs/decisions.md#d17)
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,10 @@ from .rows import EventRow, ItemView
 
 # Reciprocal-rank fusion: a candidate's similarity is the sum over the
 # rankings it is in of 1 / (RRF_K + rank); ranks need no calibration
-# between bm25 and cosine, nor between embedding models (D02).
+# between bm25 and cosine, nor between embedding models (docs/decisions.md#d02).
 RRF_K = 10
 # Of each corpus's hits, those the fused rankings put first are loaded and
-# ranked (D06).
+# ranked (docs/decisions.md#d06).
 LOAD_LIMIT = 60
 RECENCY_DAYS = 30.0  # recency decays as 1 / (1 + days / 30)
 
@@ -80,7 +80,7 @@ def rank(found: Sequence[Found], items: dict[int, ItemView], evidence: dict[str,
     # What was said around the best match is read with it: an answer is
     # often a few turns from the words that match ("Where did you go?" —
     # "To the lake."). Each candidate gains day_weight × the best
-    # similarity of its day (D05).
+    # similarity of its day (docs/decisions.md#d05).
     day_best: dict[date, float] = {}
     for (_, sim, _, _), day in zip(candidates, days, strict=True):
         day_best[day] = max(day_best.get(day, 0.0), sim)

@@ -1,6 +1,6 @@
 """The candidates' rows as the read path loads them: slim rows in a few
 statements on a read thread, converted by hand. Through the ORM, loading a
-read's few hundred candidates cost more than finding them (D25)."""
+read's few hundred candidates cost more than finding them (docs/decisions.md#d25)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from ..storing.tables import MemoryItem
 from ..storing.turns import shown_turns
 
 # Memories with no keyword or vector hit that still compete on importance
-# and recency ("hi!" should still get the user's name); bounded so a 100k
-# scope costs the same as a small one (D26).
+# and recency ("hi!" should still get the user's name); bounded so a large
+# scope costs the same as a small one (docs/decisions.md#d26).
 BASELINE_POOL = 20
 
 

@@ -32,8 +32,8 @@ T = TypeVar("T")
 # AstrBot's own use of the two or so cores a bot has.
 READ_THREADS = 4
 # Threads for Database.load: building a cache (a scope's keyword or vector
-# namespace, seconds at 100k rows) must not take the threads a read needs
-# for its own queries.
+# namespace, seconds for a large scope) must not take the threads a read
+# needs for its own queries (docs/decisions.md#d15).
 LOAD_THREADS = 4
 
 

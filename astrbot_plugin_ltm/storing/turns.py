@@ -60,7 +60,7 @@ def turn_passages(source_type: str, content: dict[str, Any], speaker: str | None
     """What a turn is embedded as: each sentence worth searching by
     (text.sentences), after who said it. A turn is found by its nearest
     sentence: one vector of a whole turn blurs its topics together, and
-    questions name people (docs/decisions.md, D07)."""
+    questions name people (docs/decisions.md#d07)."""
     who, said = _parts(source_type, content, speaker)
     return [" ".join(f"{who}: {sentence}".split()) for sentence in sentences(said)] or [f"{who}:"]
 
@@ -69,7 +69,7 @@ def turn_passages(source_type: str, content: dict[str, Any], speaker: str | None
 
 # A turn is keyword-indexed with the first words of the turn before it in
 # its conversation, if that came within the hour: "who performed?" — "Matt
-# Patterson" is then found by "who performed" (docs/decisions.md, D08).
+# Patterson" is then found by "who performed" (docs/decisions.md#d08).
 # Migration 0005 applies the same rule to older turns.
 CONTEXT_TOKENS = 60
 CONTEXT_WINDOW = timedelta(hours=1)
