@@ -70,7 +70,7 @@ def _words(text: str) -> list[str]:
     """Lowercased words, a CJK run as its overlapping character bigrams (a
     lone character stays a unigram). Bigrams need no dictionary, behave the
     same at index and query time, and are what CJK search engines have long
-    used for recall."""
+    used for recall (docs/decisions.md#d27)."""
     text = unicodedata.normalize("NFKC", text).lower()
     tokens: list[str] = []
     for match in _TOKEN_RUN.finditer(text):
@@ -91,7 +91,7 @@ _STEMMER = snowballstemmer.stemmer("english")
 @lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """An English word's stem ("books", "reading" -> "book", "read"); any
-    other token as it is."""
+    other token as it is (docs/decisions.md#d10)."""
     return _STEMMER.stemWord(word) if word.isascii() and word.isalpha() else word
 
 

@@ -4,7 +4,7 @@ operators' lists.
 The reader searched the keyword indexes across every scope and checked each
 hit's scope afterwards, so a query cost as much as its matches in the whole
 database. Each indexed token is now also stored prefixed with its row's
-scope (``astrbot_plugin_ltm.db.scope_prefix``, repeated here so the
+scope (``storing.keyword_rows.scope_prefix``, repeated here so the
 migration stands alone), in a ``scoped`` column: a scope's terms have their
 own postings, a query reads only its scopes' rows, and bm25 weighs terms by
 how common they are in that scope. The items' plain ``tokens`` column stays

@@ -11,19 +11,19 @@
 - The events' keyword index is rebuilt: only the turns the reader may show
   (the bot's own lines were indexed and never searched), each followed by
   the first words of the event before it in the same conversation within
-  the hour (``astrbot_plugin_ltm.db.CONTEXT_TOKENS``/``CONTEXT_WINDOW``,
+  the hour (``storing.turns.CONTEXT_TOKENS``/``CONTEXT_WINDOW``,
   repeated here so the migration stands alone; julianday's rounding gets a
   few microseconds of slack, so a gap of exactly an hour counts, as it does
   there). The old index's tokens are
   reused: no text is tokenised again here.
 - The fts5vocab tables go: the reader now ranks in memory, per scope
-  (``astrbot_plugin_ltm/keywords.py``), and no longer counts terms in SQLite.
+  (``indexes/keywords.py``), and no longer counts terms in SQLite.
 """
 
 import hashlib
 
 CONTEXT_TOKENS = 60
-PREFIX_CHARS = 16  # db.scope_prefix: 8 bytes as hex
+PREFIX_CHARS = 16  # storing.keyword_rows.scope_prefix: 8 bytes as hex
 
 STATEMENTS = [
     """CREATE TABLE ltm_event_vectors (

@@ -1,6 +1,6 @@
 """Finding turns by their sentences and English words by their stems.
 
-- A raw turn is now embedded sentence by sentence (``db.turn_passages``):
+- A raw turn is now embedded sentence by sentence (``storing.turns.turn_passages``):
   its row in ``ltm_event_vectors`` holds one vector per sentence. The
   whole-turn vectors stored before are deleted: they are a cache, and the
   background fill embeds every turn again. The namespace files on disk are
@@ -15,7 +15,7 @@ from functools import lru_cache
 
 import snowballstemmer
 
-PREFIX_CHARS = 16  # db.scope_prefix: 8 bytes as hex
+PREFIX_CHARS = 16  # storing.keyword_rows.scope_prefix: 8 bytes as hex
 _STEMMER = snowballstemmer.stemmer("english")
 
 

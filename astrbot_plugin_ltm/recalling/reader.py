@@ -26,7 +26,7 @@ from .ranking import leading, rank
 from .retrieval import Found, Query
 from .rows import EventRow, ItemView, load_evidence, load_memories, load_turns, usable
 
-# Hits each retriever returns per corpus, best first.
+# Hits each retriever returns per corpus, best first (docs/decisions.md#d06).
 HITS_PER_SEARCH = 50
 
 

@@ -129,7 +129,8 @@ class Database:
 
         The read path is written against this: all of a step's statements
         cost one hop to a thread, where through the async driver every
-        statement costs several hops, each waiting for the event loop."""
+        statement costs several hops, each waiting for the event loop
+        (docs/decisions.md#d16)."""
         if self._read_threads is None:
             self._read_threads = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="ltm-read")
         return await asyncio.get_running_loop().run_in_executor(self._read_threads, self._call, fn)
