@@ -4,17 +4,22 @@
 
 The AstrBot home lives in ``.astrbot-home/`` and is kept between runs (your
 memories, providers and settings stay); the plugin is re-copied from this
-checkout at every start. ``--offline-demo`` also starts the fake model of
-``devtools.fake_openai`` and selects it, with the plugin in ``auto`` mode, so
-memories appear without any API key.
+checkout at every start. ``LTM_DEMO_HOME`` and ``LTM_DEMO_PORT`` put the home
+and the dashboard elsewhere (the test that runs the README's command does).
+
+``--offline-demo`` also starts the fake model of ``devtools.fake_openai`` and
+selects it, with the plugin in ``auto`` mode, so memories appear without any
+API key.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import secrets
 import signal
 import sys
+from pathlib import Path
 
 from . import fake_openai
 from .astrbot_home import (
@@ -28,12 +33,13 @@ from .astrbot_home import (
     write_plugin_config,
 )
 
-HOME = REPO / ".astrbot-home"
+HOME = Path(os.environ.get("LTM_DEMO_HOME") or REPO / ".astrbot-home")
+PORT = int(os.environ.get("LTM_DEMO_PORT") or 6185)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--port", type=int, default=6185, help="dashboard port (default 6185)")
+    parser.add_argument("--port", type=int, default=PORT, help=f"dashboard port (default {PORT})")
     parser.add_argument("--offline-demo", action="store_true", help="start a local fake model and use it")
     parser.add_argument("--fresh", action="store_true", help="discard .astrbot-home and start anew")
     args = parser.parse_args(argv)

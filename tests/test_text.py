@@ -149,10 +149,18 @@ def test_restatements_and_refinements_agree(old, new):
     assert not contradicts(old, new)
 
 
-def test_token_counters():
+def test_the_offline_cl100k_vocabulary_loads_and_counts_as_tiktoken_does():
+    """The budget is counted with cl100k: the vocabulary bpe-openai ships
+    must load offline (the estimate is only a fallback for a broken install)."""
     real = default_counter()
-    assert real.name.startswith("tiktoken") or real.name == "estimate"
-    assert real.count("") == 0 and real.count("hello world") >= 2
+    assert real.name == "tiktoken:cl100k_base"
+    assert real.count("") == 0
+    assert real.count("hello world") == 2
+    assert real.count("[Long-term Memory]") == 5
+    assert real.count("小明住在上海") == 7
+
+
+def test_the_estimate_counts_cjk_characters_twice_and_other_text_generously():
     est = EstimateCounter()
     assert est.count("小明") == 4
     assert est.count("hello world") == 4  # max(ceil(2 × 1.5), ceil(11 / 3))

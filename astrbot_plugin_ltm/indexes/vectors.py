@@ -25,7 +25,7 @@ from ..storing.changes import (
     VectorsStored,
 )
 from ..storing.database import Database
-from ..storing.vector_rows import Fingerprint, normalise
+from ..storing.vector_rows import Fingerprint, fingerprint, normalise
 from .faiss_files import (
     EXACT_SEARCH_MAX,
     STRIDE,
@@ -191,6 +191,12 @@ class VectorIndex:
         finally:
             self._converting.pop(key, None)
 
+    async def _fingerprint(self, key: Key) -> Fingerprint:
+        """What SQLite holds of a namespace now (the write lock is held while
+        indexes follow, so no other write lands meanwhile)."""
+        scope, model, corpus = key
+        return await self.db.run(lambda conn: fingerprint(conn, scope, model, corpus))
+
     async def _in_search_thread(self, fn: Callable[[], T]) -> T:
         if self._search_thread is None:
             self._search_thread = ThreadPoolExecutor(1, thread_name_prefix="ltm-vectors", initializer=one_omp_thread)
@@ -217,9 +223,10 @@ class VectorIndex:
 
         for change in changes:
             match change:
-                case VectorsStored(corpus=corpus, scope=scope, model=model, rowids=rowids, vectors=vectors,
-                                   fingerprint=stored):
-                    updates.append((_exactly((scope, model, corpus)), _storing(corpus, rowids, vectors, stored)))
+                case VectorsStored(corpus=corpus, scope=scope, model=model, rowids=rowids, vectors=vectors):
+                    key = (scope, model, corpus)
+                    stored = await self._fingerprint(key) if self._cache.peek(key) is not None else None
+                    updates.append((_exactly(key), _storing(corpus, rowids, vectors, stored)))
                 case MemoryWritten(scope=scope, item_id=rowid, fact_tokens=tokens, created=False) \
                         if tokens is not None:
                     remove(scope, Corpus.MEMORIES, [rowid])  # the old fact's vector
@@ -254,7 +261,7 @@ class _Removal:
 
 
 def _storing(corpus: Corpus, rowids: tuple[int, ...], vectors: tuple[np.ndarray, ...],
-             stored: Fingerprint) -> Update[VectorNamespace]:
+             stored: Fingerprint | None) -> Update[VectorNamespace]:
     def apply(ns: VectorNamespace, replayed: bool) -> bool:
         if any(v.shape[1] != ns.dim for v in vectors):
             return False  # another dimension: rebuilt from SQLite on next use
@@ -263,7 +270,7 @@ def _storing(corpus: Corpus, rowids: tuple[int, ...], vectors: tuple[np.ndarray,
         ns.put(list(rowids), list(vectors), replace=corpus == Corpus.MEMORIES or replayed)
         # Replayed after a load, the fingerprint no longer says which rows
         # the index holds: its file is rebuilt rather than trusted.
-        ns.fingerprint = () if replayed else stored
+        ns.fingerprint = () if replayed or stored is None else stored
         return True
 
     return apply

@@ -80,7 +80,6 @@ class VectorsStored:
     model: str
     rowids: tuple[int, ...]
     vectors: tuple[np.ndarray, ...]  # per row: one vector for a memory, one per sentence for a turn
-    fingerprint: tuple[int, int, str]  # the scope's vector rows after this write (storing.vector_rows)
 
 
 Change = (

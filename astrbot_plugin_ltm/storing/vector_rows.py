@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 from sqlalchemy import ColumnElement, Connection, and_, delete, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import KeyedColumnElement
 
 from ..enums import Corpus
@@ -97,18 +96,11 @@ async def store_vectors(session: AsyncSession, corpus: Corpus, rows: Sequence[tu
         for (rowid, scope), vecs in zip(rows, vectors, strict=True)
     ]
     await session.execute(insert(where.table).prefix_with("OR REPLACE"), values)
-    await session.flush()
     by_scope: dict[Scope, list[int]] = {}
     for n, (_, scope) in enumerate(rows):
         by_scope.setdefault(scope, []).append(n)
-    for scope, picked in by_scope.items():
-        stored = await session.run_sync(_fingerprint_in_session, scope, model, corpus)
-        note(session, VectorsStored(corpus, scope, model, tuple(rows[n][0] for n in picked),
-                                    tuple(vectors[n] for n in picked), stored))
-
-
-def _fingerprint_in_session(sync: Session, scope: Scope, model: str, corpus: Corpus) -> Fingerprint:
-    return fingerprint(sync.connection(), scope, model, corpus)
+    note(session, *(VectorsStored(corpus, scope, model, tuple(rows[n][0] for n in picked),
+                                  tuple(vectors[n] for n in picked)) for scope, picked in by_scope.items()))
 
 
 async def delete_memory_vector(session: AsyncSession, item_id: int) -> None:

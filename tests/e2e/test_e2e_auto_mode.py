@@ -1,4 +1,4 @@
-"""Points 1, 6, 7 and 8: one AstrBot with the plugin in ``auto`` mode (and a
+"""One AstrBot with the plugin in ``auto`` mode (and a
 fixture plugin offering the ``get_weather`` tool)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def bot(bot_factory):
         yield b
 
 
-def test_1_auto_mode_injects_in_new_session_only_for_same_user(bot):
+def test_auto_mode_injects_in_a_new_session_only_for_the_same_user(bot):
     said = "My name is Alice and I live in Paris"
     assert bot.chat(said, "alice", "t1-first") == f"ECHO: {said}"
     name, city = bot.wait_extracted("alice", ["name is Alice", "lives in Paris"], "active")
@@ -48,7 +48,7 @@ def test_1_auto_mode_injects_in_new_session_only_for_same_user(bot):
     bot.assert_log_clean()
 
 
-def test_6_tool_result_is_recorded_as_tool_result_event(bot):
+def test_a_tool_result_is_recorded_as_a_tool_result_event(bot):
     question = "What's the weather like in Paris today?"
     since = bot.mark()
     reply = bot.chat(question, "wendy", "t6")
@@ -98,7 +98,7 @@ def _assert_failed_extraction_keeps_events_pending(bot, user: str, said: str, er
     assert bot.items(user) == []
 
 
-def test_7_extraction_error_keeps_events_pending_then_retries(bot):
+def test_an_extraction_error_keeps_events_pending_then_retries(bot):
     # A 4xx error: AstrBot does not retry it itself, so the plugin sees the
     # provider's error (a 5xx is retried by AstrBot for ~15 s and reaches the
     # plugin as a timeout, the case of the next test).
@@ -115,7 +115,7 @@ def test_7_extraction_error_keeps_events_pending_then_retries(bot):
     bot.assert_log_clean()
 
 
-def test_7_extraction_timeout_keeps_events_pending_then_retries(bot):
+def test_an_extraction_timeout_keeps_events_pending_then_retries(bot):
     # The fake answers after 4 s; the plugin gives up after extraction.timeout_seconds (1 s).
     bot.control(extraction="timeout", timeout_seconds=4)
     try:
@@ -128,7 +128,7 @@ def test_7_extraction_timeout_keeps_events_pending_then_retries(bot):
     bot.assert_log_clean()
 
 
-def test_8_chinese_conversation_is_remembered_and_injected(bot):
+def test_a_chinese_conversation_is_remembered_and_injected(bot):
     said = "我叫小明，住在上海"
     assert bot.chat(said, "xiaoming", "t8-first") == f"ECHO: {said}"
     name, city = bot.wait_extracted("xiaoming", ["名字是小明", "住在上海"], "active")

@@ -1,4 +1,4 @@
-"""Point 9: the memory block is sent to the model but never stored in the
+"""The memory block is sent to the model but never stored in the
 conversation history AstrBot keeps, in both injection positions."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def bot(bot_factory, request):
         yield b
 
 
-def test_9_history_never_stores_the_memory_block_in_either_position(bot):
+def test_history_never_stores_the_memory_block_in_either_position(bot):
     assert bot.get_plugin_config()["read_policy"]["injection_position"] == bot.position
     said = "My name is Dora and I live in Rome"
     assert bot.chat(said, "dora", "t9-seed") == f"ECHO: {said}"

@@ -1,4 +1,4 @@
-"""Point 5: restarting AstrBot keeps memories and pending events; reloading
+"""Restarting AstrBot keeps memories and pending events; reloading
 the plugin through AstrBot leaves no duplicate hooks or background workers."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def _events(bot) -> dict[str, str]:
     return {r["event_id"]: r["extraction_status"] for r in rows}
 
 
-def test_5_restart_keeps_memories_and_pending_events(bot):
+def test_a_restart_keeps_memories_and_pending_events(bot):
     said = "My name is Alice and I live in Paris"
     assert bot.chat(said, "alice", "t5-seed") == f"ECHO: {said}"
     name, city = bot.wait_extracted("alice", ["name is Alice", "lives in Paris"], "active")
@@ -87,7 +87,7 @@ def test_5_restart_keeps_memories_and_pending_events(bot):
     bot.assert_log_clean()
 
 
-def test_5_reload_leaves_no_duplicate_hooks_or_background_tasks(bot):
+def test_a_reload_leaves_no_duplicate_hooks_or_background_tasks(bot):
     said = "My name is Gina and I live in Lima"
     assert bot.chat(said, "gina", "t5-gina-seed") == f"ECHO: {said}"
     bot.wait_extracted("gina", ["name is Gina", "lives in Lima"], "active")

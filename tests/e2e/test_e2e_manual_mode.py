@@ -1,4 +1,4 @@
-"""Point 3: ``manual`` mode queues memories until an operator approves them
+"""``manual`` mode queues memories until an operator approves them
 with the plugin's own chat command."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def _block_facts(bot, session: str) -> list[str]:
     return [f.get("fact") for f in blocks[0]["facts"]] if blocks else []
 
 
-def test_3_manual_mode_injects_only_after_admin_approves_with_command(bot):
+def test_manual_mode_injects_only_after_an_admin_approves_with_a_command(bot):
     said = "My name is Alice and I live in Paris"
     assert bot.chat(said, "alice", "t3-first") == f"ECHO: {said}"
     name, city = bot.wait_extracted("alice", ["name is Alice", "lives in Paris"], "shadow")

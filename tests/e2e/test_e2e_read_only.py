@@ -1,4 +1,4 @@
-"""Point 4: ``emergency_read_only``, switched on through AstrBot's plugin
+"""``emergency_read_only``, switched on through AstrBot's plugin
 configuration API as the WebUI does, stops every write at once (no restart)
 while memories are still read and injected."""
 
@@ -24,7 +24,7 @@ def _items_snapshot(bot) -> list[tuple]:
     return [tuple(r) for r in bot.query("SELECT * FROM ltm_items ORDER BY id")]
 
 
-def test_4_emergency_read_only_via_webui_config_blocks_writes_keeps_reads(bot):
+def test_emergency_read_only_via_webui_config_blocks_writes_and_keeps_reads(bot):
     said = "My name is Alice and I live in Paris"
     assert bot.chat(said, "alice", "t4-first") == f"ECHO: {said}"
     name, city = bot.wait_extracted("alice", ["name is Alice", "lives in Paris"], "active")

@@ -1,4 +1,4 @@
-"""Point 2: ``shadow`` (the default write mode) stores memories but never
+"""``shadow`` (the default write mode) stores memories but never
 injects them."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ def bot(bot_factory):
         yield b
 
 
-def test_2_shadow_mode_stores_facts_as_shadow_and_does_not_inject(bot):
+def test_shadow_mode_stores_facts_as_shadow_and_does_not_inject(bot):
     assert bot.get_plugin_config()["write_policy"]["mode"] == "shadow"
 
     said = "My name is Alice and I live in Paris"
