@@ -34,7 +34,7 @@ def yield_gil() -> None:
 
 
 class KeywordNamespace:
-    """BM25 over one scope's rows of one kind. Rows are slots in growing
+    """BM25 over one scope's rows of one corpus. Rows are slots in growing
     arrays; a removed row's slot is only marked dead, and dead slots are
     dropped when they make up half of the namespace."""
 
