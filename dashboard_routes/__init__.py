@@ -23,7 +23,8 @@ class _WebRequest:
         self.r = request
 
     def query(self) -> dict[str, Any]:
-        return {k: self.r.query.get(k) for k in self.r.query}
+        # The proxy's query is a multi-dict whose iteration is not its keys.
+        return {k: self.r.query.get(k) for k in self.r.query.keys()}  # noqa: SIM118
 
     async def json(self) -> Any:
         return await self.r.json(default=None)
