@@ -45,7 +45,7 @@ from .storing.database import Database
 from .storing.keyword_rows import backfill_turn_rows
 from .storing.tables import MemoryEvent
 
-EXPLICIT_IMPORTANCE = 0.8  # "remember that …": the user said it matters
+EXPLICIT_IMPORTANCE = 0.8  # "remember that …": the user said it matters (docs/decisions.md#d29)
 
 
 class LTMEngine:

@@ -18,7 +18,7 @@ from ..storing.turns import turn_passages
 from ..storing.vector_rows import VECTOR_ROWS, delete_other_models, store_vectors
 from .embeddings import Embeddings
 
-BATCH = 64  # memories or turns per embedding call
+BATCH = 64  # memories or turns per embedding call (docs/decisions.md#d29)
 
 
 class VectorFill:

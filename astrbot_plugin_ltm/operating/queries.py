@@ -29,7 +29,7 @@ SORTS: dict[str, UnaryExpression[Any]] = {
     "importance": MemoryItem.importance.desc(),
     "created": MemoryItem.created_at.desc(),
 }
-TEXT_SEARCH_HITS = 1000  # text-search hits considered, best first
+TEXT_SEARCH_HITS = 1000  # text-search hits considered, best first (docs/decisions.md#d29)
 
 
 def told_by(sender_id: str) -> ColumnElement[bool]:

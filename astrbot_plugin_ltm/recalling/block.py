@@ -21,7 +21,7 @@ from .rows import EventRow, ItemView
 
 HEADER = "[Long-term Memory]"
 FOOTER = "[End Memory]"
-NEAR_DUPLICATE = 0.8  # token-set similarity above which a memory repeats one chosen
+NEAR_DUPLICATE = 0.8  # token-set similarity above which a memory repeats one chosen (docs/decisions.md#d29)
 # The walk down the candidates ends when this many lines in a row did not
 # fit: the block is full (docs/decisions.md#d12).
 FULL_AFTER_MISSES = 12
