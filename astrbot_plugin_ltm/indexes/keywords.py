@@ -99,13 +99,6 @@ class KeywordIndex:
     async def loads_settled(self) -> None:
         await self._cache.settled()
 
-    @property
-    def loading(self) -> bool:
-        return self._cache.loading
-
-    def clear(self) -> None:
-        self._cache.clear()
-
     # -- following writes ---------------------------------------------------------
 
     async def follow(self, changes: Sequence[Change]) -> None:

@@ -143,10 +143,6 @@ class NamespaceCache[K: Hashable, N]:
     def loaded(self) -> Iterator[tuple[K, N]]:
         return iter(list(self._loaded.items()))
 
-    @property
-    def loading(self) -> bool:
-        return bool(self._loads)
-
     async def settled(self) -> None:
         """Wait for the loads that reads left running."""
         await self._loads.settled()
