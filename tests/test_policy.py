@@ -1,4 +1,4 @@
-"""The confidence formula (design §3.4) and the write gate (§3.5) as pure functions."""
+"""The confidence formula and the write gate (learning/policy.py) as pure functions."""
 
 from __future__ import annotations
 
