@@ -120,7 +120,10 @@ def prepare_home(
         shutil.rmtree(home)
     home.mkdir(parents=True)
     env = astrbot_env(home)
-    subprocess.run([str(BIN / "astrbot"), "init", "-y"], cwd=home, env=env, check=True, capture_output=True)
+    init = subprocess.run([str(BIN / "astrbot"), "init", "-y"], cwd=home, env=env, capture_output=True)
+    if init.returncode == 2:  # AstrBot before 4.29 has no -y: answer its questions
+        init = subprocess.run([str(BIN / "astrbot"), "init"], cwd=home, env=env, capture_output=True, input=b"y\ny\n")
+    init.check_returncode()
     # Importing astrbot.core writes the complete default cmd_config.json.
     subprocess.run([sys.executable, "-c", "import astrbot.core"], cwd=home, env=env, check=True, capture_output=True)
     update_config(home, {
