@@ -17,11 +17,14 @@ from .scope import Origin
 
 def origin_from_event(event: Any) -> Origin:
     group_id = event.get_group_id() or None
+    name = str(event.get_sender_name() or "")
+    if name and name == str(event.get_self_id() or ""):
+        name = ""  # the bot's own account is never a person's name
     return Origin(
         platform_id=event.get_platform_id() or event.get_platform_name() or "unknown",
         unified_msg_origin=event.unified_msg_origin,
         sender_id=str(event.get_sender_id() or ""),
-        sender_name=str(event.get_sender_name() or ""),
+        sender_name=name,
         group_id=str(group_id) if group_id else None,
         is_admin=bool(event.is_admin()),
     )

@@ -31,6 +31,7 @@ from .indexes.vector_fill import VectorFill
 from .indexes.vectors import VectorIndex
 from .learning.candidates import Candidate
 from .learning.extractor import LLMExtractor
+from .learning.known import KnownFacts
 from .learning.worker import ExtractionWorker
 from .learning.writer import MemoryWriter, WriteOutcome
 from .operating.admin import Admin
@@ -38,9 +39,9 @@ from .recalling.block import MemoryBlock
 from .recalling.reader import MemoryReader
 from .recalling.retrieval import KeywordRetriever, VectorRetriever
 from .recalling.tokens import default_counter
-from .recording.explicit import attribute, explicit_fact, guess_type
+from .recording.explicit import attribute, explicit_fact, guess_type, unnamed
 from .recording.recorder import EventRecorder
-from .scope import Origin, Scope, ScopeResolver
+from .scope import Origin, Scope, ScopeResolver, display_name
 from .storing.database import Database
 from .storing.keyword_rows import backfill_turn_rows
 from .storing.tables import MemoryEvent
@@ -83,6 +84,7 @@ class LTMEngine:
         self.worker = ExtractionWorker(
             self.db, self.writer, extractor_for or self._extractor_for, lambda: self.config, clock,
             embeddings=self.embeddings if with_vectors else None, fill=self.vector_fill if with_vectors else None,
+            known=KnownFacts(self.db, self.keyword_index, self.embeddings if with_vectors else None),
         )
         self._counter = counter
         if retrievers is None:
@@ -158,7 +160,7 @@ class LTMEngine:
     # -- explicit memories -------------------------------------------------
 
     def _explicit_candidate(self, event: MemoryEvent, fact: str) -> Candidate:
-        fact = attribute(fact, event.sender_name or event.sender_id or "")
+        fact = attribute(fact, display_name(event.sender_id, event.sender_name) or unnamed(fact))
         return Candidate(type=guess_type(fact), fact=fact, fact_key=fact, confidence=1.0,
                          importance=EXPLICIT_IMPORTANCE, event_ids=[event.event_id],
                          source=CandidateSource.USER_EXPLICIT, session_id=event.session_id)
@@ -189,7 +191,7 @@ class LTMEngine:
         event = MemoryEvent(
             scope=scope.kind, scope_id=scope.id, source_type=SourceType.MESSAGE, source_role=Role.USER,
             content={"text": fact, "command": "ltm remember"}, platform_id=origin.platform_id,
-            session_id=origin.unified_msg_origin, sender_id=origin.sender_id, sender_name=origin.speaker,
+            session_id=origin.unified_msg_origin, sender_id=origin.sender_id, sender_name=origin.display_name or None,
             created_at=self.clock(), extraction_status=ExtractionStatus.DONE,
         )
         async with self.db.write() as session:

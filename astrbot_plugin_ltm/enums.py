@@ -23,6 +23,7 @@ class Status(StrEnum):
     SHADOW = "shadow"  # stored for review, never injected
     DISABLED = "disabled"  # switched off by an operator
     EXPIRED = "expired"  # past its retention
+    SUPERSEDED = "superseded"  # a newer statement changed its value; kept as history
 
 
 class WriteMode(StrEnum):
@@ -85,7 +86,8 @@ class AuditAction(StrEnum):
     CREATE = "create"
     CONFIRM = "confirm"  # new evidence for a memory with the same key
     MERGE = "merge"  # new evidence for a memory that says the same (embedding)
-    SUPERSEDE = "supersede"  # a contradicting statement replaced the fact
+    SUPERSEDE = "supersede"  # a newer value became a new memory; the old one is history
+    RESTORE = "restore"  # the update that superseded a memory was rejected: it is current again
     POLICY = "policy"  # a candidate dropped or refused by the policy
     STATUS = "status"  # the write policy moved a memory's status
     REVIVE = "revive"  # the user restated a deleted fact explicitly
@@ -100,7 +102,7 @@ class AuditAction(StrEnum):
 
 
 # Actions that count as a new memory for the rate limits: an item created,
-# or an item whose fact was replaced by a contradicting one.
+# or a new value that supersedes one.
 WRITE_ACTIONS = (AuditAction.CREATE, AuditAction.SUPERSEDE)
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession
 
 if TYPE_CHECKING:
-    from .learning.candidates import ExtractionResult
+    from .learning.candidates import ExtractionResult, KnownFact
     from .recalling.retrieval import Found, Query
     from .scope import Scope
     from .storing.changes import Change
@@ -35,7 +35,10 @@ class ModelGateway(Protocol):
 class Extractor(Protocol):
     """Turns a batch of recorded events into candidate facts."""
 
-    async def extract(self, events: Sequence[MemoryEvent]) -> ExtractionResult: ...
+    async def extract(self, events: Sequence[MemoryEvent], known: Sequence[KnownFact] = ()) -> ExtractionResult:
+        """``known``: current memories of the batch's scope, which a new
+        statement may update or repeat (Candidate.updates/restates)."""
+        ...
 
 
 class Embedder(Protocol):

@@ -15,6 +15,14 @@ from .config import IdentityConfig
 from .enums import ScopeKind
 
 
+def display_name(sender_id: str | None, sender_name: str | None) -> str:
+    """The name to call a person by: the platform's nickname, unless it is
+    only their login (the web chat gives the login as both id and name);
+    "" when there is none."""
+    name = (sender_name or "").strip()
+    return "" if name == (sender_id or "").strip() else name
+
+
 @dataclass(frozen=True)
 class Origin:
     """The parts of an AstrBot message event the core needs (see adapter.py)."""
@@ -32,7 +40,12 @@ class Origin:
 
     @property
     def speaker(self) -> str:
+        """A label for the sender: their name, else their id."""
         return self.sender_name or self.sender_id
+
+    @property
+    def display_name(self) -> str:
+        return display_name(self.sender_id, self.sender_name)
 
 
 @dataclass(frozen=True, order=True)

@@ -61,7 +61,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from astrbot_plugin_ltm.engine import LTMEngine
 from astrbot_plugin_ltm.enums import MEMORY_TYPES
-from astrbot_plugin_ltm.learning.candidates import Candidate, ExtractionResult
+from astrbot_plugin_ltm.learning.candidates import Candidate, ExtractionResult, KnownFact
 from astrbot_plugin_ltm.recalling.tokens import TokenCounter, default_counter
 from astrbot_plugin_ltm.scope import Origin
 from astrbot_plugin_ltm.storing.tables import MemoryEvent
@@ -289,7 +289,7 @@ class RecordedExtractor:
         self.event_dia[event.event_id] = dia_id
         self.dia_events.setdefault(dia_id, []).append(event.event_id)
 
-    async def extract(self, events: Sequence[MemoryEvent]) -> ExtractionResult:
+    async def extract(self, events: Sequence[MemoryEvent], known: Sequence[KnownFact] = ()) -> ExtractionResult:
         self.batches += 1
         in_batch = {self.event_dia[e.event_id] for e in events if e.event_id in self.event_dia}
         todo = sorted({i for d in in_batch for i in self._by_dia.get(d, ())} - self.given)

@@ -210,7 +210,7 @@ class OneFactPerEvent:
     def __init__(self) -> None:
         self.candidates = 0
 
-    async def extract(self, events):
+    async def extract(self, events, known=()):
         out = []
         for e in events:
             if e.source_role != "user":

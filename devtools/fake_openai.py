@@ -68,24 +68,48 @@ class State:
 STATE = State()
 
 
+_KNOWN = re.compile(r"^\[(K\d+)\] key=(\S+): (.*?)(?: \(since [\d-]+\))?$")
+_NAME_GIVEN = (re.compile(r"\bmy name is ([A-Z][\w-]*)", re.I),
+               re.compile(r"我叫([\u4e00-\u9fff\w]{1,8}?)(?:[，,。！!\s]|$)"),
+               re.compile(r"(?:的名字是|'s name is )([\u4e00-\u9fff\w-]{1,16})"))
+UNNAMED = "unnamed user"  # learning.extractor.UNNAMED: the speaker has no display name
+
+
 def rule_extract(transcript: str) -> list[dict]:
+    """Facts by the rules above, as a faithful model would write them: a
+    speaker with no display name is called by the name they gave (in the
+    transcript or a known fact), and a fact whose key is a known fact's
+    marks it as updated (another value) or repeated (the same)."""
+    known = {m.group(2): (m.group(1), m.group(3)) for m in map(_KNOWN.match, transcript.splitlines()) if m}
+    given = {}
+    for text in [fact for _, fact in known.values()] + transcript.splitlines():
+        for pattern in _NAME_GIVEN:
+            found = pattern.search(text)
+            if found:
+                given["any"] = found.group(1)
     facts = []
     for line in transcript.splitlines():
         m = _LINE.match(line.strip())
         if not m:
             continue
         who, uid, text = m.group("who"), m.group("uid"), m.group("text")
+        if who == UNNAMED:
+            who = given.get("any", "the user")
         for pattern, mtype, template, key, conf, imp in _RULES:
             for found in pattern.finditer(text):
                 value = found.group(1).strip()
-                facts.append({
+                fact = {
                     "type": mtype,
                     "fact": template.format(value, who=who),
                     "fact_key": f"{uid}_{key.format(value)}",
                     "confidence": conf,
                     "importance": imp,
                     "lines": [int(m.group(1))],
-                })
+                }
+                if fact["fact_key"] in known:
+                    ref, old = known[fact["fact_key"]]
+                    fact["same_as" if old == fact["fact"] else "updates"] = ref
+                facts.append(fact)
     return facts
 
 

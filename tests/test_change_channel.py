@@ -94,7 +94,7 @@ async def test_recorded_turns_reach_every_index_but_the_bots_own_line_does_not(c
     assert await keyword_hits(channel, "bees", Corpus.TURNS) == {user.id}
 
 
-async def test_the_writer_hands_over_a_new_memory_and_a_changed_fact(channel, origin):
+async def test_the_writer_hands_over_a_new_memory_and_a_superseded_one(channel, origin):
     await channel.record(origin("alice"), "I keep bees in Kent")
     channel.log.clear()
     channel.gateway.facts({"fact": "Alice keeps bees", "fact_key": "alice_hobby"})
@@ -108,8 +108,10 @@ async def test_the_writer_hands_over_a_new_memory_and_a_changed_fact(channel, or
     channel.log.clear()
     channel.gateway.facts({"fact": "Alice doesn't keep bees any more", "fact_key": "alice_hobby"})
     await channel.engine.worker.run_once(ignore_idle=True)
-    (superseded,) = handed(channel, MemoryWritten)
-    assert superseded.item_id == item.id and not superseded.created and superseded.fact_tokens
+    closed, successor = handed(channel, MemoryWritten)
+    # the old value stays as history (its status changed); the new one is a new memory
+    assert closed.item_id == item.id and not closed.created
+    assert successor.item_id != item.id and successor.created and "bee" in (successor.fact_tokens or ())
 
 
 async def test_operator_edits_deletes_and_reviews_reach_every_index(channel, origin):

@@ -221,11 +221,20 @@ def test_migrated_indexes_and_unique_constraints_equal_the_models(tmp_path):
                 if type(con).__name__ == "UniqueConstraint"
             }
             expected_unique |= {frozenset([c.name]) for c in table.columns if c.unique}
+            expected_unique |= {frozenset(c.name for c in i.columns) for i in table.indexes if i.unique}
             if len(table.primary_key.columns) > 1 or not any(
                 c.type.compile(dialect=sqlite_dialect.dialect()) == "INTEGER" for c in table.primary_key.columns
             ):
                 expected_unique.add(frozenset(c.name for c in table.primary_key.columns))
             assert unique_sets == expected_unique, table.name
+            # A partial index (one current memory per key) keeps its condition.
+            for index in table.indexes:
+                where = index.dialect_options["sqlite"]["where"]
+                sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", [index.name]).fetchone()[0]
+                if where is not None:
+                    assert " ".join(str(where).split()) in " ".join(sql.split()), index.name
+                else:
+                    assert "WHERE" not in sql.upper(), index.name
     finally:
         conn.close()
 
@@ -480,5 +489,38 @@ def test_0006_stems_both_keyword_indexes_and_clears_the_whole_turn_vectors(tmp_p
             (9, turn_row(9, "user", "qq:t", {"text": said})["s"])
         ]
         assert conn.execute("SELECT count(*) FROM ltm_event_vectors").fetchone() == (0,)
+    finally:
+        conn.close()
+
+
+def test_0007_keeps_every_memory_and_its_row_id_and_allows_history_under_a_key(tmp_path):
+    db = tmp_path / "history.db"
+    migrate(str(db), target=6)
+    conn = connect(db)
+    try:
+        conn.execute(
+            "INSERT INTO ltm_items (id, memory_id, scope, scope_id, type, fact, fact_key, confidence, importance, "
+            "evidence_count, ttl_days, status, awaiting_approval, created_at, updated_at) VALUES "
+            "(41, 'm-old', 'user', 'qq:1', 'profile', 'Alice lives in Paris', 'city', 0.8, 0.5, 1, NULL, 'active', "
+            "0, '2026-01-02 03:04:05.000000', '2026-01-03 00:00:00.000000')")
+        conn.commit()
+    finally:
+        conn.close()
+    assert migrate(str(db)) == [7]
+    conn = connect(db)
+    try:
+        row = conn.execute("SELECT id, fact, valid_from, valid_to, supersedes, superseded_by FROM ltm_items").fetchone()
+        assert row == (41, "Alice lives in Paris", "2026-01-02 03:04:05.000000", None, None, None)
+        insert = ("INSERT INTO ltm_items (memory_id, scope, scope_id, type, fact, fact_key, confidence, importance, "
+                  "evidence_count, status, created_at, updated_at) VALUES (?, 'user', 'qq:1', 'profile', ?, 'city', "
+                  "0.8, 0.5, 1, ?, '2026-02-01', '2026-02-01')")
+        with pytest.raises(sqlite3.IntegrityError):  # two current values of one key
+            conn.execute(insert, ("m-two", "Alice lives in Rome", "shadow"))
+        conn.execute("UPDATE ltm_items SET status = 'superseded' WHERE id = 41")
+        conn.execute(insert, ("m-new", "Alice lives in Rome", "active"))
+        # a deleted row's id is never handed out again
+        conn.execute("DELETE FROM ltm_items WHERE memory_id = 'm-new'")
+        conn.execute(insert, ("m-newer", "Alice lives in Oslo", "active"))
+        assert conn.execute("SELECT id FROM ltm_items WHERE memory_id = 'm-newer'").fetchone()[0] == 43
     finally:
         conn.close()

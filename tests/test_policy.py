@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from astrbot_plugin_ltm.config import ReadPolicy, WritePolicy
 from astrbot_plugin_ltm.enums import MEMORY_TYPES, Status
 from astrbot_plugin_ltm.learning.policy import (
-    CONTRADICTION_PENALTY,
     SOURCE_QUALITY,
     GateInput,
     confidence,
@@ -43,12 +42,6 @@ def test_zero_or_negative_evidence_count_gives_no_bonus_and_no_malus():
     assert confidence(0.5, "llm_extract", evidence_count=0) == pytest.approx(0.4)
 
 
-def test_contradiction_penalty_halves():
-    assert CONTRADICTION_PENALTY == 0.5
-    assert confidence(0.9, "llm_extract", contradicted=True) == pytest.approx(0.9 * 0.8 * 0.5)
-    assert confidence(1.0, "user_explicit", 3, contradicted=True) == pytest.approx(1.0 * 1.2 * 0.5)
-
-
 def test_confidence_is_capped_at_one():
     assert confidence(1.0, "user_explicit", evidence_count=10) == 1.0
     assert confidence(0.95, "llm_extract", evidence_count=4) == pytest.approx(0.988)  # below the cap
@@ -59,14 +52,12 @@ def test_confidence_is_capped_at_one():
     base=st.floats(0.0, 1.0),
     source=st.sampled_from(sorted(SOURCE_QUALITY)),
     n=st.integers(0, 1000),
-    contradicted=st.booleans(),
 )
-def test_confidence_always_in_unit_interval_and_monotone(base, source, n, contradicted):
-    value = confidence(base, source, n, contradicted)
+def test_confidence_always_in_unit_interval_and_monotone(base, source, n):
+    value = confidence(base, source, n)
     assert 0.0 <= value <= 1.0
-    # more evidence never lowers it, a contradiction never raises it
-    assert confidence(base, source, n + 1, contradicted) >= value
-    assert confidence(base, source, n, True) <= confidence(base, source, n, False)
+    # more evidence never lowers it
+    assert confidence(base, source, n + 1) >= value
 
 
 # -- the gate --------------------------------------------------------------

@@ -307,9 +307,9 @@ async def test_every_decision_is_audited_with_a_reason(make_ltm, origin):
         matching = [r for r in by_action[past[outcome.action]]
                     if outcome.memory_id is None or r.memory_id == outcome.memory_id]
         assert matching and all(r.reason for r in matching)
-    # every item has the audit row of its creation
+    # every item has the audit row of its creation (a new value: its supersede)
     for item in await ltm.items():
-        assert any(r.memory_id == item.memory_id for r in by_action["create"])
+        assert any(r.memory_id == item.memory_id for r in by_action["create"] + by_action["supersede"])
 
 
 # -- dedup & merge ---------------------------------------------------------
@@ -369,33 +369,31 @@ async def test_re_extraction_of_linked_events_adds_no_evidence(ltm, origin):
     assert (await ltm.item()).evidence_count == 1
 
 
-async def test_contradicting_fact_supersedes_with_penalty(ltm, origin):
+async def test_a_new_value_supersedes_and_the_old_one_stays_as_history(ltm, origin):
     a = origin("alice")
     paris, _ = await ltm.turn(a, "I live in Paris", "Nice.",
                               {"type": "profile", "fact": "Alice lives in Paris", "fact_key": "alice_home_city"})
     old = await ltm.item()
-    assert old.status == "active"
+    assert old.status == "active" and old.valid_from == paris[0].created_at
     london, _ = await ltm.turn(a, "I moved to London", "Nice.",
                                {"type": "profile", "fact": "Alice lives in London", "fact_key": "alice_home_city",
                                 "confidence": 0.9})
-    item = await ltm.item()
-    assert item.memory_id == old.memory_id
-    assert item.fact == "Alice lives in London"
-    assert item.confidence == pytest.approx(confidence(0.9, "llm_extract", 1, contradicted=True))
-    assert item.confidence == pytest.approx(0.36)
-    assert item.evidence_count == 1
+    new = await ltm.item(MemoryItem.status != "superseded")
+    old = await ltm.item(MemoryItem.status == "superseded")
+    assert new.memory_id != old.memory_id and new.fact == "Alice lives in London"
+    # the old value is closed by the new one, and each names the other
+    assert (old.superseded_by, new.supersedes) == (new.memory_id, old.memory_id)
+    assert old.valid_to is not None and new.valid_from == london[0].created_at and new.valid_to is None
+    assert old.fact == "Alice lives in Paris" and old.fact_key == new.fact_key
+    # a newer statement is as credible as the first: not penalised, so it goes live in auto
+    assert new.confidence == pytest.approx(confidence(0.9, "llm_extract")) and new.status == "active"
     (sup,) = await actions(ltm, "supersede")
-    assert sup.memory_id == item.memory_id and sup.detail["previous_fact"] == "Alice lives in Paris"
-    links = {e.event_id: e for e in await ltm.evidence()}
-    assert links[paris[0].event_id].extraction_meta.get("superseded") is True
-    assert not links[london[0].event_id].extraction_meta.get("superseded")
-    # 0.36 is gated afresh: below min_confidence, so the item is no longer injected
-    assert item.status == "shadow"
+    assert sup.memory_id == new.memory_id and sup.detail["previous_fact"] == "Alice lives in Paris"
+    assert {e.event_id for e in await ltm.evidence(MemoryEvidence.memory_id == old.memory_id)} == {paris[0].event_id}
+    assert {e.event_id for e in await ltm.evidence(MemoryEvidence.memory_id == new.memory_id)} == {london[0].event_id}
+    # the block shows the current value only, and no turn of the old one
     block = await ltm.block(a, "where does Alice live Paris London")
-    assert "Paris" not in block.text and "London" not in block.text
-    # and the keyword index follows the new wording
-    hits = await ltm.sql("SELECT rowid FROM ltm_items_fts WHERE ltm_items_fts MATCH 'paris'")
-    assert hits == []
+    assert "London" in block.text and "Paris" not in block.text
 
 
 async def test_a_negated_fact_supersedes(ltm, origin):
@@ -403,9 +401,9 @@ async def test_a_negated_fact_supersedes(ltm, origin):
     await ltm.turn(a, "I like cats", "OK.", {"fact": "Alice likes cats", "fact_key": "alice_cats", "confidence": 1.0})
     await ltm.turn(a, "I don't like cats anymore", "OK.",
                    {"fact": "Alice doesn't like cats", "fact_key": "alice_cats", "confidence": 1.0})
-    item = await ltm.item()
+    item = await ltm.item(MemoryItem.status != "superseded")
     assert item.fact == "Alice doesn't like cats"
-    assert item.confidence == pytest.approx(0.4)  # 1.0 × 0.8 × (1 − 0.5)
+    assert item.confidence == pytest.approx(0.8)  # 1.0 × 0.8
     assert len(await actions(ltm, "supersede")) == 1
 
 
@@ -417,12 +415,13 @@ async def test_contradicting_facts_from_the_same_line_in_one_batch(ltm, origin):
                       {"type": "profile", "fact": "Alice lives in London", "fact_key": "city"})
     (result,) = await ltm.engine.worker.drain()
     assert result.ok, result.error
-    item = await ltm.item()
+    item = await ltm.item(MemoryItem.status != "superseded")
     assert item.fact == "Alice lives in London"
     assert len(await actions(ltm, "supersede")) == 1
     assert {e.extraction_status for e in await ltm.events()} == {"done"}
+    # the line backs the current value only: it moved with the supersede
     links = await ltm.evidence()
-    assert len({(e.memory_id, e.event_id) for e in links}) == len(links) >= 1
+    assert [link.memory_id for link in links] == [item.memory_id]
 
 
 async def test_restating_an_item_is_not_a_contradiction(ltm, origin):

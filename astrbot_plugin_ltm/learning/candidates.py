@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from ..enums import CandidateSource
@@ -19,6 +20,21 @@ class Candidate:
     source: str = CandidateSource.LLM_EXTRACT  # sets the confidence weight
     session_id: str | None = None  # the conversation it came from (rate limits)
     meta: dict[str, Any] = field(default_factory=dict)
+    # What the extraction model said of a known fact (KnownFact) it was shown:
+    # this candidate gives it a new value, or says the same thing again.
+    updates: str | None = None  # a memory_id
+    restates: str | None = None  # a memory_id
+
+
+@dataclass(frozen=True)
+class KnownFact:
+    """A current memory shown to the extraction model, so that it can say
+    which of them a new statement updates or repeats."""
+
+    memory_id: str
+    key: str
+    fact: str
+    since: datetime | None = None
 
 
 @dataclass

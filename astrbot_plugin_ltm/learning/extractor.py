@@ -19,22 +19,30 @@ from typing import Any
 from ..enums import MEMORY_TYPES, SHOWN_ROLES, CandidateSource, Role, SourceType
 from ..extension_points import Complete
 from ..logs import log
+from ..scope import display_name
 from ..storing.tables import MemoryEvent
 from ..text import normalize_fact_key, replace_literally
-from .candidates import Candidate, ExtractionResult, Rejection
+from .candidates import Candidate, ExtractionResult, KnownFact, Rejection
 
 SYSTEM_PROMPT = """You extract long-term memory from a chat transcript.
-Each transcript line is numbered and names its speaker.
+Each transcript line is numbered and names its speaker. "Known facts", when given, are what is
+already remembered about these people, each with an id and its key.
 Return ONLY a JSON array (no prose, no code fence). Each element:
 {"type": "profile|preference|task_state|constraint|episode",
  "fact": "one concise statement, naming the person it is about",
  "fact_key": "short stable key for what the fact is about, e.g. alice_home_city",
- "confidence": 0.0-1.0, "importance": 0.0-1.0, "lines": [line numbers]}
+ "confidence": 0.0-1.0, "importance": 0.0-1.0, "lines": [line numbers],
+ "updates": "id of the known fact whose value this changes (optional)",
+ "same_as": "id of the known fact this only repeats or rewords (optional)"}
 Rules:
 - Only durable, useful facts stated by a human speaker or a tool result; never facts the assistant said about itself.
-- Name the person (use the speaker's name); never write "the user".
+- Name the person by the name shown for the speaker; if none is shown, by the name they gave for themselves
+  (in the transcript or the known facts); write "the user" only if there is neither.
 - Write the fact in the language the speaker used.
 - "lines" lists the transcript lines the fact comes from.
+- If a fact gives a known fact a new value (moved, new job, renamed, a new age, changed their mind, a plan
+  cancelled or changed), set "updates" to that known fact's id, use its key, and state the new value in full.
+- If a fact only repeats or rewords a known fact, set "same_as" to its id and use its key.
 - Output [] if nothing is worth remembering."""
 
 _GENERIC_USER = [
@@ -61,12 +69,33 @@ def event_line(event: MemoryEvent) -> str:
         )
     if event.source_role == Role.ASSISTANT:
         return f"assistant: {content.get('text', '')}"
-    who = event.sender_name or event.sender_id or "someone"
+    # A login is not a name ("astrbot" in the web chat): the model is told
+    # none is shown and names the person by what they said of themselves.
+    who = display_name(event.sender_id, event.sender_name) or UNNAMED
     return f"{who} (user id {event.sender_id}): {content.get('text', '')}"
+
+
+UNNAMED = "unnamed user"
+
+
+def known_ref(n: int) -> str:
+    return f"K{n}"
 
 
 def build_transcript(events: Sequence[MemoryEvent]) -> str:
     return "\n".join(f"[{n}] {event_line(e)}" for n, e in enumerate(events, start=1))
+
+
+def build_prompt(events: Sequence[MemoryEvent], known: Sequence[KnownFact]) -> str:
+    lines = []
+    if known:
+        lines.append("Known facts:")
+        for n, k in enumerate(known, start=1):
+            since = f" (since {k.since:%Y-%m-%d})" if k.since else ""
+            lines.append(f"[{known_ref(n)}] key={k.key}: {k.fact}{since}")
+    lines.append("Transcript:")
+    lines.append(build_transcript(events))
+    return "\n".join(lines)
 
 
 def _json_payload(text: str) -> Any:
@@ -85,7 +114,7 @@ def _unit_number(value: Any) -> float | None:
 
 
 def validate(
-    payload: Any, events: Sequence[MemoryEvent], max_fact_chars: int
+    payload: Any, events: Sequence[MemoryEvent], max_fact_chars: int, known: Sequence[KnownFact] = ()
 ) -> tuple[list[Candidate], list[Rejection]]:
     """Check every candidate; keep the valid ones, give a reason for each other."""
     if isinstance(payload, dict) and isinstance(payload.get("facts"), list):
@@ -95,13 +124,26 @@ def validate(
     accepted: list[Candidate] = []
     rejected: list[Rejection] = []
     humans = {e.sender_id: e for e in events if e.source_role == Role.USER}
+    refs = {known_ref(n): k.memory_id for n, k in enumerate(known, start=1)}
     for raw in payload:
         reason, candidate = _check(raw, events, humans, max_fact_chars)
         if candidate is None:
             rejected.append(Rejection(raw, reason))
         else:
+            candidate.updates, candidate.restates = _relation(raw, refs)
             accepted.append(candidate)
     return accepted, rejected
+
+
+def _relation(raw: dict[str, Any], refs: dict[str, str]) -> tuple[str | None, str | None]:
+    """The known fact a candidate updates, or repeats; an id the model
+    made up, or both at once, count as neither."""
+    updates, same_as = raw.get("updates"), raw.get("same_as")
+    updated = refs.get(updates.strip().upper()) if isinstance(updates, str) else None
+    repeated = refs.get(same_as.strip().upper()) if isinstance(same_as, str) else None
+    if updated and repeated:
+        return None, None
+    return updated, repeated
 
 
 def _check(raw: Any, events: Sequence[MemoryEvent], humans: dict[str | None, MemoryEvent],
@@ -149,8 +191,8 @@ def _check(raw: Any, events: Sequence[MemoryEvent], humans: dict[str | None, Mem
     speakers = {e.sender_id for e in sources if e.source_role == Role.USER}
     if len(speakers) == 1:
         speaker = humans[next(iter(speakers))]
-        name = speaker.sender_name or speaker.sender_id or ""
-        for pattern, replacement in _GENERIC_USER:
+        name = display_name(speaker.sender_id, speaker.sender_name)
+        for pattern, replacement in _GENERIC_USER if name else ():
             fact = replace_literally(pattern, replacement.format(name=name), fact)
     elif any(p.search(fact) for p, _ in _GENERIC_USER):
         return "fact says 'the user' but several people are its source", None
@@ -173,8 +215,8 @@ class LLMExtractor:
         self._model = model
         self._max_fact_chars = max_fact_chars
 
-    async def extract(self, events: Sequence[MemoryEvent]) -> ExtractionResult:
-        prompt = "Transcript:\n" + build_transcript(events)
+    async def extract(self, events: Sequence[MemoryEvent], known: Sequence[KnownFact] = ()) -> ExtractionResult:
+        prompt = build_prompt(events, known)
         meta = {
             "model": self._model,
             "prompt_hash": hashlib.sha256((SYSTEM_PROMPT + prompt).encode()).hexdigest()[:16],
@@ -191,7 +233,7 @@ class LLMExtractor:
             raise MalformedOutput(f"malformed JSON from the model: {exc}: {str(text)[:200]!r}") from exc
         if not isinstance(payload, (list, dict)):
             raise MalformedOutput(f"the model answered {type(payload).__name__}, not a JSON array")
-        accepted, rejected = validate(payload, events, self._max_fact_chars)
+        accepted, rejected = validate(payload, events, self._max_fact_chars, known)
         for r in rejected:
             log.info("ltm: candidate rejected (%s): %.200r", r.reason, r.raw)
         for c in accepted:

@@ -19,15 +19,14 @@ SOURCE_QUALITY: dict[str, float] = {
     CandidateSource.RULE: 0.8,
     CandidateSource.TOOL_RESULT: 0.7,
 }
-CONTRADICTION_PENALTY = 0.5
 
 
-def confidence(base: float, source: str, evidence_count: int = 1, contradicted: bool = False) -> float:
-    """base × source quality × repetition bonus × (1 − contradiction
-    penalty), capped at 1: each further confirmation adds 10 % (docs/decisions.md#d19)."""
+def confidence(base: float, source: str, evidence_count: int = 1) -> float:
+    """base × source quality × repetition bonus, capped at 1: each further
+    confirmation adds 10 % (docs/decisions.md#d19). A new value that
+    supersedes an old one starts afresh, unpenalised (docs/decisions.md#d42)."""
     bonus = 1.0 + 0.1 * max(0, evidence_count - 1)
-    penalty = CONTRADICTION_PENALTY if contradicted else 0.0
-    value = base * SOURCE_QUALITY.get(source, 0.8) * bonus * (1.0 - penalty)
+    value = base * SOURCE_QUALITY.get(source, 0.8) * bonus
     return round(min(1.0, max(0.0, value)), 4)
 
 

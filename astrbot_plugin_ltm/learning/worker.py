@@ -32,6 +32,7 @@ from ..scope import Scope
 from ..storing.audit import audit
 from ..storing.database import Database, ReadOnlyError
 from ..storing.tables import MemoryEvent
+from .known import KnownFacts
 from .retention import sweep_expired
 from .writer import MemoryWriter, WriteOutcome
 
@@ -60,11 +61,13 @@ class ExtractionWorker:
         clock: Clock = utcnow,
         embeddings: Embeddings | None = None,
         fill: VectorFill | None = None,
+        known: KnownFacts | None = None,
     ) -> None:
         self._db = db
         self._writer = writer
         self._embeddings = embeddings  # candidates' facts embedded before their write (semantic dedup)
         self._fill = fill
+        self._known = known  # what is already remembered, shown to the model with the batch
         self._extractor_for = extractor_for
         self._config = config
         self._clock = clock
@@ -153,8 +156,9 @@ class ExtractionWorker:
             log.warning("ltm: no extraction provider available; %d event(s) wait", len(events))
             return BatchResult(scope, len(events), False, [], "no extraction provider")
         try:
+            known = await self._known.about(scope, events) if self._known is not None else []
             result = await asyncio.wait_for(
-                extractor.extract(events), timeout=cfg.extraction.timeout_seconds
+                extractor.extract(events, known), timeout=cfg.extraction.timeout_seconds
             )
         except asyncio.CancelledError:
             raise

@@ -26,7 +26,7 @@ from ..scope import Scope
 from ..storing.audit import audit
 from ..storing.memory_rows import fact_written, memory_changed
 from ..storing.removal import remove_memory
-from ..storing.tables import MemoryEvidence, MemoryItem, MemoryTombstone
+from ..storing.tables import MemoryEvent, MemoryEvidence, MemoryItem, MemoryTombstone
 from ..text import contradicts, normalize_fact_key
 from .candidates import Candidate
 from .policy import GateDecision, GateInput, confidence, gate
@@ -56,7 +56,8 @@ class Plan:
     evidence_count: int
     evidence_meta: dict[str, object]
     new_events: list[str] = field(default_factory=list)  # evidence links to add
-    relinked: list[MemoryEvidence] = field(default_factory=list)  # links a supersede re-points
+    moved: list[MemoryEvidence] = field(default_factory=list)  # links a supersede moves to the new memory
+    replaces: MemoryItem | None = None  # supersede: the memory the new one closes
     revive: MemoryTombstone | None = None  # an explicit restatement of a deleted fact
 
 
@@ -112,40 +113,55 @@ class MemoryWriter:
         if tomb is not None and not explicit:
             return f"tombstoned by {tomb.actor}: {tomb.reason}"
 
-        item = (await session.execute(select(MemoryItem).where(
-            MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id, MemoryItem.fact_key == key,
-        ))).scalar_one_or_none()
-        action = AuditAction.CONFIRM
-        if item is not None and contradicts(item.fact, c.fact):
-            action = AuditAction.SUPERSEDE
-        elif item is None and self.matcher is not None:
-            item = await self.matcher.find(session, scope, c.fact)
-            action = AuditAction.MERGE
-        if item is None:
-            action = AuditAction.CREATE
-
+        item = await _current(session, scope, key)
+        action, replaces = await self._relate(session, scope, c, item)
         weighted = confidence(c.confidence, c.source)
-        plan = Plan(action, key, item, weighted, 1,
-                    {**c.meta, "confidence": {"base": c.confidence, "source": c.source, "weighted": weighted}},
-                    list(dict.fromkeys(c.event_ids)), revive=tomb)
+        if action == AuditAction.SUPERSEDE:
+            assert replaces is not None
+            return await _supersede_plan(session, c, replaces, weighted, tomb)
+        if action == AuditAction.MERGE:
+            item = replaces
         if item is None:
-            return plan
+            return Plan(AuditAction.CREATE, key, None, weighted, 1, _meta(c, weighted),
+                        list(dict.fromkeys(c.event_ids)), revive=tomb)
+
+        plan = Plan(action, key, item, weighted, 1, _meta(c, weighted), list(dict.fromkeys(c.event_ids)),
+                    revive=tomb)
         links = (await session.execute(
             select(MemoryEvidence).where(MemoryEvidence.memory_id == item.memory_id))).scalars().all()
-        linked = {link.event_id: link for link in links}
+        linked = {link.event_id for link in links}
         plan.new_events = [e for e in plan.new_events if e not in linked]
-        # A contradiction stated in an already linked line ("I used to live
-        # in Paris, now London") re-points that link to the new fact.
-        if action == AuditAction.SUPERSEDE:
-            plan.relinked = [linked[e] for e in c.event_ids if e in linked]
-        if not plan.new_events and not plan.relinked:
+        if not plan.new_events:
             return WriteOutcome(Outcome.CONFIRMED, item.memory_id, item.status, "evidence already linked", item.fact)
-        if action == AuditAction.SUPERSEDE:
-            plan.confidence = confidence(c.confidence, c.source, 1, contradicted=True)
-        else:
-            plan.evidence_count = item.evidence_count + 1
-            plan.confidence = _merged_confidence(links, item, weighted, plan.evidence_count)
+        plan.evidence_count = item.evidence_count + 1
+        plan.confidence = _merged_confidence(links, item, weighted, plan.evidence_count)
         return plan
+
+    async def _relate(self, session: AsyncSession, scope: Scope, c: Candidate,
+                      same_key: MemoryItem | None) -> tuple[AuditAction, MemoryItem | None]:
+        """What ``c`` is to what is known: a new value of a memory
+        (supersede), the same thing again (confirm: same key; merge:
+        another), or new (create). The extraction model's word, when it
+        named a known fact, comes first; otherwise a memory with the same
+        key, then a semantically close one, are compared by
+        ``text.contradicts`` (docs/decisions.md#d42)."""
+        named = await _current_by_id(session, scope, c.updates or c.restates)
+        if named is not None:
+            if c.updates and normalize_fact_key(named.fact) != normalize_fact_key(c.fact):
+                return AuditAction.SUPERSEDE, named
+            if named is same_key:
+                return AuditAction.CONFIRM, None
+            return AuditAction.MERGE, named
+        if same_key is not None:
+            if contradicts(same_key.fact, c.fact):
+                return AuditAction.SUPERSEDE, same_key
+            return AuditAction.CONFIRM, None
+        close = await self.matcher.find(session, scope, c.fact) if self.matcher is not None else None
+        if close is None or close.status == Status.SUPERSEDED:
+            return AuditAction.CREATE, None
+        if contradicts(close.fact, c.fact):
+            return AuditAction.SUPERSEDE, close
+        return AuditAction.MERGE, close
 
     # -- persist --------------------------------------------------------------------
 
@@ -157,20 +173,30 @@ class MemoryWriter:
                   scope=scope, session_id=c.session_id, now=now, fact_key=plan.key, fact=c.fact)
         previous_fact = None
         if plan.item is None:
-            await self._make_room(session, scope, cfg.write_policy.max_items_per_scope, actor, now)
+            if plan.replaces is not None:
+                previous_fact = self._close(session, plan.replaces, actor, now, c)
+                await session.flush()  # the key is free for the new value
+            else:
+                await self._make_room(session, scope, cfg.write_policy.max_items_per_scope, actor, now)
             item = MemoryItem(
                 scope=scope.kind, scope_id=scope.id, type=c.type, fact=c.fact, fact_key=plan.key,
                 confidence=plan.confidence, importance=c.importance, evidence_count=1,
                 ttl_days=cfg.ttl_days(c.type), status=verdict.status or Status.SHADOW,
                 awaiting_approval=verdict.awaiting_approval, created_at=now, updated_at=now,
+                valid_from=await _stated_at(session, c.event_ids) or now,
+                supersedes=plan.replaces.memory_id if plan.replaces is not None else None,
             )
             session.add(item)
             await session.flush()
             await fact_written(session, item, created=True)
+            if plan.replaces is not None:
+                plan.replaces.superseded_by = item.memory_id
         else:
             item = plan.item
             previous_fact = await self._update(session, item, c, plan, verdict, actor, now, cfg)
-        for link in plan.relinked:
+        for link in plan.moved:
+            # A line that states both ("I moved from Paris to London") backs the new value.
+            link.memory_id = item.memory_id
             link.extraction_meta = plan.evidence_meta
             link.extraction_method = method
         for event_id in plan.new_events:
@@ -181,20 +207,28 @@ class MemoryWriter:
                                      "events": c.event_ids}
         if previous_fact not in (None, item.fact):
             detail["previous_fact"] = previous_fact
+        if plan.replaces is not None:
+            detail["supersedes"] = plan.replaces.memory_id
         audit(session, plan.action, actor, verdict.reason, item=item, session_id=c.session_id, now=now, **detail)
         return WriteOutcome(_DONE[plan.action], item.memory_id, item.status, verdict.reason, item.fact)
+
+    @staticmethod
+    def _close(session: AsyncSession, old: MemoryItem, actor: str, now: datetime, c: Candidate) -> str:
+        """A newer value replaces ``old``: it stays, closed, as history.
+        Returns its fact."""
+        before = old.status
+        old.status, old.awaiting_approval = Status.SUPERSEDED, False
+        old.valid_to, old.updated_at = now, now
+        memory_changed(session, old)
+        audit(session, AuditAction.STATUS, actor, "a newer value superseded it", item=old,
+              session_id=c.session_id, now=now, old=before, new=Status.SUPERSEDED, fact=old.fact)
+        return old.fact
 
     async def _update(self, session: AsyncSession, item: MemoryItem, c: Candidate, plan: Plan,
                       verdict: GateDecision, actor: str, now: datetime, cfg: LTMConfig) -> str:
         """New evidence for an existing memory; returns its fact before."""
         old_fact, old_status = item.fact, item.status
-        if plan.action == AuditAction.SUPERSEDE:
-            for link in (await session.execute(
-                    select(MemoryEvidence).where(MemoryEvidence.memory_id == item.memory_id))).scalars():
-                link.extraction_meta = {**(link.extraction_meta or {}), "superseded": True}
-            item.fact = c.fact
-            item.importance = max(item.importance, c.importance)
-        elif plan.action == AuditAction.MERGE and confidence(c.confidence, c.source) > item.confidence:
+        if plan.action == AuditAction.MERGE and confidence(c.confidence, c.source) > item.confidence:
             item.fact = c.fact  # the better-supported wording wins
         item.evidence_count = plan.evidence_count
         item.confidence = plan.confidence
@@ -244,9 +278,8 @@ def _next_status(item: MemoryItem, decision: GateDecision, action: AuditAction) 
         return item.status, item.awaiting_approval
     if item.awaiting_approval:
         return Status.SHADOW, True
-    # More evidence never demotes an active memory; a contradiction changed
-    # the fact itself, so its lower confidence is gated afresh.
-    if item.status == Status.ACTIVE and action != AuditAction.SUPERSEDE:
+    # More evidence never demotes an active memory.
+    if item.status == Status.ACTIVE:
         return Status.ACTIVE, False
     return decision.status or Status.SHADOW, decision.awaiting_approval
 
@@ -261,3 +294,44 @@ def _merged_confidence(links: Sequence[MemoryEvidence], item: MemoryItem, weight
     ] or [item.confidence]
     mean = (sum(values) + weighted) / (len(values) + 1)
     return confidence(mean, CandidateSource.USER_EXPLICIT, evidence_count)  # the weight is already applied
+
+
+def _meta(c: Candidate, weighted: float) -> dict[str, object]:
+    return {**c.meta, "confidence": {"base": c.confidence, "source": c.source, "weighted": weighted}}
+
+
+async def _current(session: AsyncSession, scope: Scope, key: str) -> MemoryItem | None:
+    """The scope's current (not superseded) memory under ``key``."""
+    return (await session.execute(select(MemoryItem).where(
+        MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id, MemoryItem.fact_key == key,
+        MemoryItem.status != Status.SUPERSEDED,
+    ))).scalar_one_or_none()
+
+
+async def _current_by_id(session: AsyncSession, scope: Scope, memory_id: str | None) -> MemoryItem | None:
+    if not memory_id:
+        return None
+    item = (await session.execute(select(MemoryItem).where(MemoryItem.memory_id == memory_id))).scalar_one_or_none()
+    if item is None or (item.scope, item.scope_id) != (scope.kind, scope.id) or item.status == Status.SUPERSEDED:
+        return None
+    return item
+
+
+async def _supersede_plan(session: AsyncSession, c: Candidate, old: MemoryItem, weighted: float,
+                          tomb: MemoryTombstone | None) -> Plan:
+    """A new memory under ``old``'s key that closes ``old``; the lines
+    that state the new value move to it."""
+    links = (await session.execute(select(MemoryEvidence).where(
+        MemoryEvidence.memory_id == old.memory_id, MemoryEvidence.event_id.in_(c.event_ids)))).scalars().all()
+    moved = {link.event_id for link in links}
+    return Plan(AuditAction.SUPERSEDE, old.fact_key, None, weighted, 1, _meta(c, weighted),
+                [e for e in dict.fromkeys(c.event_ids) if e not in moved], replaces=old, moved=list(links),
+                revive=tomb)
+
+
+async def _stated_at(session: AsyncSession, event_ids: Sequence[str]) -> datetime | None:
+    """When the newest of the events was recorded: the value holds from then."""
+    if not event_ids:
+        return None
+    return (await session.execute(
+        select(func.max(MemoryEvent.created_at)).where(MemoryEvent.event_id.in_(event_ids)))).scalar_one_or_none()

@@ -15,7 +15,7 @@ from ..scope import Scope
 from ..storing.audit import audit
 from ..storing.memory_rows import fact_written, memory_changed
 from ..storing.removal import forget_turns, remove_memory
-from ..storing.tables import MemoryItem, MemoryTombstone
+from ..storing.tables import MemoryAudit, MemoryItem, MemoryTombstone
 from ..text import normalize_fact_key
 from .errors import AdminError
 from .queries import AdminQueries
@@ -38,12 +38,16 @@ class Admin(AdminQueries):
         async with self._db.write() as session:
             items = [await self._item(session, mid) for mid in memory_ids]
             for item in items:
+                if item.status == Status.SUPERSEDED:
+                    raise AdminError(f"memory {item.memory_id} is history: {item.superseded_by} superseded it", 409)
                 if decision == "approve":
                     old = item.status
                     item.status, item.awaiting_approval, item.updated_at = Status.ACTIVE, False, now
                     memory_changed(session, item)
                     audit(session, AuditAction.APPROVE, actor, reason or "approved", item=item, now=now,
                           old=old, new=Status.ACTIVE, fact=item.fact)
+                elif item.supersedes:
+                    await self._reject_update(session, item, actor, reason or "rejected", now)
                 else:
                     await self._remove(session, item, actor, reason or "rejected", AuditAction.REJECT, now)
                 results.append({"memory_id": item.memory_id, "decision": decision})
@@ -58,10 +62,14 @@ class Admin(AdminQueries):
         now = self._clock()
         async with self._db.write() as session:
             item = await self._item(session, memory_id)
+            if item.status == Status.SUPERSEDED:
+                raise AdminError(f"memory {item.memory_id} is history ({item.superseded_by} superseded it): "
+                                 "edit the current one, or delete this one", 409)
             before = item_dict(item)
             if "status" in changes:
-                if changes["status"] not in tuple(Status):
-                    raise AdminError(f"status must be one of {', '.join(Status)}")
+                settable = [s for s in Status if s != Status.SUPERSEDED]
+                if changes["status"] not in settable:
+                    raise AdminError(f"status must be one of {', '.join(settable)}")
                 item.status = changes["status"]
                 item.awaiting_approval = False
             if "importance" in changes:
@@ -99,6 +107,7 @@ class Admin(AdminQueries):
         clash = (await session.execute(select(MemoryItem.memory_id).where(
             MemoryItem.scope == item.scope, MemoryItem.scope_id == item.scope_id,
             or_(MemoryItem.fact_key == key, MemoryItem.fact == fact), MemoryItem.id != item.id,
+            MemoryItem.status != Status.SUPERSEDED,
         ).limit(1))).scalar_one_or_none()
         if clash:
             raise AdminError(f"another memory ({clash}) already has this fact", 409)
@@ -131,6 +140,24 @@ class Admin(AdminQueries):
         return len(items)
 
     @staticmethod
+    async def _reject_update(session: AsyncSession, item: MemoryItem, actor: str, reason: str,
+                             now: datetime) -> None:
+        """A rejected new value: gone, and the value it superseded is
+        current again. Its key is not tombstoned, as the key lives on."""
+        audit(session, AuditAction.REJECT, actor, reason, item=item, now=now, snapshot=item_dict(item))
+        previous = (await session.execute(select(MemoryItem).where(
+            MemoryItem.memory_id == item.supersedes))).scalar_one_or_none()
+        await remove_memory(session, item, withhold=True)
+        if previous is None or previous.status != Status.SUPERSEDED:
+            return
+        await session.flush()  # the key is free again
+        back = await _status_before_superseded(session, previous)
+        previous.status, previous.valid_to, previous.superseded_by, previous.updated_at = back, None, None, now
+        memory_changed(session, previous)
+        audit(session, AuditAction.RESTORE, actor, f"the value that superseded it was rejected: {reason}",
+              item=previous, now=now, old=Status.SUPERSEDED, new=back, fact=previous.fact)
+
+    @staticmethod
     async def _remove(session: AsyncSession, item: MemoryItem, actor: str, reason: str, action: AuditAction,
                       now: datetime) -> None:
         """Delete or reject: tombstoned (extraction may not learn it again),
@@ -140,6 +167,17 @@ class Admin(AdminQueries):
                                             fact=item.fact, created_at=now, actor=actor, reason=reason))
         audit(session, action, actor, reason, item=item, now=now, snapshot=item_dict(item))
         await remove_memory(session, item, withhold=True)
+
+
+async def _status_before_superseded(session: AsyncSession, item: MemoryItem) -> str:
+    """The status ``item`` had when a newer value superseded it (from the
+    audit row of that change); shadow when it cannot be told."""
+    old = (await session.execute(
+        select(MemoryAudit.detail)
+        .where(MemoryAudit.memory_id == item.memory_id, MemoryAudit.action == AuditAction.STATUS)
+        .order_by(MemoryAudit.id.desc()).limit(1))).scalar_one_or_none()
+    before = (old or {}).get("old") if isinstance(old, dict) else None
+    return before if before in (Status.ACTIVE, Status.SHADOW, Status.DISABLED) else Status.SHADOW
 
 
 def _unit(value: Any, name: str) -> float:

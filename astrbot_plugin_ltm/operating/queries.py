@@ -122,6 +122,28 @@ def _where(conditions: list[ColumnElement[bool]]) -> ColumnElement[bool]:
     return and_(true(), *conditions)
 
 
+HISTORY_DEPTH = 50  # values of one fact shown at most, each way
+
+
+async def _history(session: AsyncSession, item: MemoryItem) -> list[MemoryItem]:
+    """Every value of ``item``'s fact, oldest first, ``item`` included:
+    the chain of what it superseded and what superseded it."""
+    chain = [item]
+    for link, forward in (("supersedes", False), ("superseded_by", True)):
+        at = item
+        for _ in range(HISTORY_DEPTH):
+            memory_id = getattr(at, link)
+            if not memory_id:
+                break
+            found = (await session.execute(
+                select(MemoryItem).where(MemoryItem.memory_id == memory_id))).scalar_one_or_none()
+            if found is None or found in chain:
+                break
+            chain = [*chain, found] if forward else [found, *chain]
+            at = found
+    return chain if len(chain) > 1 else []
+
+
 class AdminQueries:
     """The reading half of :class:`operating.admin.Admin`."""
 
@@ -169,7 +191,8 @@ class AdminQueries:
                 .where(MemoryEvidence.memory_id == memory_id)
                 .order_by(MemoryEvidence.created_at)
             )).all()
-            return {**item_dict(item), "evidence": [evidence_dict(link, event) for link, event in evidence]}
+            return {**item_dict(item), "evidence": [evidence_dict(link, event) for link, event in evidence],
+                    "history": [item_dict(i) for i in await _history(session, item)]}
 
     @staticmethod
     async def _item(session: AsyncSession, memory_id: str) -> MemoryItem:

@@ -8,7 +8,10 @@ from typing import Any
 from ..storing.tables import MemoryAudit, MemoryEvent, MemoryEvidence, MemoryItem
 
 ITEM_FIELDS = ("memory_id", "scope", "scope_id", "type", "fact", "fact_key", "confidence", "importance",
-               "evidence_count", "ttl_days", "status", "awaiting_approval", "created_at", "updated_at")
+               "evidence_count", "ttl_days", "status", "awaiting_approval", "created_at", "updated_at",
+               "valid_from", "valid_to", "supersedes", "superseded_by")
+# A memory's history (0.2): files exported before it lack these fields.
+HISTORY_FIELDS = ("valid_from", "valid_to", "supersedes", "superseded_by")
 # What an export carries of an event: what it was, who said it, when.
 EVENT_FIELDS = ("event_id", "scope", "scope_id", "source_type", "source_role", "content", "platform_id",
                 "session_id", "sender_id", "sender_name", "created_at")

@@ -29,7 +29,7 @@ from ..storing.tables import MemoryEvent, MemoryEvidence, MemoryItem, MemoryTomb
 from ..text import normalize_fact_key
 from .errors import AdminError
 from .queries import ItemFilter
-from .serialize import EVENT_FIELDS, ITEM_FIELDS, evidence_dict, item_dict
+from .serialize import EVENT_FIELDS, HISTORY_FIELDS, ITEM_FIELDS, evidence_dict, item_dict
 
 FORMAT = "astrbot_plugin_ltm.export"
 VERSION = 1
@@ -127,7 +127,7 @@ def validate_export(payload: Any) -> list[dict[str, Any]]:
         body = {k: v for k, v in item.items() if k != "checksum"}
         if claimed != checksum(body):
             raise AdminError(f"{where}: checksum mismatch (the file was changed after export)")
-        missing = [k for k in ITEM_FIELDS if k not in item]
+        missing = [k for k in ITEM_FIELDS if k not in item and k not in HISTORY_FIELDS]
         if missing:
             raise AdminError(f"{where}: missing {missing}")
         if item["type"] not in MEMORY_TYPES:
@@ -151,6 +151,12 @@ def validate_export(payload: Any) -> list[dict[str, Any]]:
             raise AdminError(f"{where}: ttl_days must be null or a whole number ≥ 0")
         for k in ("created_at", "updated_at"):
             _parse_time(item[k], f"{where}.{k}")
+        for k in ("valid_from", "valid_to"):
+            if item.get(k) is not None:
+                _parse_time(item[k], f"{where}.{k}")
+        for k in ("supersedes", "superseded_by"):
+            if item.get(k) is not None and not isinstance(item[k], str):
+                raise AdminError(f"{where}: {k} must be a memory id or null")
         if not isinstance(item.get("evidence", []), list):
             raise AdminError(f"{where}: evidence must be a list")
         for m, ev in enumerate(item.get("evidence", [])):
@@ -181,11 +187,13 @@ async def import_items(db: Database, payload: Any, actor: str, dry_run: bool,
             existing = (
                 await session.execute(select(MemoryItem).where(MemoryItem.memory_id == record["memory_id"]))
             ).scalar_one_or_none()
-            same_key = (
+            # History (a superseded value) is added as it is; a current
+            # value merges with the current memory of its key.
+            same_key = None if record["status"] == Status.SUPERSEDED else (
                 await session.execute(
                     select(MemoryItem).where(
                         MemoryItem.scope == record["scope"], MemoryItem.scope_id == record["scope_id"],
-                        MemoryItem.fact_key == record["fact_key"],
+                        MemoryItem.fact_key == record["fact_key"], MemoryItem.status != Status.SUPERSEDED,
                     )
                 )
             ).scalar_one_or_none()
@@ -252,10 +260,14 @@ async def _link(session: AsyncSession, memory_id: str, linked: list[tuple[str, d
 
 async def _add(session: AsyncSession, record: dict[str, Any], actor: str, now: datetime) -> None:
     linked = await _ensure_events(session, record)
+    times = ("created_at", "updated_at", "valid_from", "valid_to")
+    given: dict[str, Any] = {k: record.get(k) for k in ITEM_FIELDS if k not in times}
     item = MemoryItem(
-        **{k: record[k] for k in ITEM_FIELDS if k not in ("created_at", "updated_at")},
+        **given,
         created_at=_parse_time(record["created_at"], "created_at"),
         updated_at=_parse_time(record["updated_at"], "updated_at"),
+        valid_from=_parse_time(record.get("valid_from") or record["created_at"], "valid_from"),
+        valid_to=_parse_time(record["valid_to"], "valid_to") if record.get("valid_to") else None,
     )
     session.add(item)
     await session.flush()

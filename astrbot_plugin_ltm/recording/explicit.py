@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from ..text import replace_literally
+from ..text import is_cjk, replace_literally
 
 _REQUEST = re.compile(
     r"^\s*(?:please\s+|pls\s+)?(?:remember|memorize|note)\b(?:\s+that\b)?\s*[:：,，]?\s*(?P<en>.+)$"
@@ -97,6 +97,11 @@ def attribute(fact: str, speaker: str) -> str:
     for pattern, replacement in _FIRST_PERSON:
         fact = replace_literally(pattern, replacement.format(name=speaker), fact)
     return fact
+
+
+def unnamed(fact: str) -> str:
+    """Who a fact is about when the person has no name to call them by."""
+    return "用户" if any(is_cjk(ch) for ch in fact) else "the user"
 
 
 def guess_type(fact: str) -> str:

@@ -68,7 +68,7 @@ class EventRecorder:
             session_id=origin.unified_msg_origin,
             # The bot's own lines carry no sender: they are never a user's.
             sender_id=origin.sender_id if is_human else None,
-            sender_name=origin.speaker if is_human else None,
+            sender_name=(origin.display_name or None) if is_human else None,
             created_at=created_at or self._clock(),
         )
 

@@ -15,7 +15,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Dialect, Float, Index, MetaData, String, TypeDecorator, UniqueConstraint
+from sqlalchemy import JSON, DateTime, Dialect, Float, Index, MetaData, String, TypeDecorator, UniqueConstraint, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, MappedAsDataclass, mapped_column
 
 from ..clock import as_utc, utcnow
@@ -90,7 +90,10 @@ class MemoryItem(LTMBase, kw_only=True):
 
     __tablename__ = "ltm_items"
     __table_args__ = (
-        UniqueConstraint("scope", "scope_id", "fact_key", name="uq_ltm_items_scope_key"),
+        # One current memory per key; the values it superseded keep the key.
+        Index("uq_ltm_items_scope_key", "scope", "scope_id", "fact_key", unique=True,
+              sqlite_where=text(f"status != '{Status.SUPERSEDED}'")),
+        Index("ix_ltm_items_superseded_by", "superseded_by"),
         Index("ix_ltm_items_scope_status", "scope", "scope_id", "status", "importance"),
         Index("ix_ltm_items_scope_updated", "scope", "scope_id", "updated_at"),
         Index("ix_ltm_items_fact_key", "fact_key"),
@@ -109,6 +112,8 @@ class MemoryItem(LTMBase, kw_only=True):
         Index("ix_ltm_items_status_created", "status", "created_at"),
         Index("ix_ltm_items_scope_status_updated", "scope", "scope_id", "status", "updated_at"),
         Index("ix_ltm_items_type_updated", "type", "updated_at"),
+        # Row ids key the keyword and vector indexes: never reuse one.
+        {"sqlite_autoincrement": True},
     )
 
     id: Mapped[int | None] = mapped_column(primary_key=True, nullable=False, default=None)
@@ -128,6 +133,12 @@ class MemoryItem(LTMBase, kw_only=True):
     awaiting_approval: Mapped[bool] = mapped_column(default=False)
     created_at: Mapped[datetime] = mapped_column(default_factory=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default_factory=utcnow)
+    # When the value became true as far as we know (the statement's time),
+    # and until when: a superseded memory is closed by its successor.
+    valid_from: Mapped[datetime | None] = mapped_column(default=None)
+    valid_to: Mapped[datetime | None] = mapped_column(default=None)
+    supersedes: Mapped[str | None] = mapped_column(String(ID_LENGTH), default=None)  # the memory_id before
+    superseded_by: Mapped[str | None] = mapped_column(String(ID_LENGTH), default=None)  # the memory_id after
 
 
 class MemoryEvidence(LTMBase, kw_only=True):

@@ -66,6 +66,8 @@
     "fields.ttl_days": "Keep for",
     "fields.created_at": "Created",
     "fields.updated_at": "Updated",
+    "fields.valid_from": "Valid from",
+    "fields.valid_to": "Valid until",
     "types.profile": "profile",
     "types.preference": "preference",
     "types.task_state": "task state",
@@ -75,6 +77,7 @@
     "status.shadow": "shadow",
     "status.disabled": "disabled",
     "status.expired": "expired",
+    "status.superseded": "superseded",
     "status.pending": "awaiting approval",
     "scope.user": "User",
     "scope.group": "Group",
@@ -115,6 +118,9 @@
     "detail.title": "Memory details",
     "detail.evidence": "Evidence and source events",
     "detail.no_evidence": "No evidence is linked to this memory.",
+    "detail.history": "Values of this fact over time",
+    "detail.current": "current",
+    "detail.is_history": "A newer value superseded this one; it is kept as history and never shown to the model.",
     "detail.event_missing": "The source event is no longer stored.",
     "detail.method": "Method",
     "detail.sender": "Sender",
@@ -321,7 +327,7 @@
   }
 
   function statusLabel(status) {
-    return ["active", "shadow", "disabled", "expired"].includes(status) ? T("status." + status) : String(status);
+    return ["active", "shadow", "disabled", "expired", "superseded"].includes(status) ? T("status." + status) : String(status);
   }
 
   function scopeLabel(scope, scopeId) {
@@ -823,6 +829,8 @@
     row(T("fields.ttl_days"), ttlLabel(item.ttl_days));
     row(T("fields.created_at"), fmtTime(item.created_at));
     row(T("fields.updated_at"), fmtTime(item.updated_at));
+    if (item.valid_from) row(T("fields.valid_from"), fmtTime(item.valid_from));
+    if (item.valid_to) row(T("fields.valid_to"), fmtTime(item.valid_to));
     row(T("fields.fact_key"), item.fact_key);
     row(T("fields.memory_id"), item.memory_id);
 
@@ -841,19 +849,30 @@
           : h("div", { class: "muted" }, T("detail.event_missing")),
       );
     });
+    const history = (item.history || []).map((v) =>
+      h("li", { "data-testid": "history-value", "data-memory-id": v.memory_id,
+                class: v.memory_id === item.memory_id ? "this" : "" },
+        h("span", { class: "history-fact" }, v.fact),
+        h("span", { class: "muted" }, " · " + fmtTime(v.valid_from || v.created_at) + " → " +
+          (v.valid_to ? fmtTime(v.valid_to) : T("detail.current")) + " · " + statusLabel(v.status))));
+    const superseded = item.status === "superseded";
     const body = [
+      superseded ? h("p", { class: "muted", "data-testid": "detail-is-history" }, T("detail.is_history")) : null,
       dl,
+      history.length ? h("h3", null, T("detail.history")) : null,
+      history.length ? h("ol", { class: "history", "data-testid": "detail-history" }, history) : null,
       h("h3", null, T("detail.evidence")),
       evidence.length ? evidence : h("p", { class: "muted" }, T("detail.no_evidence")),
-    ];
+    ].filter(Boolean);
     const buttons = [];
     if (item.status === "shadow") {
       buttons.push({ label: T("queue.approve"), kind: "success", testid: "detail-approve", write: true,
         run: () => review([item.memory_id], "approve") });
     }
-    buttons.push({ label: T("queue.edit"), testid: "detail-edit", write: true, run: () => { closeModal(); openEdit(item); return true; } });
+    // A superseded value is history: read or deleted, never edited or switched on.
+    if (!superseded) buttons.push({ label: T("queue.edit"), testid: "detail-edit", write: true, run: () => { closeModal(); openEdit(item); return true; } });
     const disable = item.status === "disabled";
-    buttons.push({
+    if (!superseded) buttons.push({
       label: disable ? T("detail.enable") : T("detail.disable"), testid: "detail-toggle", write: true,
       run: async () => {
         await apiPost("items/" + item.memory_id + "/update", { status: disable ? "active" : "disabled" });

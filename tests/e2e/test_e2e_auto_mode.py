@@ -143,3 +143,29 @@ def test_a_chinese_conversation_is_remembered_and_injected(bot):
     assert name["fact"] in facts and city["fact"] in facts, bot.diag(f"block lacks the facts: {blocks[0]['text']}")
     assert "小明" in blocks[0]["text"] and "上海" in blocks[0]["text"]
     bot.assert_log_clean()
+
+
+def test_a_changed_fact_supersedes_across_languages_and_the_person_is_named_not_the_login(bot):
+    # The web chat gives the login ("ming") as the sender's id and name: not a name.
+    for n, said in enumerate(["我叫小明，住在上海", "My name is Alice and I live in Paris", "I live in Berlin"]):
+        assert bot.chat(said, "ming", f"t9-{n}") == f"ECHO: {said}"
+        bot.wait_for(lambda: not any(e["extraction_status"] == "pending" for e in bot.events("ming")),
+                     45, "the statement extracted")
+    items = bot.items("ming")
+    current = [i for i in items if i["status"] != "superseded"]
+    cities = [i for i in items if i["fact_key"].endswith("home_city")]
+    assert [c["fact"] for c in cities] == ["小明住在上海", "Alice lives in Paris", "Alice lives in Berlin"], items
+    # the old values are history, each closed by the next; only Berlin is current
+    assert [c["status"] for c in cities] == ["superseded", "superseded", "active"], cities
+    assert cities[0]["superseded_by"] == cities[1]["memory_id"] and cities[1]["superseded_by"] == cities[2]["memory_id"]
+    assert cities[2]["supersedes"] == cities[1]["memory_id"] and cities[0]["valid_to"] and not cities[2]["valid_to"]
+    assert not any("ming" in i["fact"] for i in items), [i["fact"] for i in items]
+    assert any(i["fact"] == "Alice's name is Alice" for i in current), [i["fact"] for i in current]
+
+    since = bot.mark()
+    question = "Where do I live?"
+    assert bot.chat(question, "ming", "t9-new") == f"ECHO: {question}"
+    (block,) = bot.memory_blocks(bot.turn_request(question, since))
+    assert "Berlin" in block["text"], bot.diag(block["text"])
+    assert "上海" not in block["text"] and "Paris" not in block["text"], bot.diag(block["text"])
+    bot.assert_log_clean()
