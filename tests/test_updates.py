@@ -231,3 +231,15 @@ async def test_a_person_with_only_a_login_is_never_named_by_it(ltm, origin):
     await ltm.engine.remember(login, "我住在柏林")
     facts = sorted(i.fact for i in await ltm.items())
     assert facts == ["the user lives in Berlin", "用户住在柏林"]
+
+
+async def test_a_confirmation_of_an_active_memory_in_manual_mode_is_audited_as_staying_active(make_ltm, origin):
+    ltm = await make_ltm({"write_policy": {"mode": "manual"}})
+    a = origin("alice")
+    await ltm.turn(a, "I live in Paris", "OK.", {**CITY, "fact": "Alice lives in Paris"})
+    paris = await ltm.item()
+    await ltm.engine.admin.review([paris.memory_id], "approve", "operator:root")
+    await ltm.turn(a, "Paris, as I said", "OK.", {**CITY, "fact": "Alice lives in Paris"})
+    (confirm,) = [r for r in await ltm.audit() if r.action == "confirm"]
+    assert (await ltm.item()).status == "active"
+    assert "awaiting approval" not in confirm.reason and "stays active" in confirm.reason

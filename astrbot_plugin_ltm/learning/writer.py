@@ -209,8 +209,12 @@ class MemoryWriter:
             detail["previous_fact"] = previous_fact
         if plan.replaces is not None:
             detail["supersedes"] = plan.replaces.memory_id
-        audit(session, plan.action, actor, verdict.reason, item=item, session_id=c.session_id, now=now, **detail)
-        return WriteOutcome(_DONE[plan.action], item.memory_id, item.status, verdict.reason, item.fact)
+        reason = verdict.reason
+        if (item.status, item.awaiting_approval) != (verdict.status or Status.SHADOW, verdict.awaiting_approval):
+            # The gate's word was about a new memory; this one keeps its status.
+            reason = f"new evidence; the memory stays {_status_words(item)}"
+        audit(session, plan.action, actor, reason, item=item, session_id=c.session_id, now=now, **detail)
+        return WriteOutcome(_DONE[plan.action], item.memory_id, item.status, reason, item.fact)
 
     @staticmethod
     def _close(session: AsyncSession, old: MemoryItem, actor: str, now: datetime, c: Candidate) -> str:
@@ -294,6 +298,10 @@ def _merged_confidence(links: Sequence[MemoryEvidence], item: MemoryItem, weight
     ] or [item.confidence]
     mean = (sum(values) + weighted) / (len(values) + 1)
     return confidence(mean, CandidateSource.USER_EXPLICIT, evidence_count)  # the weight is already applied
+
+
+def _status_words(item: MemoryItem) -> str:
+    return "awaiting approval" if item.awaiting_approval else str(item.status)
 
 
 def _meta(c: Candidate, weighted: float) -> dict[str, object]:
