@@ -138,7 +138,7 @@ class EventRecorder:
         if self._journal is not None and self._journal.is_open:
             try:
                 self._journal.append(events)
-            except OSError as exc:
+            except (OSError, TypeError, ValueError) as exc:  # the disk, or a value JSON cannot hold
                 # Still recorded, only not crash-safe until the next flush.
                 self.journal_failures += 1
                 log.warning("ltm: %d event(s) not journaled (%s); a crash before they are written loses them",
