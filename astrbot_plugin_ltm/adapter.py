@@ -41,7 +41,11 @@ class AstrBotModels:
     async def completer(self, provider_id: str, session_id: str | None) -> tuple[Complete, str] | None:
         ctx = self._context
         if not provider_id and session_id:
-            provider_id = await ctx.get_current_chat_provider_id(session_id) or ""
+            try:
+                provider_id = await ctx.get_current_chat_provider_id(session_id) or ""
+            except Exception as exc:  # ProviderNotFoundError: none loaded yet (the worker starts first)
+                log.debug("ltm: no chat provider for %s yet (%s)", session_id, exc)
+                provider_id = ""
         provider = ctx.get_provider_by_id(provider_id) if provider_id else None
         if provider is None:
             providers = ctx.get_all_providers()

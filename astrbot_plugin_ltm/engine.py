@@ -80,7 +80,8 @@ class LTMEngine:
         self.writer = MemoryWriter(lambda: self.config, clock, matcher=self.embeddings if with_vectors else None)
         self.admin = Admin(self.db, lambda: self.config, clock)
         self.recorder = EventRecorder(
-            self.db, lambda: self.config, lambda: self.resolver, clock, on_inserted=self._capture_explicit)
+            self.db, lambda: self.config, lambda: self.resolver, clock, on_inserted=self._capture_explicit,
+            journal_dir=Path(data_dir) / "journal" if data_dir else None)
         self.worker = ExtractionWorker(
             self.db, self.writer, extractor_for or self._extractor_for, lambda: self.config, clock,
             embeddings=self.embeddings if with_vectors else None, fill=self.vector_fill if with_vectors else None,
@@ -98,11 +99,14 @@ class LTMEngine:
     # -- lifecycle ---------------------------------------------------------
 
     async def start(self, background: bool = True) -> None:
-        """Migrate the schema and start the recorder and extraction worker."""
+        """Migrate the schema, write the turns a crashed process journaled,
+        and start the recorder and extraction worker."""
         await self.db.migrate()
         if not self.config.emergency_read_only:
             async with self.db.write() as session:
                 await backfill_turn_rows(session)
+        # Before AstrBot calls a hook: from here on every turn is journaled.
+        await self.recorder.open_journal()
         counter: TokenCounter = self._counter if self._counter is not None else await asyncio.to_thread(default_counter)
         self.reader = MemoryReader(
             self.db, self._retrievers, counter, self.clock,

@@ -17,8 +17,10 @@ its own) and a fresh SQLite file:
    items (this is also what builds the index for the bulk-inserted items).
 4. Cold start: a new LTMEngine on the filled file, the token counter's
    cache cleared, timed through ``start()``.
-5. Hook: ``engine.record_turn`` (what on_agent_done runs) per call, then the
-   recorder's flush of those events.
+5. Hook: ``engine.record_turn`` (what on_agent_done runs: the journal's
+   ``write()`` and the queue) per call, back to back, then the recorder's
+   flush of those events. ``bench/hook.py`` times it with the flusher
+   running between turns, as in AstrBot.
 6. Write pipeline: events recorded in the big scope, a fake extractor
    giving one new candidate per user event, ``engine.worker.drain()``
    (extraction batches, writer, policy gate, keyword and vector indexes).

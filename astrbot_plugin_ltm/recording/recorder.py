@@ -1,8 +1,10 @@
 """The event recorder: the only memory work on AstrBot's hot path.
 
-A hook hands over a turn and returns at once; the events are written by a
-flusher task a moment later, in batches. So a slow disk or a busy database
-never delays a reply, and the hooks cannot raise into AstrBot.
+A hook hands over a turn, which is appended to the journal (one ``write()``,
+:mod:`.journal`) and queued; the events are written to SQLite by a flusher
+task a moment later, in batches. So a slow or busy database never delays a
+reply, a turn whose reply went out survives a crash of the process, and the
+hooks cannot raise into AstrBot.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..background import BackgroundTask
@@ -24,6 +28,11 @@ from ..scope import Origin, Scope, ScopeResolver
 from ..storing.database import Database, ReadOnlyError
 from ..storing.keyword_rows import index_turns
 from ..storing.tables import MemoryEvent
+from .journal import Journal
+
+# Event ids looked up per statement when a journal is replayed (SQLite's
+# bound-parameter limit is 999 in old builds).
+REPLAY_LOOKUP_CHUNK = 500
 
 OnInserted = Callable[[AsyncSession, list[MemoryEvent]], Awaitable[None]]
 
@@ -42,6 +51,7 @@ class EventRecorder:
         resolver: Callable[[], ScopeResolver],
         clock: Clock = utcnow,
         on_inserted: OnInserted | None = None,
+        journal_dir: Path | None = None,
     ) -> None:
         self._db = db
         self._config = config
@@ -51,7 +61,12 @@ class EventRecorder:
         self._queue: list[MemoryEvent] = []
         self._wake = asyncio.Event()
         self._task = BackgroundTask("ltm-recorder", self._run)
+        # Without a directory (tests, benchmarks) turns are only queued.
+        self._journal = Journal(journal_dir) if journal_dir is not None else None
+        self._flushing = asyncio.Lock()  # a batch's segments are deleted only after *its* commit
         self.dropped_read_only = 0  # events refused while emergency_read_only was on
+        self.journal_failures = 0  # hook calls whose events could not be journaled (queued all the same)
+        self.replayed = 0  # events a dead process had journaled and not written, written at start
 
     # -- hot path ---------------------------------------------------------
 
@@ -120,6 +135,14 @@ class EventRecorder:
                 len(events), self.dropped_read_only,
             )
             return
+        if self._journal is not None and self._journal.is_open:
+            try:
+                self._journal.append(events)
+            except (OSError, TypeError, ValueError) as exc:  # the disk, or a value JSON cannot hold
+                # Still recorded, only not crash-safe until the next flush.
+                self.journal_failures += 1
+                log.warning("ltm: %d event(s) not journaled (%s); a crash before they are written loses them",
+                            len(events), exc)
         self._queue.extend(events)
         self._wake.set()
 
@@ -129,27 +152,88 @@ class EventRecorder:
     def queued(self) -> int:
         return len(self._queue)
 
+    async def _insert(self, session: AsyncSession, batch: list[MemoryEvent]) -> None:
+        session.add_all(batch)
+        await session.flush()
+        await index_turns(session, batch)
+        if self._on_inserted is not None:
+            await self._on_inserted(session, batch)
+
     async def flush(self) -> int:
         """Write what is queued now. Returns how many events were written."""
-        if not self._queue:
+        async with self._flushing:
+            if not self._queue:
+                return 0
+            batch, self._queue = self._queue, []
+            if self._journal is not None:
+                self._journal.seal()  # with the queue taken, before any await: the same events
+            try:
+                async with self._db.write() as session:
+                    await self._insert(session, batch)
+            except ReadOnlyError:
+                self.dropped_read_only += len(batch)
+                log.warning("ltm: emergency_read_only switched on; %d queued event(s) not recorded", len(batch))
+                if self._journal is not None:
+                    self._journal.committed()
+                return 0
+            except BaseException:
+                # Keep them for the next attempt (and for stop()'s final
+                # flush); their sealed segments stay until one commits.
+                self._queue[:0] = batch
+                raise
+            if self._journal is not None:
+                self._journal.committed()
+            return len(batch)
+
+    # -- the journal at start ---------------------------------------------
+
+    async def open_journal(self) -> int:
+        """Start journaling, then write what dead processes journaled and
+        SQLite lacks. Returns how many events were written. A journal that
+        cannot be replayed now (read-only, an error) is kept for the next
+        start; it never stops this one."""
+        if self._journal is None:
             return 0
-        batch, self._queue = self._queue, []
         try:
-            async with self._db.write() as session:
-                session.add_all(batch)
-                await session.flush()
-                await index_turns(session, batch)
-                if self._on_inserted is not None:
-                    await self._on_inserted(session, batch)
-        except ReadOnlyError:
-            self.dropped_read_only += len(batch)
-            log.warning("ltm: emergency_read_only switched on; %d queued event(s) not recorded", len(batch))
+            await asyncio.to_thread(self._journal.open)
+        except OSError as exc:
+            log.error("ltm: the journal %s cannot be opened (%s); turns are recorded, but a crash "
+                      "may lose the last second of them", self._journal.directory, exc)
             return 0
-        except BaseException:
-            # Keep them for the next attempt (and for stop()'s final flush).
-            self._queue[:0] = batch
-            raise
-        return len(batch)
+        orphans = await asyncio.to_thread(self._journal.orphans)
+        written = 0
+        for orphan in orphans:
+            delete = False
+            try:
+                written += await self._replay(orphan.events)
+                delete = True
+            except ReadOnlyError:
+                log.warning("ltm: emergency_read_only is on; %d journaled event(s) kept for the next start",
+                            len(orphan.events))
+            except Exception:
+                log.exception("ltm: replaying a journal failed; it is kept for the next start")
+            finally:
+                await asyncio.to_thread(orphan.release, delete)
+        if written:
+            log.info("ltm: %d recorded event(s) recovered from the journal of a process that stopped "
+                     "before writing them", written)
+        self.replayed += written
+        return written
+
+    async def _replay(self, events: list[MemoryEvent]) -> int:
+        if not events:
+            return 0
+        async with self._db.write() as session:
+            ids = [e.event_id for e in events]
+            stored: set[str] = set()
+            for start in range(0, len(ids), REPLAY_LOOKUP_CHUNK):
+                chunk = ids[start:start + REPLAY_LOOKUP_CHUNK]
+                stored.update(await session.scalars(select(MemoryEvent.event_id).where(
+                    MemoryEvent.event_id.in_(chunk))))
+            missing = [e for e in events if e.event_id not in stored]
+            if missing:
+                await self._insert(session, missing)
+        return len(missing)
 
     async def _run(self) -> None:
         delay = 0.5
@@ -175,4 +259,9 @@ class EventRecorder:
         try:
             await self.flush()
         except Exception:
-            log.exception("ltm: %d event(s) could not be written at shutdown", len(self._queue))
+            log.exception("ltm: %d event(s) could not be written at shutdown; they stay in the journal",
+                          len(self._queue))
+        finally:
+            if self._journal is not None:
+                # Everything journaled is in SQLite unless the queue kept some.
+                self._journal.close(delete=not self._queue)

@@ -1,0 +1,226 @@
+"""The recorder's journal: every queued event is appended to a file before
+the hook returns, so a turn whose reply went out survives a crash of the
+process (docs/decisions.md#d33).
+
+One journal per recorder: a lock file ``<id>.lock``, held (``flock``) for
+the recorder's life, and segments ``<id>.<n>.jsonl``, one JSON event a
+line. The flusher *seals* the open segment as it takes the queue and
+deletes the sealed segments once that batch has committed, so the journal
+holds what SQLite may not have yet and no more. At start, the segments of
+journals nobody holds any longer (their process died) are replayed into
+SQLite (idempotently: by event id) and deleted.
+
+A ``write()`` that returned is in the kernel's page cache: it survives the
+process being killed (SIGKILL, a crash, an OOM kill), not a power loss or a
+kernel crash, which would need an fsync per turn (measured in D33).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any
+
+from ..logs import log
+from ..storing.tables import MemoryEvent
+
+# What a journal line holds of an event: everything the recorder sets.
+FIELDS = ("event_id", "scope", "scope_id", "source_type", "source_role", "content",
+          "platform_id", "session_id", "sender_id", "sender_name")
+
+
+def encode(events: Iterable[MemoryEvent]) -> bytes:
+    lines = []
+    for event in events:
+        record: dict[str, Any] = {name: getattr(event, name) for name in FIELDS}
+        record["created_at"] = event.created_at.isoformat()
+        lines.append(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
+    return "".join(lines).encode()
+
+
+def decode(line: bytes) -> MemoryEvent:
+    """Raises ValueError (or KeyError, TypeError) on a line that is not a
+    whole event: the tail of a write cut short by the crash."""
+    record = json.loads(line)
+    if not isinstance(record, dict) or not isinstance(record.get("content"), dict):
+        raise ValueError("not an event")
+    values = {name: record[name] for name in FIELDS}
+    return MemoryEvent(**values, created_at=datetime.fromisoformat(record["created_at"]))
+
+
+def _try_lock(handle: IO[bytes]) -> bool:
+    """An exclusive lock on an open file, without waiting; released when the
+    file is closed or its process dies, however it dies."""
+    if sys.platform == "win32":
+        # No flock: a single AstrBot per data directory is assumed, so any
+        # journal but one's own is a dead process's.
+        return True
+    import fcntl
+
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+@dataclass
+class Orphan:
+    """A dead recorder's journal: its events, and what to delete once they
+    are in SQLite."""
+
+    events: list[MemoryEvent] = field(default_factory=list)
+    unreadable_lines: int = 0
+    files: list[Path] = field(default_factory=list)
+    lock: IO[bytes] | None = None  # held until the files are deleted
+
+    def release(self, delete: bool) -> None:
+        if delete:
+            for path in self.files:
+                path.unlink(missing_ok=True)
+        if self.lock is not None:
+            self.lock.close()
+            self.lock = None
+
+
+class Journal:
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        self.id = f"{os.getpid()}-{time.time_ns()}"
+        self._lock: IO[bytes] | None = None
+        self._fd: int | None = None  # the open segment
+        self._segment = 0
+        self._written = False  # anything in the open segment
+        self._sealed: list[Path] = []  # sealed segments whose batch has not committed yet
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def open(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        lock = open(self.directory / f"{self.id}.lock", "ab")  # noqa: SIM115 (held for the journal's life)
+        if not _try_lock(lock):  # a fresh name: cannot happen but by a clash of ids
+            lock.close()
+            raise RuntimeError(f"ltm: journal {self.id} is held by another process")
+        self._lock = lock
+        self._open_segment()
+
+    def _segment_path(self, n: int) -> Path:
+        return self.directory / f"{self.id}.{n}.jsonl"
+
+    def _open_segment(self) -> None:
+        self._segment += 1
+        self._fd = os.open(self._segment_path(self._segment), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self._written = False
+
+    @property
+    def is_open(self) -> bool:
+        return self._fd is not None
+
+    def close(self, delete: bool) -> None:
+        """Stop journaling. ``delete``: everything journaled is in SQLite, so
+        remove the files; else leave them for the next start to replay."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        if delete:
+            for path in [*self._sealed, self._segment_path(self._segment)]:
+                path.unlink(missing_ok=True)
+            self._sealed = []
+            (self.directory / f"{self.id}.lock").unlink(missing_ok=True)
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    # -- the hot path ----------------------------------------------------------
+
+    def append(self, events: list[MemoryEvent]) -> None:
+        """One ``write()`` of the events' lines (a turn's two events land
+        together or not at all). Raises OSError."""
+        if self._fd is None:
+            raise OSError("the journal is not open")
+        data = encode(events)
+        written = os.write(self._fd, data)
+        if written != len(data):  # a short write to a regular file: the disk is full
+            raise OSError(f"journal write cut short ({written} of {len(data)} bytes)")
+        self._written = True
+
+    # -- the flusher -------------------------------------------------------------
+
+    def seal(self) -> None:
+        """The queue is being taken: what was journaled so far belongs to
+        that batch (or to one that failed before it); new events go to a new
+        segment."""
+        if self._fd is None or not self._written:
+            return
+        os.close(self._fd)
+        self._fd = None
+        self._sealed.append(self._segment_path(self._segment))
+        self._open_segment()
+
+    def committed(self) -> None:
+        """Every sealed segment's events are in SQLite (or were refused by the
+        read-only switch, as they would have been without a journal)."""
+        for path in self._sealed:
+            path.unlink(missing_ok=True)
+        self._sealed = []
+
+    # -- start-up ------------------------------------------------------------------
+
+    def orphans(self) -> list[Orphan]:
+        """The journals of recorders that are gone, read and locked: each is
+        replayed by one process only."""
+        if not self.directory.is_dir():
+            return []
+        by_id: dict[str, list[Path]] = {}
+        # Segments first, then their locks: a recorder takes its lock before
+        # its first segment and deletes its segments before its lock.
+        for path in sorted(self.directory.glob("*.jsonl")):
+            owner = path.name.split(".", 1)[0]
+            if owner != self.id:
+                by_id.setdefault(owner, []).append(path)
+        for lock_path in self.directory.glob("*.lock"):  # a dead recorder's lock with no segments left
+            owner = lock_path.name.split(".", 1)[0]
+            if owner != self.id:
+                by_id.setdefault(owner, [])
+        found = []
+        for owner, segments in by_id.items():
+            lock_path = self.directory / f"{owner}.lock"
+            lock: IO[bytes] | None = None
+            if lock_path.exists():
+                lock = open(lock_path, "ab")  # noqa: SIM115 (handed to the Orphan)
+                if not _try_lock(lock):
+                    lock.close()
+                    continue  # its recorder is alive
+            orphan = Orphan(files=[*sorted(segments, key=_segment_number), lock_path], lock=lock)
+            for segment in orphan.files[:-1]:
+                self._read(segment, orphan)
+            found.append(orphan)
+        return found
+
+    @staticmethod
+    def _read(path: Path, orphan: Orphan) -> None:
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:  # another process replayed it meanwhile
+            return
+        for line in data.splitlines():
+            if not line.strip():
+                continue
+            try:
+                orphan.events.append(decode(line))
+            except (ValueError, KeyError, TypeError):
+                orphan.unreadable_lines += 1
+                log.warning("ltm: skipped an unreadable line in the journal %s: %r", path.name, line[:200])
+
+
+def _segment_number(path: Path) -> int:
+    try:
+        return int(path.name.split(".")[1])
+    except (IndexError, ValueError):
+        return 0

@@ -1,0 +1,155 @@
+"""Hook benchmark: what making a recorded turn durable costs on_agent_done.
+
+    python -m bench.hook [--turns 2000] [--json OUT]
+
+Each way of recording a turn, on a fresh SQLite file in WAL mode (as
+AstrBot's), ``--turns`` turns of 5–30 and 10–60 synthetic words, one after
+another, the event loop free between turns (the flusher runs, as in
+AstrBot); timed is what the hook would await:
+
+- ``queue``: ``engine.record_turn`` without a journal (before D33);
+- ``journal``: ``engine.record_turn`` with the journal (one ``write()``);
+- ``journal+fsync``: the same and an ``fsync`` per turn (power-loss safe);
+- ``sqlite NORMAL`` / ``sqlite FULL``: ``record_turn`` then the awaited
+  flush of that turn (the insert's commit) at ``synchronous`` NORMAL / FULL.
+
+Each runs twice: alone, and with a second writer (the extraction worker's
+part) committing 50 events every 10 ms through ``Database.write``. Timings
+are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from astrbot_plugin_ltm.engine import LTMEngine
+from astrbot_plugin_ltm.scope import Origin
+from astrbot_plugin_ltm.storing.tables import MemoryEvent
+
+from .scale import Words, pct
+
+WAYS = ("queue", "journal", "journal+fsync", "sqlite NORMAL", "sqlite FULL")
+ORIGIN = Origin("bench", "bench:FriendMessage:u1", "u1", "User")
+
+
+def _pragmas(synchronous: str) -> Callable[[Any, Any], None]:
+    def on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.execute("PRAGMA journal_mode=WAL")
+        dbapi_connection.execute(f"PRAGMA synchronous={synchronous}")
+        dbapi_connection.execute("PRAGMA busy_timeout=30000")
+    return on_connect
+
+
+async def _other_writer(engine: LTMEngine, stop: asyncio.Event) -> int:
+    """Commits like the extraction worker's, holding the write lock."""
+    written = 0
+    while not stop.is_set():
+        async with engine.db.write() as session:
+            session.add_all([MemoryEvent(scope="user", scope_id="bench:other", source_type="message",
+                                         source_role="user", content={"text": f"other {written + i}"})
+                             for i in range(50)])
+        written += 50
+        await asyncio.sleep(0.01)
+    return written
+
+
+async def run_way(way: str, turns: list[tuple[str, str]], contended: bool) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="ltm-hook-") as tmp:
+        path = Path(tmp)
+        sql_engine = create_async_engine(f"sqlite+aiosqlite:///{path / 'ltm.db'}")
+        event.listen(sql_engine.sync_engine, "connect", _pragmas("FULL" if way == "sqlite FULL" else "NORMAL"))
+        engine = LTMEngine(sql_engine, {}, data_dir=path / "data" if way.startswith("journal") else None)
+        await engine.start(background=False)
+        engine.recorder.start()  # the flusher, as in AstrBot
+        if way == "journal+fsync":
+            journal = engine.recorder._journal
+            assert journal is not None
+            plain_append = journal.append
+
+            def append_fsync(events: list[MemoryEvent]) -> None:
+                plain_append(events)
+                os.fsync(journal._fd)  # type: ignore[arg-type]
+
+            journal.append = append_fsync  # type: ignore[method-assign]
+        hook: Callable[[str, str], Awaitable[None]]
+        if way.startswith("sqlite"):
+            async def hook(user: str, assistant: str) -> None:
+                engine.record_turn(ORIGIN, user, assistant)
+                await engine.recorder.flush()
+        else:
+            async def hook(user: str, assistant: str) -> None:
+                engine.record_turn(ORIGIN, user, assistant)
+
+        stop = asyncio.Event()
+        other = asyncio.create_task(_other_writer(engine, stop)) if contended else None
+        us = []
+        start_all = time.perf_counter()
+        for user, assistant in turns:
+            start = time.perf_counter_ns()
+            await hook(user, assistant)
+            us.append((time.perf_counter_ns() - start) / 1000)
+            await asyncio.sleep(0)  # the loop is AstrBot's: the flusher and the other writer run
+        elapsed = time.perf_counter() - start_all
+        stop.set()
+        other_written = await other if other is not None else 0
+        await engine.stop()
+        await sql_engine.dispose()
+    return {"way": way, "contended": contended, "turns": len(turns), "p50_us": pct(us, 50),
+            "p95_us": pct(us, 95), "p99_us": pct(us, 99), "max_us": max(us), "mean_us": statistics.fmean(us),
+            "seconds": elapsed, "other_events": other_written}
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    lines = [f"{'way':<15} {'other writer':<13} {'p50 µs':>9} {'p95 µs':>9} {'p99 µs':>9} {'max µs':>9}"]
+    for r in results:
+        lines.append(f"{r['way']:<15} {'yes' if r['contended'] else 'no':<13} {r['p50_us']:>9.1f} "
+                     f"{r['p95_us']:>9.1f} {r['p99_us']:>9.1f} {r['max_us']:>9.1f}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.hook", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--turns", type=int, default=2000)
+    parser.add_argument("--ways", default=",".join(WAYS))
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--json", dest="json_out")
+    args = parser.parse_args(argv)
+    rng = random.Random(args.seed)
+    words = Words(rng)
+    turns = [(" ".join(words.some(rng.randint(5, 30))), " ".join(words.some(rng.randint(10, 60))))
+             for _ in range(args.turns)]
+    ways = [w.strip() for w in args.ways.split(",") if w.strip()]
+    unknown = set(ways) - set(WAYS)
+    if unknown:
+        raise SystemExit(f"unknown ways {sorted(unknown)}; choose among {', '.join(WAYS)}")
+    results = []
+    for contended in (False, True):
+        for way in ways:
+            results.append(asyncio.run(run_way(way, turns, contended)))
+            print(f"{way} (other writer: {contended}): {results[-1]['seconds']:.1f} s", file=sys.stderr)
+    print(f"{args.turns} turns per way, seed {args.seed}")
+    print(table(results))
+    if args.json_out:
+        out = Path(args.json_out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"turns": args.turns, "seed": args.seed, "results": results}, indent=2) + "\n")
+        print(f"\nwritten to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
