@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from .enums import MEMORY_TYPES, InjectionPosition, WriteMode
+from .operating.errors import AdminError
+from .operating.validators import flag
 
 SCOPE_STRATEGIES = ("sender_id", "unified_msg_origin")
 MODES: tuple[str, ...] = tuple(WriteMode)
@@ -176,18 +178,17 @@ def _coerce(path: str, value: Any, default: Any, errors: list[str]) -> Any:
         return default
 
     if isinstance(default, bool):
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "false"):
-            return value.lower() == "true"
-        return bad(f"{value!r} is not true/false")
+        try:  # the one reading of a yes/no, as the API and imports have it
+            return flag(value, path)
+        except AdminError:
+            return bad(f"{_short(value)} is not true/false")
     if isinstance(default, (int, float)):
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
             return bad(f"{value!r} is not a number")
         try:
             number = float(value)
-        except ValueError:
-            return bad(f"{value!r} is not a number")
+        except (ValueError, OverflowError):
+            return bad(f"{_short(value)} is not a number in range")
         if not math.isfinite(number):
             return bad(f"{value!r} is not a finite number")
         if isinstance(default, int):
@@ -221,6 +222,11 @@ def _coerce(path: str, value: Any, default: Any, errors: list[str]) -> Any:
                 return bad(f"{malformed} are not of the form platform:sender_id=alias")
         return list(value)
     raise TypeError(f"no coercion for {path}")  # a programming error, not input
+
+
+def _short(value: Any) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 60 else shown[:57] + "..."
 
 
 def _parse_section(cls: type[Any], raw: Any, prefix: str, errors: list[str]) -> Any:

@@ -280,7 +280,7 @@ async def test_get_item_has_evidence_and_source_events(make_api, origin):
     assert evidence["event"]["content"] == {"text": "我喜欢喝茶"} and evidence["event"]["sender_id"] == "bob"
     assert evidence["event"]["event_id"] == evidence["event_id"]
     assert "no memory" in await api.err(404, "get_item", "no-such-id")
-    assert await api.err(404, "get_item", "")
+    assert "4 characters" in await api.err(400, "get_item", "")
 
 
 BAD_PATCHES = [
@@ -518,16 +518,20 @@ async def test_emergency_read_only_through_the_api_blocks_writes_immediately(mak
     await api.err(409, "delete_item", city, USER)
     await api.err(409, "review", {"memory_ids": [city], "decision": "approve"}, USER)
     export = await api.ok("export", {})  # reading goes on
-    assert (await api.ok("import_", as_body(export), {"dry_run": "1"}, USER))["skipped"] == 3
+    preview = await api.ok("import_", as_body(export), {"dry_run": "1"}, USER)
+    assert preview["skipped"] == 3 and preview["read_only"] is True and "refused" in preview["message"]
     await api.err(409, "import_", as_body(export), {}, USER)
     assert (await api.ok("list_items", {}))["total"] == 3
     assert (await api.ok("stats", {}))["emergency_read_only"] is True
-    # Changing another setting while read-only is saved, not audited (no writes).
-    await api.ok("put_policy", {"read_policy": {"max_items": 4}}, USER)
-    assert api.ltm.engine.config.read_policy.max_items == 4
+    # Another setting cannot change while read-only: the audit could not record it.
+    saved = len(api.saved)
+    assert "turn it off" in await api.err(409, "put_policy", {"read_policy": {"max_items": 4}}, USER)
+    assert api.ltm.engine.config.read_policy.max_items != 4 and len(api.saved) == saved
     assert await api.ltm.table_snapshot() == before
 
-    await api.ok("put_policy", {"emergency_read_only": False}, USER)
+    # Turning it off with another change applies both and audits both.
+    await api.ok("put_policy", {"emergency_read_only": False, "read_policy": {"max_items": 4}}, USER)
+    assert api.ltm.engine.config.read_policy.max_items == 4
     await api.ok("patch_item", city, {"importance": 0.1}, USER)
     assert (await api.ltm.item(MemoryItem.memory_id == city)).importance == 0.1
     changes = [a.detail["changes"] for a in await api.ltm.audit() if a.action == "config"]
