@@ -302,11 +302,15 @@ class MemoryAPI:
             "Cache-Control": "no-store",
         })
 
-    async def import_(self, raw_body: bytes, query: Mapping[str, Any], user: str | None,
+    async def import_(self, raw_body: bytes | None, query: Mapping[str, Any], user: str | None,
                       preview: bool = False) -> dict[str, Any]:
         """Import an export: the file as exported, AstrBot's envelope around
         it, or ``{"dry_run": …, "export": {…}}``. ``preview`` (the
-        import/preview route) or ``?dry_run=1`` only reports."""
+        import/preview route) or ``?dry_run=1`` only reports. ``raw_body``
+        None: the request could not be read."""
+        if raw_body is None:
+            raise AdminError("could not read the upload; send the export file as the body or as the "
+                             "multipart field 'file'")
         if len(raw_body) > MAX_IMPORT_BYTES:
             raise AdminError(f"import is larger than {MAX_IMPORT_BYTES // (1024 * 1024)} MiB", 413)
         dry_run = preview or v.optional_flag(query.get("dry_run"), "dry_run")
