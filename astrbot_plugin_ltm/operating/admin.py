@@ -55,7 +55,8 @@ class Admin(AdminQueries):
         keyword row rewritten and its vector embedded again."""
         unknown = set(changes) - set(CHANGEABLE)
         if unknown:
-            raise AdminError(f"cannot change {validators.shown(sorted(unknown))}; changeable: {sorted(CHANGEABLE)}")
+            named = ", ".join(validators.shown(k) for k in sorted(unknown)[:5])
+            raise AdminError(f"cannot change {named}; changeable: {sorted(CHANGEABLE)}")
         now = self._clock()
         async with self._db.write() as session:
             item = await self._item(session, memory_id)

@@ -12,13 +12,14 @@ its id or any unique prefix of it (at least 4 characters).
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..config import parse_config
+from ..config import LTMConfig, parse_config
 from ..engine import LTMEngine
 from ..enums import MEMORY_TYPES, SCOPE_KINDS, ExtractionStatus, SourceType, Status
 from ..logs import log
@@ -76,8 +77,8 @@ def _page(query: Mapping[str, Any]) -> tuple[int, int]:
 
 
 def _choice(query: Mapping[str, Any], name: str, choices: tuple[str, ...]) -> str | None:
-    value = query.get(name) or None
-    return None if value is None else v.choice(value, name, choices)
+    value = query.get(name)
+    return None if value is None or value == "" else v.choice(value, name, choices)
 
 
 def _text(query: Mapping[str, Any], name: str, max_chars: int = v.MAX_TEXT_CHARS) -> str | None:
@@ -172,7 +173,7 @@ class MemoryAPI:
         if len(ids) > 1000:
             raise AdminError("at most 1000 memories per review")
         decision = v.choice(body.get("decision"), "decision", ("approve", "reject"))
-        reason = v.text(body.get("reason") or "", "reason")
+        reason = "" if body.get("reason") is None else v.text(body["reason"], "reason")
         full = [await self._full_id(i) for i in ids]
         results = await self.engine.admin.review(list(dict.fromkeys(full)), decision, _actor(user), reason)
         return {"reviewed": results}
@@ -234,7 +235,7 @@ class MemoryAPI:
         body = _body(body, "the settings to change")
         unknown = set(body) - set(EDITABLE_POLICY_KEYS)
         if unknown:
-            raise AdminError(f"cannot change {v.shown(sorted(unknown))} here; "
+            raise AdminError(f"cannot change {', '.join(v.shown(k) for k in sorted(unknown)[:5])} here; "
                              f"changeable: {', '.join(EDITABLE_POLICY_KEYS)}")
         raw = copy.deepcopy(self._raw_config())
         for key, value in body.items():
@@ -250,6 +251,8 @@ class MemoryAPI:
             reasons = "; ".join(p.split("; using the default")[0] for p in problems)
             raise AdminError(f"invalid settings, nothing changed: {reasons}")
         before = await self.get_policy()
+        if self._policy_of(new) == {k: before[k] for k in EDITABLE_POLICY_KEYS}:
+            return before  # nothing to change, save or audit
         if self.engine.config.emergency_read_only and new.emergency_read_only:
             # The audit trail is read-only too: a change it cannot record is refused.
             raise ReadOnlyError("emergency_read_only is on: turn it off (emergency_read_only: false, alone or "
@@ -269,10 +272,14 @@ class MemoryAPI:
             await self._audit_policy(before, raw, user)
         return after
 
+    @staticmethod
+    def _policy_of(cfg: LTMConfig) -> dict[str, Any]:
+        return {"enable": cfg.enable, "emergency_read_only": cfg.emergency_read_only,
+                "write_policy": asdict(cfg.write_policy), "read_policy": asdict(cfg.read_policy)}
+
     async def _audit_policy(self, before: dict[str, Any], raw: dict[str, Any], user: str | None) -> None:
         new, _ = parse_config(raw)
-        after = {"enable": new.enable, "emergency_read_only": new.emergency_read_only,
-                 "write_policy": asdict(new.write_policy), "read_policy": asdict(new.read_policy)}
+        after = self._policy_of(new)
         changes = {k: [before[k], after[k]] for k in after if before[k] != after[k]}
         await self.engine.admin.audit_config(changes, _actor(user))
         log.info("ltm: policy changed by %s: %s", _actor(user), json.dumps(changes, ensure_ascii=False))
@@ -296,7 +303,7 @@ class MemoryAPI:
         if answer.status != 200:
             return answer
         document = answer.body["data"]
-        return ApiResponse(200, document, file=file_bytes(document), headers={
+        return ApiResponse(200, document, file=await asyncio.to_thread(file_bytes, document), headers={
             "Content-Type": "application/json; charset=utf-8",
             "Content-Disposition": f'attachment; filename="{file_name(document)}"',
             "Cache-Control": "no-store",
@@ -314,7 +321,7 @@ class MemoryAPI:
         if len(raw_body) > MAX_IMPORT_BYTES:
             raise AdminError(f"import is larger than {MAX_IMPORT_BYTES // (1024 * 1024)} MiB", 413)
         dry_run = preview or v.optional_flag(query.get("dry_run"), "dry_run")
-        payload = unwrap(parse_file(raw_body))
+        payload = unwrap(await asyncio.to_thread(parse_file, raw_body))  # up to 20 MiB: off the event loop
         if isinstance(payload, dict) and "export" in payload and "format" not in payload:
             # Either flag asking for a dry run makes it one (the safe reading).
             dry_run = v.optional_flag(payload.get("dry_run"), "dry_run") or dry_run

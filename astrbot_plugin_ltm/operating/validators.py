@@ -10,7 +10,7 @@ database.
 from __future__ import annotations
 
 import math
-import unicodedata
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -82,7 +82,7 @@ def evidence_count(value: Any) -> int:
 def choice(value: Any, name: str, choices: Iterable[str]) -> str:
     options = tuple(choices)
     if not isinstance(value, str) or value not in options:
-        raise AdminError(f"{name} must be one of {', '.join(options)}, not {shown(value)}")
+        raise AdminError(f"{name} must be one of {', '.join(options)}")
     return value
 
 
@@ -107,9 +107,9 @@ def text(value: Any, name: str, max_chars: int = MAX_TEXT_CHARS, *, required: bo
         raise AdminError(f"{name} must not be empty")
     if len(value) > max_chars:
         raise AdminError(f"{name} is longer than {max_chars} characters ({len(value)})")
-    bad = next((c for c in value if _is_control(c)), None)
+    bad = _CONTROL.search(value)
     if bad is not None:
-        raise AdminError(f"{name} contains a control character (U+{ord(bad):04X})")
+        raise AdminError(f"{name} contains a control character (U+{ord(bad.group()):04X})")
     return value
 
 
@@ -166,11 +166,14 @@ def json_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> None:
         stack.extend((child, depth + 1) for child in children)
 
 
-def _is_control(c: str) -> bool:
-    return c not in "\t\n\r" and unicodedata.category(c) == "Cc"
+# Control characters (Unicode category Cc) but tab and line breaks, and half
+# surrogate pairs (not storable as UTF-8).
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def shown(value: Any) -> str:
     """A value in a message, cut short (a message never echoes a megabyte)."""
-    shown = repr(value)
-    return shown if len(shown) <= 60 else shown[:57] + "..."
+    if isinstance(value, (dict, list)):
+        return "an object" if isinstance(value, dict) else "a list"  # could be nested past repr's depth
+    text = repr(value[:60] if isinstance(value, str) else value)
+    return text if len(text) <= 60 else text[:57] + "..."
