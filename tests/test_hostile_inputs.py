@@ -120,7 +120,7 @@ def hostile_imports(doc: dict) -> list[tuple[str, bytes]]:
             changed["items"][-1][name] = value
             try:
                 body = json.dumps(reseal(changed)).encode("utf-8", "surrogatepass")
-            except (ValueError, RecursionError):
+            except RecursionError:
                 continue  # not expressible as JSON (nested past json's own limit)
             out.append((f"items[-1].{name}={short(value)}", body))
     for name in EVENT_FIELDS:
@@ -128,6 +128,10 @@ def hostile_imports(doc: dict) -> list[tuple[str, bytes]]:
             changed = copy.deepcopy(doc)
             changed["items"][-1]["evidence"][0]["event"][name] = value
             out.append((f"event.{name}={short(value)}", json.dumps(reseal(changed)).encode("utf-8", "surrogatepass")))
+    for content in ({"text": "\ud800"}, {"text": "x" * 1_000_000}, {"text": "a" * 300_000}, {"deep": DEEP_OBJECT}):
+        changed = copy.deepcopy(doc)
+        changed["items"][-1]["evidence"][0]["event"]["content"] = content
+        out.append((f"event.content={short(content)}", json.dumps(reseal(changed)).encode("utf-8", "surrogatepass")))
     return out
 
 

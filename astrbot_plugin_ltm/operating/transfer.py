@@ -68,12 +68,16 @@ def canonical(value: Any) -> bytes:
             return [normal(x) for x in node]
         return node if isinstance(node, bool) else _normal_number(node)
 
-    return json.dumps(normal(value), sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
+    # surrogatepass: a file may spell half a surrogate pair ("\ud800"); it gets a
+    # checksum like any text, and the field's validator refuses it.
+    return json.dumps(normal(value), sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode(
+        "utf-8", "surrogatepass")
 
 
 def _legacy_canonical(value: Any) -> bytes:
     """How files exported before 1.0 and 1 were made equal were checksummed."""
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode(
+        "utf-8", "surrogatepass")
 
 
 def checksum(value: Any) -> str:
@@ -198,10 +202,6 @@ def _field(where: str, check: Callable[[], Any]) -> Any:
         raise AdminError(f"{where}: {exc}") from None
 
 
-def _optional_text(value: Any, name: str, max_chars: int) -> str | None:
-    return None if value is None else v.text(value, name, max_chars)
-
-
 def _clean_event(event: Any, where: str) -> dict[str, Any]:
     if not isinstance(event, dict) or any(k not in event for k in EVENT_FIELDS):
         raise AdminError(f"{where}: incomplete event (needs {', '.join(EVENT_FIELDS)})")
@@ -211,8 +211,8 @@ def _clean_event(event: Any, where: str) -> dict[str, Any]:
         "scope_id": v.scope_id(event["scope_id"]),
         "source_type": v.choice(event["source_type"], "source_type", tuple(SourceType)),
         "source_role": v.choice(event["source_role"], "source_role", tuple(Role)),
-        "content": event["content"] if isinstance(event["content"], dict) else _not_object("content"),
-        **{k: _optional_text(event[k], k, v.MAX_SCOPE_ID_CHARS)
+        "content": v.json_object(event["content"], "content"),
+        **{k: v.stored_as_given(event[k], k, v.MAX_SCOPE_ID_CHARS)
            for k in ("platform_id", "session_id", "sender_id", "sender_name")},
         "created_at": _parse_time(event["created_at"], "created_at").isoformat(),
     })

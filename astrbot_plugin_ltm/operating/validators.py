@@ -9,6 +9,7 @@ database.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Iterable
@@ -23,6 +24,7 @@ MAX_ID_CHARS = 64
 MIN_PREFIX_CHARS = 4
 MAX_SCOPE_ID_CHARS = 255
 MAX_TEXT_CHARS = 1000  # reasons, filters, search text
+MAX_CONTENT_CHARS = 256 * 1024  # an event's content; the recorder keeps at most 200,000 characters
 MAX_JSON_DEPTH = 64  # an export nests 8 deep; a tool result's payload may add some
 
 TRUE_WORDS = ("true", "1", "yes", "on")
@@ -113,6 +115,31 @@ def text(value: Any, name: str, max_chars: int = MAX_TEXT_CHARS, *, required: bo
     return value
 
 
+def stored_as_given(value: Any, name: str, max_chars: int) -> str | None:
+    """Null or text kept as a platform gave it (a sender's name): only the
+    type, the column's width, and no half surrogate pairs (not storable)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > max_chars:
+        raise AdminError(f"{name} must be null or text of at most {max_chars} characters")
+    if _SURROGATE.search(value):
+        raise AdminError(f"{name} contains half a surrogate pair (not storable as UTF-8)")
+    return value
+
+
+def json_object(value: Any, name: str, max_chars: int = MAX_CONTENT_CHARS) -> dict[str, Any]:
+    """A JSON object kept as given (an event's content): bounded in size,
+    no half surrogate pairs anywhere in it."""
+    if not isinstance(value, dict):
+        raise AdminError(f"{name} must be a JSON object, not {shown(value)}")
+    serialised = json.dumps(value, ensure_ascii=False)
+    if len(serialised) > max_chars:
+        raise AdminError(f"{name} is larger than {max_chars} characters of JSON")
+    if _SURROGATE.search(serialised):
+        raise AdminError(f"{name} contains half a surrogate pair (not storable as UTF-8)")
+    return value
+
+
 def optional_text(value: Any, name: str, max_chars: int = MAX_TEXT_CHARS) -> str | None:
     """A filter or search text that may be left out (None or empty)."""
     if value is None or value == "":
@@ -168,6 +195,7 @@ def json_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> None:
 
 # Control characters (Unicode category Cc) but tab and line breaks, and half
 # surrogate pairs (not storable as UTF-8).
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
