@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from .enums import MEMORY_TYPES, InjectionPosition, WriteMode
+from .operating.errors import AdminError
+from .operating.validators import flag, shown
 
 SCOPE_STRATEGIES = ("sender_id", "unified_msg_origin")
 MODES: tuple[str, ...] = tuple(WriteMode)
@@ -176,41 +178,40 @@ def _coerce(path: str, value: Any, default: Any, errors: list[str]) -> Any:
         return default
 
     if isinstance(default, bool):
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "false"):
-            return value.lower() == "true"
-        return bad(f"{value!r} is not true/false")
+        try:  # the one reading of a yes/no, as the API and imports have it
+            return flag(value, path)
+        except AdminError:
+            return bad(f"{_short(value)} is not true/false")
     if isinstance(default, (int, float)):
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            return bad(f"{value!r} is not a number")
+            return bad(f"{_short(value)} is not a number")
         try:
             number = float(value)
-        except ValueError:
-            return bad(f"{value!r} is not a number")
+        except (ValueError, OverflowError):
+            return bad(f"{_short(value)} is not a number in range")
         if not math.isfinite(number):
-            return bad(f"{value!r} is not a finite number")
+            return bad(f"{_short(value)} is not a finite number")
         if isinstance(default, int):
             if number != int(number):
-                return bad(f"{value!r} is not a whole number")
+                return bad(f"{_short(value)} is not a whole number")
             number = int(number)
         lo, hi = _RANGES.get(path, (float("-inf"), float("inf")))
         if not lo <= number <= hi:
-            return bad(f"{value!r} is outside the allowed range {lo:g}–{hi:g}")
+            return bad(f"{_short(value)} is outside the allowed range {lo:g}–{hi:g}")
         return number
     if isinstance(default, str):
         if not isinstance(value, str):
-            return bad(f"{value!r} is not text")
+            return bad(f"{_short(value)} is not text")
         value = value.strip()
         choices = _CHOICES.get(path)
         if choices and value not in choices:
-            return bad(f"{value!r} is not one of {', '.join(choices)}")
+            return bad(f"{_short(value)} is not one of {', '.join(choices)}")
         return value
     if isinstance(default, list):
         if isinstance(value, str):  # a comma-separated list typed by hand
             value = [v for v in (s.strip() for s in value.split(",")) if v]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            return bad(f"{value!r} is not a list of text")
+            return bad(f"{_short(value)} is not a list of text")
         if path in _TYPE_LISTS:
             unknown = [v for v in value if v not in MEMORY_TYPES]
             if unknown:
@@ -223,12 +224,16 @@ def _coerce(path: str, value: Any, default: Any, errors: list[str]) -> Any:
     raise TypeError(f"no coercion for {path}")  # a programming error, not input
 
 
+def _short(value: Any) -> str:
+    return shown(value)
+
+
 def _parse_section(cls: type[Any], raw: Any, prefix: str, errors: list[str]) -> Any:
     obj = cls()
     if raw is None:
         return obj
     if not isinstance(raw, dict):
-        errors.append(f"{prefix}: expected an object, got {raw!r}; using defaults")
+        errors.append(f"{prefix}: expected an object, got {_short(raw)}; using defaults")
         return obj
     known = {f.name for f in fields(cls)}
     for name in sorted(set(raw) - known):
@@ -260,7 +265,7 @@ def parse_config(raw: dict[str, Any] | None) -> tuple[LTMConfig, list[str]]:
     retention = raw.get("retention_days")
     if retention is not None:
         if not isinstance(retention, dict):
-            errors.append(f"retention_days: expected an object, got {retention!r}; using defaults")
+            errors.append(f"retention_days: expected an object, got {_short(retention)}; using defaults")
         else:
             for memory_type in MEMORY_TYPES:
                 if memory_type in retention:

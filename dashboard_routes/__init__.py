@@ -6,7 +6,12 @@ as AstrBot's plugin-page bridge requires, and answer at
 ``/api/v1/plugins/extensions/astrbot_plugin_ltm/<route>`` (every method) and
 ``/api/plug/astrbot_plugin_ltm/<route>`` (GET and POST); AstrBot refuses
 both without a dashboard login. The page bridge can only GET and POST, so
-updates and deletions also have POST forms.
+updates and deletions also have POST forms, and its uploads carry no query,
+so an import's dry run has its own route (``import/preview``).
+
+Answers are JSON envelopes, except a successful export: the file itself,
+with a download name (AstrBot passes a ``(bytes, status, headers)`` view
+result through as it is, in both its ASGI and its Quart dashboards).
 """
 
 from __future__ import annotations
@@ -72,12 +77,16 @@ async def _json() -> Any:
         return None
 
 
-async def _raw_body() -> bytes:
-    """An uploaded file (multipart field ``file``) or the request body."""
-    if req.r.headers.get("content-type", "").startswith("multipart/"):
-        upload = (await req.files()).get("file")
-        return await upload.read() if upload is not None else b""
-    return await req.body()
+async def _raw_body() -> bytes | None:
+    """An uploaded file (multipart field ``file``) or the request body; None
+    if the request cannot be read (a broken multipart body: the API says so)."""
+    try:
+        if req.r.headers.get("content-type", "").startswith("multipart/"):
+            upload = (await req.files()).get("file")
+            return bytes(await upload.read()) if upload is not None else b""
+        return bytes(await req.body())
+    except Exception:
+        return None
 
 
 def _user() -> str | None:
@@ -102,6 +111,18 @@ def routes(api: Callable[[], Any]) -> list[tuple[str, Callable[..., Awaitable[An
                 return {"status": "error", "message": "long-term memory is not running; see the AstrBot log"}, 503
             response = await current.call(lambda: run(current, **path))
             return response.body, response.status
+
+        return view
+
+    def file_handler(run: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        async def view(**path: str) -> Any:
+            current = api()
+            if current is None:
+                return {"status": "error", "message": "long-term memory is not running; see the AstrBot log"}, 503
+            response = await run(current, **path)
+            if response.file is None:
+                return response.body, response.status
+            return response.file, response.status, response.headers
 
         return view
 
@@ -140,10 +161,13 @@ def routes(api: Callable[[], Any]) -> list[tuple[str, Callable[..., Awaitable[An
         return await a.audit_log(req.query())
 
     async def export(a, **_):
-        return await a.export(req.query())
+        return await a.export_file(req.query())
 
     async def import_(a, **_):
         return await a.import_(await _raw_body(), req.query(), _user())
+
+    async def import_preview(a, **_):
+        return await a.import_(await _raw_body(), req.query(), _user(), preview=True)
 
     p = f"/{PLUGIN}"
     # Order matters: AstrBot takes the first route that matches, so the
@@ -159,8 +183,9 @@ def routes(api: Callable[[], Any]) -> list[tuple[str, Callable[..., Awaitable[An
         (f"{p}/stats", handler(stats), ["GET"], "statistics per scope"),
         (f"{p}/policy", handler(policy), ["GET", "PUT", "POST"], "read or change the policy"),
         (f"{p}/audit", handler(audit), ["GET"], "the audit log"),
-        (f"{p}/export", handler(export), ["GET"], "export memories as JSON"),
+        (f"{p}/export", file_handler(export), ["GET"], "export memories: the file ltm-export-<date>.json"),
         (f"{p}/import", handler(import_), ["POST"], "import an export (dry_run=1 to preview)"),
+        (f"{p}/import/preview", handler(import_preview), ["POST"], "what an import would do; writes nothing"),
     ]
 
 

@@ -280,7 +280,7 @@ async def test_get_item_has_evidence_and_source_events(make_api, origin):
     assert evidence["event"]["content"] == {"text": "我喜欢喝茶"} and evidence["event"]["sender_id"] == "bob"
     assert evidence["event"]["event_id"] == evidence["event_id"]
     assert "no memory" in await api.err(404, "get_item", "no-such-id")
-    assert await api.err(404, "get_item", "")
+    assert "4 characters" in await api.err(400, "get_item", "")
 
 
 BAD_PATCHES = [
@@ -518,16 +518,20 @@ async def test_emergency_read_only_through_the_api_blocks_writes_immediately(mak
     await api.err(409, "delete_item", city, USER)
     await api.err(409, "review", {"memory_ids": [city], "decision": "approve"}, USER)
     export = await api.ok("export", {})  # reading goes on
-    assert (await api.ok("import_", as_body(export), {"dry_run": "1"}, USER))["skipped"] == 3
+    preview = await api.ok("import_", as_body(export), {"dry_run": "1"}, USER)
+    assert preview["skipped"] == 3 and preview["read_only"] is True and "refused" in preview["message"]
     await api.err(409, "import_", as_body(export), {}, USER)
     assert (await api.ok("list_items", {}))["total"] == 3
     assert (await api.ok("stats", {}))["emergency_read_only"] is True
-    # Changing another setting while read-only is saved, not audited (no writes).
-    await api.ok("put_policy", {"read_policy": {"max_items": 4}}, USER)
-    assert api.ltm.engine.config.read_policy.max_items == 4
+    # Another setting cannot change while read-only: the audit could not record it.
+    saved = len(api.saved)
+    assert "turn it off" in await api.err(409, "put_policy", {"read_policy": {"max_items": 4}}, USER)
+    assert api.ltm.engine.config.read_policy.max_items != 4 and len(api.saved) == saved
     assert await api.ltm.table_snapshot() == before
 
-    await api.ok("put_policy", {"emergency_read_only": False}, USER)
+    # Turning it off with another change applies both and audits both.
+    await api.ok("put_policy", {"emergency_read_only": False, "read_policy": {"max_items": 4}}, USER)
+    assert api.ltm.engine.config.read_policy.max_items == 4
     await api.ok("patch_item", city, {"importance": 0.1}, USER)
     assert (await api.ltm.item(MemoryItem.memory_id == city)).importance == 0.1
     changes = [a.detail["changes"] for a in await api.ltm.audit() if a.action == "config"]
@@ -758,3 +762,172 @@ async def test_dry_run_writes_nothing_in_every_form(make_api, origin):
     # Without a dry-run flag it is real.
     report = await target.ok("import_", as_body({"dry_run": False, "export": doc}), {"dry_run": "0"}, USER)
     assert report["dry_run"] is False and len(await target.ltm.items()) == 4
+
+
+# -- the export file, any serialisation of it, the envelope (issue 16) -----------------------------
+
+
+def like_a_browser(value: Any) -> Any:
+    """What JSON.parse → JSON.stringify does to values: 1.0 becomes 1."""
+    if isinstance(value, dict):
+        return {k: like_a_browser(x) for k, x in value.items()}
+    if isinstance(value, list):
+        return [like_a_browser(x) for x in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+async def test_export_file_is_the_document_with_a_download_name(make_api, origin):
+    api = await make_api()
+    await rich_source(api, origin)
+    answer = await api.api.export_file({})
+    assert answer.status == 200 and answer.file is not None
+    assert answer.headers["Content-Type"].startswith("application/json")
+    day = api.ltm.clock().date().isoformat()
+    assert answer.headers["Content-Disposition"] == f'attachment; filename="ltm-export-{day}.json"'
+    document = json.loads(answer.file)
+    assert "status" not in document and document["format"] == "astrbot_plugin_ltm.export"
+    assert document == await api.ok("export", {})
+    # A refused export is an error envelope, not a file.
+    refused = await api.api.export_file({"status": "deleted"})
+    assert refused.status == 400 and refused.file is None and "status" in refused.body["message"]
+
+
+async def test_an_export_imports_in_any_serialisation_of_the_same_values(make_api, origin):
+    source = await make_api()
+    items = await rich_source(source, origin)
+    await source.ok("patch_item", items["tea"].memory_id, {"importance": 1}, USER)  # stored as 1.0
+    answer = await source.api.export_file({})
+    assert answer.file is not None and b'"importance": 1.0' in answer.file
+    document = json.loads(answer.file)
+    target = await make_api(name="target.db")
+    empty = await target.ltm.table_snapshot()
+    forms = {
+        "the file as downloaded": answer.file,
+        "re-sent by a browser (1.0 → 1)": as_body(like_a_browser(document)),
+        "ASCII-escaped, keys reversed, indented": json.dumps(
+            {k: document[k] for k in reversed(list(document))}, ensure_ascii=True, indent=4).encode(),
+        "in AstrBot's envelope": as_body({"status": "ok", "data": document, "message": None}),
+        "the envelope, re-sent by a browser": as_body(like_a_browser({"status": "ok", "data": document})),
+        "wrapped as the page used to post it": as_body({"dry_run": True, "export": like_a_browser(document)}),
+    }
+    for what, body in forms.items():
+        report = await target.ok("import_", body, {"dry_run": "1"}, USER)
+        assert report["added"] == 4, what
+    assert await target.ltm.table_snapshot() == empty
+    report = await target.ok("import_", as_body(like_a_browser(document)), {}, USER)
+    assert report["added"] == 4
+    tea = await target.ltm.item(MemoryItem.fact_key == "tea")
+    assert tea.importance == 1.0 and isinstance(tea.importance, float)
+    assert fields_of(await target.ok("export", {})) == fields_of(document)
+
+
+async def test_files_checksummed_before_numbers_were_normalised_still_import(make_api, origin):
+    import hashlib
+
+    def old_checksum(value: Any) -> str:
+        return hashlib.sha256(json.dumps(value, sort_keys=True, ensure_ascii=False,
+                                         separators=(",", ":")).encode()).hexdigest()
+
+    source = await make_api()
+    await rich_source(source, origin)
+    document = await source.ok("export", {})
+    for item in document["items"]:
+        item["checksum"] = old_checksum({k: x for k, x in item.items() if k != "checksum"})
+    document["checksum"] = old_checksum([i["checksum"] for i in document["items"]])
+    target = await make_api(name="target.db")
+    assert (await target.ok("import_", as_body(document), {}, USER))["added"] == 4
+
+
+async def test_import_refuses_what_an_edit_refuses(make_api, origin):
+    source = await make_api()
+    await rich_source(source, origin)
+    document = await source.ok("export", {})
+    target = await make_api(name="target.db")
+    before = await target.ltm.table_snapshot()
+    limit = target.ltm.engine.config.extraction.max_fact_chars
+    for field, value, says in (
+        ("fact", "x" * (limit + 1), "longer than"),
+        ("fact", "x" * 1_000_000, "longer than"),
+        ("fact", "Alice\x00likes tea", "control character"),
+        ("ttl_days", 10**30, "ttl_days"),
+        ("ttl_days", 2.5, "ttl_days"),
+        ("confidence", float("1e308") * 10, "JSON"),
+        ("importance", True, "importance"),
+        ("awaiting_approval", "maybe", "awaiting_approval"),
+        ("scope_id", "x" * 300, "scope_id"),
+        ("memory_id", "", "memory_id"),
+    ):
+        changed = copy.deepcopy(document)
+        changed["items"][-1][field] = value
+        if not (isinstance(value, float) and value == float("inf")):
+            reseal(changed)
+        message = await target.err(400, "import_", as_body(changed), {}, USER)
+        assert says in message and ("items[" in message or says == "JSON"), (field, message)
+        assert len(message) < 400, message  # the megabyte is not echoed
+    assert await target.ltm.table_snapshot() == before
+
+
+async def test_deeply_nested_or_non_json_numbers_in_an_import_are_refused(make_api):
+    api = await make_api()
+    before = await api.ltm.table_snapshot()
+    for body in (b"[" * 100_000 + b"]" * 100_000, b'{"a":' * 5000 + b"1" + b"}" * 5000,
+                 json.dumps({"format": "astrbot_plugin_ltm.export", "items": [], "deep": [[[[[[[[[[]]]]]]]]]] * 1})
+                 .encode().replace(b"[[[[[[[[[[]]]]]]]]]]", b"[" * 80 + b"]" * 80),
+                 b'{"format": "astrbot_plugin_ltm.export", "version": NaN}', b'{"x": Infinity}'):
+        message = await api.err(400, "import_", body, {}, USER)
+        assert "nested" in message or "JSON" in message, message
+    assert await api.ltm.table_snapshot() == before
+
+
+async def test_a_memory_is_named_by_any_unique_prefix_of_its_id(make_api, origin):
+    api = await make_api()
+    items = await seed(api, origin)
+    city = items["city"].memory_id
+    assert (await api.ok("get_item", city[:8]))["memory_id"] == city
+    assert (await api.ok("patch_item", city[:6], {"importance": 0.25}, USER))["importance"] == 0.25
+    await api.ok("review", {"memory_ids": [city[:10]], "decision": "approve"}, USER)
+    assert (await api.ltm.item(MemoryItem.memory_id == city)).status == "active"
+    # Wildcards are characters: "%" and "_" match nothing here.
+    for pattern in (city[:4] + "%", "____", "%%%%", city[:4] + "_" * 4):
+        assert "no memory" in await api.err(404, "get_item", pattern)
+    assert "4 characters" in await api.err(400, "get_item", city[:3])
+    # An ambiguous prefix is refused and names what it matches.
+    async with api.ltm.engine.db.write() as session:
+        for suffix in ("0", "1"):
+            session.add(MemoryItem(memory_id=f"abcd{suffix}-twin", scope="user", scope_id="qq:twins",
+                                   type="episode", fact=f"twin {suffix}", fact_key=f"twin_{suffix}",
+                                   confidence=0.5, importance=0.5, created_at=api.ltm.clock(),
+                                   updated_at=api.ltm.clock()))
+    message = await api.err(400, "get_item", "abcd")
+    assert "ambiguous" in message and "abcd0-twin" in message and "abcd1-twin" in message
+    await api.err(400, "delete_item", "abcd", USER)
+    assert (await api.ok("get_item", "abcd1"))["fact"] == "twin 1"
+
+
+async def test_one_reading_of_yes_and_no_everywhere(make_api, origin):
+    api = await make_api()
+    await seed(api, origin)
+    document = await api.ok("export", {})
+    for word in ("yes", "true", "1", "on", "TRUE"):
+        assert (await api.ok("import_", as_body(document), {"dry_run": word}, USER))["dry_run"] is True
+        assert (await api.ok("import_", as_body({"dry_run": word, "export": document}), {}, USER))["dry_run"]
+    for word in ("maybe", "2", "truthy"):
+        assert "dry_run" in await api.err(400, "import_", as_body(document), {"dry_run": word}, USER)
+    # The settings read them the same way, and save them as JSON booleans.
+    policy = await api.ok("put_policy", {"write_policy": {"enable": "no"}, "read_policy": {"enable": "yes"}}, USER)
+    assert policy["write_policy"]["enable"] is False and policy["read_policy"]["enable"] is True
+    assert api.saved[-1]["write_policy"]["enable"] is False
+    assert "emergency_read_only" in await api.err(400, "put_policy", {"emergency_read_only": "sometimes"}, USER)
+
+
+async def test_ttl_days_is_bounded_and_whole(make_api, origin):
+    api = await make_api()
+    city = (await seed(api, origin))["city"].memory_id
+    before = await api.ltm.table_snapshot()
+    for value in (10**30, -1, 36_501, 1.5, "30", True, float("nan")):
+        assert "ttl_days" in await api.err(400, "patch_item", city, {"ttl_days": value}, USER)
+    assert await api.ltm.table_snapshot() == before
+    assert (await api.ok("patch_item", city, {"ttl_days": 30.0}, USER))["ttl_days"] == 30
+    assert (await api.ok("patch_item", city, {"ttl_days": None}, USER))["ttl_days"] is None

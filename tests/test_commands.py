@@ -358,3 +358,35 @@ async def test_operator_forget_all_of_a_target_needs_the_operators_own_confirmat
     assert "deletes all 1 memories of group:qq:g1" in await cmd.forget_all(op, "group:qq:g1", "")
     assert await cmd.forget_all(op, "group:qq:g1", "confirm") == "Deleted 1 memories of group:qq:g1."
     assert [i.scope_id for i in await ltm.items()] == ["qq:bob"]
+
+
+async def test_forget_takes_percent_and_underscore_literally(ltm, cmd, origin):
+    op = origin("root", admin=True)
+    await cmd.remember(origin("alice"), "I like green tea")
+    (tea,) = await ltm.items()
+    for pattern in ("%%%%", "____", tea.memory_id[:4] + "%", tea.memory_id[:3] + "_", "%"):
+        reply = await cmd.forget(op, pattern)
+        assert reply.startswith("no memory") or "at least 4" in reply, (pattern, reply)
+    assert len(await ltm.items()) == 1
+
+
+async def test_remember_refuses_what_an_edit_refuses(ltm, cmd, origin):
+    a = origin("alice")
+    limit = ltm.engine.config.extraction.max_fact_chars
+    for fact, says in (("x" * 1_000_000, "longer than"), ("I like " + "y" * limit, "longer than"),
+                       ("I like\x00tea", "control character")):
+        reply = await cmd.remember(a, fact)
+        assert reply.startswith("Not stored") and says in reply and len(reply) < 300, reply
+    assert await ltm.items() == []
+
+
+async def test_forget_all_says_read_only_will_refuse_it_before_asking_to_confirm(make_ltm, origin):
+    ltm = await make_ltm({"write_policy": {"mode": "auto"}})
+    cmd = Commands(ltm.engine)
+    a = origin("alice")
+    await cmd.remember(a, "I like green tea")
+    ltm.engine.apply_config({**ltm.raw_config, "emergency_read_only": True})
+    reply = await cmd.forget_all(a, "")
+    assert "read-only" in reply and "refused" in reply
+    assert "read-only" in await cmd.forget_all(a, "confirm")
+    assert len(await ltm.items()) == 1

@@ -10,13 +10,14 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from ..enums import MEMORY_TYPES, AuditAction, Status
+from ..enums import AuditAction, Status
 from ..scope import Scope
 from ..storing.audit import audit
 from ..storing.memory_rows import fact_written, memory_changed
 from ..storing.removal import forget_turns, remove_memory
 from ..storing.tables import MemoryAudit, MemoryItem, MemoryTombstone
 from ..text import normalize_fact_key
+from . import validators
 from .errors import AdminError
 from .queries import AdminQueries
 from .serialize import item_dict
@@ -58,7 +59,8 @@ class Admin(AdminQueries):
         keyword row rewritten and its vector embedded again."""
         unknown = set(changes) - set(CHANGEABLE)
         if unknown:
-            raise AdminError(f"cannot change {sorted(unknown)}; changeable: {sorted(CHANGEABLE)}")
+            named = ", ".join(validators.shown(k) for k in sorted(unknown)[:5])
+            raise AdminError(f"cannot change {named}; changeable: {sorted(CHANGEABLE)}")
         now = self._clock()
         async with self._db.write() as session:
             item = await self._item(session, memory_id)
@@ -67,22 +69,17 @@ class Admin(AdminQueries):
                                  "edit the current one, or delete this one", 409)
             before = item_dict(item)
             if "status" in changes:
-                settable = [s for s in Status if s != Status.SUPERSEDED]
-                if changes["status"] not in settable:
-                    raise AdminError(f"status must be one of {', '.join(settable)}")
-                item.status = changes["status"]
+                status = validators.status(changes["status"])
+                if status == Status.SUPERSEDED:
+                    raise AdminError("status superseded is set by a newer value, not by hand")
+                item.status = status
                 item.awaiting_approval = False
             if "importance" in changes:
-                item.importance = _unit(changes["importance"], "importance")
+                item.importance = validators.unit(changes["importance"], "importance")
             if "ttl_days" in changes:
-                ttl = changes["ttl_days"]
-                if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 0):
-                    raise AdminError("ttl_days must be a whole number ≥ 0, or null for permanent")
-                item.ttl_days = ttl
+                item.ttl_days = validators.ttl_days(changes["ttl_days"])
             if "type" in changes:
-                if changes["type"] not in MEMORY_TYPES:
-                    raise AdminError(f"type must be one of {', '.join(MEMORY_TYPES)}")
-                item.type = changes["type"]
+                item.type = validators.memory_type(changes["type"])
             fact_changed = "fact" in changes and await self._change_fact(session, item, changes["fact"])
             item.updated_at = now
             await session.flush()
@@ -97,12 +94,7 @@ class Admin(AdminQueries):
 
     async def _change_fact(self, session: AsyncSession, item: MemoryItem, fact: Any) -> bool:
         """Set ``item``'s fact (and key) to ``fact``; whether it changed."""
-        if not isinstance(fact, str) or not fact.strip():
-            raise AdminError("fact must be non-empty text")
-        fact = " ".join(fact.split())
-        limit = self._config().extraction.max_fact_chars
-        if len(fact) > limit:
-            raise AdminError(f"fact is longer than {limit} characters")
+        fact = validators.fact(fact, self._config().extraction.max_fact_chars)
         key = normalize_fact_key(fact)
         clash = (await session.execute(select(MemoryItem.memory_id).where(
             MemoryItem.scope == item.scope, MemoryItem.scope_id == item.scope_id,
@@ -178,9 +170,3 @@ async def _status_before_superseded(session: AsyncSession, item: MemoryItem) -> 
         .order_by(MemoryAudit.id.desc()).limit(1))).scalar_one_or_none()
     before = (old or {}).get("old") if isinstance(old, dict) else None
     return before if before in (Status.ACTIVE, Status.SHADOW, Status.DISABLED) else Status.SHADOW
-
-
-def _unit(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise AdminError(f"{name} must be a number from 0 to 1")
-    return float(value)

@@ -3,37 +3,47 @@ framework: each method takes plain values (path parameters, query strings,
 a JSON body, the dashboard user) and returns an :class:`ApiResponse`.
 
 Every answer is ``{"status": "ok", "data": …}`` or ``{"status": "error",
-"message": …}`` with a fitting HTTP status; bad input never produces a stack
-trace, and nothing is written unless the whole request is valid.
+"message": …}`` with a fitting HTTP status — except a successful export,
+which is the export file itself (:meth:`MemoryAPI.export_file`). Bad input
+never produces a stack trace, every field goes through ``validators``, and
+nothing is written unless the whole request is valid. A memory is named by
+its id or any unique prefix of it (at least 4 characters).
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..config import parse_config
+from ..config import LTMConfig, parse_config
 from ..engine import LTMEngine
 from ..enums import MEMORY_TYPES, SCOPE_KINDS, ExtractionStatus, SourceType, Status
 from ..logs import log
 from ..scope import Scope
 from ..storing.database import ReadOnlyError
+from . import validators as v
 from .errors import AdminError
 from .queries import SORTS, AuditFilter, EventFilter, ItemFilter
 from .serialize import audit_dict, event_dict, item_dict
-from .transfer import MAX_IMPORT_BYTES, export_items, import_items
+from .transfer import MAX_IMPORT_BYTES, export_items, file_bytes, file_name, import_items, parse_file, unwrap
 
 MAX_PAGE_SIZE = 200
 EDITABLE_POLICY_KEYS = ("enable", "emergency_read_only", "write_policy", "read_policy")
+MAX_SEARCH_CHARS = 500
+READ_ONLY_NOTE = "emergency_read_only is on: a real import would be refused until it is turned off"
 
 
 @dataclass(frozen=True)
 class ApiResponse:
     status: int
     body: dict[str, Any]
+    # A file answer (the export): these bytes with these headers, not the body.
+    file: bytes | None = None
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 def ok(data: Any) -> ApiResponse:
@@ -52,10 +62,10 @@ def _int(query: Mapping[str, Any], name: str, default: int, lo: int, hi: int) ->
     if raw in (None, ""):
         return default
     try:
-        value = int(str(raw))
+        value = int(str(raw)[:20])  # longer is out of range anyway
     except ValueError:
         raise AdminError(f"{name} must be a whole number") from None
-    if not lo <= value <= hi:
+    if len(str(raw)) > 20 or not lo <= value <= hi:
         raise AdminError(f"{name} must be between {lo} and {hi}")
     return value
 
@@ -67,10 +77,20 @@ def _page(query: Mapping[str, Any]) -> tuple[int, int]:
 
 
 def _choice(query: Mapping[str, Any], name: str, choices: tuple[str, ...]) -> str | None:
-    value = query.get(name) or None
-    if value is not None and value not in choices:
-        raise AdminError(f"{name} must be one of {', '.join(choices)}")
-    return value
+    value = query.get(name)
+    return None if value is None or value == "" else v.choice(value, name, choices)
+
+
+def _text(query: Mapping[str, Any], name: str, max_chars: int = v.MAX_TEXT_CHARS) -> str | None:
+    return v.optional_text(query.get(name), name, max_chars)
+
+
+def _body(body: Any, what: str) -> dict[str, Any]:
+    """A JSON object body, not nested beyond reason."""
+    if not isinstance(body, dict) or not body:
+        raise AdminError(f"send a JSON object with {what}")
+    v.json_depth(body)
+    return body
 
 
 def _actor(user: str | None) -> str:
@@ -114,13 +134,13 @@ class MemoryAPI:
         scope = _choice(query, "scope", SCOPE_KINDS)
         f = ItemFilter(
             scope=scope,
-            scope_id=query.get("scope_id") or None,
+            scope_id=_text(query, "scope_id", v.MAX_SCOPE_ID_CHARS),
             type=_choice(query, "type", MEMORY_TYPES),
             status=_choice(query, "status", (*Status, "pending")),
             min_confidence=min_confidence,
         )
         sort = _choice(query, "sort", tuple(SORTS)) or "updated"
-        text = (query.get("q") or "").strip()
+        text = (_text(query, "q", MAX_SEARCH_CHARS) or "").strip()
         offset = (page - 1) * size
         if text:  # ranked by relevance
             items, total = await self.engine.admin.search_items(f, text, offset, size)
@@ -128,30 +148,34 @@ class MemoryAPI:
             items, total = await self.engine.admin.list_items(f, sort=sort, offset=offset, limit=size)
         return {"items": [item_dict(i) for i in items], "total": total, "page": page, "page_size": size}
 
+    async def _full_id(self, memory_id: Any) -> str:
+        """The id a whole id or a unique prefix names."""
+        return (await self.engine.admin.find_by_prefix(v.memory_id(memory_id))).memory_id
+
     async def get_item(self, memory_id: str) -> dict[str, Any]:
-        return await self.engine.admin.get_item(memory_id)
+        return await self.engine.admin.get_item(await self._full_id(memory_id))
 
     async def patch_item(self, memory_id: str, body: Any, user: str | None) -> dict[str, Any]:
-        if not isinstance(body, dict) or not body:
-            raise AdminError("send a JSON object with the fields to change")
-        item = await self.engine.admin.update_item(memory_id, body, _actor(user))
+        changes = _body(body, "the fields to change")
+        item = await self.engine.admin.update_item(await self._full_id(memory_id), changes, _actor(user))
         return item_dict(item)
 
     async def delete_item(self, memory_id: str, user: str | None) -> dict[str, Any]:
-        return await self.engine.admin.delete(memory_id, _actor(user), "deleted in the dashboard")
+        return await self.engine.admin.delete(await self._full_id(memory_id), _actor(user), "deleted in the dashboard")
 
     async def review(self, body: Any, user: str | None) -> dict[str, Any]:
         if not isinstance(body, dict):
             raise AdminError('send {"memory_ids": [...], "decision": "approve" | "reject"}')
+        v.json_depth(body)
         ids = body.get("memory_ids")
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
             raise AdminError("memory_ids must be a list of ids")
         if len(ids) > 1000:
             raise AdminError("at most 1000 memories per review")
-        reason = body.get("reason") or ""
-        if not isinstance(reason, str):
-            raise AdminError("reason must be text")
-        results = await self.engine.admin.review(ids, body.get("decision", ""), _actor(user), reason)
+        decision = v.choice(body.get("decision"), "decision", ("approve", "reject"))
+        reason = "" if body.get("reason") is None else v.text(body["reason"], "reason")
+        full = [await self._full_id(i) for i in ids]
+        results = await self.engine.admin.review(list(dict.fromkeys(full)), decision, _actor(user), reason)
         return {"reviewed": results}
 
     # -- events, stats, audit --------------------------------------------------
@@ -160,17 +184,18 @@ class MemoryAPI:
         page, size = _page(query)
         f = EventFilter(
             scope=_choice(query, "scope", SCOPE_KINDS),
-            scope_id=query.get("scope_id") or None,
+            scope_id=_text(query, "scope_id", v.MAX_SCOPE_ID_CHARS),
             status=_choice(query, "status", tuple(ExtractionStatus)),
             source_type=_choice(query, "source_type", tuple(SourceType)),
-            session_id=query.get("session_id") or None,
+            session_id=_text(query, "session_id", v.MAX_SCOPE_ID_CHARS),
         )
         events, total = await self.engine.admin.list_events(f, (page - 1) * size, size)
         return {"events": [event_dict(e) for e in events], "total": total, "page": page, "page_size": size}
 
     async def stats(self, query: Mapping[str, Any]) -> dict[str, Any]:
         scope = _choice(query, "scope", SCOPE_KINDS)
-        scopes = [Scope(scope, query["scope_id"])] if scope and query.get("scope_id") else None
+        scope_id = _text(query, "scope_id", v.MAX_SCOPE_ID_CHARS)
+        scopes = [Scope(scope, scope_id)] if scope and scope_id else None
         per_scope = await self.engine.admin.stats(scopes, kind=scope)
         return {
             "scopes": per_scope,
@@ -189,7 +214,7 @@ class MemoryAPI:
 
     async def audit_log(self, query: Mapping[str, Any]) -> dict[str, Any]:
         page, size = _page(query)
-        f = AuditFilter(**{name: query.get(name) or None
+        f = AuditFilter(**{name: _text(query, name, v.MAX_SCOPE_ID_CHARS)
                            for name in ("action", "memory_id", "scope", "scope_id", "session_id", "actor")})
         entries, total = await self.engine.admin.audit_log(f, (page - 1) * size, size)
         return {"entries": [audit_dict(a) for a in entries], "total": total, "page": page, "page_size": size}
@@ -207,11 +232,11 @@ class MemoryAPI:
         }
 
     async def put_policy(self, body: Any, user: str | None) -> dict[str, Any]:
-        if not isinstance(body, dict) or not body:
-            raise AdminError("send a JSON object with the settings to change")
+        body = _body(body, "the settings to change")
         unknown = set(body) - set(EDITABLE_POLICY_KEYS)
         if unknown:
-            raise AdminError(f"cannot change {sorted(unknown)} here; changeable: {', '.join(EDITABLE_POLICY_KEYS)}")
+            raise AdminError(f"cannot change {', '.join(v.shown(k) for k in sorted(unknown)[:5])} here; "
+                             f"changeable: {', '.join(EDITABLE_POLICY_KEYS)}")
         raw = copy.deepcopy(self._raw_config())
         for key, value in body.items():
             if isinstance(value, dict):
@@ -220,13 +245,24 @@ class MemoryAPI:
                 raw[key].update(value)
             else:
                 raw[key] = value
-        _, problems = parse_config(raw)
+        new, problems = parse_config(raw)
         if problems:
             # Through the API an invalid value is refused, not defaulted.
             reasons = "; ".join(p.split("; using the default")[0] for p in problems)
             raise AdminError(f"invalid settings, nothing changed: {reasons}")
         before = await self.get_policy()
-        turning_read_only = self.engine.config.emergency_read_only is False and raw.get("emergency_read_only") is True
+        if self._policy_of(new) == {k: before[k] for k in EDITABLE_POLICY_KEYS}:
+            return before  # nothing to change, save or audit
+        if self.engine.config.emergency_read_only and new.emergency_read_only:
+            # The audit trail is read-only too: a change it cannot record is refused.
+            raise ReadOnlyError("emergency_read_only is on: turn it off (emergency_read_only: false, alone or "
+                                "with your other changes) before changing the policy; nothing changed")
+        for key, value in body.items():  # saved as parsed: "yes" is stored as true
+            if isinstance(value, dict):
+                raw[key].update({name: getattr(getattr(new, key), name) for name in value})
+            else:
+                raw[key] = getattr(new, key)
+        turning_read_only = not self.engine.config.emergency_read_only and new.emergency_read_only
         if turning_read_only:  # the last write before the store closes
             await self._audit_policy(before, raw, user)
         await self._save_config(raw)
@@ -236,10 +272,14 @@ class MemoryAPI:
             await self._audit_policy(before, raw, user)
         return after
 
+    @staticmethod
+    def _policy_of(cfg: LTMConfig) -> dict[str, Any]:
+        return {"enable": cfg.enable, "emergency_read_only": cfg.emergency_read_only,
+                "write_policy": asdict(cfg.write_policy), "read_policy": asdict(cfg.read_policy)}
+
     async def _audit_policy(self, before: dict[str, Any], raw: dict[str, Any], user: str | None) -> None:
         new, _ = parse_config(raw)
-        after = {"enable": new.enable, "emergency_read_only": new.emergency_read_only,
-                 "write_policy": asdict(new.write_policy), "read_policy": asdict(new.read_policy)}
+        after = self._policy_of(new)
         changes = {k: [before[k], after[k]] for k in after if before[k] != after[k]}
         await self.engine.admin.audit_config(changes, _actor(user))
         log.info("ltm: policy changed by %s: %s", _actor(user), json.dumps(changes, ensure_ascii=False))
@@ -247,26 +287,50 @@ class MemoryAPI:
     # -- export / import ---------------------------------------------------------
 
     async def export(self, query: Mapping[str, Any]) -> dict[str, Any]:
+        """The export document (the data of :meth:`export_file`)."""
         f = ItemFilter(
             scope=_choice(query, "scope", SCOPE_KINDS),
-            scope_id=query.get("scope_id") or None,
+            scope_id=_text(query, "scope_id", v.MAX_SCOPE_ID_CHARS),
             status=_choice(query, "status", tuple(Status)),
             type=_choice(query, "type", MEMORY_TYPES),
         )
         return await export_items(self.engine.db, f, self.engine.clock())
 
-    async def import_(self, raw_body: bytes, query: Mapping[str, Any], user: str | None) -> dict[str, Any]:
+    async def export_file(self, query: Mapping[str, Any]) -> ApiResponse:
+        """The export as a download: the document itself (no envelope), named
+        ltm-export-<date>.json; a refused request is an error envelope."""
+        answer = await self.call(self.export, query)
+        if answer.status != 200:
+            return answer
+        document = answer.body["data"]
+        return ApiResponse(200, document, file=await asyncio.to_thread(file_bytes, document), headers={
+            "Content-Type": "application/json; charset=utf-8",
+            "Content-Disposition": f'attachment; filename="{file_name(document)}"',
+            "Cache-Control": "no-store",
+        })
+
+    async def import_(self, raw_body: bytes | None, query: Mapping[str, Any], user: str | None,
+                      preview: bool = False) -> dict[str, Any]:
+        """Import an export: the file as exported, AstrBot's envelope around
+        it, or ``{"dry_run": …, "export": {…}}``. ``preview`` (the
+        import/preview route) or ``?dry_run=1`` only reports. ``raw_body``
+        None: the request could not be read."""
+        if raw_body is None:
+            raise AdminError("could not read the upload; send the export file as the body or as the "
+                             "multipart field 'file'")
         if len(raw_body) > MAX_IMPORT_BYTES:
             raise AdminError(f"import is larger than {MAX_IMPORT_BYTES // (1024 * 1024)} MiB", 413)
-        try:
-            payload = json.loads(raw_body.decode("utf-8-sig") or "null")
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise AdminError(f"not valid JSON: {exc}") from None
-        dry_run = str(query.get("dry_run", "")).lower() in ("1", "true", "yes")
-        # The review page posts {"dry_run": …, "export": {…}}; files and
-        # scripts send the export itself.
+        dry_run = preview or v.optional_flag(query.get("dry_run"), "dry_run")
+        payload = unwrap(await asyncio.to_thread(parse_file, raw_body))  # up to 20 MiB: off the event loop
         if isinstance(payload, dict) and "export" in payload and "format" not in payload:
-            dry_run = dry_run or payload.get("dry_run") is True
+            # Either flag asking for a dry run makes it one (the safe reading).
+            dry_run = v.optional_flag(payload.get("dry_run"), "dry_run") or dry_run
             payload = payload["export"]
-        report = await import_items(self.engine.db, payload, _actor(user), dry_run, self.engine.clock)
-        return report.as_dict()
+        max_fact_chars = self.engine.config.extraction.max_fact_chars
+        report = await import_items(self.engine.db, payload, _actor(user), dry_run, self.engine.clock,
+                                    max_fact_chars)
+        out = report.as_dict()
+        if dry_run and self.engine.config.emergency_read_only:
+            out["read_only"] = True
+            out["message"] = READ_ONLY_NOTE
+        return out

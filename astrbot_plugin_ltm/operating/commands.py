@@ -17,6 +17,7 @@ from ..enums import SCOPE_KINDS, Outcome, Status
 from ..scope import Origin, Scope
 from ..storing.database import ReadOnlyError
 from ..storing.tables import MemoryItem
+from . import validators
 from .errors import AdminError
 from .queries import ItemFilter
 
@@ -46,7 +47,7 @@ def parse_target(text: str) -> Scope:
         kind, scope_id = "user", text
     if not scope_id.strip():
         raise AdminError(f"No scope id given. Target: {TARGET_SYNTAX}.")
-    return Scope(kind, scope_id.strip())
+    return Scope(kind, validators.scope_id(scope_id, "the target's id"))
 
 
 def _in_scope(scope: Scope, told_by: str | None = None) -> ItemFilter:
@@ -127,7 +128,10 @@ class Commands:
         if not fact.strip():
             return "Usage: /ltm remember <fact>"
         try:
+            fact = validators.fact(fact, self.engine.config.extraction.max_fact_chars)
             outcome = await self.engine.remember(origin, fact)
+        except AdminError as exc:
+            return f"Not stored: {exc}."
         except ReadOnlyError:
             return "Memory is read-only right now (emergency read-only); nothing was stored."
         if outcome.action == Outcome.DROPPED:
@@ -188,6 +192,10 @@ class Commands:
             if total == 0 and not await self.engine.admin.quotable_turns(scope):
                 return nothing
             self._forget_all_asked[key] = now
+            if self.engine.config.emergency_read_only:
+                return (f"Memory is read-only right now (emergency read-only): deleting the {total} memories "
+                        f"{whose} would be refused. Once read-only is off, send {command} within 2 minutes "
+                        "of asking again.")
             return (f"This deletes all {total} memories {whose}, and nothing said before is quoted again. "
                     f"Send {command} within 2 minutes to go ahead.")
         self._forget_all_asked.pop(key, None)

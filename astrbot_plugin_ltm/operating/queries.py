@@ -19,6 +19,7 @@ from ..scope import Scope
 from ..storing.database import Database
 from ..storing.tables import MemoryAudit, MemoryEvent, MemoryEvidence, MemoryItem
 from ..text import query_tokens
+from . import validators
 from .errors import AdminError
 from .fact_search import search_facts
 from .serialize import evidence_dict, item_dict
@@ -29,6 +30,7 @@ SORTS: dict[str, UnaryExpression[Any]] = {
     "importance": MemoryItem.importance.desc(),
     "created": MemoryItem.created_at.desc(),
 }
+AMBIGUOUS_SHOWN = 5  # ids an ambiguous prefix lists
 TEXT_SEARCH_HITS = 1000  # text-search hits considered, best first (docs/decisions.md#d29)
 
 
@@ -205,11 +207,11 @@ class AdminQueries:
     async def find_by_prefix(self, prefix: str, scopes: list[Scope] | None = None,
                              sender_id: str | None = None) -> MemoryItem:
         """A memory by its id or an unambiguous id prefix (chat commands show
-        8 characters), limited to ``scopes`` when given."""
-        prefix = prefix.strip()
-        if len(prefix) < 4:
-            raise AdminError("give at least 4 characters of the memory id")
-        query = select(MemoryItem).where(MemoryItem.memory_id.startswith(prefix)).limit(2)
+        8 characters), limited to ``scopes`` when given. The prefix is
+        literal: ``%`` and ``_`` match only themselves."""
+        prefix = validators.memory_id(prefix)
+        query = (select(MemoryItem).where(MemoryItem.memory_id.startswith(prefix, autoescape=True))
+                 .order_by(MemoryItem.memory_id).limit(AMBIGUOUS_SHOWN + 1))
         if scopes is not None:
             query = query.where(or_(*(and_(MemoryItem.scope == s.kind, MemoryItem.scope_id == s.id)
                                       for s in scopes)))
@@ -219,8 +221,13 @@ class AdminQueries:
             rows = (await session.execute(query)).scalars().all()
         if not rows:
             raise AdminError(f"no memory {prefix} here", 404)
+        exact = [r for r in rows if r.memory_id == prefix]
+        if exact:
+            return exact[0]
         if len(rows) > 1:
-            raise AdminError(f"{prefix} matches several memories; give more of the id")
+            shown = ", ".join(r.memory_id[:12] for r in rows[:AMBIGUOUS_SHOWN])
+            more = " and more" if len(rows) > AMBIGUOUS_SHOWN else ""
+            raise AdminError(f"{prefix} is ambiguous: it matches {shown}{more}; give more of the id")
         return rows[0]
 
     # -- events and audit -------------------------------------------------------------

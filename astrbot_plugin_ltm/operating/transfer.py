@@ -1,17 +1,26 @@
 """Export and import of memories between bots.
 
-An export is JSON: a format name and version, the filters used, every item
-with its evidence and source events, a SHA-256 checksum per item and one
-over the whole list. An import validates all of it before writing anything,
-can be dry-run to report what would be added, merged or skipped, runs in
-one transaction (all or nothing) and is idempotent: importing the same file
-twice changes nothing the second time.
+An export is a JSON file: a format name and version, the filters used, every
+item with its evidence and source events, a SHA-256 checksum per item and one
+over the whole list. Checksums are taken over a canonical form of the values
+(sorted keys, whole numbers written alike whether they came as 1 or 1.0), so
+any JSON serialisation of the same values imports: a file re-saved by an
+editor, a browser or ``json.dump`` still matches (docs/decisions.md#d30).
+
+An import accepts the document itself or AstrBot's answer envelope around it
+(``{"status": "ok", "data": {…}}``), validates all of it with the same field
+validators as edits, can be dry-run to report what would be added, merged or
+skipped, runs in one transaction (all or nothing) and is idempotent:
+importing the same file twice changes nothing the second time.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -20,13 +29,14 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..clock import Clock, as_utc, utcnow
-from ..enums import MEMORY_TYPES, SCOPE_KINDS, AuditAction, ExtractionStatus, Method, Status
+from ..enums import AuditAction, ExtractionStatus, Method, Role, SourceType, Status
 from ..storing.audit import audit
 from ..storing.database import Database
 from ..storing.keyword_rows import index_turns
 from ..storing.memory_rows import fact_written, memory_changed
 from ..storing.tables import MemoryEvent, MemoryEvidence, MemoryItem, MemoryTombstone
 from ..text import normalize_fact_key
+from . import validators as v
 from .errors import AdminError
 from .queries import ItemFilter
 from .serialize import EVENT_FIELDS, HISTORY_FIELDS, ITEM_FIELDS, evidence_dict, item_dict
@@ -35,15 +45,90 @@ FORMAT = "astrbot_plugin_ltm.export"
 VERSION = 1
 MAX_IMPORT_BYTES = 20 * 1024 * 1024
 MAX_IMPORT_ITEMS = 100_000
+MAX_EVIDENCE_PER_ITEM = 10_000
 
+
+def _normal_number(value: Any) -> Any:
+    """1.0 and 1 are one value in JSON (JavaScript cannot tell them apart)."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise AdminError("numbers must be finite (NaN and Infinity are not JSON)")
+        if value.is_integer():
+            return int(value)
+    return value
 
 
 def canonical(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
+    """The bytes a checksum is taken over: sorted keys, no spaces, numbers
+    normalised. Callers bound the depth first (validators.json_depth)."""
+    def normal(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: normal(x) for k, x in node.items()}
+        if isinstance(node, list):
+            return [normal(x) for x in node]
+        return node if isinstance(node, bool) else _normal_number(node)
+
+    # surrogatepass: a file may spell half a surrogate pair ("\ud800"); it gets a
+    # checksum like any text, and the field's validator refuses it.
+    return json.dumps(normal(value), sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode(
+        "utf-8", "surrogatepass")
+
+
+def _legacy_canonical(value: Any) -> bytes:
+    """How files exported before 1.0 and 1 were made equal were checksummed."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode(
+        "utf-8", "surrogatepass")
 
 
 def checksum(value: Any) -> str:
     return hashlib.sha256(canonical(value)).hexdigest()
+
+
+def _checksum_matches(claimed: Any, value: Any) -> bool:
+    if not isinstance(claimed, str):
+        return False
+    return claimed == checksum(value) or claimed == hashlib.sha256(_legacy_canonical(value)).hexdigest()
+
+
+def file_name(document: dict[str, Any]) -> str:
+    """The download's name: ltm-export-<the export's UTC date>.json."""
+    return f"ltm-export-{str(document.get('exported_at', ''))[:10] or 'undated'}.json"
+
+
+def file_bytes(document: dict[str, Any]) -> bytes:
+    """The export as a file: the document itself, readable (indented, UTF-8)."""
+    return json.dumps(document, ensure_ascii=False, indent=1).encode()
+
+
+def parse_file(raw: bytes) -> Any:
+    """The JSON of an uploaded file or request body, bounded in depth; a
+    clear AdminError for anything that is not JSON."""
+    try:
+        textual = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise AdminError(f"not valid JSON: the file is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    if not textual.strip():
+        raise AdminError("not valid JSON: the body is empty; send an export file")
+
+    def no_constants(name: str) -> Any:
+        raise AdminError(f"not valid JSON: {name} is not a JSON number")
+
+    try:
+        payload = json.loads(textual, parse_constant=no_constants)
+    except json.JSONDecodeError as exc:
+        raise AdminError(f"not valid JSON: {exc}") from None
+    except RecursionError:
+        raise AdminError(f"the JSON is nested more than {v.MAX_JSON_DEPTH} levels deep") from None
+    v.json_depth(payload)
+    return payload
+
+
+def unwrap(payload: Any) -> Any:
+    """The export inside AstrBot's answer envelope, or the payload itself."""
+    if (isinstance(payload, dict) and "format" not in payload and payload.get("status") == "ok"
+            and isinstance(payload.get("data"), dict)):
+        return payload["data"]
+    return payload
 
 
 def _iso(value: datetime) -> str:
@@ -63,11 +148,8 @@ async def export_items(db: Database, f: ItemFilter, now: datetime | None = None)
     by_item: dict[str, list[dict[str, Any]]] = {}
     for link, event in links:
         by_item.setdefault(link.memory_id, []).append(evidence_dict(link, event, EVENT_FIELDS))
-    out_items = []
-    for item in items:
-        record = {**item_dict(item), "evidence": by_item.get(item.memory_id, [])}
-        record["checksum"] = checksum(record)
-        out_items.append(record)
+    records = [{**item_dict(item), "evidence": by_item.get(item.memory_id, [])} for item in items]
+    out_items = await asyncio.to_thread(_sealed, records)  # checksums off the event loop
     return {
         "format": FORMAT,
         "version": VERSION,
@@ -77,6 +159,12 @@ async def export_items(db: Database, f: ItemFilter, now: datetime | None = None)
         "items": out_items,
         "checksum": checksum([i["checksum"] for i in out_items]),
     }
+
+
+def _sealed(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for record in records:
+        record["checksum"] = checksum(record)
+    return records
 
 
 @dataclass
@@ -97,7 +185,7 @@ class ImportReport:
 
 
 def _parse_time(value: Any, where: str) -> datetime:
-    if not isinstance(value, str):
+    if not isinstance(value, str) or len(value) > 64:
         raise AdminError(f"{where}: expected an ISO timestamp")
     try:
         parsed = datetime.fromisoformat(value)
@@ -106,77 +194,134 @@ def _parse_time(value: Any, where: str) -> datetime:
     return parsed if parsed.utcoffset() is not None else parsed.replace(tzinfo=UTC)
 
 
-def validate_export(payload: Any) -> list[dict[str, Any]]:
-    """Check format, version, checksums and every field; return the items."""
+def _field(where: str, check: Callable[[], Any]) -> Any:
+    """Run one field's validator; its message says which item it was."""
+    try:
+        return check()
+    except AdminError as exc:
+        raise AdminError(f"{where}: {exc}") from None
+
+
+def _clean_event(event: Any, where: str) -> dict[str, Any]:
+    if not isinstance(event, dict) or any(k not in event for k in EVENT_FIELDS):
+        raise AdminError(f"{where}: incomplete event (needs {', '.join(EVENT_FIELDS)})")
+    return _field(where, lambda: {
+        "event_id": v.memory_id(event["event_id"], "event_id"),
+        "scope": v.scope_kind(event["scope"]),
+        "scope_id": v.scope_id(event["scope_id"]),
+        "source_type": v.choice(event["source_type"], "source_type", tuple(SourceType)),
+        "source_role": v.choice(event["source_role"], "source_role", tuple(Role)),
+        "content": v.json_object(event["content"], "content"),
+        **{k: v.stored_as_given(event[k], k, v.MAX_SCOPE_ID_CHARS)
+           for k in ("platform_id", "session_id", "sender_id", "sender_name")},
+        "created_at": _parse_time(event["created_at"], "created_at").isoformat(),
+    })
+
+
+def _not_object(name: str) -> Any:
+    raise AdminError(f"{name} must be a JSON object")
+
+
+def _clean_evidence(ev: Any, where: str) -> dict[str, Any]:
+    if not isinstance(ev, dict):
+        raise AdminError(f"{where}: not an object")
+    meta = ev.get("extraction_meta")
+    method = ev.get("extraction_method")
+    return _field(where, lambda: {
+        "event_id": v.memory_id(ev.get("event_id"), "event_id"),
+        "extraction_method": v.choice(Method.RULE if method is None else method, "extraction_method", tuple(Method)),
+        "extraction_meta": meta if meta is None or isinstance(meta, dict) else _not_object("extraction_meta"),
+        "created_at": _parse_time(ev["created_at"], "created_at").isoformat() if ev.get("created_at") else None,
+        "event": None if ev.get("event") is None else _clean_event(ev["event"], "event"),
+    })
+
+
+def _clean_item(item: dict[str, Any], where: str, max_fact_chars: int) -> dict[str, Any]:
+    """The item's fields through the shared validators; whole-number floats
+    become ints, so what is stored is what an edit would store."""
+    missing = [k for k in ITEM_FIELDS if k not in item and k not in HISTORY_FIELDS]
+    if missing:
+        raise AdminError(f"{where}: missing {missing}")
+    evidence = item.get("evidence", [])
+    if not isinstance(evidence, list):
+        raise AdminError(f"{where}: evidence must be a list")
+    if len(evidence) > MAX_EVIDENCE_PER_ITEM:
+        raise AdminError(f"{where}: more than {MAX_EVIDENCE_PER_ITEM} evidence links")
+
+    def fact() -> str:
+        v.fact(item["fact"], max_fact_chars)  # checked as an edit is; stored as exported
+        return str(item["fact"])
+
+    def fact_key() -> str:
+        key = v.text(item["fact_key"], "fact_key", v.MAX_TEXT_CHARS, required=True)
+        if normalize_fact_key(key) != key:
+            raise AdminError("fact_key is not normalised")
+        return key
+
+    clean = _field(where, lambda: {
+        "memory_id": v.memory_id(item["memory_id"], "memory_id"),
+        "scope": v.scope_kind(item["scope"]),
+        "scope_id": v.scope_id(item["scope_id"]),
+        "type": v.memory_type(item["type"]),
+        "fact": fact(),
+        "fact_key": fact_key(),
+        "confidence": v.unit(item["confidence"], "confidence"),
+        "importance": v.unit(item["importance"], "importance"),
+        "evidence_count": v.evidence_count(item["evidence_count"]),
+        "ttl_days": v.ttl_days(item["ttl_days"]),
+        "status": v.status(item["status"]),
+        "awaiting_approval": v.flag(item["awaiting_approval"], "awaiting_approval"),
+        "created_at": _parse_time(item["created_at"], "created_at").isoformat(),
+        "updated_at": _parse_time(item["updated_at"], "updated_at").isoformat(),
+        # a memory's history; absent from files exported before it had one
+        "valid_from": _parse_time(item.get("valid_from") or item["created_at"], "valid_from").isoformat(),
+        "valid_to": _parse_time(item["valid_to"], "valid_to").isoformat() if item.get("valid_to") else None,
+        "supersedes": v.memory_id(item["supersedes"], "supersedes") if item.get("supersedes") else None,
+        "superseded_by": v.memory_id(item["superseded_by"], "superseded_by") if item.get("superseded_by") else None,
+    })
+    clean["evidence"] = [_clean_evidence(ev, f"{where}.evidence[{m}]") for m, ev in enumerate(evidence)]
+    return clean
+
+
+def validate_export(payload: Any, max_fact_chars: int = 2000) -> list[dict[str, Any]]:
+    """Check format, version, checksums and every field; return the items,
+    their values as they will be stored."""
+    v.json_depth(payload)
+    payload = unwrap(payload)
     if not isinstance(payload, dict):
         raise AdminError("an export is a JSON object")
     if payload.get("format") != FORMAT:
         raise AdminError(f"not an export of this plugin (format must be {FORMAT!r})")
     if payload.get("version") != VERSION:
-        raise AdminError(f"unsupported export version {payload.get('version')!r} (this plugin reads {VERSION})")
+        raise AdminError(f"unsupported export version {v.shown(payload.get('version'))} "
+                         f"(this plugin reads {VERSION})")
     items = payload.get("items")
     if not isinstance(items, list):
         raise AdminError("items must be a list")
     if len(items) > MAX_IMPORT_ITEMS:
         raise AdminError(f"too many items ({len(items)}; at most {MAX_IMPORT_ITEMS} per import)", 413)
+    cleaned = []
     for n, item in enumerate(items):
         where = f"items[{n}]"
         if not isinstance(item, dict):
             raise AdminError(f"{where}: not an object")
-        claimed = item.get("checksum")
-        body = {k: v for k, v in item.items() if k != "checksum"}
-        if claimed != checksum(body):
+        body = {k: x for k, x in item.items() if k != "checksum"}
+        if not _checksum_matches(item.get("checksum"), body):
             raise AdminError(f"{where}: checksum mismatch (the file was changed after export)")
-        missing = [k for k in ITEM_FIELDS if k not in item and k not in HISTORY_FIELDS]
-        if missing:
-            raise AdminError(f"{where}: missing {missing}")
-        if item["type"] not in MEMORY_TYPES:
-            raise AdminError(f"{where}: unknown type {item['type']!r}")
-        if item["status"] not in tuple(Status):
-            raise AdminError(f"{where}: unknown status {item['status']!r}")
-        if item["scope"] not in SCOPE_KINDS or not isinstance(item["scope_id"], str) or not item["scope_id"]:
-            raise AdminError(f"{where}: bad scope")
-        if not isinstance(item["fact"], str) or not item["fact"].strip():
-            raise AdminError(f"{where}: empty fact")
-        if normalize_fact_key(item["fact_key"]) != item["fact_key"] or not item["fact_key"]:
-            raise AdminError(f"{where}: fact_key is not normalised")
-        for k in ("confidence", "importance"):
-            v = item[k]
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
-                raise AdminError(f"{where}: {k} must be a number from 0 to 1")
-        count = item["evidence_count"]
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise AdminError(f"{where}: evidence_count must be a whole number ≥ 1")
-        if item["ttl_days"] is not None and (not isinstance(item["ttl_days"], int) or item["ttl_days"] < 0):
-            raise AdminError(f"{where}: ttl_days must be null or a whole number ≥ 0")
-        for k in ("created_at", "updated_at"):
-            _parse_time(item[k], f"{where}.{k}")
-        for k in ("valid_from", "valid_to"):
-            if item.get(k) is not None:
-                _parse_time(item[k], f"{where}.{k}")
-        for k in ("supersedes", "superseded_by"):
-            if item.get(k) is not None and not isinstance(item[k], str):
-                raise AdminError(f"{where}: {k} must be a memory id or null")
-        if not isinstance(item.get("evidence", []), list):
-            raise AdminError(f"{where}: evidence must be a list")
-        for m, ev in enumerate(item.get("evidence", [])):
-            if not isinstance(ev, dict) or not isinstance(ev.get("event_id"), str):
-                raise AdminError(f"{where}.evidence[{m}]: needs an event_id")
-            event = ev.get("event")
-            if event is not None and (not isinstance(event, dict) or any(k not in event for k in EVENT_FIELDS)):
-                raise AdminError(f"{where}.evidence[{m}].event: incomplete event")
-    if payload.get("checksum") != checksum([i["checksum"] for i in items]):
+        cleaned.append(_clean_item(item, where, max_fact_chars))
+    if not _checksum_matches(payload.get("checksum"), [i["checksum"] for i in items]):
         raise AdminError("file checksum mismatch (items were added, removed or reordered)")
-    ids = [i["memory_id"] for i in items]
+    ids = [i["memory_id"] for i in cleaned]
     if len(set(ids)) != len(ids):
         raise AdminError("duplicate memory_id in the export")
-    return items
+    return cleaned
 
 
 async def import_items(db: Database, payload: Any, actor: str, dry_run: bool,
-                       clock: Clock = utcnow) -> ImportReport:
+                       clock: Clock = utcnow, max_fact_chars: int = 2000) -> ImportReport:
     """Validate everything first; then, unless dry-run, write in one transaction."""
-    items = validate_export(payload)
+    # Checksums and fields of up to 100,000 items: CPU work, off the event loop.
+    items = await asyncio.to_thread(validate_export, payload, max_fact_chars)
     report = ImportReport(dry_run=dry_run)
     now = clock()
     # A dry run reads; a real import holds the write lock for the whole plan,

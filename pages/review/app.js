@@ -201,7 +201,7 @@
     "transfer.import_title": "Import",
     "transfer.import_hint": "Choose an export file. You see what it would add, merge or skip before anything is written.",
     "transfer.reading": "Checking {name}…",
-    "transfer.bad_json": "This file is not valid JSON: {message}",
+    "transfer.read_only": "emergency read-only is on: importing would be refused until it is turned off.",
     "transfer.too_big": "This file is larger than 20 MiB.",
     "transfer.preview_title": "Preview (dry run: nothing written yet)",
     "transfer.added": "to add",
@@ -445,6 +445,11 @@
     return bridge.apiGet(endpoint, cleanParams(params));
   }
 
+  function uploadFile(endpoint, file) {
+    if (!bridge) return Promise.reject(new Error(T("common.no_bridge")));
+    return bridge.upload(endpoint, file);
+  }
+
   function apiPost(endpoint, body) {
     if (!bridge) return Promise.reject(new Error(T("common.no_bridge")));
     return bridge.apiPost(endpoint, body || {});
@@ -460,7 +465,7 @@
     queue: { filter: "shadow", type: "", page: 1, pageSize: 25, items: [], total: 0, selected: new Set() },
     search: { params: { sort: "updated", page_size: "25" }, page: 1, items: [], total: 0, pageSize: 25 },
     audit: { params: {}, page: 1, pageSize: 50 },
-    importDoc: null,
+    importFile: null,
     importName: "",
   };
 
@@ -1057,7 +1062,9 @@
     event.preventDefault();
     const params = cleanParams(readForm($("#export-form")));
     try {
-      await bridge.download("export", params, "ltm-export.json");
+      // The answer is the file itself; its name (ltm-export-<date>.json) comes
+      // from the server's Content-Disposition.
+      await bridge.download("export", params);
       toast(T("transfer.downloaded"));
     } catch (err) {
       fail(err);
@@ -1065,7 +1072,7 @@
   }
 
   function resetImport() {
-    state.importDoc = null;
+    state.importFile = null;
     state.importName = "";
     $("#import-preview").hidden = true;
     $("#import-status").textContent = "";
@@ -1076,7 +1083,7 @@
     const file = event.target.files && event.target.files[0];
     $("#import-result").hidden = true;
     $("#import-preview").hidden = true;
-    state.importDoc = null;
+    state.importFile = null;
     if (!file) return;
     const status = $("#import-status");
     if (file.size > MAX_IMPORT_BYTES) {
@@ -1084,18 +1091,13 @@
       return;
     }
     status.textContent = T("transfer.reading", { name: file.name });
-    let doc;
+    // The file goes up as it is (never parsed and re-sent here), so what
+    // the server checks is exactly what was exported.
     try {
-      doc = JSON.parse(await file.text());
-    } catch (err) {
-      status.textContent = T("transfer.bad_json", { message: errorMessage(err) });
-      return;
-    }
-    try {
-      const report = await apiPost("import", { dry_run: true, export: doc });
-      state.importDoc = doc;
+      const report = await uploadFile("import/preview", file);
+      state.importFile = file;
       state.importName = file.name;
-      status.textContent = file.name;
+      status.textContent = report.read_only ? file.name + " — " + T("transfer.read_only") : file.name;
       renderImportReport(report, true);
     } catch (err) {
       status.textContent = T("common.error", { message: errorMessage(err) });
@@ -1124,11 +1126,11 @@
   }
 
   async function confirmImport() {
-    if (!state.importDoc) return;
+    if (!state.importFile) return;
     const button = $("#import-confirm");
     button.disabled = true;
     try {
-      const report = await apiPost("import", { dry_run: false, export: state.importDoc });
+      const report = await uploadFile("import", state.importFile);
       const result = $("#import-result");
       result.textContent = T("transfer.done", {
         name: state.importName, added: report.added, merged: report.merged, skipped: report.skipped,

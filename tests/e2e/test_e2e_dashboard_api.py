@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import copy
 import json
+import re
+import subprocess
 import urllib.parse
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +28,8 @@ from astrbot_plugin_ltm.text import normalize_fact_key
 from devtools.astrbot_home import Client
 
 pytestmark = pytest.mark.e2e
+REPO = Path(__file__).resolve().parents[2]
+PASSWORD = "Ltm-E2e-Passw0rd"  # the dashboard login tests/e2e/conftest.py sets up
 
 V1 = "/api/v1/plugins/extensions/astrbot_plugin_ltm"
 LEGACY = "/api/plug/astrbot_plugin_ltm"
@@ -74,6 +79,21 @@ def refused(bot, expect: int, method: str, route: str, body=None, **kw) -> str:
     assert isinstance(message, str) and message.strip(), text[:500]
     assert "Traceback" not in text and 'File "' not in text, text[:2000]
     return message
+
+
+def export_file(bot, query: str = "", prefix: str = V1) -> tuple[bytes, dict]:
+    """The export as AstrBot serves it: the file itself with a download name
+    (no envelope). Returns its bytes and the document."""
+    resp = bot.client.request("GET", f"{prefix}/export{query}", raw=True)
+    with resp:
+        status, headers, content = resp.status, resp.headers, resp.read()
+    assert status == 200, bot.diag(f"export{query}: {status} {content[:500]!r}")
+    assert headers["Content-Type"].startswith("application/json"), headers
+    assert re.fullmatch(r'attachment; filename="ltm-export-\d{4}-\d{2}-\d{2}\.json"',
+                        headers["Content-Disposition"]), headers["Content-Disposition"]
+    document = json.loads(content)
+    assert document["format"] == FORMAT and "status" not in document
+    return content, document
 
 
 def multipart(field: str, filename: str, content: bytes) -> tuple[bytes, dict]:
@@ -223,6 +243,10 @@ def test_every_route_answers_valid_input_and_refuses_bad_input_clearly(bot):
     assert evidence["event"]["content"]["text"] == "My name is Alice and I live in Paris"
     assert evidence["event"]["sender_id"] == "alice"
     assert "no memory" in refused(bot, 404, "GET", "items/no-such-memory")
+    # ... or by the 8 characters /ltm list shows; % and _ are not wildcards
+    assert ok(bot, "GET", f"items/{name[:8]}")["memory_id"] == name
+    refused(bot, 404, "GET", "items/%25%25%25%25")
+    assert "4 characters" in refused(bot, 400, "GET", f"items/{name[:3]}")
     # review
     data = ok(bot, "POST", "items/review", {"memory_ids": [spare_ids[0]], "decision": "approve", "reason": "e2e"})
     assert data == {"reviewed": [{"memory_id": spare_ids[0], "decision": "approve"}]}
@@ -270,8 +294,9 @@ def test_every_route_answers_valid_input_and_refuses_bad_input_clearly(bot):
     assert "write_policy.mode" in refused(bot, 400, "PUT", "policy", {"write_policy": {"mode": "yolo"}})
     assert "cannot change" in refused(bot, 400, "POST", "policy", {"extraction": {"batch_size": 1}}, prefix=LEGACY)
     refused(bot, 400, "PUT", "policy", b"not json")
-    # export
-    export = ok(bot, "GET", "export?scope=user&scope_id=webchat:alice")
+    # export: a file, at both prefixes
+    _, export = export_file(bot, "?scope=user&scope_id=webchat:alice")
+    assert export_file(bot, "?scope=user&scope_id=webchat:alice", prefix=LEGACY)[1]["items"] == export["items"]
     assert export["format"] == FORMAT and sorted(i["fact"] for i in export["items"]) == [
         "alice lives in Paris", "alice's name is Alice"]
     assert "status" in refused(bot, 400, "GET", "export?status=pending")
@@ -317,6 +342,23 @@ def test_pagination_edges(bot):
 # -- export → import into a second AstrBot -----------------------------------------------------
 
 
+class _AnyTime:
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, str) and bool(re.match(r"\d{4}-\d{2}-\d{2}T", other))
+
+
+ANY_TIME = _AnyTime()
+
+
+def like_a_browser(value):
+    """What JSON.parse → JSON.stringify does to values: 1.0 becomes 1."""
+    if isinstance(value, dict):
+        return {k: like_a_browser(x) for k, x in value.items()}
+    if isinstance(value, list):
+        return [like_a_browser(x) for x in value]
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
 def fields(export: dict) -> list[dict]:
     return sorted(({k: i[k] for k in ITEM_FIELDS} for i in export["items"]), key=lambda i: i["memory_id"])
 
@@ -326,24 +368,64 @@ def evidence(export: dict) -> dict:
             for i in export["items"]}
 
 
-def test_export_import_round_trip_into_a_second_astrbot(bot, bot_factory):
+def docs_commands() -> dict[str, str]:
+    """The shell commands of docs/api.md's example (continued lines joined),
+    by what they do: login, api, export, preview, import."""
+    text = (REPO / "docs" / "api.md").read_text(encoding="utf-8")
+    block = re.search(r"## Examples\n\n```bash\n(.*?)```", text, re.S)
+    assert block, "docs/api.md lost its example"
+    commands = [c for c in block.group(1).replace("\\\n", " ").splitlines() if c and not c.startswith("#")]
+    named = {
+        "login": [c for c in commands if c.startswith("TOKEN=")],
+        "api": [c for c in commands if c.startswith("API=")],
+        "export": [c for c in commands if c.startswith("curl") and "/export" in c],
+        "preview": [c for c in commands if c.startswith("curl") and "import?dry_run=1" in c],
+        "import": [c for c in commands if c.startswith("curl") and c.endswith('"$API/import"')],
+    }
+    assert all(len(found) == 1 for found in named.values()), named
+    return {name: found[0] for name, found in named.items()}
+
+
+def run_docs_commands(bot, workdir: Path, *names: str) -> str:
+    """Run the documented commands as written, against ``bot`` (only the
+    address and the password differ), in ``workdir``; their output."""
+    commands = docs_commands()
+    login = commands["login"].replace("<password>", PASSWORD)
+    script = "\n".join([f"BASE={bot.url}", login, commands["api"], *(commands[n] for n in names)])
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=workdir, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])
+    return done.stdout
+
+
+def test_export_import_round_trip_into_a_second_astrbot(bot, bot_factory, tmp_path):
     # Give the export some variety: an approved memory and an edited one.
     ok(bot, "POST", "items/review", {"memory_ids": [item_id(bot, "住在北京")], "decision": "approve"})
     ok(bot, "PATCH", f"items/{item_id(bot, 'lives in Paris')}", {"importance": 0.95, "ttl_days": 30})
-    doc = ok(bot, "GET", "export?scope_id=webchat:alice")
-    doc_zh = ok(bot, "GET", "export?scope_id=webchat:xiaoming")
+    _, doc = export_file(bot, "?scope_id=webchat:alice")
+    _, doc_zh = export_file(bot, "?scope_id=webchat:xiaoming")
     assert doc["count"] == 2 and doc_zh["count"] == 2
-    everything = ok(bot, "GET", "export")
+    _, everything = export_file(bot)
     assert all(i["evidence"] and i["evidence"][0]["event"] for i in doc["items"] + doc_zh["items"])
+
+    # The documented curl export writes the file as served.
+    run_docs_commands(bot, tmp_path, "export")
+    assert json.loads((tmp_path / "memories.json").read_bytes()) == {**everything, "exported_at": ANY_TIME}
 
     with bot_factory("dashboard-api-copy", {}) as copy_bot:
         empty = snapshot(copy_bot)
         assert copy_bot.items() == []
-        # Dry runs write nothing, in each form the API accepts.
-        assert ok(copy_bot, "POST", "import?dry_run=1", doc)["added"] == 2
+        # Dry runs write nothing, in each form the API accepts: the file as
+        # served, re-serialised by a browser (1.0 → 1), in AstrBot's envelope,
+        # wrapped as the page used to post it, uploaded to import/preview.
+        raw, _ = export_file(bot, "?scope_id=webchat:alice")
+        assert ok(copy_bot, "POST", "import?dry_run=1", raw)["added"] == 2
+        assert ok(copy_bot, "POST", "import?dry_run=1", like_a_browser(doc))["added"] == 2
+        assert ok(copy_bot, "POST", "import?dry_run=1", {"status": "ok", "data": doc})["added"] == 2
         assert ok(copy_bot, "POST", "import", {"dry_run": True, "export": doc})["added"] == 2
-        body, headers = multipart("file", "ltm-export.json", json.dumps(doc).encode())
+        body, headers = multipart("file", "ltm-export.json", raw)
         assert ok(copy_bot, "POST", "import?dry_run=1", body, headers=headers)["dry_run"] is True
+        assert ok(copy_bot, "POST", "import/preview", body, headers=headers, prefix=LEGACY)["added"] == 2
         assert_unchanged(copy_bot, empty)
 
         # Tampered files are refused, and nothing is written.
@@ -362,20 +444,27 @@ def test_export_import_round_trip_into_a_second_astrbot(bot, bot_factory):
         refused(copy_bot, 400, "POST", "import", body, headers=headers)
         assert_unchanged(copy_bot, empty)
 
-        # The real import (an uploaded file, and a JSON body as the review page sends).
-        body, headers = multipart("file", "ltm-export.json", json.dumps(doc).encode())
-        report = ok(copy_bot, "POST", "import", body, headers=headers)
-        assert (report["dry_run"], report["added"], report["merged"], report["skipped"]) == (False, 2, 0, 0)
-        assert ok(copy_bot, "POST", "import", {"dry_run": False, "export": doc_zh})["added"] == 2
-        copied = ok(copy_bot, "GET", "export")
-        assert fields(copied) == sorted(fields(doc) + fields(doc_zh), key=lambda i: i["memory_id"])
-        assert evidence(copied) == {**evidence(doc), **evidence(doc_zh)}
-        for item in copied["items"]:
-            detail = ok(copy_bot, "GET", f"items/{item['memory_id']}")
+        # The real import: docs/api.md's curl commands as written, with the
+        # file the source bot's export wrote (preview, then import).
+        preview = json.loads(run_docs_commands(copy_bot, tmp_path, "preview"))
+        n = everything["count"]
+        assert preview["status"] == "ok" and preview["data"]["dry_run"] is True and preview["data"]["added"] == n
+        assert_unchanged(copy_bot, empty)
+        report = json.loads(run_docs_commands(copy_bot, tmp_path, "import"))["data"]
+        assert (report["dry_run"], report["added"], report["merged"], report["skipped"]) == (False, n, 0, 0)
+        # An uploaded file and the page's old wrapping are the same memories: skipped.
+        body, headers = multipart("file", "ltm-export.json", raw)
+        assert ok(copy_bot, "POST", "import", body, headers=headers)["skipped"] == 2
+        assert ok(copy_bot, "POST", "import", {"dry_run": False, "export": doc_zh})["skipped"] == 2
+        _, copied = export_file(copy_bot)
+        assert fields(copied) == fields(everything)
+        assert evidence(copied) == evidence(everything)
+        for item in doc["items"] + doc_zh["items"]:
+            detail = ok(copy_bot, "GET", f"items/{item['memory_id'][:8]}")
             assert detail["evidence"] and all(set(e["event"]) >= set(EVENT_FIELDS) for e in detail["evidence"])
         assert [i["fact"] for i in ok(copy_bot, "GET", "items?q=北京")["items"]] == ["xiaoming住在北京"]
-        assert ok(copy_bot, "GET", "stats")["totals"]["items"] == 4
-        assert ok(copy_bot, "GET", "audit?action=import")["total"] == 4
+        assert ok(copy_bot, "GET", "stats")["totals"]["items"] == n
+        assert ok(copy_bot, "GET", "audit?action=import")["total"] == n
 
         # Importing the same files again changes nothing.
         after = snapshot(copy_bot)
@@ -387,7 +476,7 @@ def test_export_import_round_trip_into_a_second_astrbot(bot, bot_factory):
         assert_unchanged(copy_bot, after)
         copy_bot.assert_log_clean()
     # The source bot is untouched by all this.
-    assert fields(ok(bot, "GET", "export")) == fields(everything)
+    assert fields(export_file(bot)[1]) == fields(everything)
 
 
 # -- policy ---------------------------------------------------------------------------------------
@@ -438,4 +527,65 @@ def test_policy_put_persists_and_applies_without_restart(bot):
     assert plugin_config_file(bot)["emergency_read_only"] is False
     assert ok(bot, "PATCH", f"items/{carol['memory_id']}", {"importance": 0.1})["importance"] == 0.1
     assert bot.pid == pid  # the same AstrBot process all along
+    bot.assert_log_clean()
+
+
+# -- hostile input through AstrBot's own routes ---------------------------------------------------
+
+
+def test_hostile_input_through_real_routes_gets_no_500_and_writes_nothing(bot):
+    """A slice of tests/test_hostile_inputs.py's corpus through AstrBot's web
+    layer: what AstrBot itself parses (JSON bodies, multipart) is included."""
+    target = item_id(bot, "name is Alice")
+    _, doc = export_file(bot, "?scope_id=webchat:alice")
+    big_fact = copy.deepcopy(doc)
+    big_fact["items"][0]["fact"] = "x" * 1_000_000
+    control = copy.deepcopy(doc)
+    control["items"][0]["fact"] = "alice\x00likes tea"
+    for item in (*big_fact["items"], *control["items"]):
+        item["checksum"] = checksum({k: v for k, v in item.items() if k != "checksum"})
+    for changed in (big_fact, control):
+        changed["checksum"] = checksum([i["checksum"] for i in changed["items"]])
+    deep = b"[" * 100_000 + b"]" * 100_000
+    broken_multipart = {"Content-Type": "multipart/form-data; boundary=nothing-here"}
+    q = urllib.parse.quote
+    inputs: list[tuple[str, str, object, dict | None]] = [
+        *[("GET", f"items?{name}={q(value)}", None, None)
+          for name in ("q", "scope_id", "page", "page_size", "min_confidence", "sort", "status")
+          for value in ("%", "\x00", "NEAR(a b)", '"', "1e309", "9" * 400, "'; DROP TABLE ltm_items; --")],
+        *[("GET", f"items/{q(value, safe='')}", None, None) for value in ("%%%%", "____", "\x00abc", "x" * 300)],
+        *[("PATCH", f"items/{target}", body, None) for body in (
+            {"ttl_days": 10**30}, {"ttl_days": 1e308}, {"importance": "NaN"}, {"fact": "x" * 1_000_000},
+            {"fact": "a\x00b"}, {"type": []}, {"status": {}}, {"owner": "me"}, [1, 2], "text")],
+        ("PATCH", f"items/{target}", b"{" * 50_000, None),
+        ("POST", "items/review", deep, None),
+        ("POST", "items/review", {"memory_ids": ["%%%%"], "decision": "reject"}, None),
+        ("POST", "items/review", {"memory_ids": [target], "decision": "reject", "reason": []}, None),
+        ("PUT", "policy", {"write_policy": {"max_writes_per_hour": 10**400}}, None),
+        ("PUT", "policy", {"read_policy": {"enable": "perhaps"}}, None),
+        ("PUT", "policy", deep, None),
+        ("GET", f"events?session_id={q(chr(0))}", None, None),
+        ("GET", f"audit?actor={q('x' * 400)}", None, None),
+        ("GET", f"stats?scope=user&scope_id={q(chr(27) + '[2J')}", None, None),
+        ("GET", "export?scope_id=%00", None, None),
+        ("POST", "import", deep, None),
+        ("POST", "import", b'{"format": NaN}', None),
+        ("POST", "import", b"\xff\xfe", None),
+        ("POST", "import", b"--nothing-here\r\ngarbage", broken_multipart),
+        ("POST", "import/preview", b"--nothing-here\r\ngarbage", broken_multipart),
+        ("POST", "import", big_fact, None),
+        ("POST", "import?dry_run=perhaps", doc, None),
+        ("POST", "import", control, None),
+        ("POST", "import", {"status": "error", "message": "x"}, None),
+    ]
+    before = snapshot(bot)
+    answers = []
+    for method, route, body, headers in inputs:
+        status, _, text = call(bot, method, route, body, headers=headers)
+        answers.append((method, route[:60], status))
+        assert status < 500, bot.diag(f"{method} {route[:80]}: {status} {text[:300]}")
+        assert "Traceback" not in text and 'File "' not in text, text[:500]
+    assert len(inputs) >= 60 and all(400 <= s < 500 or route.startswith(("items?", "events", "audit", "stats"))
+                                     for _, route, s in answers), answers
+    assert_unchanged(bot, before)
     bot.assert_log_clean()

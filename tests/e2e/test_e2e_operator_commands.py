@@ -59,3 +59,42 @@ def test_admin_lists_and_forgets_another_users_memories_a_user_cannot(bot):
     tombs = bot.query("SELECT actor FROM ltm_tombstones WHERE scope='user' AND scope_id=?", (target,))
     assert sorted(r["actor"] for r in tombs) == ["operator:astrbot"] * 2, [tuple(r) for r in tombs]
     bot.assert_log_clean()
+
+
+def test_hostile_command_arguments_are_answered_and_change_nothing(bot):
+    """A slice of tests/test_hostile_inputs.py through AstrBot's own command
+    parsing: wildcards, oversize text, control characters."""
+    answer = bot.chat("/ltm remember I like green tea", "carol", "op-hostile")
+    assert answer.startswith("Remembered ("), answer
+    (tea,) = bot.items("carol")
+    before = bot.wait_for(lambda: bot.unembedded() == 0 and bot.ltm_counts(), what="everything embedded")
+    limit = 300  # extraction.max_fact_chars, the default
+    as_user = [
+        ("/ltm forget %%%%", "no memory %%%% here"),
+        ("/ltm forget ____", "no memory ____ here"),
+        (f"/ltm forget {tea['memory_id'][:4]}%", "no memory"),
+        (f"/ltm forget {tea['memory_id'][:3]}_", "no memory"),
+        ("/ltm forget %", "at least 4"),
+        (f"/ltm remember I like {'x' * 5000}", "Not stored: fact is longer than"),
+        (f"/ltm remember I like {'y' * limit}", "Not stored: fact is longer than"),
+        ("/ltm remember I like \x07 bells", "control character"),
+    ]
+    as_admin = [
+        ("/ltm forget %%%%", "no memory"),
+        ("/ltm approve %%%%", "no memory"),
+        ("/ltm reject ____", "no memory"),
+        (f"/ltm list user:{'z' * 300}", "longer than"),
+        (f"/ltm status group:{'z' * 300}", "longer than"),
+        (f"/ltm forget-all {'z' * 300}", "longer than"),
+        ("/ltm forget-all user:\x1b[2J", "control character"),
+    ]
+    for text, expected in as_user:
+        said = bot.chat(text, "carol", "op-hostile")
+        assert expected in said and "Sorry, that failed" not in said, bot.diag(f"{text[:40]!r} said {said!r}")
+        assert len(said) < 500, said[:200]
+    for text, expected in as_admin:
+        said = bot.admin_chat(text, "op-hostile-admin")
+        assert expected in said and "Sorry, that failed" not in said, bot.diag(f"{text[:40]!r} said {said!r}")
+    assert bot.ltm_counts() == before, (before, bot.ltm_counts())
+    assert [i["memory_id"] for i in bot.items("carol")] == [tea["memory_id"]]
+    bot.assert_log_clean()

@@ -310,6 +310,21 @@ class Tab:
         self.frame(f"document.querySelector({json.dumps(selector)}).select(); true")
         self.send("Input.insertText", {"text": text})
 
+    def choose_file(self, selector: str, path: Path) -> None:
+        """Put a file into a file input of the iframe, as a user choosing it
+        would (the input's change event fires)."""
+        params: dict[str, Any] = {"expression": f"document.querySelector({json.dumps(selector)})"}
+        if self.frame_session is None:
+            params["contextId"] = self.frame_context
+        found = self.send("Runtime.evaluate", params, session=self.frame_session)
+        object_id = found["result"].get("objectId")
+        assert object_id, f"nothing matches {selector} in the review page"
+        self.send("DOM.setFileInputFiles", {"files": [str(path)], "objectId": object_id},
+                  session=self.frame_session)
+
+    def allow_downloads(self, directory: Path) -> None:
+        self.b.send("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(directory)})
+
     def screenshot(self, path: Path) -> None:
         data = self.send("Page.captureScreenshot", {"format": "png"})["data"]
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -481,3 +496,52 @@ def test_review_page_shows_english_when_a_text_is_missing(bot, tab):
     finally:
         for path, text in saved.items():
             path.write_text(text, encoding="utf-8")
+
+
+def downloaded(directory: Path) -> list[Path]:
+    return [p for p in directory.iterdir() if p.suffix == ".json"]
+
+
+def test_the_page_downloads_an_export_file_that_its_upload_imports_into_another_bot(bot, bot_factory, tab, tmp_path):
+    # A memory with a whole-number score: a browser writes 1.0 as 1.
+    bot.chat("My name is Dana and I live in Oslo", "dana", "page-transfer")
+    dana = bot.wait_extracted("dana", ["name is Dana", "lives in Oslo"], "shadow")
+    answer = bot.client.request("PATCH", f"/api/v1/plugins/extensions/astrbot_plugin_ltm/items/{dana[0]['memory_id']}",
+                                {"importance": 1})
+    assert answer["data"]["importance"] == 1.0
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    try:
+        tab.allow_downloads(downloads)
+        open_review_page(bot, tab)
+        tab.click("[data-testid=tab-transfer]")
+        tab.frame("(() => { const s = document.querySelector('[data-testid=export-scope-id]');"
+                  " s.value = 'webchat:dana'; return true; })()")
+        tab.click("[data-testid=export-download]")
+        (file,) = tab.wait(lambda: downloaded(downloads), "the export to download", timeout=30)
+        assert re.fullmatch(r"ltm-export-\d{4}-\d{2}-\d{2}\.json", file.name), file.name
+        document = json.loads(file.read_bytes())
+        assert "status" not in document and document["format"] == "astrbot_plugin_ltm.export"
+        assert sorted(i["memory_id"] for i in document["items"]) == sorted(d["memory_id"] for d in dana)
+        assert b'"importance": 1.0' in file.read_bytes()
+
+        with bot_factory("review-page-copy", {}) as copy_bot:
+            open_review_page(copy_bot, tab)
+            tab.click("[data-testid=tab-transfer]")
+            tab.choose_file("[data-testid=import-file]", file)
+            tab.wait(lambda: tab.frame("!document.querySelector('#import-preview').hidden"), "the import preview")
+            assert tab.frame("document.querySelector('[data-testid=import-added] b').textContent") == "2"
+            assert copy_bot.items() == []  # a preview writes nothing
+            tab.click("[data-testid=import-confirm]")
+            tab.wait(lambda: tab.frame("!document.querySelector('#import-result').hidden"), "the import result")
+            assert "2 added" in tab.frame("document.querySelector('#import-result').textContent")
+            copied = {i["memory_id"]: i for i in copy_bot.items()}
+            assert set(copied) == {d["memory_id"] for d in dana}
+            assert copied[dana[0]["memory_id"]]["importance"] == 1.0
+            assert tab.page_errors() == []
+            copy_bot.assert_log_clean()
+    except BaseException:
+        with contextlib.suppress(Exception):
+            tab.screenshot(ARTIFACTS / "review_page_transfer_failure.png")
+        raise
+    bot.assert_log_clean()

@@ -1,0 +1,207 @@
+"""One validator per field, shared by every entry point: the dashboard API,
+the review page (through the API), imports, the chat commands and the
+settings (``config.py`` reads its booleans here).
+
+Each returns the value to use or raises :class:`AdminError` (a 4xx) with a
+message naming the field and what it accepts. Nothing here touches the
+database.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from ..enums import MEMORY_TYPES, SCOPE_KINDS, Status
+from .errors import AdminError
+
+MAX_TTL_DAYS = 36_500  # a hundred years; further is "permanent" (null)
+MAX_EVIDENCE_COUNT = 1_000_000_000
+MAX_ID_CHARS = 64
+MIN_PREFIX_CHARS = 4
+MAX_SCOPE_ID_CHARS = 255
+MAX_TEXT_CHARS = 1000  # reasons, filters, search text
+MAX_CONTENT_CHARS = 256 * 1024  # an event's content; the recorder keeps at most 200,000 characters
+MAX_JSON_DEPTH = 64  # an export nests 8 deep; a tool result's payload may add some
+
+TRUE_WORDS = ("true", "1", "yes", "on")
+FALSE_WORDS = ("false", "0", "no", "off")
+
+
+def flag(value: Any, name: str) -> bool:
+    """A yes/no: JSON true/false, or one of the words above (any case), as
+    query strings and hand-typed settings carry it."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in TRUE_WORDS + FALSE_WORDS:
+        return value.strip().lower() in TRUE_WORDS
+    raise AdminError(f"{name} must be true or false (or one of {', '.join(TRUE_WORDS + FALSE_WORDS)}), "
+                     f"not {shown(value)}")
+
+
+def optional_flag(value: Any, name: str, default: bool = False) -> bool:
+    """A flag that may be left out (None or an empty query value)."""
+    return default if value is None or value == "" else flag(value, name)
+
+
+def unit(value: Any, name: str) -> float:
+    """A number from 0 to 1 (confidence, importance)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not 0 <= value <= 1:
+        raise AdminError(f"{name} must be a number from 0 to 1, not {shown(value)}")
+    return float(value)
+
+
+def whole(value: Any, name: str, lo: int, hi: int) -> int:
+    """A whole number in [lo, hi]; 30.0 is 30 (JSON does not tell them apart)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise AdminError(f"{name} must be a whole number from {lo} to {hi}, not {shown(value)}")
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        raise AdminError(f"{name} must be a whole number from {lo} to {hi}, not {shown(value)}")
+    if not lo <= value <= hi:
+        raise AdminError(f"{name} must be a whole number from {lo} to {hi}, not {shown(value)}")
+    return int(value)
+
+
+def ttl_days(value: Any) -> int | None:
+    """Days a memory lives after its last update; null is permanent."""
+    if value is None:
+        return None
+    try:
+        return whole(value, "ttl_days", 0, MAX_TTL_DAYS)
+    except AdminError:
+        raise AdminError(f"ttl_days must be a whole number from 0 to {MAX_TTL_DAYS}, or null for permanent, "
+                         f"not {shown(value)}") from None
+
+
+def evidence_count(value: Any) -> int:
+    return whole(value, "evidence_count", 1, MAX_EVIDENCE_COUNT)
+
+
+def choice(value: Any, name: str, choices: Iterable[str]) -> str:
+    options = tuple(choices)
+    if not isinstance(value, str) or value not in options:
+        raise AdminError(f"{name} must be one of {', '.join(options)}")
+    return value
+
+
+def memory_type(value: Any) -> str:
+    return choice(value, "type", MEMORY_TYPES)
+
+
+def status(value: Any) -> str:
+    return choice(value, "status", tuple(Status))
+
+
+def scope_kind(value: Any) -> str:
+    return choice(value, "scope", SCOPE_KINDS)
+
+
+def text(value: Any, name: str, max_chars: int = MAX_TEXT_CHARS, *, required: bool = False) -> str:
+    """Plain text: a string, at most ``max_chars``, no control characters
+    but tabs and line breaks."""
+    if not isinstance(value, str):
+        raise AdminError(f"{name} must be text, not {shown(value)}")
+    if required and not value.strip():
+        raise AdminError(f"{name} must not be empty")
+    if len(value) > max_chars:
+        raise AdminError(f"{name} is longer than {max_chars} characters ({len(value)})")
+    bad = _CONTROL.search(value)
+    if bad is not None:
+        raise AdminError(f"{name} contains a control character (U+{ord(bad.group()):04X})")
+    return value
+
+
+def stored_as_given(value: Any, name: str, max_chars: int) -> str | None:
+    """Null or text kept as a platform gave it (a sender's name): only the
+    type, the column's width, and no half surrogate pairs (not storable)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > max_chars:
+        raise AdminError(f"{name} must be null or text of at most {max_chars} characters")
+    if _SURROGATE.search(value):
+        raise AdminError(f"{name} contains half a surrogate pair (not storable as UTF-8)")
+    return value
+
+
+def json_object(value: Any, name: str, max_chars: int = MAX_CONTENT_CHARS) -> dict[str, Any]:
+    """A JSON object kept as given (an event's content): bounded in size,
+    no half surrogate pairs anywhere in it."""
+    if not isinstance(value, dict):
+        raise AdminError(f"{name} must be a JSON object, not {shown(value)}")
+    serialised = json.dumps(value, ensure_ascii=False)
+    if len(serialised) > max_chars:
+        raise AdminError(f"{name} is larger than {max_chars} characters of JSON")
+    if _SURROGATE.search(serialised):
+        raise AdminError(f"{name} contains half a surrogate pair (not storable as UTF-8)")
+    return value
+
+
+def optional_text(value: Any, name: str, max_chars: int = MAX_TEXT_CHARS) -> str | None:
+    """A filter or search text that may be left out (None or empty)."""
+    if value is None or value == "":
+        return None
+    return text(value, name, max_chars)
+
+
+def fact(value: Any, max_chars: int) -> str:
+    """A fact as stored: whitespace collapsed, not empty, at most ``max_chars``
+    (extraction.max_fact_chars). The same for edits, /ltm remember and imports."""
+    if not isinstance(value, str):
+        raise AdminError(f"fact must be text, not {shown(value)}")
+    collapsed = " ".join(value.split())
+    if not collapsed:
+        raise AdminError("fact must not be empty")
+    if len(collapsed) > max_chars:
+        raise AdminError(f"fact is longer than {max_chars} characters ({len(collapsed)}); "
+                         "see extraction.max_fact_chars")
+    return text(collapsed, "fact", max_chars)
+
+
+def scope_id(value: Any, name: str = "scope_id") -> str:
+    return text(value, name, MAX_SCOPE_ID_CHARS, required=True).strip()
+
+
+def memory_id(value: Any, name: str = "memory id") -> str:
+    """A whole memory id or a prefix of one (at least 4 characters), taken
+    literally (``%`` and ``_`` are characters, not wildcards)."""
+    if not isinstance(value, str):
+        raise AdminError(f"{name} must be text, not {shown(value)}")
+    value = value.strip()
+    if len(value) < MIN_PREFIX_CHARS:
+        raise AdminError(f"give at least {MIN_PREFIX_CHARS} characters of the {name}")
+    return text(value, name, MAX_ID_CHARS)
+
+
+def json_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> None:
+    """Refuse JSON nested deeper than ``limit`` (checked without recursion,
+    so a hostile file cannot exhaust the stack)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children: Iterable[Any] = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if depth > limit:
+            raise AdminError(f"the JSON is nested more than {limit} levels deep")
+        stack.extend((child, depth + 1) for child in children)
+
+
+# Control characters (Unicode category Cc) but tab and line breaks, and half
+# surrogate pairs (not storable as UTF-8).
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def shown(value: Any) -> str:
+    """A value in a message, cut short (a message never echoes a megabyte)."""
+    if isinstance(value, (dict, list)):
+        return "an object" if isinstance(value, dict) else "a list"  # could be nested past repr's depth
+    text = repr(value[:60] if isinstance(value, str) else value)
+    return text if len(text) <= 60 else text[:57] + "..."
