@@ -15,6 +15,8 @@ in place and the old value lost. So:
 - Row ids are never reused (AUTOINCREMENT): the keyword and vector
   indexes are keyed by them, and a deleted memory's id must not come back
   as another memory's.
+- ``held_reason``: why a memory waits for approval (the mode, its type,
+  or text that reads as an instruction), shown in the review page.
 - Existing memories are valid from their creation.
 """
 
@@ -61,6 +63,7 @@ STATEMENTS = [
         awaiting_approval BOOLEAN NOT NULL DEFAULT 0,
         created_at DATETIME NOT NULL,
         updated_at DATETIME NOT NULL,
+        held_reason VARCHAR,
         valid_from DATETIME,
         valid_to DATETIME,
         supersedes VARCHAR(36),

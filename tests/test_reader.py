@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from astrbot_plugin_ltm.config import ReadPolicy
 from astrbot_plugin_ltm.enums import MEMORY_TYPES
-from astrbot_plugin_ltm.recalling.block import FOOTER, HEADER, BlockBuilder
+from astrbot_plugin_ltm.instructions import neutralise
+from astrbot_plugin_ltm.recalling.block import FOOTER, HEADER, NOTES, BlockBuilder, frame, language_of
 from astrbot_plugin_ltm.recalling.ranking import Ranked
 from astrbot_plugin_ltm.recalling.retrieval import KeywordRetriever, Query
 from astrbot_plugin_ltm.recalling.rows import EventRow
@@ -58,12 +59,12 @@ def check_block(block, policy: ReadPolicy, counter):
         per_type[s.type] = per_type.get(s.type, 0) + 1
     assert max(per_type.values(), default=0) <= policy.max_per_type
     lines = block.text.split("\n")
-    assert lines[0] == HEADER and lines[-1] == FOOTER
-    for line, s in zip(lines[1:], block.items, strict=False):
-        assert line.startswith(f"- [{s.type}] {s.fact} (confidence: ")
+    assert lines[0] == HEADER and lines[1] in NOTES.values() and lines[-1] == FOOTER
+    for line, s in zip(lines[2:], block.items, strict=False):
+        assert line.startswith(f"- [{s.type}] {neutralise(s.fact)} (confidence: ")
     # then the raw turns, each under its day's heading, oldest first
     turns, day = [], None
-    for line in lines[1 + len(block.items):-1]:
+    for line in lines[2 + len(block.items):-1]:
         if line.startswith("[said "):
             day = line
         else:
@@ -112,25 +113,25 @@ async def test_budget_is_never_exceeded_random_facts_and_budgets(ltm, origin):
         block = await ltm.block(a, query)
         check_block(block, policy, counter)
         nonempty += bool(block)
-        if max_tokens < counter.count(HEADER + "\n" + FOOTER):
+        if max_tokens < counter.count("\n".join(frame(language_of(query)))):
             assert not block.items
     assert nonempty > len(budgets) // 2  # the loop really exercised non-empty blocks
 
 
 async def test_budget_fills_up_with_shorter_lower_ranked_lines(make_ltm, origin):
     ltm = await make_ltm({"read_policy": {"max_items": 10}})
-    long_fact = "Alice once explained at great length " + "and in much detail " * 10 + "her tea ritual"
+    long_fact = "Alice once explained at great length " + "and in much detail " * 20 + "her tea ritual"
     await add(ltm, long_fact, importance=1.0)
     short = await add(ltm, "Alice likes tea", importance=0.1)
     counter = ltm.engine.reader.counter
-    frame = counter.count(f"{HEADER}\n{FOOTER}")
-    budget = frame + counter.count("\n- [preference] Alice likes tea (confidence: 0.90)") + 2
+    frame_cost = counter.count("\n".join(frame("en")))
+    budget = frame_cost + counter.count("\n- [preference] Alice likes tea (confidence: 0.90)") + 2
     assert counter.count(long_fact) > budget
     ltm.configure({"read_policy": {"max_tokens": budget}})
     block = await ltm.block(origin("alice"), "tea")
     assert [s.memory_id for s in block.items] == [short.memory_id]
     assert block.tokens <= budget
-    ltm.configure({"read_policy": {"max_tokens": frame}})  # room for the frame only
+    ltm.configure({"read_policy": {"max_tokens": frame_cost}})  # room for the frame only
     assert not await ltm.block(origin("alice"), "tea")
 
 

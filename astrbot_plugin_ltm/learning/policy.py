@@ -39,6 +39,7 @@ class GateInput:
     explicit: bool  # the user asked for it to be remembered
     writes_this_session: int
     writes_this_hour: int
+    instruction: str | None = None  # why the fact reads as an instruction (instructions.py); None: a fact
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,10 @@ def gate(policy: WritePolicy, c: GateInput) -> GateDecision:
         return GateDecision(False, reason=f"max_writes_per_session ({policy.max_writes_per_session}) reached")
     if c.is_new and c.writes_this_hour >= policy.max_writes_per_hour:
         return GateDecision(False, reason=f"max_writes_per_hour ({policy.max_writes_per_hour}) reached")
+    # Text that would steer the bot waits for a person in every mode, an
+    # explicit request included: stored, never injected unreviewed.
+    if c.instruction:
+        return GateDecision(True, Status.SHADOW, True, reason=f"held for review: {c.instruction}")
 
     if policy.mode == WriteMode.SHADOW:
         return GateDecision(True, Status.SHADOW, reason="mode shadow: stored, not injected")

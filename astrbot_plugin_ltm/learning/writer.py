@@ -22,6 +22,7 @@ from ..clock import Clock, utcnow
 from ..config import LTMConfig
 from ..enums import WRITE_ACTIONS, AuditAction, CandidateSource, Method, Outcome, Status
 from ..extension_points import SemanticMatcher
+from ..instructions import instruction_reason
 from ..scope import Scope
 from ..storing.audit import audit
 from ..storing.memory_rows import fact_written, memory_changed
@@ -89,6 +90,7 @@ class MemoryWriter:
             explicit=explicit,
             writes_this_session=await counts.session(c.session_id),
             writes_this_hour=await counts.hour(),
+            instruction=instruction_reason(c.fact),
         ))
         if not verdict.allowed:
             return self._drop(session, scope, c, verdict.reason, actor, now, plan.key)
@@ -183,6 +185,7 @@ class MemoryWriter:
                 confidence=plan.confidence, importance=c.importance, evidence_count=1,
                 ttl_days=cfg.ttl_days(c.type), status=verdict.status or Status.SHADOW,
                 awaiting_approval=verdict.awaiting_approval, created_at=now, updated_at=now,
+                held_reason=verdict.reason if verdict.awaiting_approval else None,
                 valid_from=await _stated_at(session, c.event_ids) or now,
                 supersedes=plan.replaces.memory_id if plan.replaces is not None else None,
             )
@@ -221,7 +224,7 @@ class MemoryWriter:
         """A newer value replaces ``old``: it stays, closed, as history.
         Returns its fact."""
         before = old.status
-        old.status, old.awaiting_approval = Status.SUPERSEDED, False
+        old.status, old.awaiting_approval, old.held_reason = Status.SUPERSEDED, False, None
         old.valid_to, old.updated_at = now, now
         memory_changed(session, old)
         audit(session, AuditAction.STATUS, actor, "a newer value superseded it", item=old,
@@ -232,13 +235,18 @@ class MemoryWriter:
                       verdict: GateDecision, actor: str, now: datetime, cfg: LTMConfig) -> str:
         """New evidence for an existing memory; returns its fact before."""
         old_fact, old_status = item.fact, item.status
-        if plan.action == AuditAction.MERGE and confidence(c.confidence, c.source) > item.confidence:
+        if plan.action == AuditAction.MERGE and confidence(c.confidence, c.source) > item.confidence \
+                and not instruction_reason(c.fact):  # a hostile wording never replaces a memory's
             item.fact = c.fact  # the better-supported wording wins
         item.evidence_count = plan.evidence_count
         item.confidence = plan.confidence
         item.updated_at = now
         item.ttl_days = cfg.ttl_days(item.type)
         item.status, item.awaiting_approval = _next_status(item, verdict, plan.action)
+        if not item.awaiting_approval:
+            item.held_reason = None
+        elif verdict.awaiting_approval and (item.held_reason is None or instruction_reason(c.fact)):
+            item.held_reason = verdict.reason
         if item.fact != old_fact:
             await fact_written(session, item, created=False)
         else:

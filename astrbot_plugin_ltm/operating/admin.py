@@ -44,6 +44,7 @@ class Admin(AdminQueries):
                 if decision == "approve":
                     old = item.status
                     item.status, item.awaiting_approval, item.updated_at = Status.ACTIVE, False, now
+                    item.held_reason = None
                     memory_changed(session, item)
                     audit(session, AuditAction.APPROVE, actor, reason or "approved", item=item, now=now,
                           old=old, new=Status.ACTIVE, fact=item.fact)
@@ -73,7 +74,7 @@ class Admin(AdminQueries):
                 if status == Status.SUPERSEDED:
                     raise AdminError("status superseded is set by a newer value, not by hand")
                 item.status = status
-                item.awaiting_approval = False
+                item.awaiting_approval, item.held_reason = False, None
             if "importance" in changes:
                 item.importance = validators.unit(changes["importance"], "importance")
             if "ttl_days" in changes:

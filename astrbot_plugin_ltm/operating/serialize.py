@@ -9,9 +9,9 @@ from ..storing.tables import MemoryAudit, MemoryEvent, MemoryEvidence, MemoryIte
 
 ITEM_FIELDS = ("memory_id", "scope", "scope_id", "type", "fact", "fact_key", "confidence", "importance",
                "evidence_count", "ttl_days", "status", "awaiting_approval", "created_at", "updated_at",
-               "valid_from", "valid_to", "supersedes", "superseded_by")
-# A memory's history (0.2): files exported before it lack these fields.
-HISTORY_FIELDS = ("valid_from", "valid_to", "supersedes", "superseded_by")
+               "valid_from", "valid_to", "supersedes", "superseded_by", "held_reason")
+# A memory's history and why it waits (0.2): files exported before lack these fields.
+HISTORY_FIELDS = ("valid_from", "valid_to", "supersedes", "superseded_by", "held_reason")
 # What an export carries of an event: what it was, who said it, when.
 EVENT_FIELDS = ("event_id", "scope", "scope_id", "source_type", "source_role", "content", "platform_id",
                 "session_id", "sender_id", "sender_name", "created_at")

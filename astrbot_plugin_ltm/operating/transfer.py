@@ -30,6 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..clock import Clock, as_utc, utcnow
 from ..enums import AuditAction, ExtractionStatus, Method, Role, SourceType, Status
+from ..instructions import instruction_reason
 from ..storing.audit import audit
 from ..storing.database import Database
 from ..storing.keyword_rows import index_turns
@@ -278,6 +279,7 @@ def _clean_item(item: dict[str, Any], where: str, max_fact_chars: int) -> dict[s
         "valid_to": _parse_time(item["valid_to"], "valid_to").isoformat() if item.get("valid_to") else None,
         "supersedes": v.memory_id(item["supersedes"], "supersedes") if item.get("supersedes") else None,
         "superseded_by": v.memory_id(item["superseded_by"], "superseded_by") if item.get("superseded_by") else None,
+        "held_reason": v.text(item["held_reason"], "held_reason") if item.get("held_reason") else None,
     })
     clean["evidence"] = [_clean_evidence(ev, f"{where}.evidence[{m}]") for m, ev in enumerate(evidence)]
     return clean
@@ -414,11 +416,17 @@ async def _add(session: AsyncSession, record: dict[str, Any], actor: str, now: d
         valid_from=_parse_time(record.get("valid_from") or record["created_at"], "valid_from"),
         valid_to=_parse_time(record["valid_to"], "valid_to") if record.get("valid_to") else None,
     )
+    reason = "imported"
+    held = instruction_reason(item.fact)
+    if held and item.status != Status.SUPERSEDED:
+        # A file is no reviewer: text that would steer the bot waits for one here.
+        item.status, item.awaiting_approval = Status.SHADOW, True
+        item.held_reason = reason = f"held for review: {held}"
     session.add(item)
     await session.flush()
     await fact_written(session, item, created=True)
     await _link(session, item.memory_id, linked)
-    audit(session, AuditAction.IMPORT, actor, "imported", item=item, now=now, fact=item.fact)
+    audit(session, AuditAction.IMPORT, actor, reason, item=item, now=now, fact=item.fact)
 
 
 async def _merge_changes_anything(session: AsyncSession, target: MemoryItem, record: dict[str, Any]) -> bool:

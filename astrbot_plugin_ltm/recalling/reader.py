@@ -21,7 +21,7 @@ from ..config import ReadPolicy
 from ..extension_points import Retriever, TokenCounter
 from ..scope import Scope
 from ..storing.database import Database
-from .block import BlockBuilder, MemoryBlock
+from .block import BlockBuilder, MemoryBlock, language_of
 from .ranking import leading, rank
 from .retrieval import Found, Query
 from .rows import EventRow, ItemView, load_evidence, load_memories, load_turns, usable
@@ -57,7 +57,8 @@ class MemoryReader:
             self.db.run(lambda conn: self._memories(conn, scopes, found, policy, now)),
             self.db.run(lambda conn: self._turns(conn, scopes, found, unbacked, policy)),
         )
-        return await asyncio.to_thread(self._rank_and_fit, found, items, evidence, turns, policy, now)
+        return await asyncio.to_thread(self._rank_and_fit, found, items, evidence, turns, policy, now,
+                                       language_of(query))
 
     @staticmethod
     def _memories(conn: Connection, scopes: list[Scope], found: list[Found], policy: ReadPolicy,
@@ -79,5 +80,5 @@ class MemoryReader:
         return load_turns(conn, scopes, list(leading([f.turns for f in found])), unbacked)
 
     def _rank_and_fit(self, found: list[Found], items: dict[int, ItemView], evidence: dict[str, frozenset[str]],
-                      turns: dict[int, EventRow], policy: ReadPolicy, now: datetime) -> MemoryBlock:
-        return self.builder.fit(rank(found, items, evidence, turns, policy, now), policy)
+                      turns: dict[int, EventRow], policy: ReadPolicy, now: datetime, language: str) -> MemoryBlock:
+        return self.builder.fit(rank(found, items, evidence, turns, policy, now), policy, language)

@@ -133,6 +133,7 @@ class MemoryItem(LTMBase, kw_only=True):
     awaiting_approval: Mapped[bool] = mapped_column(default=False)
     created_at: Mapped[datetime] = mapped_column(default_factory=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default_factory=utcnow)
+    held_reason: Mapped[str | None] = mapped_column(String, default=None)  # why it awaits approval
     # When the value became true as far as we know (the statement's time),
     # and until when: a superseded memory is closed by its successor.
     valid_from: Mapped[datetime | None] = mapped_column(default=None)

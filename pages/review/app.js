@@ -67,6 +67,7 @@
     "fields.created_at": "Created",
     "fields.updated_at": "Updated",
     "fields.valid_from": "Valid from",
+    "fields.held_reason": "Why it waits",
     "fields.valid_to": "Valid until",
     "types.profile": "profile",
     "types.preference": "preference",
@@ -646,6 +647,9 @@
       h("div", { class: "qcheck" }, check),
       h("div", null,
         h("div", { class: "qfact", "data-testid": "fact" }, item.fact),
+        item.held_reason
+          ? h("div", { class: "qreason", "data-testid": "held-reason" }, T("fields.held_reason") + ": " + item.held_reason)
+          : null,
         h("div", { class: "qmeta" },
           h("span", { class: "tag" }, typeLabel(item.type)),
           item.awaiting_approval
@@ -834,6 +838,7 @@
     row(T("fields.ttl_days"), ttlLabel(item.ttl_days));
     row(T("fields.created_at"), fmtTime(item.created_at));
     row(T("fields.updated_at"), fmtTime(item.updated_at));
+    if (item.held_reason) row(T("fields.held_reason"), h("span", { "data-testid": "detail-held-reason" }, item.held_reason));
     if (item.valid_from) row(T("fields.valid_from"), fmtTime(item.valid_from));
     if (item.valid_to) row(T("fields.valid_to"), fmtTime(item.valid_to));
     row(T("fields.fact_key"), item.fact_key);

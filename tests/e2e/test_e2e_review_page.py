@@ -408,7 +408,8 @@ def test_review_page_approves_a_shadow_memory_in_a_real_browser(bot, tab):
         by_id = {i["id"]: i for i in items}
         assert set(by_id) == {name["memory_id"], city["memory_id"], tea["memory_id"]}
         # Facts are shown as text, never as markup.
-        assert by_id[tea["memory_id"]]["fact"] == tea["fact"] == "bob likes <b>green</b> tea & jazz"
+        # "bob" is a login, not a name
+        assert by_id[tea["memory_id"]]["fact"] == tea["fact"] == "the user likes <b>green</b> tea & jazz"
         assert "<b>" not in by_id[tea["memory_id"]]["html"]
         assert tab.frame("document.querySelector('[data-testid=summary-shadow] b').textContent") == "3"
         tab.screenshot(SCREENSHOT)
