@@ -231,7 +231,8 @@ def test_every_route_answers_valid_input_and_refuses_bad_input_clearly(bot):
     assert data["total"] == 8 and len(data["items"]) == 8 and data["page_size"] == 10
     assert "page_size" in refused(bot, 400, "GET", "items?page_size=500")
     assert "status" in refused(bot, 400, "GET", "items?status=deleted")
-    assert [i["fact"] for i in ok(bot, "GET", "items?q=北京")["items"]] == ["小明住在北京"]  # named as they said, not by the login
+    # named as they said, not by the login
+    assert [i["fact"] for i in ok(bot, "GET", "items?q=北京")["items"]] == ["小明住在北京"]
     assert [i["memory_id"] for i in ok(bot, "GET", "items?q=Paris&scope=user")["items"]] == [city]
     legacy = ok(bot, "GET", "items?status=shadow&type=profile&page_size=200", prefix=LEGACY)
     assert legacy["total"] == 4
@@ -462,7 +463,8 @@ def test_export_import_round_trip_into_a_second_astrbot(bot, bot_factory, tmp_pa
         for item in doc["items"] + doc_zh["items"]:
             detail = ok(copy_bot, "GET", f"items/{item['memory_id'][:8]}")
             assert detail["evidence"] and all(set(e["event"]) >= set(EVENT_FIELDS) for e in detail["evidence"])
-        assert [i["fact"] for i in ok(copy_bot, "GET", "items?q=北京")["items"]] == ["小明住在北京"]  # named as they said, not by the login
+        # named as they said, not by the login
+        assert [i["fact"] for i in ok(copy_bot, "GET", "items?q=北京")["items"]] == ["小明住在北京"]
         assert ok(copy_bot, "GET", "stats")["totals"]["items"] == n
         assert ok(copy_bot, "GET", "audit?action=import")["total"] == n
 
