@@ -21,11 +21,13 @@ from .astrbot_plugin_ltm.adapter import (  # type: ignore[import-not-found]
     inject,
     origin_from_event,
     plugin_data_dir,
+    switch_tools,
     tool_name,
     tool_result_payload,
 )
 from .astrbot_plugin_ltm.operating.api import MemoryAPI  # type: ignore[import-not-found]
 from .astrbot_plugin_ltm.operating.commands import HELP, Commands  # type: ignore[import-not-found]
+from .astrbot_plugin_ltm.operating.tools import MemoryTools  # type: ignore[import-not-found]
 from .dashboard_routes import register as register_routes  # type: ignore[import-not-found]
 from .dashboard_routes import unregister as unregister_routes
 
@@ -39,6 +41,7 @@ class LTMPlugin(Star):
         self.config = config
         self.engine: LTMEngine | None = None
         self.commands: Commands | None = None
+        self.tools: MemoryTools | None = None
         self.api: MemoryAPI | None = None
 
     async def initialize(self) -> None:
@@ -59,6 +62,14 @@ class LTMPlugin(Star):
             return
         self.engine = engine
         self.commands = Commands(engine)
+        self.tools = MemoryTools(engine)
+        # The model is offered only the tools the operator switched on.
+        cfg = engine.config
+        switch_tools(self.context, {
+            "memory_search": cfg.enable and cfg.tools.search,
+            "memory_remember": cfg.enable and cfg.tools.remember,
+            "memory_expand": cfg.enable and cfg.tools.expand,
+        })
         self.api = MemoryAPI(engine, lambda: dict(self.config or {}), self._save_config)
         register_routes(self.context, lambda: self.api)
         logger.info(
@@ -120,6 +131,48 @@ class LTMPlugin(Star):
             )
         except Exception as exc:
             logger.warning(f"ltm: tool result not recorded ({type(exc).__name__}: {exc})")
+
+    # -- tools the model may call --------------------------------------------
+
+    async def _tool(self, event: AstrMessageEvent, name: str, call) -> str:
+        if self.tools is None:
+            return "Long-term memory is not running."
+        try:
+            return await call(self.tools, origin_from_event(event))
+        except Exception as exc:
+            logger.error(f"ltm: {name} failed: {exc}", exc_info=True)
+            return f"{name} failed: {type(exc).__name__}"
+
+    @filter.llm_tool(name="memory_search")
+    async def memory_search(self, event: AstrMessageEvent, query: str, period: str = "", type: str = "") -> str:
+        """Search long-term memory about the people in this chat (what they told you in earlier
+        conversations). Use it when you need more than the memory block gave you.
+
+        Args:
+            query(string): what to look for, in the user's words
+            period(string): optional; only what was said then: YYYY-MM-DD, YYYY-MM, YYYY or START..END
+            type(string): optional; only memories of this type: profile, preference, task_state, constraint, episode
+        """
+        return await self._tool(event, "memory_search", lambda t, o: t.search(o, query, period, type))
+
+    @filter.llm_tool(name="memory_remember")
+    async def memory_remember(self, event: AstrMessageEvent, fact: str) -> str:
+        """Store a durable fact about the user you are talking to (what they asked you to remember).
+        It may need an operator's review before it is used.
+
+        Args:
+            fact(string): the fact, one sentence, naming the person it is about
+        """
+        return await self._tool(event, "memory_remember", lambda t, o: t.remember(o, fact))
+
+    @filter.llm_tool(name="memory_expand")
+    async def memory_expand(self, event: AstrMessageEvent, id: str) -> str:
+        """Show the conversation turns a memory was drawn from, by the id its memory block line ends with.
+
+        Args:
+            id(string): the memory's id, e.g. #42
+        """
+        return await self._tool(event, "memory_expand", lambda t, o: t.expand(o, id))
 
     # -- commands ------------------------------------------------------------
 

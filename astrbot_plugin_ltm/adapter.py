@@ -151,3 +151,17 @@ def plugin_data_dir(name: str) -> Any:
     from astrbot.api.star import StarTools
 
     return StarTools.get_data_dir(name)
+
+
+def switch_tools(context: Any, wanted: dict[str, bool]) -> None:
+    """Offer the model each of our tools or not. AstrBot keeps a tool's
+    switch in its own settings (the WebUI's tool list), so the plugin's
+    setting is applied there at every start."""
+    for name, on in wanted.items():
+        try:
+            ok = context.activate_llm_tool(name) if on else context.deactivate_llm_tool(name)
+        except Exception as exc:  # an AstrBot without these calls: the tools stay as AstrBot has them
+            log.warning("ltm: could not switch the %s tool %s: %s", name, "on" if on else "off", exc)
+            continue
+        if not ok:
+            log.warning("ltm: AstrBot does not know the %s tool", name)

@@ -108,6 +108,17 @@ class VectorConfig:
     embed_turns: bool = True
 
 
+@dataclass
+class ToolsConfig:
+    """LLM tools the model may call; each reaches only the current
+    speaker's scopes (their own and, in a group, the group's)."""
+
+    search: bool = True  # memory_search: memories and turns for a query, a period, a type
+    remember: bool = True  # memory_remember: a fact, through the write policy
+    expand: bool = True  # memory_expand: the turns behind a memory; block lines carry ids
+    search_max_tokens: int = 600  # memory_search's own budget
+
+
 def _default_retention() -> dict[str, int]:
     return {"profile": -1, "preference": 90, "task_state": 7, "constraint": -1, "episode": 30}
 
@@ -125,6 +136,7 @@ class LTMConfig:
     extraction: ExtractionConfig = field(default_factory=ExtractionConfig)
     recording: RecordingConfig = field(default_factory=RecordingConfig)
     vectors: VectorConfig = field(default_factory=VectorConfig)
+    tools: ToolsConfig = field(default_factory=ToolsConfig)
 
     def ttl_days(self, memory_type: str) -> int | None:
         days = self.retention_days.get(memory_type, -1)
@@ -163,6 +175,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "recording.max_message_chars": (100, 200000),
     "vectors.query_timeout_seconds": (0.05, 60.0),
     "vectors.max_loaded_namespaces": (1, 100000),
+    "tools.search_max_tokens": (50, 8000),
 }
 _CHOICES: dict[str, tuple[str, ...]] = {
     "write_policy.mode": MODES,
@@ -256,6 +269,7 @@ def parse_config(raw: dict[str, Any] | None) -> tuple[LTMConfig, list[str]]:
         "extraction": ExtractionConfig,
         "recording": RecordingConfig,
         "vectors": VectorConfig,
+        "tools": ToolsConfig,
     }
     for name, cls in sections.items():
         setattr(cfg, name, _parse_section(cls, raw.get(name), name, errors))

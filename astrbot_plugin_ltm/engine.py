@@ -159,7 +159,8 @@ class LTMEngine:
         """What to inject before the model call for this message."""
         if not (self.config.enable and self.config.read_policy.enable) or self.reader is None:
             return MemoryBlock()
-        return await self.reader.read(self.resolver.read_scopes(origin), query, self.config.read_policy)
+        return await self.reader.read(self.resolver.read_scopes(origin), query, self.config.read_policy,
+                                      ids=self.config.tools.expand)
 
     # -- explicit memories -------------------------------------------------
 

@@ -6,7 +6,8 @@
   extractor, so the offline demo really learns "my name is …", "I live in …",
   "我叫…", "住在…", "I like …". AstrBot's title requests get a fixed title.
 - A user message containing "weather" is answered with a call to the
-  ``get_weather`` tool when the request offers it.
+  ``get_weather`` tool when the request offers it; ``call <tool> {json}``
+  with a call to that tool with those arguments, when it is offered.
 - ``POST /v1/embeddings``: deterministic bag-of-words vectors.
 - ``GET /_requests`` lists every request received; ``POST /_reset`` clears it.
 - ``POST /_control`` {"extraction": "rules"|"error"|"timeout"|"malformed",
@@ -72,6 +73,7 @@ _KNOWN = re.compile(r"^\[(K\d+)\] key=(\S+): (.*?)(?: \(since [\d-]+\))?$")
 _NAME_GIVEN = (re.compile(r"\bmy name is ([A-Z][\w-]*)", re.I),
                re.compile(r"我叫([\u4e00-\u9fff\w]{1,8}?)(?:[，,。！!\s]|$)"),
                re.compile(r"(?:的名字是|'s name is )([\u4e00-\u9fff\w-]{1,16})"))
+_CALL = re.compile(r"^call (\w+) (\{.*\})$", re.S)
 UNNAMED = "unnamed user"  # learning.extractor.UNNAMED: the speaker has no display name
 
 
@@ -231,20 +233,24 @@ class Handler(BaseHTTPRequestHandler):
         else:
             last = messages[-1] if messages else {}
             tools = [t.get("function", {}).get("name") for t in body.get("tools") or []]
+            # The user's own words (the last text part), not context a plugin put before them.
+            content = (_last(messages, "user") or {}).get("content")
+            own = user
+            if isinstance(content, list):
+                texts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+                own = texts[-1] if texts else ""
             if last.get("role") == "tool":
                 text = f"The tool said: {_text(last.get('content'))}"
+            elif (called := _CALL.match(own.strip())) and called.group(1) in tools:
+                text = ""  # "call memory_search {...}": the model calls that tool with those arguments
+                tool_calls = [{"id": "call_fake_2", "type": "function",
+                               "function": {"name": called.group(1), "arguments": called.group(2)}}]
             elif "weather" in user.lower() and "get_weather" in tools:
                 text = ""
                 tool_calls = [{"id": "call_fake_1", "type": "function",
                                "function": {"name": "get_weather", "arguments": json.dumps({"city": "Paris"})}}]
             else:
-                # Echo only the user's own words (the last text part), not
-                # context a plugin put before them.
-                content = (_last(messages, "user") or {}).get("content")
-                if isinstance(content, list):
-                    texts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
-                    user = texts[-1] if texts else ""
-                text = "ECHO: " + user
+                text = "ECHO: " + own
         self._answer(body, text, tool_calls)
 
     def _answer(self, body: dict, text: str, tool_calls) -> None:

@@ -119,7 +119,7 @@ async def test_budget_is_never_exceeded_random_facts_and_budgets(ltm, origin):
 
 
 async def test_budget_fills_up_with_shorter_lower_ranked_lines(make_ltm, origin):
-    ltm = await make_ltm({"read_policy": {"max_items": 10}})
+    ltm = await make_ltm({"read_policy": {"max_items": 10}, "tools": {"expand": False}})  # lines without ids
     long_fact = "Alice once explained at great length " + "and in much detail " * 20 + "her tea ritual"
     await add(ltm, long_fact, importance=1.0)
     short = await add(ltm, "Alice likes tea", importance=0.1)

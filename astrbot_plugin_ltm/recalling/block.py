@@ -72,8 +72,11 @@ def frame(language: str) -> tuple[str, str]:
     return f"{HEADER}\n{NOTES.get(language, NOTES['en'])}", FOOTER
 
 
-def format_line(item: ItemView) -> str:
-    return f"- [{item.type}] {neutralise(item.fact)} (confidence: {item.confidence:.2f})"
+def format_line(item: ItemView, ids: bool = False) -> str:
+    """A memory; ``ids``: ending in its row id (never reused), which the
+    memory_expand tool takes: two or three tokens, where a uuid costs ten."""
+    line = f"- [{item.type}] {neutralise(item.fact)} (confidence: {item.confidence:.2f})"
+    return f"{line} #{item.id}" if ids else line
 
 
 def format_event_line(event: MemoryEvent | EventRow) -> str:
@@ -104,7 +107,7 @@ class BlockBuilder:
         # A turn's text never changes: judged once per event (about 0.1 ms).
         self._steers = lru_cache(maxsize=COUNT_CACHE)(_steers)
 
-    def fit(self, ranked: list[Ranked], policy: ReadPolicy, language: str = "en") -> MemoryBlock:
+    def fit(self, ranked: list[Ranked], policy: ReadPolicy, language: str = "en", ids: bool = False) -> MemoryBlock:
         """The best-scored candidates under the caps and the budget.
         Memories: max_items, max_per_type, and no near-duplicate of one
         already chosen. Turns: max_events, and none behind a chosen memory
@@ -130,7 +133,7 @@ class BlockBuilder:
                 item = r.memory
                 if n_memories >= policy.max_items or per_type.get(item.type, 0) >= policy.max_per_type:
                     continue
-                line = format_line(item)
+                line = format_line(item, ids)
             else:
                 assert r.turn is not None
                 event = r.turn

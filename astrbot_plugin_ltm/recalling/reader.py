@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import Connection
 
-from ..clock import Clock, utcnow
+from ..clock import Clock, as_utc, utcnow
 from ..config import ReadPolicy
 from ..extension_points import Retriever, TokenCounter
 from ..scope import Scope
@@ -28,6 +29,27 @@ from .rows import EventRow, ItemView, load_evidence, load_memories, load_turns, 
 
 # Hits each retriever returns per corpus, best first (docs/decisions.md#d06).
 HITS_PER_SEARCH = 50
+
+
+@dataclass(frozen=True)
+class Only:
+    """What a read may bring, beyond the policy (the memory_search tool):
+    memories of these types (then no turns), said or confirmed in
+    [since, until)."""
+
+    types: tuple[str, ...] = ()
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def keeps_memory(self, item: ItemView) -> bool:
+        return (not self.types or item.type in self.types) and self._within(item.updated_at)
+
+    def keeps_turn(self, turn: EventRow) -> bool:
+        return not self.types and self._within(turn.created_at)
+
+    def _within(self, at: datetime) -> bool:
+        at = as_utc(at)
+        return (self.since is None or at >= self.since) and (self.until is None or at < self.until)
 
 
 class MemoryReader:
@@ -45,7 +67,10 @@ class MemoryReader:
     def counter(self) -> TokenCounter:
         return self.builder.counter
 
-    async def read(self, scopes: list[Scope], query: str, policy: ReadPolicy) -> MemoryBlock:
+    async def read(self, scopes: list[Scope], query: str, policy: ReadPolicy, *, only: Only | None = None,
+                   ids: bool = False) -> MemoryBlock:
+        """The block for ``query``; ``ids``: each memory line carries its
+        short id (for the memory_expand tool)."""
         if not policy.enable or not scopes or (policy.max_items <= 0 and policy.max_events <= 0):
             return MemoryBlock()
         now = self._clock()
@@ -57,8 +82,11 @@ class MemoryReader:
             self.db.run(lambda conn: self._memories(conn, scopes, found, policy, now)),
             self.db.run(lambda conn: self._turns(conn, scopes, found, unbacked, policy)),
         )
+        if only is not None:
+            items = {k: i for k, i in items.items() if only.keeps_memory(i)}
+            turns = {k: t for k, t in turns.items() if only.keeps_turn(t)}
         return await asyncio.to_thread(self._rank_and_fit, found, items, evidence, turns, policy, now,
-                                       language_of(query))
+                                       language_of(query), ids)
 
     @staticmethod
     def _memories(conn: Connection, scopes: list[Scope], found: list[Found], policy: ReadPolicy,
@@ -80,5 +108,6 @@ class MemoryReader:
         return load_turns(conn, scopes, list(leading([f.turns for f in found])), unbacked)
 
     def _rank_and_fit(self, found: list[Found], items: dict[int, ItemView], evidence: dict[str, frozenset[str]],
-                      turns: dict[int, EventRow], policy: ReadPolicy, now: datetime, language: str) -> MemoryBlock:
-        return self.builder.fit(rank(found, items, evidence, turns, policy, now), policy, language)
+                      turns: dict[int, EventRow], policy: ReadPolicy, now: datetime, language: str,
+                      ids: bool) -> MemoryBlock:
+        return self.builder.fit(rank(found, items, evidence, turns, policy, now), policy, language, ids)

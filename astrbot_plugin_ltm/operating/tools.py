@@ -1,0 +1,143 @@
+"""The memory tools the model may call in the middle of a turn: text in →
+text out over the engine, like the chat commands (main.py registers them
+with AstrBot).
+
+- ``memory_search``: the current speaker's memories and turns (their own
+  scope and, in a group, the group's) for a query, optionally a period and
+  a type, ranked by the same reader, in the block's neutralised format,
+  within ``tools.search_max_tokens``.
+- ``memory_remember``: a fact, through the write policy, the rate limits and
+  the instruction check like any candidate.
+- ``memory_expand``: the turns a memory was drawn from, by the id its block
+  line ends with (``#42``: the memory's row id, never reused).
+
+Each answers a sentence the model can pass on when it cannot help (off,
+read-only, nothing found), and never reaches another person's memory.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import select
+
+from ..engine import LTMEngine
+from ..enums import MEMORY_TYPES, Outcome, Status
+from ..instructions import instruction_reason, neutralise
+from ..recalling.block import EVENT_CHARS
+from ..recalling.reader import Only
+from ..scope import Origin, Scope
+from ..storing.database import ReadOnlyError
+from ..storing.tables import MemoryEvent, MemoryEvidence, MemoryItem
+from ..storing.turns import turn_text
+
+TOOL_NAMES = ("memory_search", "memory_remember", "memory_expand")
+EXPAND_TURNS = 8  # source turns memory_expand returns at most
+_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_MONTH = re.compile(r"^\d{4}-\d{2}$")
+_YEAR = re.compile(r"^\d{4}$")
+
+
+def parse_period(text: str) -> tuple[datetime | None, datetime | None]:
+    """``YYYY-MM-DD``, ``YYYY-MM``, ``YYYY`` or ``START..END`` (either side
+    may be empty) as [since, until) in UTC. Raises ValueError."""
+    text = text.strip()
+    if ".." in text:
+        start, _, end = text.partition("..")
+        since = parse_period(start)[0] if start.strip() else None
+        until = parse_period(end)[1] if end.strip() else None
+        return since, until
+    try:
+        if _DAY.match(text):
+            day = datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=UTC)
+            return day, day + timedelta(days=1)
+        if _MONTH.match(text):
+            first = datetime.strptime(text, "%Y-%m").replace(tzinfo=UTC)
+            after = first.replace(year=first.year + 1, month=1) if first.month == 12 else first.replace(
+                month=first.month + 1)
+            return first, after
+        if _YEAR.match(text):
+            year = int(text)
+            return datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC)
+    except ValueError as exc:
+        raise ValueError(f"period {text!r} is not a date: {exc}") from exc
+    raise ValueError(f"period {text!r}: use YYYY-MM-DD, YYYY-MM, YYYY or START..END")
+
+
+class MemoryTools:
+    def __init__(self, engine: LTMEngine) -> None:
+        self.engine = engine
+
+    def _off(self, tool: str) -> str | None:
+        cfg = self.engine.config
+        switched = {"memory_search": cfg.tools.search, "memory_remember": cfg.tools.remember,
+                    "memory_expand": cfg.tools.expand}
+        if not cfg.enable or not switched[tool]:
+            return f"{tool} is switched off by the operator."
+        return None
+
+    async def search(self, origin: Origin, query: str, period: str = "", type: str = "") -> str:
+        if (off := self._off("memory_search")) is not None:
+            return off
+        reader = self.engine.reader
+        if reader is None:
+            return "Long-term memory is not running."
+        only = Only()
+        if type.strip():
+            if type.strip() not in MEMORY_TYPES:
+                return f"type must be one of {', '.join(MEMORY_TYPES)} (or empty for any)."
+            only = replace(only, types=(type.strip(),))
+        if period.strip():
+            try:
+                since, until = parse_period(period)
+            except ValueError as exc:
+                return str(exc)
+            only = replace(only, since=since, until=until)
+        cfg = self.engine.config
+        policy = replace(cfg.read_policy, enable=True, max_tokens=cfg.tools.search_max_tokens)
+        block = await reader.read(self.engine.resolver.read_scopes(origin), query, policy, only=only,
+                                  ids=cfg.tools.expand)
+        return block.text if block else "Nothing in memory matches that."
+
+    async def remember(self, origin: Origin, fact: str) -> str:
+        if (off := self._off("memory_remember")) is not None:
+            return off
+        try:
+            outcome = await self.engine.remember(origin, fact)
+        except ReadOnlyError:
+            return "Memory is read-only right now (an operator switched writes off): nothing was stored."
+        except ValueError as exc:
+            return f"Nothing stored: {exc}."
+        if outcome.action == Outcome.DROPPED:
+            return f"Not stored: {outcome.reason}."
+        if outcome.status == Status.ACTIVE:
+            return f"Remembered: {outcome.fact}"
+        return f"Stored for review, not used until an operator approves it ({outcome.reason}): {outcome.fact}"
+
+    async def expand(self, origin: Origin, memory_id: str) -> str:
+        if (off := self._off("memory_expand")) is not None:
+            return off
+        wanted = memory_id.strip().lstrip("#")
+        scopes = self.engine.resolver.read_scopes(origin)
+        async with self.engine.db.read() as session:
+            item = await session.get(MemoryItem, int(wanted)) if wanted.isdigit() and len(wanted) < 19 else None
+        if item is None or Scope(item.scope, item.scope_id) not in scopes:
+            return f"No memory #{wanted} for you here: give the id its block line ends with, e.g. #42."
+        if item.status != Status.ACTIVE:
+            return f"Memory #{wanted} is not in use, so its sources are not shown."
+        async with self.engine.db.read() as session:
+            turns = (await session.execute(
+                select(MemoryEvent).join(MemoryEvidence, MemoryEvidence.event_id == MemoryEvent.event_id)
+                .where(MemoryEvidence.memory_id == item.memory_id, MemoryEvent.withheld.is_(False))
+                .order_by(MemoryEvent.created_at).limit(EXPAND_TURNS))).scalars().all()
+        if not turns:
+            return f"Memory #{wanted} ({neutralise(item.fact)}) has no source turns to show."
+        lines = [f"Sources of #{wanted} ({neutralise(item.fact)}):"]
+        for event in turns:
+            said = turn_text(event.source_type, event.content or {}, event.sender_name or event.sender_id)
+            if instruction_reason(said[:EVENT_CHARS * 2]):
+                continue  # never shown raw, here as in the block
+            lines.append(f"- [said {event.created_at:%Y-%m-%d}] {neutralise(said[:EVENT_CHARS * 2])}")
+        return "\n".join(lines)
