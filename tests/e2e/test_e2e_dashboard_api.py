@@ -239,7 +239,7 @@ def test_every_route_answers_valid_input_and_refuses_bad_input_clearly(bot):
     assert "type" in refused(bot, 400, "GET", "items?type=hobby", prefix=LEGACY)
     # one item, with its evidence and the source event
     detail = ok(bot, "GET", f"items/{name}")
-    assert detail["fact"] == "alice's name is Alice" and detail["status"] == "shadow"
+    assert detail["fact"] == "Alice's name is Alice" and detail["status"] == "shadow"
     (evidence,) = detail["evidence"]
     assert evidence["event"]["content"]["text"] == "My name is Alice and I live in Paris"
     assert evidence["event"]["sender_id"] == "alice"
@@ -299,7 +299,7 @@ def test_every_route_answers_valid_input_and_refuses_bad_input_clearly(bot):
     _, export = export_file(bot, "?scope=user&scope_id=webchat:alice")
     assert export_file(bot, "?scope=user&scope_id=webchat:alice", prefix=LEGACY)[1]["items"] == export["items"]
     assert export["format"] == FORMAT and sorted(i["fact"] for i in export["items"]) == [
-        "alice lives in Paris", "alice's name is Alice"]
+        "Alice lives in Paris", "Alice's name is Alice"]
     assert "status" in refused(bot, 400, "GET", "export?status=pending")
     # import (dry run here; real imports are tested below)
     before = snapshot(bot)
