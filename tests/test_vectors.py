@@ -200,6 +200,31 @@ async def test_loaded_namespaces_stay_under_the_bound(db_url, tmp_path):
         assert engine.vector_index.loaded_count <= 2
 
 
+async def test_under_a_small_memory_budget_reads_find_the_same_and_namespaces_are_let_go(db_url, tmp_path):
+    """The keyword and vector namespaces share the budget: one smaller than
+    a scope's namespaces keeps only the last loaded, and every read finds
+    what it finds with room to spare."""
+    engine = await make(db_url, tmp_path, HashEmbedder())
+    for n in range(4):
+        await engine.remember(alice(n), f"I collect stamps number {n}")
+    await fill_all(engine)
+    found = {}
+    for n in range(4):
+        block = await engine.memory_block(alice(n), "which stamps do I collect?")
+        found[n] = [item.fact for item in block.items]
+    assert all(found.values())
+    assert engine.vector_index.loaded_count + engine.keyword_index.loaded_count > 4
+    engine.vector_index.clear()
+    engine.keyword_index.clear()
+    engine.index_budget.limit = 1
+    for n in range(4):
+        block = await engine.memory_block(alice(n), "which stamps do I collect?")
+        assert [item.fact for item in block.items] == found[n]
+        await engine.loads_settled()
+        assert engine.vector_index.loaded_count + engine.keyword_index.loaded_count == 1
+    await engine.stop()
+
+
 @pytest.mark.parametrize("seed", range(4))
 async def test_no_vector_from_one_scope_is_returned_for_another(db_url, tmp_path, seed):
     """Random adds, edits, deletions, recorded turns, forgotten scopes and

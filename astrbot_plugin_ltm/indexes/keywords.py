@@ -29,7 +29,7 @@ from ..storing.changes import (
 from ..storing.database import Database
 from ..storing.keyword_rows import scope_prefix
 from .bm25 import CHUNK, KeywordNamespace, yield_gil
-from .namespaces import COLD_WAIT, Matches, NamespaceCache, Update
+from .namespaces import COLD_WAIT, Matches, MemoryBudget, NamespaceCache, Update
 
 # Up to this many rows a search takes well under a millisecond and runs on
 # the event loop; larger namespaces are searched in a thread (docs/decisions.md#d21).
@@ -64,10 +64,11 @@ def load_namespace(conn: Connection, scope: Scope, corpus: Corpus) -> KeywordNam
 class KeywordIndex:
     """The loaded keyword namespaces (a DerivedIndex)."""
 
-    def __init__(self, db: Database, max_loaded: int = MAX_LOADED) -> None:
+    def __init__(self, db: Database, max_loaded: int = MAX_LOADED, budget: MemoryBudget | None = None) -> None:
         self._db = db
         self._cache: NamespaceCache[Key, KeywordNamespace] = NamespaceCache(
-            "keyword namespace", self._load, _in_thread, max_loaded)
+            "keyword namespace", self._load, _in_thread, max_loaded,
+            size_of=lambda ns: ns.nbytes, budget=budget)
         self._load_slots: asyncio.Semaphore | None = None  # made on the loop that uses it
 
     async def search(self, scopes: list[Scope], corpus: Corpus, terms: list[str],
@@ -98,6 +99,18 @@ class KeywordIndex:
 
     async def loads_settled(self) -> None:
         await self._cache.settled()
+
+    @property
+    def loaded_count(self) -> int:
+        return sum(1 for _ in self._cache.loaded())
+
+    def held(self) -> int:
+        """Bytes the loaded namespaces hold (roughly)."""
+        return self._cache.held()
+
+    def clear(self) -> None:
+        """Forget every loaded namespace (as if evicted, or restarted)."""
+        self._cache.clear()
 
     # -- following writes ---------------------------------------------------------
 
