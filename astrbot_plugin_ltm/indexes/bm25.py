@@ -13,7 +13,7 @@ import math
 import threading
 import time
 from collections.abc import Iterable
-from itertools import chain
+from itertools import chain, islice
 
 import numpy as np
 
@@ -82,46 +82,46 @@ class KeywordNamespace:
                 + 200 * len(self._pending) + 64 * self._pending_count)
 
     @classmethod
-    def build(cls, rows: list[tuple[int, list[str]]]) -> KeywordNamespace:
-        """A namespace of ``rows`` (rowid, tokens), its postings sorted out
-        by numpy in one go: adding rows one by one takes seconds for a
-        large scope (docs/decisions.md#d22)."""
+    def build(cls, rows: Iterable[tuple[int, list[str]]]) -> KeywordNamespace:
+        """A namespace of ``rows`` (rowid, tokens; a rowid given twice has
+        its last tokens), its postings sorted out by numpy in one go:
+        adding rows one by one takes seconds for a large scope
+        (docs/decisions.md#d22). ``rows`` is read a chunk at a time and
+        each chunk's tokens become their term keys at once, so a build
+        never holds every token of a large scope as a string (d40)."""
         ns = cls()
-        last = dict(rows)  # a rowid once, with its last tokens
-        n = len(last)
-        token_lists = list(last.values())
+        rowid_parts, length_parts, key_parts = [], [], []
+        rows = iter(rows)
+        while chunk := list(islice(rows, CHUNK)):
+            rowid_parts.append(np.fromiter((rowid for rowid, _ in chunk), np.int64, count=len(chunk)))
+            length_parts.append(np.fromiter((len(tokens) for _, tokens in chunk), np.int64, count=len(chunk)))
+            tokens = list(chain.from_iterable(tokens for _, tokens in chunk))
+            key_parts.append(np.fromiter(map(term_key, tokens), np.int64, count=len(tokens)))
+            del chunk, tokens
+            yield_gil()
+        rowids = np.concatenate(rowid_parts) if rowid_parts else np.zeros(0, np.int64)
+        lengths = np.concatenate(length_parts) if length_parts else np.zeros(0, np.int64)
+        n = len(rowids)
         size = max(64, n)
         ns._rowids = np.zeros(size, np.int64)
-        ns._rowids[:n] = np.fromiter(last, np.int64, count=n)
-        lengths = np.fromiter(map(len, token_lists), np.int64, count=n)
+        ns._rowids[:n] = rowids
         ns._lengths = np.zeros(size, np.float32)
         ns._lengths[:n] = lengths
         ns._alive = np.zeros(size, bool)
-        ns._alive[:n] = True
         ns._used = n
-        ns._slot = {rowid: slot for slot, rowid in enumerate(last)}
-        ns._length_sum = float(lengths.sum())
-        # Term ids without a Python loop per token: each chunk's new terms
-        # join the vocabulary, then a C-level lookup maps every token.
-        term_id: dict[str, int] = {}
-        parts = []
-        for lo in range(0, n, CHUNK):
-            tokens = list(chain.from_iterable(token_lists[lo:lo + CHUNK]))
-            for term in dict.fromkeys(tokens):
-                if term not in term_id:
-                    term_id[term] = len(term_id)
-            parts.append(np.fromiter(map(term_id.__getitem__, tokens), np.int64, count=len(tokens)))
-            yield_gil()
-        if not term_id:
+        ns._slot = {rowid: slot for slot, rowid in enumerate(rowids.tolist())}  # the last slot of each
+        live = np.fromiter(ns._slot.values(), np.int64, count=len(ns._slot))
+        ns._alive[live] = True
+        ns._length_sum = float(lengths[live].sum())
+        if not key_parts or not sum(map(len, key_parts)):
             return ns
-        keys, rank = np.unique(np.fromiter(map(term_key, term_id), np.int64, count=len(term_id)),
-                               return_inverse=True)
-        del term_id
-        terms = rank[np.concatenate(parts)]
+        keys, terms = np.unique(np.concatenate(key_parts), return_inverse=True)
+        del key_parts
         slots = np.repeat(np.arange(n, dtype=np.int64), lengths)
         # Each distinct (term, slot) pair is a posting; how often it occurs
         # is the term's frequency in that row.
         pairs, tfs = np.unique(terms * n + slots, return_counts=True)
+        del terms, slots
         ns._keys = keys
         ns._starts = np.searchsorted(pairs // n, np.arange(len(keys) + 1)).astype(np.int64)
         ns._slots = (pairs % n).astype(np.int32)

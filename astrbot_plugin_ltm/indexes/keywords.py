@@ -10,7 +10,7 @@ term by the scope's own rows (docs/decisions.md#d09).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from sqlalchemy import Connection, text
 
@@ -28,7 +28,7 @@ from ..storing.changes import (
 )
 from ..storing.database import Database
 from ..storing.keyword_rows import scope_prefix
-from .bm25 import CHUNK, KeywordNamespace, yield_gil
+from .bm25 import CHUNK, KeywordNamespace
 from .namespaces import COLD_WAIT, Matches, MemoryBudget, NamespaceCache, Update
 
 # Up to this many rows a search takes well under a millisecond and runs on
@@ -51,14 +51,16 @@ _ROWS = {
 
 
 def load_namespace(conn: Connection, scope: Scope, corpus: Corpus) -> KeywordNamespace:
-    """A scope's namespace of ``corpus``, built from its keyword rows."""
+    """A scope's namespace of ``corpus``, built from its keyword rows as
+    they are read (a large scope's rows are never all held at once)."""
     result = conn.execute(text(_ROWS[corpus]),
                           {"kind": scope.kind, "id": scope.id, "prefix": scope_prefix(scope.kind, scope.id)})
-    rows: list[tuple[int, list[str]]] = []
-    while batch := result.fetchmany(CHUNK):
-        rows += [(rowid, (tokens or "").split()) for rowid, tokens in batch]
-        yield_gil()
-    return KeywordNamespace.build(rows)
+
+    def rows() -> Iterator[tuple[int, list[str]]]:
+        while batch := result.fetchmany(CHUNK):
+            yield from ((rowid, (tokens or "").split()) for rowid, tokens in batch)
+
+    return KeywordNamespace.build(rows())
 
 
 class KeywordIndex:
