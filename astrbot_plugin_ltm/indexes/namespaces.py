@@ -23,6 +23,7 @@ Three races are handled here once for both indexes:
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import itertools
 import time
 from collections import OrderedDict
@@ -37,6 +38,31 @@ from ..logs import log
 # without the namespace while the load finishes for the next
 # (docs/decisions.md#d15).
 COLD_WAIT = 1.0
+
+# After a load or an eviction of at least this many bytes, the memory the
+# build freed is handed back to the system (docs/decisions.md#d41).
+RELEASE_AFTER_BYTES = 4 * 2**20
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        trim: Callable[[int], int] = ctypes.CDLL("libc.so.6").malloc_trim  # glibc only
+    except (OSError, AttributeError):
+        return None
+    return trim
+
+
+_TRIM = _malloc_trim()
+
+
+def release_freed_memory() -> None:
+    """Hand back to the system the pages that freed memory left empty.
+    glibc keeps them for reuse, so a process that built a large namespace
+    (its rows, tokens and copies are freed at the end) stays that large
+    for good; elsewhere this does nothing. ctypes lets the GIL go."""
+    if _TRIM is not None:
+        _TRIM(0)
+
 
 # Applied to a namespace: (namespace, replayed) -> False to drop it and load
 # it afresh. ``replayed``: it is applied after a load that may have seen it.
@@ -220,7 +246,11 @@ class NamespaceCache[K: Hashable, N]:
                 self._drop(key)
                 if self._on_evict is not None:
                     await self._on_evict(ns)
-                return self._size_of(ns)
+                size = self._size_of(ns)
+                del ns
+                if size >= RELEASE_AFTER_BYTES:
+                    await asyncio.to_thread(release_freed_memory)
+                return size
         return 0
 
     def _touch(self, key: K) -> None:
@@ -292,6 +322,8 @@ class NamespaceCache[K: Hashable, N]:
             await self.evict_oldest(ns)
         if self._budget is not None:
             await self._budget.enforce(keep=ns)
+        if self._size_of(ns) >= RELEASE_AFTER_BYTES:  # what its build freed (once it is in place)
+            await asyncio.to_thread(release_freed_memory)
         return ns
 
     async def _catch_up(self, ns: N | None, loading: _Loading[N]) -> bool:
