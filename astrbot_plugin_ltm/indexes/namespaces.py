@@ -41,7 +41,7 @@ COLD_WAIT = 1.0
 
 # After a load or an eviction of at least this many bytes, the memory the
 # build freed is handed back to the system (docs/decisions.md#d41).
-RELEASE_AFTER_BYTES = 4 * 2**20
+RELEASE_AFTER_BYTES = 2**20
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
