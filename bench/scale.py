@@ -5,7 +5,13 @@
 For each size N, in a fresh process (so memory and cold-start figures are
 its own) and a fresh SQLite file:
 
-1. ``engine.start(background=False)`` migrates an empty database.
+0. The process's resident memory before any memory is stored: the
+   interpreter, the plugin, its libraries and the tokenizer (the baseline).
+1. In a process of its own (``--fill-inline``: in this one, as before
+   2026-11-25), ``engine.start(background=False)`` migrates an empty
+   database, then steps 2 and 3 fill it: the bulk fill stands in for months
+   of history, whose millions of short-lived rows a bot's process never
+   holds at once.
 2. N active items go into one user scope and ``--other-items`` into each
    of ``--scopes`` other scopes, inserted in bulk through the models on the
    engine's database layer, each with its ``create`` audit row (as the
@@ -36,7 +42,9 @@ its own) and a fresh SQLite file:
    ``--lists-repeats`` times through ``MemoryAPI.call``, every statement
    explained: full table scans and rows sorted in a temp b-tree are
    reported per request. A failed request is an error (exit status 1).
-9. Resident memory: current RSS (psutil) and peak (getrusage).
+9. Resident memory: current RSS (psutil) and peak (getrusage), and the
+   bytes the loaded keyword and vector namespaces hold (as the memory
+   budget counts them).
 
 The whole run gets ``--time-limit`` seconds (default 560), shared among the
 sizes; a size still running at the end of its share is stopped and
