@@ -182,6 +182,7 @@ class NamespaceCache[K: Hashable, N]:
             budget.join(self)
         self._loaded: OrderedDict[K, N] = OrderedDict()
         self._used_at: dict[K, int] = {}  # the budget's stamp of each loaded one's last use
+        self._sizes: dict[K, int] = {}  # each loaded one's bytes, as of its load or last update
         self._loading: dict[K, _Loading[N]] = {}
         self._empty: dict[K, float] = {}  # found to hold nothing, and when
         self._loads: Loads[K, N | None] = Loads(what)
@@ -223,13 +224,15 @@ class NamespaceCache[K: Hashable, N]:
         """Forget every loaded namespace (as after a restart)."""
         self._loaded.clear()
         self._used_at.clear()
+        self._sizes.clear()
         self._empty.clear()
 
     # -- the memory budget ------------------------------------------------------------
 
     def held(self) -> int:
-        """Bytes the loaded namespaces hold."""
-        return sum(self._size_of(ns) for ns in self._loaded.values())
+        """Bytes the loaded namespaces hold (as of their loads and updates:
+        asking every namespace took 0.4 ms for 512, on every load)."""
+        return sum(self._sizes.values())
 
     def oldest_stamp(self, keep: object = None) -> int | None:
         """When the least recently used namespace but ``keep`` was last
@@ -243,10 +246,10 @@ class NamespaceCache[K: Hashable, N]:
         """Evict the least recently used namespace but ``keep``; its bytes."""
         for key, ns in self._loaded.items():
             if ns is not keep:
+                size = self._sizes.get(key, 0)
                 self._drop(key)
                 if self._on_evict is not None:
                     await self._on_evict(ns)
-                size = self._size_of(ns)
                 del ns
                 if size >= RELEASE_AFTER_BYTES:
                     await asyncio.to_thread(release_freed_memory)
@@ -260,6 +263,7 @@ class NamespaceCache[K: Hashable, N]:
     def _drop(self, key: K) -> None:
         del self._loaded[key]
         self._used_at.pop(key, None)
+        self._sizes.pop(key, None)
 
     # -- following writes -----------------------------------------------------------
 
@@ -283,8 +287,11 @@ class NamespaceCache[K: Hashable, N]:
                 self.invalidate(matches)
             raise
         for (key, ns, _), ok in zip(targets, results, strict=True):
-            if not ok and self._loaded.get(key) is ns:
-                self._drop(key)
+            if self._loaded.get(key) is ns:
+                if ok:
+                    self._sizes[key] = self._size_of(ns)
+                else:
+                    self._drop(key)
         if self._budget is not None:  # the namespaces grew
             await self._budget.enforce()
 
@@ -317,12 +324,13 @@ class NamespaceCache[K: Hashable, N]:
             self._empty[key] = time.monotonic()
             return None
         self._loaded[key] = ns
+        self._sizes[key] = self._size_of(ns)
         self._touch(key)
         while len(self._loaded) > self.max_loaded:
             await self.evict_oldest(ns)
         if self._budget is not None:
             await self._budget.enforce(keep=ns)
-        if self._size_of(ns) >= RELEASE_AFTER_BYTES:  # what its build freed (once it is in place)
+        if self._sizes.get(key, 0) >= RELEASE_AFTER_BYTES:  # what its build freed (once it is in place)
             await asyncio.to_thread(release_freed_memory)
         return ns
 
