@@ -103,6 +103,9 @@ class RecordingConfig:
 class VectorConfig:
     query_timeout_seconds: float = 2.0  # the read path's one embedding call
     max_loaded_namespaces: int = 256  # FAISS namespaces kept in memory (LRU)
+    # Bytes the keyword and vector namespaces hold together (LRU out past
+    # it) (docs/decisions.md#d41).
+    max_memory_mb: int = 256
     # Raw turns get vectors too (in the background, batched), so the reader
     # finds them by meaning; off: turns are found by keywords only.
     embed_turns: bool = True
@@ -176,6 +179,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "vectors.query_timeout_seconds": (0.05, 60.0),
     "vectors.max_loaded_namespaces": (1, 100000),
     "tools.search_max_tokens": (50, 8000),
+    "vectors.max_memory_mb": (16, 1000000),
 }
 _CHOICES: dict[str, tuple[str, ...]] = {
     "write_policy.mode": MODES,

@@ -27,6 +27,7 @@ from .enums import CandidateSource, ExtractionStatus, Method, Role, SourceType, 
 from .extension_points import Embedder, Extractor, ModelGateway, Retriever, TokenCounter
 from .indexes.embeddings import Embeddings
 from .indexes.keywords import KeywordIndex
+from .indexes.namespaces import MemoryBudget
 from .indexes.vector_fill import VectorFill
 from .indexes.vectors import VectorIndex
 from .learning.candidates import Candidate
@@ -69,9 +70,10 @@ class LTMEngine:
         self.models = models
         self.db = Database(sql_engine, read_only=lambda: self.config.emergency_read_only)
         # The derived indexes follow every committed write, in this order.
-        self.keyword_index = KeywordIndex(self.db)
+        self.index_budget = MemoryBudget(self.config.vectors.max_memory_mb * 2**20)
+        self.keyword_index = KeywordIndex(self.db, budget=self.index_budget)
         self.vector_index = VectorIndex(self.db, Path(data_dir) / "vectors" if data_dir else None,
-                                        self.config.vectors.max_loaded_namespaces)
+                                        self.config.vectors.max_loaded_namespaces, self.index_budget)
         self.db.subscribe(self.keyword_index)
         self.db.subscribe(self.vector_index)
         self.embeddings = Embeddings(embedder, self.vector_index, self.config.vectors.query_timeout_seconds)
@@ -137,6 +139,7 @@ class LTMEngine:
         self.resolver = ScopeResolver(self.config.identity)
         self.embeddings.query_timeout = self.config.vectors.query_timeout_seconds
         self.vector_index.max_loaded = self.config.vectors.max_loaded_namespaces
+        self.index_budget.limit = self.config.vectors.max_memory_mb * 2**20  # enforced at the next load
         return self.config_errors
 
     # -- hooks: the hot path ---------------------------------------------

@@ -5,7 +5,13 @@
 For each size N, in a fresh process (so memory and cold-start figures are
 its own) and a fresh SQLite file:
 
-1. ``engine.start(background=False)`` migrates an empty database.
+0. The process's resident memory before any memory is stored: the
+   interpreter, the plugin, its libraries and the tokenizer (the baseline).
+1. In a process of its own (``--fill-inline``: in this one, as before
+   2026-11-25), ``engine.start(background=False)`` migrates an empty
+   database, then steps 2 and 3 fill it: the bulk fill stands in for months
+   of history, whose millions of short-lived rows a bot's process never
+   holds at once.
 2. N active items go into one user scope and ``--other-items`` into each
    of ``--scopes`` other scopes, inserted in bulk through the models on the
    engine's database layer, each with its ``create`` audit row (as the
@@ -38,7 +44,9 @@ its own) and a fresh SQLite file:
    ``--lists-repeats`` times through ``MemoryAPI.call``, every statement
    explained: full table scans and rows sorted in a temp b-tree are
    reported per request. A failed request is an error (exit status 1).
-9. Resident memory: current RSS (psutil) and peak (getrusage).
+9. Resident memory: current RSS (psutil) and peak (getrusage), and the
+   bytes the loaded keyword and vector namespaces hold (as the memory
+   budget counts them).
 
 The whole run gets ``--time-limit`` seconds (default 560), shared among the
 sizes; a size still running at the end of its share is stopped and
@@ -407,15 +415,66 @@ def emit(out: dict[str, Any], phase: str) -> None:
     print(json.dumps(out), flush=True)
 
 
-async def run_size(size: int, scopes: int, per_scope: int, n_queries: int, n_hooks: int,
-                   n_writes: int, vectors: bool, events_per_item: int = 1, seed: int = 7,
-                   lists_repeats: int = 20) -> dict[str, Any]:
+async def build_store(path: Path, size: int, scopes: int, per_scope: int, vectors: bool,
+                      events_per_item: int = 1, seed: int = 7) -> tuple[dict[str, Any], Store]:
+    """The synthetic store in ``path``: empty database, bulk fill, keyword
+    index. Figures of the fill, and what the reads ask about."""
     rng = random.Random(seed)
     words = Words(rng)
+    out: dict[str, Any] = {}
+    base_embedder = HashEmbedder() if vectors else None
+    db = create_async_engine(f"sqlite+aiosqlite:///{path / 'ltm.db'}")
+    engine = LTMEngine(db, config(), clock=Clock(NOW), **engine_kwargs(base_embedder, path / "data", None))
+    start = time.perf_counter()
+    await engine.start(background=False)
+    out["migrate_empty_s"] = time.perf_counter() - start
+    with_vectors = bool(vectors and "embedder" in inspect.signature(LTMEngine.__init__).parameters)
+    store, timings = await fill(engine, size, scopes, per_scope, words,
+                                base_embedder if with_vectors else None, rng, events_per_item)
+    out.update(timings)
+    start = time.perf_counter()
+    async with engine.db.write() as session:
+        out["fts_rebuild_rows"] = await rebuild_fact_rows(session)
+    out["fts_rebuild_s"] = time.perf_counter() - start
+    await engine.stop()
+    await db.dispose()
+    out["db_mb_after_fill"] = (path / "ltm.db").stat().st_size / 2**20
+    return out, store
+
+
+def build_store_apart(path: Path, size: int, scopes: int, per_scope: int, vectors: bool,
+                      events_per_item: int, seed: int) -> tuple[dict[str, Any], Store]:
+    """build_store in a process of its own: the bulk fill's millions of
+    short-lived rows stand in for months of history, which a bot's process
+    never holds at once, so they stay out of the measured process's memory."""
+    cmd = [sys.executable, "-m", "bench.scale", "--fill-store", str(size), "--store-dir", str(path),
+           "--scopes", str(scopes), "--other-items", str(per_scope), "--events-per-item", str(events_per_item),
+           "--seed", str(seed)]
+    if not vectors:
+        cmd.append("--no-vectors")
+    for setting in OVERRIDES:
+        cmd += ["--set", setting]
+    done = subprocess.run(cmd, capture_output=True, cwd=Path(__file__).resolve().parent.parent)
+    figures = _last_json(done.stdout)
+    if done.returncode != 0 or figures is None:
+        sys.stderr.write(done.stderr.decode(errors="replace"))
+        raise RuntimeError(f"filling the store of size {size} failed")
+    stored = json.loads((path / "store.json").read_text())
+    return figures, Store(stored["target_facts"], stored["other_scopes"])
+
+
+async def run_size(size: int, scopes: int, per_scope: int, n_queries: int, n_hooks: int,
+                   n_writes: int, vectors: bool, events_per_item: int = 1, seed: int = 7,
+                   lists_repeats: int = 20, fill_inline: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {"size": size, "scopes": scopes + 1, "items_total": size + scopes * per_scope}
+    # What the process holds before any memory is stored: the interpreter,
+    # the plugin and its libraries (faiss, numpy, SQLAlchemy), the tokenizer.
+    tokens_module.default_counter()
+    out["baseline_rss_mb"] = rss_mb()
     tmp = tempfile.TemporaryDirectory(prefix=f"ltm-scale-{size}-")
     path = Path(tmp.name)
     out["tmpdir"] = str(path)
+    out["fill_inline"] = fill_inline
     base_embedder = HashEmbedder() if vectors else None
     target = Origin(PLATFORM, f"{PLATFORM}:FriendMessage:{TARGET_SENDER}", TARGET_SENDER, "Target")
     extractor = OneFactPerEvent()
@@ -433,21 +492,15 @@ async def run_size(size: int, scopes: int, per_scope: int, n_queries: int, n_hoo
 
     try:
         # -- empty database, bulk fill, keyword index ------------------------------
-        db, engine, clock = open_engine(base_embedder)
-        start = time.perf_counter()
-        await engine.start(background=False)
-        out["migrate_empty_s"] = time.perf_counter() - start
+        if fill_inline:
+            figures, store = await build_store(path, size, scopes, per_scope, vectors, events_per_item, seed)
+        else:
+            figures, store = build_store_apart(path, size, scopes, per_scope, vectors, events_per_item, seed)
+        out.update(figures)
         out["vectors"] = bool(vectors and "embedder" in inspect.signature(LTMEngine.__init__).parameters)
-        store, timings = await fill(engine, size, scopes, per_scope, words,
-                                    base_embedder if out["vectors"] else None, rng, events_per_item)
-        out.update(timings)
-        start = time.perf_counter()
-        async with engine.db.write() as session:
-            out["fts_rebuild_rows"] = await rebuild_fact_rows(session)
-        out["fts_rebuild_s"] = time.perf_counter() - start
-        await engine.stop()
-        await db.dispose()
-        out["db_mb_after_fill"] = (path / "ltm.db").stat().st_size / 2**20
+        # The vocabulary again (Words draws it first), then draws of its own.
+        words = Words(random.Random(seed))
+        rng = words.rng = random.Random(seed + 1)
         emit(out, "fill")
 
         # -- cold start; the hook; the write pipeline ---------------------------------
@@ -581,6 +634,11 @@ async def run_size(size: int, scopes: int, per_scope: int, n_queries: int, n_hoo
 
         out["rss_mb"] = rss_mb()
         out["peak_rss_mb"] = peak_mb()
+        # (None from versions before the indexes reported their bytes)
+        for name, index in (("keyword", engine.keyword_index), ("vector", engine.vector_index)):
+            held = getattr(index, "held", None)
+            out[f"{name}_index_mb"] = held() / 2**20 if held else None
+            out[f"{name}_namespaces_loaded"] = getattr(index, "loaded_count", None)
         await engine.stop()
         await db.dispose()
         out.pop("phase_done", None)
@@ -646,6 +704,11 @@ ROWS = [
     ("list errors", None, ""),
     ("RSS (MB)", "rss_mb", ".0f"),
     ("peak RSS (MB)", "peak_rss_mb", ".0f"),
+    ("  baseline: no memories (MB)", "baseline_rss_mb", ".0f"),
+    ("  keyword namespaces (MB)", "keyword_index_mb", ".1f"),
+    ("  vector namespaces (MB)", "vector_index_mb", ".1f"),
+    ("  keyword namespaces loaded", "keyword_namespaces_loaded", ",.0f"),
+    ("  vector namespaces loaded", "vector_namespaces_loaded", ",.0f"),
     ("time for this size (s)", "seconds", ".1f"),
     ("stopped at time limit after", "stopped_after", ""),
 ]
@@ -711,7 +774,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.NAME=VALUE",
                         help="override a plugin setting, e.g. read_policy.max_events=0 (repeatable)")
     parser.add_argument("--json", dest="json_out")
+    parser.add_argument("--fill-inline", action="store_true",
+                        help="fill the store in the measured process (as before 2026-11-25: its RSS then "
+                             "includes what the bulk fill left behind)")
+    parser.add_argument("--seed", type=int, default=7, help=argparse.SUPPRESS)
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # child: run one size, print JSON
+    parser.add_argument("--fill-store", type=int, help=argparse.SUPPRESS)  # child: fill a store, print JSON
+    parser.add_argument("--store-dir", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     OVERRIDES[:] = args.overrides
@@ -719,11 +788,20 @@ def main(argv: list[str] | None = None) -> int:
     if errors:
         raise SystemExit(f"settings rejected: {errors}")
 
+    if args.fill_store is not None:
+        figures, store = asyncio.run(build_store(Path(args.store_dir), args.fill_store, args.scopes,
+                                                 args.other_items, not args.no_vectors, args.events_per_item,
+                                                 args.seed))
+        (Path(args.store_dir) / "store.json").write_text(json.dumps(
+            {"target_facts": store.target_facts, "other_scopes": store.other_scopes}))
+        print(json.dumps(figures), flush=True)
+        return 0
+
     def one(size: int) -> dict[str, Any]:
         start = time.perf_counter()
         result = asyncio.run(run_size(size, args.scopes, args.other_items, args.queries, args.hooks,
-                                      args.writes, not args.no_vectors, args.events_per_item,
-                                      lists_repeats=args.lists_repeats))
+                                      args.writes, not args.no_vectors, args.events_per_item, seed=args.seed,
+                                      lists_repeats=args.lists_repeats, fill_inline=args.fill_inline))
         result["seconds"] = time.perf_counter() - start
         return result
 
@@ -747,6 +825,8 @@ def main(argv: list[str] | None = None) -> int:
                "--events-per-item", str(args.events_per_item), "--lists-repeats", str(args.lists_repeats)]
         if args.no_vectors:
             cmd.append("--no-vectors")
+        if args.fill_inline:
+            cmd.append("--fill-inline")
         for setting in args.overrides:
             cmd += ["--set", setting]
         start = time.monotonic()
@@ -770,6 +850,7 @@ def main(argv: list[str] | None = None) -> int:
         results.append(result)
         print(f"size {size:,}: {result['seconds']:.1f} s", file=sys.stderr)
     meta = {"scopes": args.scopes, "other_items": args.other_items, "queries": args.queries,
+            "fill_inline": args.fill_inline,
             "hooks": args.hooks, "writes": args.writes, "events_per_item": args.events_per_item,
             "overrides": args.overrides, "time_limit": args.time_limit}
     print(table(results, meta))

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from astrbot_plugin_ltm.indexes.namespaces import Loads, NamespaceCache
+from astrbot_plugin_ltm.indexes.namespaces import Loads, MemoryBudget, NamespaceCache
 
 
 async def test_callers_of_one_key_share_one_load():
@@ -82,7 +82,7 @@ class Store:
     """A source of truth and a cache of it, with loads that can be held
     after they have read (so writes can land between the read and its end)."""
 
-    def __init__(self, max_loaded: int = 8, empty_recheck: float = 0.0) -> None:
+    def __init__(self, max_loaded: int = 8, empty_recheck: float = 0.0, budget: MemoryBudget | None = None) -> None:
         self.rows: dict[str, set[int]] = {"a": {1}, "b": {2}, "c": set()}
         self.have_read = asyncio.Event()
         self.release = asyncio.Event()
@@ -90,7 +90,8 @@ class Store:
         self.loads: list[str] = []
         self.evicted: list[set[int]] = []
         self.cache: NamespaceCache[str, set[int]] = NamespaceCache(
-            "test namespace", self.load, self.run, max_loaded, self.on_evict, empty_recheck)
+            "test namespace", self.load, self.run, max_loaded, self.on_evict, empty_recheck,
+            size_of=lambda ns: 100 * len(ns), budget=budget)
 
     async def load(self, key: str) -> set[int] | None:
         self.loads.append(key)
@@ -181,3 +182,63 @@ async def test_the_least_recently_used_namespace_goes_first_and_is_handed_over()
     await store.cache.get("d")
     assert [key for key, _ in store.cache.loaded()] == ["a", "d"]
     assert store.evicted == [{2}]
+
+
+# -- the memory budget -----------------------------------------------------------------
+
+
+def held_keys(*stores: Store) -> list[list[str]]:
+    return [[key for key, _ in store.cache.loaded()] for store in stores]
+
+
+async def test_namespaces_of_two_indexes_share_one_budget_least_recently_used_first_out():
+    """Two caches (as the keyword and the vector index) under one budget of
+    bytes: a load that goes past it evicts the least recently used
+    namespace of either, handing it over first."""
+    budget = MemoryBudget(limit=450)  # size_of: 100 bytes a row
+    words, vectors = Store(budget=budget), Store(budget=budget)
+    for store in (words, vectors):
+        store.rows.update({"d": {4, 5}, "e": {6}})
+    await words.cache.get("a")  # 100
+    await vectors.cache.get("a")  # 200
+    await words.cache.get("b")  # 300
+    await words.cache.get("a")  # used again: vectors' a is now the oldest
+    await vectors.cache.get("d")  # 500 > 450: vectors' a goes
+    assert held_keys(words, vectors) == [["b", "a"], ["d"]] and vectors.evicted == [{1}]
+    assert budget.held() == 400
+    await vectors.cache.get("e")  # 500 again: words' b is the oldest now
+    assert held_keys(words, vectors) == [["a"], ["d", "e"]] and words.evicted == [{2}]
+    assert budget.held() == 400
+
+
+async def test_a_namespace_larger_than_the_budget_is_kept_for_its_read_and_goes_at_the_next_load():
+    budget = MemoryBudget(limit=250)
+    store = Store(budget=budget)
+    store.rows.update({"big": {1, 2, 3, 4}, "d": {4}})
+    await store.cache.get("a")
+    assert await store.cache.get("big") == {1, 2, 3, 4}  # alone over the budget, but the read gets it
+    assert held_keys(store) == [["big"]] and store.evicted == [{1}]
+    await store.cache.get("d")
+    assert held_keys(store) == [["d"]] and store.evicted == [{1}, {1, 2, 3, 4}]
+
+
+async def test_namespaces_grown_by_writes_are_held_to_the_budget():
+    budget = MemoryBudget(limit=350)
+    store = Store(budget=budget)
+    for key in ("a", "b"):
+        await store.cache.get(key)
+    await store.write("b", 7)
+    await store.write("b", 8)  # 100 + 300 > 350: a, the oldest, goes
+    assert held_keys(store) == [["b"]] and store.evicted == [{1}]
+    assert store.rows["b"] == await store.cache.get("b")
+
+
+async def test_a_lower_budget_applies_at_the_next_load():
+    budget = MemoryBudget(limit=10_000)
+    store = Store(budget=budget)
+    store.rows["d"] = {4}
+    for key in ("a", "b"):
+        await store.cache.get(key)
+    budget.limit = 150
+    await store.cache.get("d")
+    assert held_keys(store) == [["d"]] and store.evicted == [{1}, {2}]

@@ -200,6 +200,31 @@ async def test_loaded_namespaces_stay_under_the_bound(db_url, tmp_path):
         assert engine.vector_index.loaded_count <= 2
 
 
+async def test_under_a_small_memory_budget_reads_find_the_same_and_namespaces_are_let_go(db_url, tmp_path):
+    """The keyword and vector namespaces share the budget: one smaller than
+    a scope's namespaces keeps only the last loaded, and every read finds
+    what it finds with room to spare."""
+    engine = await make(db_url, tmp_path, HashEmbedder())
+    for n in range(4):
+        await engine.remember(alice(n), f"I collect stamps number {n}")
+    await fill_all(engine)
+    found = {}
+    for n in range(4):
+        block = await engine.memory_block(alice(n), "which stamps do I collect?")
+        found[n] = [item.fact for item in block.items]
+    assert all(found.values())
+    assert engine.vector_index.loaded_count + engine.keyword_index.loaded_count > 4
+    engine.vector_index.clear()
+    engine.keyword_index.clear()
+    engine.index_budget.limit = 1
+    for n in range(4):
+        block = await engine.memory_block(alice(n), "which stamps do I collect?")
+        assert [item.fact for item in block.items] == found[n]
+        await engine.loads_settled()
+        assert engine.vector_index.loaded_count + engine.keyword_index.loaded_count == 1
+    await engine.stop()
+
+
 @pytest.mark.parametrize("seed", range(4))
 async def test_no_vector_from_one_scope_is_returned_for_another(db_url, tmp_path, seed):
     """Random adds, edits, deletions, recorded turns, forgotten scopes and
@@ -616,3 +641,35 @@ async def test_a_vector_namespace_that_fails_to_load_costs_a_read_nothing(db_url
     monkeypatch.setattr(vectors, "load_namespace", broken)
     block = await engine.memory_block(alice(), "any mountains nearby?")
     assert "hiking in the mountains" in block.text  # found by its words
+
+
+async def test_a_float32_namespace_file_of_an_earlier_version_is_rebuilt_as_float16(db_url, tmp_path):
+    """Files written before vectors were held as float16 have no layout in
+    their metadata: they are rebuilt, and find the same rows."""
+    import json
+
+    import faiss
+
+    engine = await make(db_url, tmp_path, HashEmbedder())
+    for text in ("I hiked up the mountains at dawn", "I cooked spicy noodles", "I play the cello"):
+        await engine.remember(alice(), text)
+    await fill_all(engine)
+    scope = engine.resolver.user_scope(alice())
+    expected = await vector_ids(engine, scope, "spicy noodles")
+    await engine.stop()
+    for meta in (tmp_path / "vectors").glob("*.json"):
+        doc = json.loads(meta.read_text())
+        index = faiss.read_index(str(meta.with_suffix(".faiss")))
+        inner = faiss.downcast_index(index.index)
+        old = faiss.IndexIDMap2(faiss.IndexFlatIP(index.d))  # as earlier versions wrote it
+        old.add_with_ids(inner.reconstruct_n(0, index.ntotal), faiss.vector_to_array(index.id_map))
+        faiss.write_index(old, str(meta.with_suffix(".faiss")))
+        del doc["layout"]
+        meta.write_text(json.dumps(doc))
+    fresh = await make(db_url, tmp_path, HashEmbedder())
+    assert await vector_ids(fresh, scope, "spicy noodles") == expected
+    ns = await fresh.vector_index.namespace(scope, fresh.embeddings.model)
+    assert isinstance(faiss.downcast_index(ns.index.index), faiss.IndexScalarQuantizer)
+    await fresh.stop()
+    metas = [json.loads(m.read_text()) for m in (tmp_path / "vectors").glob("*.json")]
+    assert metas and {meta["layout"] for meta in metas} == {faiss_files.LAYOUT}  # rebuilt and written again

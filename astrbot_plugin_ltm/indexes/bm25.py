@@ -13,7 +13,7 @@ import math
 import threading
 import time
 from collections.abc import Iterable
-from itertools import chain
+from itertools import chain, islice
 
 import numpy as np
 
@@ -22,9 +22,12 @@ K1 = 1.2
 B = 0.75
 CHUNK = 2000  # rows a build handles between pauses (yield_gil)
 # Postings added since the last merge wait in lists until they are this
-# many, or an eighth of the merged ones: merging copies the arrays of the
-# terms it touches, so a fixed threshold made growth quadratic.
+# many, or an eighth of the merged ones: a merge copies the postings
+# arrays, so a fixed threshold made growth quadratic.
 _PENDING_MIN = 4096
+# Dead slots are dropped once they are this many and half of the slots.
+_COMPACT_MIN = 1024
+TF_MAX = np.iinfo(np.uint16).max
 
 
 def yield_gil() -> None:
@@ -33,10 +36,21 @@ def yield_gil() -> None:
     time.sleep(0)
 
 
+def term_key(term: str) -> int:
+    """A term as the postings know it: its hash, 8 bytes in a sorted array
+    instead of a string and two arrays per term (docs/decisions.md#d40).
+    Two terms of one hash would share postings (odds ~n²/2⁶⁴)."""
+    return hash(term)
+
+
 class KeywordNamespace:
     """BM25 over one scope's rows of one corpus. Rows are slots in growing
     arrays; a removed row's slot is only marked dead, and dead slots are
-    dropped when they make up half of the namespace."""
+    dropped when they make up half of the namespace.
+
+    Postings are compact: one array of slots and one of term frequencies,
+    grouped by term (``_starts[i]:_starts[i + 1]`` are those of the term
+    whose key is ``_keys[i]``, the keys sorted)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()  # searches run in threads
@@ -46,69 +60,81 @@ class KeywordNamespace:
         self._used = 0
         self._slot: dict[int, int] = {}
         self._length_sum = 0.0
-        # term -> (slots, term frequencies); postings since the last merge
-        # wait in Python lists, as appending to numpy arrays copies them.
-        self._postings: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        self._pending: dict[str, tuple[list[int], list[int]]] = {}
+        self._keys = np.zeros(0, np.int64)
+        self._starts = np.zeros(1, np.int64)
+        self._slots = np.zeros(0, np.int32)
+        self._tfs = np.zeros(0, np.uint16)
+        # Postings since the last merge wait in Python lists, by term key,
+        # as inserting into numpy arrays copies them.
+        self._pending: dict[int, tuple[list[int], list[int]]] = {}
         self._pending_count = 0
-        self._merged_count = 0
 
     @property
     def size(self) -> int:
         return len(self._slot)
 
+    @property
+    def nbytes(self) -> int:
+        """Memory held, roughly: the arrays, the row map (two ints and an
+        entry each) and the pending postings."""
+        arrays = (self._rowids, self._lengths, self._alive, self._keys, self._starts, self._slots, self._tfs)
+        return (sum(a.nbytes for a in arrays) + 100 * len(self._slot)
+                + 200 * len(self._pending) + 64 * self._pending_count)
+
     @classmethod
-    def build(cls, rows: list[tuple[int, list[str]]]) -> KeywordNamespace:
-        """A namespace of ``rows`` (rowid, tokens), its postings sorted out
-        by numpy in one go: adding rows one by one takes seconds for a
-        large scope (docs/decisions.md#d22)."""
+    def build(cls, rows: Iterable[tuple[int, list[str]]]) -> KeywordNamespace:
+        """A namespace of ``rows`` (rowid, tokens; a rowid given twice has
+        its last tokens), its postings sorted out by numpy in one go:
+        adding rows one by one takes seconds for a large scope
+        (docs/decisions.md#d22). ``rows`` is read a chunk at a time and
+        each chunk's tokens become their term keys at once, so a build
+        never holds every token of a large scope as a string (d40)."""
         ns = cls()
-        last = dict(rows)  # a rowid once, with its last tokens
-        n = len(last)
-        token_lists = list(last.values())
+        rowid_parts, length_parts, key_parts = [], [], []
+        rows = iter(rows)
+        while chunk := list(islice(rows, CHUNK)):
+            rowid_parts.append(np.fromiter((rowid for rowid, _ in chunk), np.int64, count=len(chunk)))
+            length_parts.append(np.fromiter((len(tokens) for _, tokens in chunk), np.int64, count=len(chunk)))
+            tokens = list(chain.from_iterable(tokens for _, tokens in chunk))
+            key_parts.append(np.fromiter(map(term_key, tokens), np.int64, count=len(tokens)))
+            del chunk, tokens
+            yield_gil()
+        rowids = np.concatenate(rowid_parts) if rowid_parts else np.zeros(0, np.int64)
+        lengths = np.concatenate(length_parts) if length_parts else np.zeros(0, np.int64)
+        n = len(rowids)
         size = max(64, n)
         ns._rowids = np.zeros(size, np.int64)
-        ns._rowids[:n] = np.fromiter(last, np.int64, count=n)
-        lengths = np.fromiter(map(len, token_lists), np.int64, count=n)
+        ns._rowids[:n] = rowids
         ns._lengths = np.zeros(size, np.float32)
         ns._lengths[:n] = lengths
         ns._alive = np.zeros(size, bool)
-        ns._alive[:n] = True
         ns._used = n
-        ns._slot = {rowid: slot for slot, rowid in enumerate(last)}
-        ns._length_sum = float(lengths.sum())
-        # Term ids without a Python loop per token: each chunk's new terms
-        # join the vocabulary, then a C-level lookup maps every token.
-        term_id: dict[str, int] = {}
-        parts = []
-        for lo in range(0, n, CHUNK):
-            tokens = list(chain.from_iterable(token_lists[lo:lo + CHUNK]))
-            for term in dict.fromkeys(tokens):
-                if term not in term_id:
-                    term_id[term] = len(term_id)
-            parts.append(np.fromiter(map(term_id.__getitem__, tokens), np.int64, count=len(tokens)))
-            yield_gil()
-        if not term_id:
+        ns._slot = {rowid: slot for slot, rowid in enumerate(rowids.tolist())}  # the last slot of each
+        live = np.fromiter(ns._slot.values(), np.int64, count=len(ns._slot))
+        ns._alive[live] = True
+        ns._length_sum = float(lengths[live].sum())
+        if not key_parts or not sum(map(len, key_parts)):
             return ns
-        vocabulary = list(term_id)
-        terms = np.concatenate(parts)
+        keys, terms = np.unique(np.concatenate(key_parts), return_inverse=True)
+        del key_parts
         slots = np.repeat(np.arange(n, dtype=np.int64), lengths)
         # Each distinct (term, slot) pair is a posting; how often it occurs
         # is the term's frequency in that row.
-        keys, tfs = np.unique(terms * n + slots, return_counts=True)
-        term_of, slot_of = keys // n, (keys % n).astype(np.int32)
-        starts = np.flatnonzero(np.diff(term_of, prepend=-1))
-        for lo, hi in zip(starts.tolist(), [*starts[1:].tolist(), len(keys)], strict=False):
-            ns._postings[vocabulary[term_of[lo]]] = (slot_of[lo:hi], tfs[lo:hi].astype(np.float32))
-        ns._merged_count = len(keys)
+        pairs, tfs = np.unique(terms * n + slots, return_counts=True)
+        del terms, slots
+        ns._keys = keys
+        ns._starts = np.searchsorted(pairs // n, np.arange(len(keys) + 1)).astype(np.int64)
+        ns._slots = (pairs % n).astype(np.int32)
+        ns._tfs = np.minimum(tfs, TF_MAX).astype(np.uint16)
         return ns
 
     def add(self, rowid: int, tokens: Iterable[str]) -> None:
         self.remove(rowid)
-        counts: dict[str, int] = {}
+        counts: dict[int, int] = {}
         length = 0
         for token in tokens:
-            counts[token] = counts.get(token, 0) + 1
+            key = term_key(token)
+            counts[key] = counts.get(key, 0) + 1
             length += 1
         if self._used == len(self._rowids):
             grown = 2 * len(self._rowids)
@@ -120,12 +146,12 @@ class KeywordNamespace:
         self._rowids[slot], self._lengths[slot], self._alive[slot] = rowid, length, True
         self._slot[rowid] = slot
         self._length_sum += length
-        for term, tf in counts.items():
-            slots, tfs = self._pending.setdefault(term, ([], []))
+        for key, tf in counts.items():
+            slots, tfs = self._pending.setdefault(key, ([], []))
             slots.append(slot)
-            tfs.append(tf)
+            tfs.append(min(tf, TF_MAX))
         self._pending_count += len(counts)
-        if self._pending_count > max(_PENDING_MIN, self._merged_count // 8):
+        if self._pending_count > max(_PENDING_MIN, len(self._slots) // 8):
             self._merge()
 
     def remove(self, rowid: int) -> None:
@@ -134,16 +160,33 @@ class KeywordNamespace:
             return
         self._alive[slot] = False
         self._length_sum -= float(self._lengths[slot])
-        if self._used - len(self._slot) > max(1024, self._used // 2):
+        if self._used - len(self._slot) > max(_COMPACT_MIN, self._used // 2):
             self._compact()
 
     def _merge(self) -> None:
-        for term, (slots, tfs) in self._pending.items():
-            new = (np.asarray(slots, np.int32), np.asarray(tfs, np.float32))
-            old = self._postings.get(term)
-            self._postings[term] = new if old is None else (
-                np.concatenate([old[0], new[0]]), np.concatenate([old[1], new[1]]))
-        self._merged_count += self._pending_count
+        """The pending postings into the arrays: each term's go after its
+        merged ones (a new term's into its place among the keys), in one
+        pass over the arrays."""
+        if not self._pending:
+            return
+        new_keys = np.array(sorted(self._pending), np.int64)
+        runs = [self._pending[key] for key in new_keys.tolist()]
+        counts = np.fromiter((len(slots) for slots, _ in runs), np.int64, count=len(runs))
+        new_slots = np.fromiter(chain.from_iterable(slots for slots, _ in runs), np.int32, count=int(counts.sum()))
+        new_tfs = np.fromiter(chain.from_iterable(tfs for _, tfs in runs), np.uint16, count=int(counts.sum()))
+        at = np.searchsorted(self._keys, new_keys)
+        known = at < len(self._keys)
+        known[known] = self._keys[at[known]] == new_keys[known]
+        # A known term's postings go at the end of its run, a new term's
+        # where its run will begin.
+        where = np.repeat(self._starts[at + known], counts)
+        self._slots = np.insert(self._slots, where, new_slots)
+        self._tfs = np.insert(self._tfs, where, new_tfs)
+        per_term = np.diff(self._starts)
+        per_term[at[known]] += counts[known]
+        per_term = np.insert(per_term, at[~known], counts[~known])
+        self._keys = np.insert(self._keys, at[~known], new_keys[~known])
+        self._starts = np.concatenate([[0], np.cumsum(per_term)]).astype(np.int64)
         self._pending.clear()
         self._pending_count = 0
 
@@ -153,12 +196,14 @@ class KeywordNamespace:
         live = np.flatnonzero(self._alive[: self._used])
         renumber = np.full(self._used, -1, np.int32)
         renumber[live] = np.arange(len(live), dtype=np.int32)
-        for term, (slots, tfs) in list(self._postings.items()):
-            keep = self._alive[slots]
-            if keep.any():
-                self._postings[term] = (renumber[slots[keep]], tfs[keep])
-            else:
-                del self._postings[term]
+        keep = self._alive[self._slots]
+        term_of = np.repeat(np.arange(len(self._keys)), np.diff(self._starts))
+        per_term = np.bincount(term_of[keep], minlength=len(self._keys))
+        used = per_term > 0
+        self._keys = self._keys[used]
+        self._starts = np.concatenate([[0], np.cumsum(per_term[used])]).astype(np.int64)
+        self._slots = renumber[self._slots[keep]]
+        self._tfs = self._tfs[keep]
         size = max(64, 2 * len(live))
         self._rowids = np.resize(self._rowids[live], size)
         self._lengths = np.resize(self._lengths[live], size)
@@ -166,14 +211,18 @@ class KeywordNamespace:
         self._alive[: len(live)] = True
         self._used = len(live)
         self._slot = {int(r): n for n, r in enumerate(self._rowids[: self._used])}
-        self._merged_count = sum(len(slots) for slots, _ in self._postings.values())
 
     def _term(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
-        base = self._postings.get(term)
-        pending = self._pending.get(term)
+        key = term_key(term)
+        at = int(np.searchsorted(self._keys, key))
+        base = None
+        if at < len(self._keys) and self._keys[at] == key:
+            lo, hi = int(self._starts[at]), int(self._starts[at + 1])
+            base = (self._slots[lo:hi], self._tfs[lo:hi])
+        pending = self._pending.get(key)
         if pending is None:
             return base
-        new = (np.asarray(pending[0], np.int32), np.asarray(pending[1], np.float32))
+        new = (np.asarray(pending[0], np.int32), np.asarray(pending[1], np.uint16))
         return new if base is None else (np.concatenate([base[0], new[0]]), np.concatenate([base[1], new[1]]))
 
     def search(self, terms: list[str], k: int) -> list[tuple[int, float]]:
@@ -188,10 +237,11 @@ class KeywordNamespace:
             found = self._term(term)
             if found is None:
                 continue
-            slots, tfs = found
+            slots, counts = found
             df = int(self._alive[slots].sum())
             if not df:
                 continue
+            tfs = counts.astype(np.float32)
             # FTS5's idf, floored the same way: a term in most rows counts
             # for (almost) nothing.
             idf = max(math.log((n - df + 0.5) / (df + 0.5)), 1e-6)

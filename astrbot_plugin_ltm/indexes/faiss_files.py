@@ -6,7 +6,9 @@ memory's vector is held under its row id; a turn's sentences under
 ``rowid * stride + n``, so a turn is as near a query as its nearest
 sentence. A file is used only when its fingerprint (storing.vector_rows)
 equals SQLite's; a file that is missing, corrupt, stale or of another
-model, dimension or stride is rebuilt. Only faiss's public API is used:
+model, dimension, stride or layout is rebuilt. Vectors are held as
+float16 (faiss's scalar quantizer): half the memory of float32, and the
+same neighbours (docs/decisions.md#d39). Only faiss's public API is used:
 AstrBot's own vector store has changed between releases.
 """
 
@@ -39,6 +41,10 @@ assert STRIDE[Corpus.TURNS] >= MAX_SENTENCES + 1
 EXACT_SEARCH_MAX = 20_000
 NPROBE = 16
 TRAINING_PER_CLUSTER = 40  # faiss warns below 39
+# How a namespace holds its vectors; a file of another layout is rebuilt.
+LAYOUT = "fp16"
+_FP16 = faiss.ScalarQuantizer.QT_fp16
+BUILD_CHUNK = 4096  # vectors converted to float32 at a time while building
 
 
 def faiss_ids(corpus: Corpus, rowid: int, count: int) -> range:
@@ -58,7 +64,7 @@ class VectorNamespace:
     model: str
     corpus: Corpus
     dim: int
-    index: Any  # a faiss index (IndexIDMap2 over IndexFlatIP, or IndexIVFFlat)
+    index: Any  # a faiss index (IndexIDMap2 over a float16 IndexScalarQuantizer, or IndexIVFScalarQuantizer)
     fingerprint: Fingerprint | tuple[()] = ()  # () once it no longer says what the index holds
     dirty: bool = False  # changed since written to its file
     changes: int = 0  # adds and removals since loaded
@@ -70,6 +76,11 @@ class VectorNamespace:
     @property
     def size(self) -> int:
         return int(self.index.ntotal)
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the vectors and their ids (float16, int64)."""
+        return self.size * (2 * self.dim + 8)
 
     @property
     def exact(self) -> bool:
@@ -92,26 +103,34 @@ class VectorNamespace:
 
 
 def contents(index: Any) -> tuple[np.ndarray, np.ndarray]:
-    """A copy of a flat namespace's vectors and ids."""
+    """A copy of a flat namespace's vectors (float16) and ids."""
     flat: Any = faiss.downcast_index(index.index)
-    vectors = faiss.rev_swig_ptr(flat.get_xb(), flat.ntotal * flat.d).reshape(flat.ntotal, flat.d).copy()
+    vectors = np.empty((flat.ntotal, flat.d), np.float16)
+    for lo in range(0, flat.ntotal, BUILD_CHUNK):
+        hi = min(lo + BUILD_CHUNK, flat.ntotal)
+        vectors[lo:hi] = flat.reconstruct_n(lo, hi - lo)
     return vectors, faiss.vector_to_array(index.id_map).copy()
 
 
 def new_index(dim: int, vectors: np.ndarray, ids: np.ndarray) -> Any:
     """An index holding ``vectors`` under ``ids``: flat while small, an
-    inverted file trained on a sample of them when large."""
+    inverted file trained on a sample of them when large. ``vectors`` may
+    be float16: they are converted a chunk at a time, so a build never
+    holds a float32 copy of them all."""
     n = len(ids)
     index: Any
     if n <= EXACT_SEARCH_MAX:
-        index = faiss.IndexIDMap2(faiss.IndexFlatIP(dim))
+        index = faiss.IndexIDMap2(faiss.IndexScalarQuantizer(dim, _FP16, faiss.METRIC_INNER_PRODUCT))
     else:
         clusters = int(np.sqrt(n))
-        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, clusters, faiss.METRIC_INNER_PRODUCT)
+        index = faiss.IndexIVFScalarQuantizer(faiss.IndexFlatIP(dim), dim, clusters, _FP16,
+                                              faiss.METRIC_INNER_PRODUCT)
         sample = np.random.default_rng(0).choice(n, min(n, clusters * TRAINING_PER_CLUSTER), replace=False)
-        index.train(vectors[sample])
+        index.train(np.ascontiguousarray(vectors[np.sort(sample)], dtype=np.float32))
         index.nprobe = NPROBE
-    index.add_with_ids(vectors, ids)
+    for lo in range(0, n, BUILD_CHUNK):
+        index.add_with_ids(np.ascontiguousarray(vectors[lo:lo + BUILD_CHUNK], dtype=np.float32),
+                           ids[lo:lo + BUILD_CHUNK])
     return index
 
 
@@ -136,7 +155,7 @@ class NamespaceFiles:
         try:
             meta = json.loads(paths[1].read_text())
             if meta.get("model") != model or tuple(meta.get("fingerprint", ())) != expected \
-                    or meta.get("stride", 1) != STRIDE[corpus]:
+                    or meta.get("stride", 1) != STRIDE[corpus] or meta.get("layout") != LAYOUT:
                 log.info("ltm: vector namespace %s (%s) is stale; rebuilding", scope.namespace, corpus)
                 return None
             index = faiss.read_index(str(paths[0]))
@@ -161,7 +180,7 @@ class NamespaceFiles:
             faiss.write_index(ns.index, str(tmp))
         tmp.replace(paths[0])
         meta = {"namespace": ns.scope.namespace, "kind": str(ns.corpus), "model": ns.model, "dim": ns.dim,
-                "stride": STRIDE[ns.corpus], "fingerprint": list(ns.fingerprint)}
+                "stride": STRIDE[ns.corpus], "layout": LAYOUT, "fingerprint": list(ns.fingerprint)}
         paths[1].write_text(json.dumps(meta))
         ns.dirty = False
 
@@ -177,18 +196,30 @@ def load_namespace(conn: Connection, files: NamespaceFiles, scope: Scope, model:
     if ns is not None:
         return ns
     rows = VECTOR_ROWS[corpus]
-    found = conn.execute(select(rows.key_column, rows.column("dim"), rows.column("vector"))
-                         .where(*rows.of_scope(scope, model), rows.whole())).all()
+    of_scope = (*rows.of_scope(scope, model), rows.whole())
     broken = conn.execute(select(func.count()).select_from(rows.table)
                           .where(*rows.of_scope(scope, model), ~rows.whole())).scalar_one()
     if broken:
         log.warning("ltm: %d malformed vector row(s) in %s (%s) left out; they will be embedded again",
                     broken, scope.namespace, corpus)
-    dims = [dim for _, dim, _ in found]
-    dim = max(set(dims), key=dims.count)
-    parts = [(rowid, np.frombuffer(blob, dtype=np.float32).reshape(-1, dim)) for rowid, d, blob in found if d == dim]
-    ids = np.array([i for rowid, vecs in parts for i in faiss_ids(corpus, rowid, len(vecs))], dtype=np.int64)
-    vectors = np.concatenate([vecs for _, vecs in parts])
+    vector, dim_column = rows.column("vector"), rows.column("dim")
+    # The commonest dimension wins; rows of another are embedded again.
+    dim, count = conn.execute(select(dim_column, func.sum(func.length(vector) / (4 * dim_column)))
+                              .where(*of_scope).group_by(dim_column)
+                              .order_by(func.count().desc(), dim_column)).first() or (0, 0)
+    # Streamed into float16 arrays: a build holds the rows' blobs a chunk
+    # at a time, never all of them and a float32 copy besides.
+    vectors = np.empty((int(count), dim), np.float16)
+    ids = np.empty(int(count), np.int64)
+    filled = 0
+    result = conn.execute(select(rows.key_column, vector).where(*of_scope, dim_column == dim))
+    while batch := result.fetchmany(1000):
+        for rowid, blob in batch:
+            vecs = np.frombuffer(blob, dtype=np.float32).reshape(-1, dim)
+            vectors[filled:filled + len(vecs)] = vecs
+            ids[filled:filled + len(vecs)] = faiss_ids(corpus, rowid, len(vecs))
+            filled += len(vecs)
+    vectors, ids = vectors[:filled], ids[:filled]
     ns = VectorNamespace(scope, model, corpus, dim, new_index(dim, vectors, ids), expected, dirty=True)
     files.write(ns)
     return ns

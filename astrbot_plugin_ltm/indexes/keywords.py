@@ -10,7 +10,7 @@ term by the scope's own rows (docs/decisions.md#d09).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from sqlalchemy import Connection, text
 
@@ -28,8 +28,8 @@ from ..storing.changes import (
 )
 from ..storing.database import Database
 from ..storing.keyword_rows import scope_prefix
-from .bm25 import CHUNK, KeywordNamespace, yield_gil
-from .namespaces import COLD_WAIT, Matches, NamespaceCache, Update
+from .bm25 import CHUNK, KeywordNamespace
+from .namespaces import COLD_WAIT, Matches, MemoryBudget, NamespaceCache, Update
 
 # Up to this many rows a search takes well under a millisecond and runs on
 # the event loop; larger namespaces are searched in a thread (docs/decisions.md#d21).
@@ -51,23 +51,26 @@ _ROWS = {
 
 
 def load_namespace(conn: Connection, scope: Scope, corpus: Corpus) -> KeywordNamespace:
-    """A scope's namespace of ``corpus``, built from its keyword rows."""
+    """A scope's namespace of ``corpus``, built from its keyword rows as
+    they are read (a large scope's rows are never all held at once)."""
     result = conn.execute(text(_ROWS[corpus]),
                           {"kind": scope.kind, "id": scope.id, "prefix": scope_prefix(scope.kind, scope.id)})
-    rows: list[tuple[int, list[str]]] = []
-    while batch := result.fetchmany(CHUNK):
-        rows += [(rowid, (tokens or "").split()) for rowid, tokens in batch]
-        yield_gil()
-    return KeywordNamespace.build(rows)
+
+    def rows() -> Iterator[tuple[int, list[str]]]:
+        while batch := result.fetchmany(CHUNK):
+            yield from ((rowid, (tokens or "").split()) for rowid, tokens in batch)
+
+    return KeywordNamespace.build(rows())
 
 
 class KeywordIndex:
     """The loaded keyword namespaces (a DerivedIndex)."""
 
-    def __init__(self, db: Database, max_loaded: int = MAX_LOADED) -> None:
+    def __init__(self, db: Database, max_loaded: int = MAX_LOADED, budget: MemoryBudget | None = None) -> None:
         self._db = db
         self._cache: NamespaceCache[Key, KeywordNamespace] = NamespaceCache(
-            "keyword namespace", self._load, _in_thread, max_loaded)
+            "keyword namespace", self._load, _in_thread, max_loaded,
+            size_of=lambda ns: ns.nbytes, budget=budget)
         self._load_slots: asyncio.Semaphore | None = None  # made on the loop that uses it
 
     async def search(self, scopes: list[Scope], corpus: Corpus, terms: list[str],
@@ -98,6 +101,18 @@ class KeywordIndex:
 
     async def loads_settled(self) -> None:
         await self._cache.settled()
+
+    @property
+    def loaded_count(self) -> int:
+        return sum(1 for _ in self._cache.loaded())
+
+    def held(self) -> int:
+        """Bytes the loaded namespaces hold (roughly)."""
+        return self._cache.held()
+
+    def clear(self) -> None:
+        """Forget every loaded namespace (as if evicted, or restarted)."""
+        self._cache.clear()
 
     # -- following writes ---------------------------------------------------------
 

@@ -36,7 +36,7 @@ from .faiss_files import (
     new_index,
     one_omp_thread,
 )
-from .namespaces import Matches, NamespaceCache, Update
+from .namespaces import Matches, MemoryBudget, NamespaceCache, Update
 
 T = TypeVar("T")
 Key = tuple[Scope, str, Corpus]  # scope, model, corpus
@@ -52,12 +52,14 @@ SENTENCES_SEARCHED = 3
 class VectorIndex:
     """The loaded vector namespaces (a DerivedIndex)."""
 
-    def __init__(self, db: Database, directory: Path | None, max_loaded: int = 256) -> None:
+    def __init__(self, db: Database, directory: Path | None, max_loaded: int = 256,
+                 budget: MemoryBudget | None = None) -> None:
         self.db = db
         self.files = NamespaceFiles(directory)
         self._cache: NamespaceCache[Key, VectorNamespace] = NamespaceCache(
             "vector namespace", self._load, self._locked, max_loaded,
-            on_evict=self._write_changed, empty_recheck=EMPTY_RECHECK_SECONDS)
+            on_evict=self._write_changed, empty_recheck=EMPTY_RECHECK_SECONDS,
+            size_of=lambda ns: ns.nbytes, budget=budget)
         # Searches and changes run on this one thread (one_omp_thread), off
         # the event loop; faiss indexes are not safe to change while
         # searched, so both take this lock.
@@ -76,6 +78,10 @@ class VectorIndex:
     @property
     def loaded_count(self) -> int:
         return sum(1 for _ in self._cache.loaded())
+
+    def held(self) -> int:
+        """Bytes the loaded namespaces hold."""
+        return self._cache.held()
 
     # -- namespaces --------------------------------------------------------------
 
