@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from astrbot_plugin_ltm.recalling.block import NOTES
 from astrbot_plugin_ltm.scope import Scope
 
 ALICE = Scope("user", "qq:alice")
@@ -23,7 +24,7 @@ async def test_auto_mode_shows_a_turn_no_memory_covers_with_when_and_who(ltm, or
     assert said(block) == [f"[said {clock():%Y-%m-%d}] Alice: My sister Jane is visiting from Lisbon next week"]
     assert block.events[0].type == "event" and block.events[0].scope == "user:qq:alice"
     assert block.text.splitlines() == [
-        "[Long-term Memory]", f"[said {clock():%Y-%m-%d}]",
+        "[Long-term Memory]", NOTES["en"], f"[said {clock():%Y-%m-%d}]",
         "- Alice: My sister Jane is visiting from Lisbon next week", "[End Memory]",
     ]
 
@@ -37,7 +38,7 @@ async def test_turns_said_on_one_day_share_its_heading(ltm, origin, clock):
     await ltm.turn(a, "Another run in the park")
     block = await ltm.block(a, "run in the park")
     first, second = f"{clock() - timedelta(days=1):%Y-%m-%d}", f"{clock():%Y-%m-%d}"
-    assert block.text.splitlines()[1:-1] == [
+    assert block.text.splitlines()[2:-1] == [
         f"[said {first}]", "- Alice: Morning run in the park", "- Alice: Evening run in the park",
         f"[said {second}]", "- Alice: Another run in the park",
     ]
