@@ -9,3 +9,26 @@ module-level logger. Outside AstrBot it behaves like any other logger.
 import logging
 
 log = logging.getLogger("astrbot.plugin.astrbot_plugin_ltm")
+PARENT = "astrbot"
+
+
+class _ParentFields(logging.Filter):
+    """AstrBot before 4.29 adds the fields its handlers' formats name
+    (``plugin_tag`` …) in a filter on its ``astrbot`` logger, which a
+    child's records never pass: its WebUI handler then fails on ours
+    ("Formatting field not found in record"). Those filters are run on our
+    records too, unless AstrBot gave this logger filters of its own (4.29
+    and later set up a logger per plugin)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if any(f is not self for f in log.filters):
+            return True
+        for parent_filter in logging.getLogger(PARENT).filters:
+            if isinstance(parent_filter, logging.Filter):
+                parent_filter.filter(record)
+            elif callable(parent_filter):
+                parent_filter(record)
+        return True  # the fields are added; whether to emit stays ours
+
+
+log.addFilter(_ParentFields())
