@@ -10,6 +10,7 @@ import logging
 
 log = logging.getLogger("astrbot.plugin.astrbot_plugin_ltm")
 PARENT = "astrbot"
+MARK = "_ltm_parent_fields"  # our filter, whichever import of this module added it
 
 
 class _ParentFields(logging.Filter):
@@ -20,8 +21,10 @@ class _ParentFields(logging.Filter):
     records too, unless AstrBot gave this logger filters of its own (4.29
     and later set up a logger per plugin)."""
 
+    _ltm_parent_fields = True
+
     def filter(self, record: logging.LogRecord) -> bool:
-        if any(f is not self for f in log.filters):
+        if any(not getattr(f, MARK, False) for f in log.filters):
             return True
         for parent_filter in logging.getLogger(PARENT).filters:
             if isinstance(parent_filter, logging.Filter):
@@ -31,4 +34,8 @@ class _ParentFields(logging.Filter):
         return True  # the fields are added; whether to emit stays ours
 
 
+# A plugin reload imports this module again: the logger is the same object,
+# so the previous import's filter is replaced, not joined.
+for _previous in [f for f in log.filters if getattr(f, MARK, False)]:
+    log.removeFilter(_previous)
 log.addFilter(_ParentFields())

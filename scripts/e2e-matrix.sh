@@ -74,9 +74,11 @@ for version in "${versions[@]}"; do
   installed="$("$py" -c 'import importlib.metadata as m; print(m.version("astrbot"))')"
   echo "matrix: AstrBot $installed: pytest tests/e2e (log: $log)"
   started=$(date +%s)
-  (cd "$ROOT" && "$py" -m pytest tests/e2e -p no:cacheprovider -q -rfE "$@") > "$log" 2>&1
+  # LTM_VENV: the README demo test's ./scripts/run.sh uses this venv too.
+  (cd "$ROOT" && LTM_VENV="$(dirname "$(dirname "$py")")" "$py" -m pytest tests/e2e -p no:cacheprovider -q -rfE "$@") \
+    > "$log" 2>&1
   rc=$?
-  summary="$(grep -E '^=+ .*(passed|failed|error).* =+$' "$log" | tail -1 | sed -E 's/^=+ //; s/ =+$//')"
+  summary="$(grep -E '^=* ?[0-9]+ (passed|failed|error).* in [0-9.]+s' "$log" | tail -1 | sed -E 's/^=+ //; s/ =+$//; s/ in [0-9.]+s.*$//')"
   result[$version]="${summary:-no summary, exit $rc} ($(( $(date +%s) - started )) s)"
   [ $rc -eq 0 ] || status=1
 done
