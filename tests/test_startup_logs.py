@@ -50,7 +50,7 @@ def messages(caplog: pytest.LogCaptureFixture, level: int = logging.INFO) -> lis
 async def test_a_provider_loading_after_the_plugin_is_never_called_unavailable(caplog):
     caplog.set_level(logging.DEBUG, logger=log.name)
     provider = LateProvider()
-    embeddings = Embeddings(provider, StubIndex())  # type: ignore[arg-type]
+    embeddings = Embeddings(provider, StubIndex())
     assert await embeddings.embed(["model probe"]) is None  # the fill's probe at start: too early
     provider.loaded = True
     assert await embeddings.embed(["model probe"]) is not None
@@ -62,7 +62,7 @@ async def test_a_provider_loading_after_the_plugin_is_never_called_unavailable(c
 
 async def test_no_provider_at_all_is_said_once_when_a_read_goes_without_it(caplog):
     caplog.set_level(logging.DEBUG, logger=log.name)
-    embeddings = Embeddings(LateProvider(), StubIndex())  # type: ignore[arg-type]
+    embeddings = Embeddings(LateProvider(), StubIndex())
     assert await embeddings.embed(["model probe"]) is None
     assert not any(UNAVAILABLE in m for m in messages(caplog, logging.WARNING))
     for _ in range(3):
@@ -74,7 +74,7 @@ async def test_no_provider_at_all_is_said_once_when_a_read_goes_without_it(caplo
 
 
 async def test_a_failing_provider_is_said_at_once(caplog):
-    embeddings = Embeddings(DownProvider(), StubIndex())  # type: ignore[arg-type]
+    embeddings = Embeddings(DownProvider(), StubIndex())
     assert await embeddings.embed(["model probe"]) is None
     assert messages(caplog, logging.WARNING) == [
         "ltm: vector search unavailable (ConnectionError: connection refused); keyword-only"]
