@@ -362,6 +362,12 @@ class Client:
         self.api_key = answer["data"]["api_key"]
         return self.api_key
 
+    @staticmethod
+    def plugin_api(plugin: str = PLUGIN_NAME) -> str:
+        """Where a plugin's web API answers a dashboard login: before 4.29
+        only under ``/api/plug/`` (GET and POST)."""
+        return f"/api/plug/{plugin}" if LEGACY_DASHBOARD else f"/api/v1/plugins/extensions/{plugin}"
+
     # AstrBot's plugin management, as its WebUI calls it (with the login's token).
 
     def plugins(self) -> dict:

@@ -92,6 +92,7 @@ PLUGIN_ERROR_PATTERNS = [
     )
 ]
 ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
+TERMINATING_LINES = ("Terminating plugin {} ...", "正在终止插件 {} ...")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -251,6 +252,12 @@ class Bot:
                 return ANSI_RE.sub("", f.read().decode(errors="replace"))
         except OSError:
             return ""
+
+    def plugin_terminated(self, since: int = 0) -> bool:
+        """Whether AstrBot logged terminating this plugin (a reload or a stop)
+        since ``since``: in English from 4.29 on, in Chinese before."""
+        log = self.log_text(since)
+        return any(line.format(PLUGIN_NAME) in log for line in TERMINATING_LINES)
 
     def plugin_errors(self, since: int = 0, allow: tuple[str, ...] = ()) -> list[str]:
         lines = []
