@@ -45,6 +45,8 @@ def _legacy_dashboard() -> bool:
 
 
 LEGACY_DASHBOARD = _legacy_dashboard()
+# The dashboard's address of a plugin page (before 4.29: #/plugin-page/…).
+PLUGIN_PAGE_ROUTE = "/#/plugin-page/{}/{}" if LEGACY_DASHBOARD else "/#/plugin-view/{}/{}"
 
 
 def free_port() -> int:

@@ -29,6 +29,7 @@ from pathlib import Path
 from . import fake_openai
 from .astrbot_home import (
     PLUGIN_NAME,
+    PLUGIN_PAGE_ROUTE,
     REPO,
     AstrBotProcess,
     EmbeddingServer,
@@ -106,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\n  Dashboard: {bot.url}\n  Login:     astrbot / {password}\n"
         f"  Web chat:  {bot.url}/#/chat\n"
-        f"  Memory review page: {bot.url}/#/plugin-view/astrbot_plugin_ltm/review\n",
+        f"  Memory review page: {bot.url}{PLUGIN_PAGE_ROUTE.format(PLUGIN_NAME, 'review')}\n",
         flush=True,
     )
     mode = write_mode(HOME)
