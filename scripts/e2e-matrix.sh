@@ -58,6 +58,10 @@ setup_venv() {  # $1: AstrBot version; prints the venv's python
       "astrbot==$version" -r "$ROOT/requirements.txt" -r "$venv/.ltm-dev-requirements.txt" >&2 || return 1
     echo "$want" > "$stamp"
   fi
+  # scripts/setup.sh's own stamp: the README demo test runs ./scripts/run.sh
+  # with LTM_VENV set to this venv, and setup.sh would otherwise install
+  # requirements-dev.txt's AstrBot over the version under test.
+  cat "$ROOT/requirements.txt" "$ROOT/requirements-dev.txt" | sha256sum | cut -d' ' -f1 > "$venv/.requirements.sha256"
   echo "$venv/bin/python"
 }
 
