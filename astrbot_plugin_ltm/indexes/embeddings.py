@@ -1,7 +1,12 @@
 """The embedding provider as the plugin uses it: calls bounded by timeouts,
 a failing provider warned about once (everything then runs keyword-only,
 nothing raises), and the two searches that start with an embedding — the
-reader's query and the writer's semantic match."""
+reader's query and the writer's semantic match.
+
+What the log says about vector search is true when it is said: a missing
+provider (the embedder raises LookupError) is reported only when a read
+goes without it, because AstrBot loads its providers after its plugins and
+the background fill's first call at start comes a moment too early."""
 
 from __future__ import annotations
 
@@ -40,6 +45,8 @@ class Embeddings:
         self.index = index
         self.query_timeout = query_timeout
         self._warned = False
+        self._absent: str | None = None  # why there is no provider, until one answers
+        self._announced = ""  # the model "vector search on" was logged for
         self._primed: OrderedDict[str, np.ndarray] = OrderedDict()
 
     @property
@@ -60,16 +67,26 @@ class Embeddings:
             vectors = await asyncio.wait_for(self.embedder.embed(texts), timeout)
         except asyncio.CancelledError:
             raise
+        except LookupError as exc:  # no provider, or none loaded yet: said by query()
+            self._absent = str(exc) or "no embedding provider"
+            log.debug("ltm: no embedding provider yet (%s)", self._absent)
+            return None
         except Exception as exc:
             self._unavailable(f"{type(exc).__name__}: {exc}")
             return None
+        self._absent = None
         self._warned = False
+        if self.model and self.model != self._announced:
+            log.info("ltm: vector search on (embedding model %s)", self.model)
+            self._announced = self.model
         return normalise(vectors)
 
     async def query(self, scopes: list[Scope], text: str, k: int) -> VectorHits:
         """Memories and turns near ``text``: one embedding call, bounded by
         ``query_timeout``, and a search of each corpus's namespaces."""
         vector = await self.embed([text], timeout=self.query_timeout)
+        if vector is None and self._absent is not None:
+            self._unavailable(self._absent)  # a person's turn goes without it: now it is true
         if vector is None or not self.model:
             return VectorHits()
         hits = await self.index.search_corpora(scopes, self.model, vector, k, (Corpus.MEMORIES, Corpus.TURNS),

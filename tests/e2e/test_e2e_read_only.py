@@ -37,7 +37,7 @@ def test_emergency_read_only_via_webui_config_blocks_writes_and_keeps_reads(bot)
     assert config["write_policy"]["mode"] == "auto", "keys left out of the PUT must keep their values"
     assert bot.pid == pid and bot.proc.proc.poll() is None, "AstrBot must not restart"
     # AstrBot reloaded the plugin (a new instance with the new config) before answering.
-    assert "Terminating plugin astrbot_plugin_ltm" in bot.log_text(log_start), \
+    assert bot.plugin_terminated(log_start), \
         bot.diag("the PUT did not reload the plugin")
 
     tables = bot.ltm_tables()

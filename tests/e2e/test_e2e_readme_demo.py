@@ -21,7 +21,7 @@ from devtools.astrbot_home import Client, free_port
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
-API = "/api/v1/plugins/extensions/astrbot_plugin_ltm"
+API = Client.plugin_api()
 
 
 def readme_demo_command() -> str:
@@ -61,6 +61,8 @@ def test_the_readme_demo_command_starts_a_bot_that_learns_a_memory(tmp_path):
     try:
         url = output.wait_for(r"Dashboard:\s+(http://\S+)", 240).group(1)
         password = output.wait_for(r"Login:\s+astrbot / (\S+)", 5).group(1)
+        # The demo runs in auto mode, not the default shadow, and says so.
+        assert "default is shadow" in output.wait_for(r"Memory write mode: auto: (.*)", 5).group(1)
         assert url == f"http://127.0.0.1:{port}"
         client = Client(url)
         client.login(password)
