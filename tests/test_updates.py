@@ -243,3 +243,28 @@ async def test_a_confirmation_of_an_active_memory_in_manual_mode_is_audited_as_s
     (confirm,) = [r for r in await ltm.audit() if r.action == "confirm"]
     assert (await ltm.item()).status == "active"
     assert "awaiting approval" not in confirm.reason and "stays active" in confirm.reason
+
+
+class CloseBy:
+    """A matcher under which every fact of the scope is semantically close
+    (as multilingual-e5 scores a person's different facts: 0.86-0.92)."""
+
+    async def find(self, session, scope, fact):
+        from sqlalchemy import select
+
+        return (await session.execute(select(MemoryItem).where(
+            MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id,
+            MemoryItem.status != "superseded").limit(1))).scalar_one_or_none()
+
+
+async def test_a_close_cosine_alone_merges_nothing_the_facts_must_share_words(ltm, origin):
+    ltm.engine.writer.matcher = CloseBy()
+    a = origin("alice")
+    await ltm.turn(a, "I live in Shanghai", "OK.", {"type": "profile", "fact": "小明住在上海", "fact_key": "k1"})
+    await ltm.turn(a, "I like tea", "OK.", {"type": "preference", "fact": "小明喜欢喝茶", "fact_key": "k2"})
+    assert sorted((i.fact, i.status) for i in await ltm.items()) == [("小明住在上海", "active"),
+                                                                       ("小明喜欢喝茶", "active")]
+    # a rewording that shares its words merges
+    await ltm.turn(a, "My home is in Shanghai", "OK.", {"type": "profile", "fact": "小明家在上海", "fact_key": "k3"})
+    assert len(await ltm.items()) == 2
+    assert (await ltm.item(MemoryItem.fact_key == "k1")).evidence_count == 2

@@ -28,10 +28,12 @@ from ..storing.audit import audit
 from ..storing.memory_rows import fact_written, memory_changed
 from ..storing.removal import remove_memory
 from ..storing.tables import MemoryEvent, MemoryEvidence, MemoryItem, MemoryTombstone
-from ..text import contradicts, normalize_fact_key
+from ..text import contradicts, normalize_fact_key, token_set_similarity
 from .candidates import Candidate
 from .policy import GateDecision, GateInput, confidence, gate
 from .rate_limits import WriteCounts
+
+SHARED_WORDS = 0.2  # token-set similarity a semantic match needs besides its cosine (docs/decisions.md#d46)
 
 _DONE = {AuditAction.CREATE: Outcome.CREATED, AuditAction.CONFIRM: Outcome.CONFIRMED,
          AuditAction.MERGE: Outcome.MERGED, AuditAction.SUPERSEDE: Outcome.SUPERSEDED}
@@ -159,7 +161,10 @@ class MemoryWriter:
                 return AuditAction.SUPERSEDE, same_key
             return AuditAction.CONFIRM, None
         close = await self.matcher.find(session, scope, c.fact) if self.matcher is not None else None
-        if close is None or close.status == Status.SUPERSEDED:
+        # A cosine alone over-merges (a person's different facts sit close
+        # under some models): the two must also share words (decisions.md#d46).
+        if close is None or close.status == Status.SUPERSEDED \
+                or token_set_similarity(close.fact, c.fact) < SHARED_WORDS:
             return AuditAction.CREATE, None
         if contradicts(close.fact, c.fact):
             return AuditAction.SUPERSEDE, close
