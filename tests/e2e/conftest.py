@@ -63,7 +63,9 @@ ADMIN_USER = "astrbot"  # in AstrBot's default admins_id
 HEADER = "[Long-term Memory]"
 FOOTER = "[End Memory]"
 BLOCK_RE = re.compile(re.escape(HEADER) + r"\n(.*?)\n" + re.escape(FOOTER), re.S)
-BLOCK_LINE_RE = re.compile(r"^- \[(?P<type>[a-z_]+)\] (?P<fact>.+) \(confidence: (?P<conf>[0-9.]+)\)$")
+# A memory line; with the memory_expand tool on it ends in the memory's id (#42).
+BLOCK_LINE_RE = re.compile(
+    r"^- \[(?P<type>[a-z_]+)\] (?P<fact>.+) \(confidence: (?P<conf>[0-9.]+)\)(?: #(?P<id>\d+))?$")
 
 # Small timings so background extraction runs within a second of a turn.
 FAST_EXTRACTION = {
