@@ -16,9 +16,9 @@ import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Literal, cast
 
-from sqlalchemy import bindparam, case
+from sqlalchemy import Table, bindparam, case
 
 from ..background import BackgroundTask
 from ..clock import Clock, utcnow
@@ -95,7 +95,7 @@ class Usage:
         pending, self._pending, self._notes = self._pending, {}, 0
         if not pending:
             return 0
-        items = MemoryItem.__table__
+        items = cast(Table, MemoryItem.__table__)  # Core: one UPDATE run for every memory
         c = items.c
         at = bindparam("at", type_=c.last_used_at.type)
         statement = items.update().where(c.memory_id == bindparam("m")).values(
