@@ -40,6 +40,7 @@ from .recalling.block import MemoryBlock
 from .recalling.reader import MemoryReader
 from .recalling.retrieval import KeywordRetriever, VectorRetriever
 from .recalling.tokens import default_counter
+from .recalling.usage import Usage
 from .recording.explicit import attribute, explicit_fact, guess_type, unnamed
 from .recording.recorder import EventRecorder
 from .scope import Origin, Scope, ScopeResolver, display_name
@@ -96,6 +97,8 @@ class LTMEngine:
                 retrievers.append(VectorRetriever(self.embeddings))
         self._retrievers = retrievers
         self.reader: MemoryReader | None = None
+        # How often each memory is injected or returned by the tool; written in the background.
+        self.usage = Usage(self.db, clock)
         self.started = False
 
     # -- lifecycle ---------------------------------------------------------
@@ -118,6 +121,7 @@ class LTMEngine:
         if background:
             self.recorder.start()
             self.worker.start()
+            self.usage.start()
         self.started = True
 
     async def loads_settled(self) -> None:
@@ -128,6 +132,7 @@ class LTMEngine:
     async def stop(self) -> None:
         await self.worker.stop()
         await self.recorder.stop()
+        await self.usage.stop()
         await self.keyword_index.loads_settled()  # they read the database closed below
         await self.vector_index.flush()
         await self.db.close()
@@ -162,8 +167,10 @@ class LTMEngine:
         """What to inject before the model call for this message."""
         if not (self.config.enable and self.config.read_policy.enable) or self.reader is None:
             return MemoryBlock()
-        return await self.reader.read(self.resolver.read_scopes(origin), query, self.config.read_policy,
-                                      ids=self.config.tools.expand)
+        block = await self.reader.read(self.resolver.read_scopes(origin), query, self.config.read_policy,
+                                       ids=self.config.tools.expand)
+        self.usage.note(block, via="block")
+        return block
 
     # -- explicit memories -------------------------------------------------
 

@@ -79,12 +79,13 @@ def matrix(big_scope: tuple[str, str], small_scope: tuple[str, str] | None, sess
     kind, big = big_scope
     scoped = {"scope": kind, "scope_id": big}
     small = {"scope": small_scope[0], "scope_id": small_scope[1]} if small_scope else None
-    sorts = ("updated", "confidence", "importance", "created")
+    sorts = ("updated", "confidence", "importance", "created", "least_used", "most_used")
     out = [Request("items", "list_items", {})]
     out += [Request(f"items sort={s}", "list_items", {"sort": s}) for s in sorts[1:]]
     out += [Request(f"items status={s}", "list_items", {"status": s}) for s in ("active", "shadow", "pending")]
     out += [
         Request("items status=active sort=confidence", "list_items", {"status": "active", "sort": "confidence"}),
+        Request("items status=active sort=least_used", "list_items", {"status": "active", "sort": "least_used"}),
         Request(f"items type={item_type}", "list_items", {"type": item_type}),
         Request("items min_confidence=0.9", "list_items", {"min_confidence": "0.9"}),
         Request("items min_confidence=0.9 sort=confidence", "list_items",

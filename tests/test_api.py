@@ -221,6 +221,37 @@ async def test_list_items_filters_sorts_and_searches(make_api, origin):
     assert items["city"].memory_id in [i["memory_id"] for i in everything["items"]]
 
 
+async def test_memories_show_their_usage_and_sort_by_it_never_used_first(make_api, origin):
+    api = await make_api({"write_policy": {"mode": "auto"}})
+    await seed(api, origin)
+    ltm = api.ltm
+    facts = lambda data: [i["fact"] for i in data["items"]]  # noqa: E731
+    for _ in range(2):
+        block = await ltm.block(origin("alice"), "Paris")
+        assert [s.fact for s in block.items] == ["Alice lives in Paris"]  # jazz is below the read's confidence
+        ltm.clock.advance(minutes=1)
+    ltm.engine.usage.note(block.items, via="tool")
+    await ltm.engine.usage.flush()
+
+    listed = {i["fact"]: i for i in (await api.ok("list_items", {}))["items"]}
+    assert {f: (i["injected_count"], i["tool_count"], i["use_count"]) for f, i in listed.items()} == {
+        "Alice lives in Paris": (2, 1, 3), "Alice likes jazz": (0, 0, 0), "Bob喜欢喝茶": (0, 0, 0)}
+    assert listed["Bob喜欢喝茶"]["last_used_at"] is None
+    assert listed["Alice lives in Paris"]["last_used_at"] == ltm.clock().isoformat()
+    # never used first (the older first among them), then the least used
+    assert facts(await api.ok("list_items", {"sort": "least_used"})) == [
+        "Alice likes jazz", "Bob喜欢喝茶", "Alice lives in Paris"]
+    assert facts(await api.ok("list_items", {"sort": "most_used"})) == [
+        "Alice lives in Paris", "Bob喜欢喝茶", "Alice likes jazz"]
+    assert facts(await api.ok("list_items", {"sort": "least_used", "status": "active"})) == [
+        "Bob喜欢喝茶", "Alice lives in Paris"]
+    detail = await api.ok("get_item", listed["Alice lives in Paris"]["memory_id"])
+    assert (detail["injected_count"], detail["tool_count"], detail["use_count"]) == (2, 1, 3)
+    # usage is this store's reads, not part of the memory: an export leaves it out
+    exported = await api.ok("export", {})
+    assert all("use_count" not in item for item in exported["items"])
+
+
 async def test_pagination_edges(make_api, origin):
     api = await make_api()
     ids = await bulk_items(api.ltm, MAX_PAGE_SIZE + 1)  # 201

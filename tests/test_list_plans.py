@@ -185,7 +185,8 @@ async def test_a_failed_request_is_an_error_not_a_figure(make_ltm):
     api = MemoryAPI(ltm.engine, lambda: ltm.raw_config, None)
     result = await measure_lists(ltm.engine, api, BIG, BIG_SESSION, repeats=2, requests=[
         Request("bad sort", "list_items", {"sort": "random"}), Request("items", "list_items", {})])
-    assert result["errors"] == ["bad sort: HTTP 400: sort must be one of updated, confidence, importance, created"]
+    assert result["errors"] == ["bad sort: HTTP 400: sort must be one of updated, confidence, importance, created, "
+                                "least_used, most_used"]
     assert result["requests"]["bad sort"]["p50_ms"] is None
     assert result["requests"]["items"]["total"] == 0 and result["requests"]["items"]["p50_ms"] is not None
 

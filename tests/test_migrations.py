@@ -506,7 +506,7 @@ def test_0007_keeps_every_memory_and_its_row_id_and_allows_history_under_a_key(t
         conn.commit()
     finally:
         conn.close()
-    assert migrate(str(db)) == [7]
+    assert migrate(str(db), target=7) == [7]
     conn = connect(db)
     try:
         row = conn.execute("SELECT id, fact, valid_from, valid_to, supersedes, superseded_by FROM ltm_items").fetchone()
@@ -522,5 +522,26 @@ def test_0007_keeps_every_memory_and_its_row_id_and_allows_history_under_a_key(t
         conn.execute("DELETE FROM ltm_items WHERE memory_id = 'm-new'")
         conn.execute(insert, ("m-newer", "Alice lives in Oslo", "active"))
         assert conn.execute("SELECT id FROM ltm_items WHERE memory_id = 'm-newer'").fetchone()[0] == 43
+    finally:
+        conn.close()
+
+
+def test_0008_counts_every_existing_memory_as_never_used(tmp_path):
+    db = tmp_path / "usage.db"
+    migrate(str(db), target=7)
+    conn = connect(db)
+    try:
+        conn.execute(
+            "INSERT INTO ltm_items (id, memory_id, scope, scope_id, type, fact, fact_key, confidence, importance, "
+            "evidence_count, status, created_at, updated_at) VALUES (7, 'm-1', 'user', 'qq:1', 'profile', "
+            "'Alice lives in Paris', 'city', 0.8, 0.5, 1, 'active', '2026-01-02', '2026-01-03')")
+        conn.commit()
+    finally:
+        conn.close()
+    assert migrate(str(db)) == [8]
+    conn = connect(db)
+    try:
+        assert conn.execute("SELECT id, fact, updated_at, injected_count, tool_count, use_count, last_used_at "
+                            "FROM ltm_items").fetchall() == [(7, "Alice lives in Paris", "2026-01-03", 0, 0, 0, None)]
     finally:
         conn.close()

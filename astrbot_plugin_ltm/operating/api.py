@@ -28,7 +28,7 @@ from ..storing.database import ReadOnlyError
 from . import validators as v
 from .errors import AdminError
 from .queries import SORTS, AuditFilter, EventFilter, ItemFilter
-from .serialize import audit_dict, event_dict, item_dict
+from .serialize import audit_dict, event_dict, item_api_dict
 from .transfer import MAX_IMPORT_BYTES, export_items, file_bytes, file_name, import_items, parse_file, unwrap
 
 MAX_PAGE_SIZE = 200
@@ -146,7 +146,7 @@ class MemoryAPI:
             items, total = await self.engine.admin.search_items(f, text, offset, size)
         else:
             items, total = await self.engine.admin.list_items(f, sort=sort, offset=offset, limit=size)
-        return {"items": [item_dict(i) for i in items], "total": total, "page": page, "page_size": size}
+        return {"items": [item_api_dict(i) for i in items], "total": total, "page": page, "page_size": size}
 
     async def _full_id(self, memory_id: Any) -> str:
         """The id a whole id or a unique prefix names."""
@@ -158,7 +158,7 @@ class MemoryAPI:
     async def patch_item(self, memory_id: str, body: Any, user: str | None) -> dict[str, Any]:
         changes = _body(body, "the fields to change")
         item = await self.engine.admin.update_item(await self._full_id(memory_id), changes, _actor(user))
-        return item_dict(item)
+        return item_api_dict(item)
 
     async def delete_item(self, memory_id: str, user: str | None) -> dict[str, Any]:
         return await self.engine.admin.delete(await self._full_id(memory_id), _actor(user), "deleted in the dashboard")

@@ -22,13 +22,18 @@ from ..text import query_tokens
 from . import validators
 from .errors import AdminError
 from .fact_search import search_facts
-from .serialize import evidence_dict, item_dict
+from .serialize import evidence_dict, item_api_dict
 
-SORTS: dict[str, UnaryExpression[Any]] = {
-    "updated": MemoryItem.updated_at.desc(),
-    "confidence": MemoryItem.confidence.desc(),
-    "importance": MemoryItem.importance.desc(),
-    "created": MemoryItem.created_at.desc(),
+# Each sort ends on the row id in its own direction, so one index walk
+# (tables.py) serves it.
+SORTS: dict[str, tuple[UnaryExpression[Any], ...]] = {
+    "updated": (MemoryItem.updated_at.desc(), MemoryItem.id.desc()),
+    "confidence": (MemoryItem.confidence.desc(), MemoryItem.id.desc()),
+    "importance": (MemoryItem.importance.desc(), MemoryItem.id.desc()),
+    "created": (MemoryItem.created_at.desc(), MemoryItem.id.desc()),
+    # never used first, then the longest unused: candidates for clean-up
+    "least_used": (MemoryItem.use_count.asc(), MemoryItem.last_used_at.asc(), MemoryItem.id.asc()),
+    "most_used": (MemoryItem.use_count.desc(), MemoryItem.last_used_at.desc(), MemoryItem.id.desc()),
 }
 AMBIGUOUS_SHOWN = 5  # ids an ambiguous prefix lists
 TEXT_SEARCH_HITS = 1000  # text-search hits considered, best first (docs/decisions.md#d29)
@@ -160,7 +165,7 @@ class AdminQueries:
                          limit: int = 50) -> tuple[list[MemoryItem], int]:
         if sort not in SORTS:
             raise AdminError(f"sort must be one of {', '.join(SORTS)}")
-        return await self._page(MemoryItem, f.conditions(), (SORTS[sort], MemoryItem.id.desc()), offset, limit)
+        return await self._page(MemoryItem, f.conditions(), SORTS[sort], offset, limit)
 
     async def search_items(self, f: ItemFilter, text: str, offset: int = 0,
                            limit: int = 50) -> tuple[list[MemoryItem], int]:
@@ -193,8 +198,8 @@ class AdminQueries:
                 .where(MemoryEvidence.memory_id == memory_id)
                 .order_by(MemoryEvidence.created_at)
             )).all()
-            return {**item_dict(item), "evidence": [evidence_dict(link, event) for link, event in evidence],
-                    "history": [item_dict(i) for i in await _history(session, item)]}
+            return {**item_api_dict(item), "evidence": [evidence_dict(link, event) for link, event in evidence],
+                    "history": [item_api_dict(i) for i in await _history(session, item)]}
 
     @staticmethod
     async def _item(session: AsyncSession, memory_id: str) -> MemoryItem:

@@ -12,6 +12,9 @@ ITEM_FIELDS = ("memory_id", "scope", "scope_id", "type", "fact", "fact_key", "co
                "valid_from", "valid_to", "supersedes", "superseded_by", "held_reason")
 # A memory's history and why it waits (0.2): files exported before lack these fields.
 HISTORY_FIELDS = ("valid_from", "valid_to", "supersedes", "superseded_by", "held_reason")
+# How often a memory was used (recalling.usage): shown by the API, not
+# exported (a count of this store's reads, not part of the memory).
+USAGE_FIELDS = ("injected_count", "tool_count", "use_count", "last_used_at")
 # What an export carries of an event: what it was, who said it, when.
 EVENT_FIELDS = ("event_id", "scope", "scope_id", "source_type", "source_role", "content", "platform_id",
                 "session_id", "sender_id", "sender_name", "created_at")
@@ -31,6 +34,11 @@ def row_dict(row: object, fields: tuple[str, ...]) -> dict[str, Any]:
 
 def item_dict(item: MemoryItem) -> dict[str, Any]:
     return row_dict(item, ITEM_FIELDS)
+
+
+def item_api_dict(item: MemoryItem) -> dict[str, Any]:
+    """A memory as the API and the review page show it: with its usage."""
+    return row_dict(item, (*ITEM_FIELDS, *USAGE_FIELDS))
 
 
 def event_dict(event: MemoryEvent) -> dict[str, Any]:

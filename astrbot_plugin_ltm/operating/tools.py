@@ -99,6 +99,7 @@ class MemoryTools:
         policy = replace(cfg.read_policy, enable=True, max_tokens=cfg.tools.search_max_tokens)
         block = await reader.read(self.engine.resolver.read_scopes(origin), query, policy, only=only,
                                   ids=cfg.tools.expand)
+        self.engine.usage.note(block, via="tool")
         return block.text if block else "Nothing in memory matches that."
 
     async def remember(self, origin: Origin, fact: str) -> str:

@@ -112,6 +112,10 @@ class MemoryItem(LTMBase, kw_only=True):
         Index("ix_ltm_items_status_created", "status", "created_at"),
         Index("ix_ltm_items_scope_status_updated", "scope", "scope_id", "status", "updated_at"),
         Index("ix_ltm_items_type_updated", "type", "updated_at"),
+        # sorted by use: never-used memories are candidates for clean-up
+        Index("ix_ltm_items_use", "use_count", "last_used_at"),
+        Index("ix_ltm_items_scope_use", "scope", "scope_id", "use_count", "last_used_at"),
+        Index("ix_ltm_items_status_use", "status", "use_count", "last_used_at"),
         # Row ids key the keyword and vector indexes: never reuse one.
         {"sqlite_autoincrement": True},
     )
@@ -140,6 +144,12 @@ class MemoryItem(LTMBase, kw_only=True):
     valid_to: Mapped[datetime | None] = mapped_column(default=None)
     supersedes: Mapped[str | None] = mapped_column(String(ID_LENGTH), default=None)  # the memory_id before
     superseded_by: Mapped[str | None] = mapped_column(String(ID_LENGTH), default=None)  # the memory_id after
+    # How often it was used (recalling.usage), added in batches; not a change
+    # of the memory, so updated_at does not move.
+    injected_count: Mapped[int] = mapped_column(default=0, server_default="0")  # put into a memory block
+    tool_count: Mapped[int] = mapped_column(default=0, server_default="0")  # returned by the memory search tool
+    use_count: Mapped[int] = mapped_column(default=0, server_default="0")  # the two together, for sorting
+    last_used_at: Mapped[datetime | None] = mapped_column(default=None)
 
 
 class MemoryEvidence(LTMBase, kw_only=True):

@@ -66,6 +66,10 @@
     "fields.ttl_days": "Keep for",
     "fields.created_at": "Created",
     "fields.updated_at": "Updated",
+    "fields.uses": "Uses",
+    "fields.uses_detail": "{injected} injected · {tool} by the tool",
+    "fields.last_used_at": "Last used",
+    "fields.never_used": "never used",
     "fields.valid_from": "Valid from",
     "fields.held_reason": "Why it waits",
     "fields.valid_to": "Valid until",
@@ -116,6 +120,8 @@
     "sort.created": "creation",
     "sort.confidence": "confidence",
     "sort.importance": "importance",
+    "sort.least_used": "least used (never used first)",
+    "sort.most_used": "most used",
     "detail.title": "Memory details",
     "detail.evidence": "Evidence and source events",
     "detail.no_evidence": "No evidence is linked to this memory.",
@@ -838,6 +844,10 @@
     row(T("fields.ttl_days"), ttlLabel(item.ttl_days));
     row(T("fields.created_at"), fmtTime(item.created_at));
     row(T("fields.updated_at"), fmtTime(item.updated_at));
+    row(T("fields.uses"), h("span", { "data-testid": "detail-uses" }, String(item.use_count) + " (" +
+      T("fields.uses_detail", { injected: item.injected_count, tool: item.tool_count }) + ")"));
+    row(T("fields.last_used_at"), h("span", { "data-testid": "detail-last-used" },
+      item.last_used_at ? fmtTime(item.last_used_at) : T("fields.never_used")));
     if (item.held_reason) row(T("fields.held_reason"), h("span", { "data-testid": "detail-held-reason" }, item.held_reason));
     if (item.valid_from) row(T("fields.valid_from"), fmtTime(item.valid_from));
     if (item.valid_to) row(T("fields.valid_to"), fmtTime(item.valid_to));
@@ -923,11 +933,17 @@
     renderSearch();
   }
 
+  // How often a memory was used, and when last: never-used ones are candidates for clean-up.
+  function usesTitle(item) {
+    return T("fields.uses_detail", { injected: item.injected_count, tool: item.tool_count }) + " · " + T("fields.last_used_at") +
+      ": " + (item.last_used_at ? fmtTime(item.last_used_at) : T("fields.never_used"));
+  }
+
   function renderSearch() {
     const s = state.search;
     const rows = $("#memory-rows");
     if (!s.items.length) {
-      rows.replaceChildren(h("tr", null, h("td", { colspan: "8", class: "muted", "data-testid": "search-empty" }, T("search.empty"))));
+      rows.replaceChildren(h("tr", null, h("td", { colspan: "9", class: "muted", "data-testid": "search-empty" }, T("search.empty"))));
     } else {
       rows.replaceChildren(...s.items.map((item) => h("tr", {
         class: "clickable", tabindex: "0", "data-testid": "memory-row", "data-memory-id": item.memory_id,
@@ -943,6 +959,7 @@
         h("td", { class: "num" }, bar(item.confidence), fmtNum(item.confidence)),
         h("td", { class: "num" }, fmtNum(item.importance)),
         h("td", { class: "num" }, String(item.evidence_count)),
+        h("td", { class: "num", "data-testid": "memory-uses", title: usesTitle(item) }, String(item.use_count)),
         h("td", null, fmtTime(item.updated_at)),
       )));
     }

@@ -386,6 +386,13 @@ def queue(tab: Tab) -> list[dict]:
     )
 
 
+def memory_rows(tab: Tab) -> list[dict]:
+    return tab.frame(
+        "Array.from(document.querySelectorAll('[data-testid=memory-row]')).map(el => ({"
+        " id: el.getAttribute('data-memory-id'), uses: el.querySelector('[data-testid=memory-uses]').textContent }))"
+    )
+
+
 def db_item(bot, memory_id: str) -> dict | None:
     rows = bot.query("SELECT * FROM ltm_items WHERE memory_id=?", (memory_id,))
     return dict(rows[0]) if rows else None
@@ -449,6 +456,22 @@ def test_review_page_approves_a_shadow_memory_in_a_real_browser(bot, tab):
         assert bot.query("SELECT count(*) AS n FROM ltm_tombstones")[0]["n"] == 1
         tab.wait(lambda: [i["id"] for i in queue(tab)] == [city["memory_id"]], "only Paris left in the queue")
         assert db_item(bot, city["memory_id"])["status"] == "shadow"  # untouched
+
+        # Usage: the approved name is injected when Alice asks (counted in the background, written
+        # within seconds); the list shows it, and sorted least used, the never-used memory comes first.
+        bot.chat("What is my name?", "alice", "page-1")
+        bot.wait_for(lambda: db_item(bot, name["memory_id"])["use_count"] >= 1, 20, "the injection counted")
+        uses = db_item(bot, name["memory_id"])["use_count"]
+        tab.click("[data-testid=tab-memories]")
+        tab.frame("(() => { const s = document.querySelector('[data-testid=search-sort]'); s.value = 'least_used';"
+                  " s.form.requestSubmit(); return true; })()")
+        rows = tab.wait(lambda: (r := memory_rows(tab)) and [x["id"] for x in r] == [
+            city["memory_id"], name["memory_id"]] and r, "the memories, least used first")
+        assert [x["uses"] for x in rows] == ["0", str(uses)]
+        tab.click(f'[data-testid=memory-row][data-memory-id="{name["memory_id"]}"]')
+        shown = tab.wait(lambda: tab.frame("document.querySelector('[data-testid=detail-uses]')?.textContent"),
+                         "the detail's usage")
+        assert shown.startswith(f"{uses} ({uses} injected")
         assert tab.page_errors() == []
     except BaseException:
         with contextlib.suppress(Exception):
