@@ -43,7 +43,7 @@ def injected(bot, question: str, user: str, session: str) -> list[str]:
     since = bot.mark()
     assert bot.chat(question, user, session) == f"ECHO: {question}"
     blocks = bot.memory_blocks(bot.turn_request(question, since))
-    return [f.get("fact", f.get("raw", "")) for b in blocks for f in b["facts"]]
+    return [f["fact"] for b in blocks for f in b["facts"] if "fact" in f]  # memory lines, not the note
 
 
 def test_vector_search_starts_with_the_real_provider_and_says_so_only_then(bot):
