@@ -42,6 +42,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from astrbot_plugin_ltm.recalling.block import NOTES  # noqa: E402
 from devtools import fake_openai  # noqa: E402
 from devtools.astrbot_home import (  # noqa: E402
     PLUGIN_NAME,
@@ -144,12 +145,15 @@ def memory_blocks(body: dict) -> list[dict]:
                 continue
             for m in BLOCK_RE.finditer(part.get("text", "")):
                 lines = m.group(1).splitlines()
+                # the block's first line says what it is (recalling.block.NOTES)
+                note = lines.pop(0) if lines and lines[0] in NOTES.values() else None
                 found.append({
                     "message_index": index,
                     "role": message.get("role"),
                     "part_index": part_index,
                     "starts_part": part.get("text", "").startswith(HEADER),
                     "text": m.group(0),
+                    "note": note,
                     "lines": lines,
                     "facts": [_fact_of(line) for line in lines],
                 })

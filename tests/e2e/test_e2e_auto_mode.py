@@ -32,6 +32,7 @@ def test_auto_mode_injects_in_a_new_session_only_for_the_same_user(bot):
     body = bot.turn_request(question, since)
     blocks = bot.memory_blocks(body)
     assert len(blocks) == 1, bot.diag(f"expected one memory block, got {blocks}")
+    assert blocks[0]["note"], blocks[0]["text"]  # the block says what it is
     facts = {f.get("fact") for f in blocks[0]["facts"]}
     assert name["fact"] in facts and city["fact"] in facts, bot.diag(f"block lacks the facts: {blocks[0]['text']}")
     assert all(f.get("type") == "profile" for f in blocks[0]["facts"]), blocks[0]["text"]
