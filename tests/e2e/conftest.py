@@ -151,7 +151,8 @@ def memory_blocks(body: dict) -> list[dict]:
 class Bot:
     """One AstrBot process with the plugin, its fake model and clients."""
 
-    def __init__(self, name: str, home: Path, plugin_config: dict, extra_plugins: tuple[Path, ...] = ()) -> None:
+    def __init__(self, name: str, home: Path, plugin_config: dict, extra_plugins: tuple[Path, ...] = (),
+                 astrbot_config: dict | None = None) -> None:
         self.name = name
         self.home = home
         self.state = fake_openai.State()
@@ -161,7 +162,7 @@ class Bot:
         try:
             prepare_home(
                 home, dashboard_port=self.port, password=PASSWORD, model_port=self.model_port,
-                plugin_config=plugin_config, extra_plugins=extra_plugins,
+                plugin_config=plugin_config, extra_plugins=extra_plugins, extra_config=astrbot_config,
             )
             if os.environ.get("LTM_E2E_PLUGIN_SOURCE"):
                 # Test another copy of the plugin (a release build, a mutant).
@@ -428,10 +429,14 @@ def bot_factory(tmp_path_factory: pytest.TempPathFactory):
     running: list[Bot] = []
 
     @contextlib.contextmanager
-    def factory(name: str, plugin_config: dict, *, tools_plugin: bool = False) -> Iterator[Bot]:
+    def factory(name: str, plugin_config: dict, *, tools_plugin: bool = False,
+                extra_plugins: tuple[Path, ...] = (), astrbot_config: dict | None = None) -> Iterator[Bot]:
+        """``extra_plugins``: more plugin folders to install (fixture_plugins/);
+        ``astrbot_config``: merged into AstrBot's cmd_config.json before start."""
         home = tmp_path_factory.mktemp(f"astrbot-{name}") / "home"
         config = _merge({"extraction": dict(FAST_EXTRACTION)}, plugin_config)
-        bot = Bot(name, home, config, (TOOLS_PLUGIN,) if tools_plugin else ())
+        plugins = ((TOOLS_PLUGIN,) if tools_plugin else ()) + tuple(extra_plugins)
+        bot = Bot(name, home, config, plugins, astrbot_config)
         running.append(bot)
         try:
             bot.start()
