@@ -1,9 +1,13 @@
 """The plugin's dashboard API in a real AstrBot: every route through
-AstrBot's own web layer and authentication, at both URL prefixes.
+AstrBot's own web layer and authentication, at every URL prefix the AstrBot
+under test has.
 
-- ``/api/v1/plugins/extensions/astrbot_plugin_ltm/…`` (every method; a
-  dashboard JWT or an API key with the ``plugin`` scope);
-- ``/api/plug/astrbot_plugin_ltm/…`` (GET and POST; a dashboard JWT only).
+- ``/api/v1/plugins/extensions/astrbot_plugin_ltm/…`` (AstrBot 4.29 and
+  later; every method; a dashboard JWT or an API key with the ``plugin`` scope);
+- ``/api/plug/astrbot_plugin_ltm/…`` (every version; GET and POST; a
+  dashboard JWT only). Before 4.29 it is the only one, and the PATCH, DELETE
+  and PUT calls below go to the plugin's POST equivalents there
+  (``post_equivalent``), so every route is still tested.
 
 One AstrBot serves the module (default ``shadow`` mode, memories learned
 from real chats with the fake model); the round-trip test starts a second,
@@ -25,7 +29,7 @@ import pytest
 
 from astrbot_plugin_ltm.operating.transfer import EVENT_FIELDS, FORMAT, ITEM_FIELDS, VERSION, checksum
 from astrbot_plugin_ltm.text import normalize_fact_key
-from devtools.astrbot_home import Client
+from devtools.astrbot_home import LEGACY_DASHBOARD, Client
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
@@ -33,6 +37,10 @@ PASSWORD = "Ltm-E2e-Passw0rd"  # the dashboard login tests/e2e/conftest.py sets 
 
 V1 = "/api/v1/plugins/extensions/astrbot_plugin_ltm"
 LEGACY = "/api/plug/astrbot_plugin_ltm"
+# The prefix the calls without one go to: V1 from AstrBot 4.29, before it
+# LEGACY (AstrBot has no V1 route then, so there is nothing of ours to test).
+MAIN = Client.plugin_api()
+PREFIXES = (LEGACY,) if LEGACY_DASHBOARD else (V1, LEGACY)
 PLUGIN_CONFIG = "data/config/astrbot_plugin_ltm_config.json"
 
 
@@ -49,9 +57,24 @@ def bot(bot_factory):
 # -- helpers -----------------------------------------------------------------------
 
 
-def call(bot, method: str, route: str, body=None, *, prefix: str = V1, auth: str | None = "jwt",
+def post_equivalent(method: str, route: str, body):
+    """``/api/plug`` takes GET and POST only: PATCH, DELETE and PUT become the
+    plugin's POST routes that do the same (docs/api.md)."""
+    path = route.split("?", 1)[0]
+    if method == "PATCH" and re.fullmatch(r"items/[^/]+", path):
+        return "POST", f"{route}/update", body
+    if method == "DELETE" and re.fullmatch(r"items/[^/]+", path):
+        return "POST", f"{route}/delete", {} if body is None else body
+    if method == "PUT" and path == "policy":
+        return "POST", route, body
+    raise AssertionError(f"no POST equivalent of {method} {route}")
+
+
+def call(bot, method: str, route: str, body=None, *, prefix: str = MAIN, auth: str | None = "jwt",
          client: Client | None = None, headers: dict | None = None) -> tuple[int, dict, str]:
     """(HTTP status, JSON body, raw text) of one API call."""
+    if prefix == LEGACY and method in ("PATCH", "DELETE", "PUT"):
+        method, route, body = post_equivalent(method, route, body)
     route = urllib.parse.quote(route, safe="/?&=:,%")  # non-ASCII query values (Chinese search)
     resp = (client or bot.client).request(method, f"{prefix}/{route}", body, auth=auth, raw=True, headers=headers)
     with resp:
@@ -81,7 +104,7 @@ def refused(bot, expect: int, method: str, route: str, body=None, **kw) -> str:
     return message
 
 
-def export_file(bot, query: str = "", prefix: str = V1) -> tuple[bytes, dict]:
+def export_file(bot, query: str = "", prefix: str = MAIN) -> tuple[bytes, dict]:
     """The export as AstrBot serves it: the file itself with a download name
     (no envelope). Returns its bytes and the document."""
     resp = bot.client.request("GET", f"{prefix}/export{query}", raw=True)
@@ -187,7 +210,7 @@ def test_auth_is_refused_without_a_valid_login_at_both_prefixes(bot):
         ("POST", f"items/{name}/update", {"importance": 0.01}), ("POST", f"items/{name}/delete", {}),
         ("POST", "policy", {"emergency_read_only": True}),
     ]
-    for prefix in (V1, LEGACY):
+    for prefix in PREFIXES:
         for method, route, body in attempts:
             for headers in (None, forged):
                 status, payload, text = call(bot, method, route, body, prefix=prefix, auth=None,
@@ -199,22 +222,35 @@ def test_auth_is_refused_without_a_valid_login_at_both_prefixes(bot):
                                 ("PUT", "policy", {"emergency_read_only": True})]:
         assert call(bot, method, route, body, auth=None, client=keyless)[0] == 401
 
-    # An API key without the plugin scope is refused on the v1 routes ...
-    scoped = Client(bot.url)
-    scoped.token = bot.client.token
-    scoped.create_api_key("ltm-no-plugin-scope", scopes=["chat", "config"])
-    for method, route, body in attempts:
-        status, payload, text = call(bot, method, route, body, auth="key", client=scoped)
-        assert status in (401, 403) and payload.get("status") == "error", (route, status, text[:300])
-        assert not any(f in text for f in facts), text[:300]
-    # ... and any API key on the legacy routes, which want a dashboard login.
-    plugin_key = Client(bot.url)
-    plugin_key.token = bot.client.token
-    plugin_key.create_api_key("ltm-plugin-scope", scopes=["plugin"])
-    assert call(bot, "GET", "items", auth="key", client=plugin_key, prefix=LEGACY)[0] == 401
-    assert_unchanged(bot, before)
-    # A key with the plugin scope is enough for v1 (scripts, monitoring).
-    assert ok(bot, "GET", "stats", auth="key", client=plugin_key)["totals"]["items"] == len(facts)
+    if LEGACY_DASHBOARD:
+        # Before 4.29 API keys have no "plugin" scope and there are no v1
+        # plugin routes: a key with every scope it can have is refused on
+        # the legacy routes, which want a dashboard login.
+        any_key = Client(bot.url)
+        any_key.token = bot.client.token
+        any_key.create_api_key("ltm-every-scope")
+        for method, route, body in attempts:
+            status, payload, text = call(bot, method, route, body, prefix=LEGACY, auth="key", client=any_key)
+            assert status == 401 and payload.get("status") == "error", (route, status, text[:300])
+            assert not any(f in text for f in facts), text[:300]
+        assert_unchanged(bot, before)
+    else:
+        # An API key without the plugin scope is refused on the v1 routes ...
+        scoped = Client(bot.url)
+        scoped.token = bot.client.token
+        scoped.create_api_key("ltm-no-plugin-scope", scopes=["chat", "config"])
+        for method, route, body in attempts:
+            status, payload, text = call(bot, method, route, body, auth="key", client=scoped)
+            assert status in (401, 403) and payload.get("status") == "error", (route, status, text[:300])
+            assert not any(f in text for f in facts), text[:300]
+        # ... and any API key on the legacy routes, which want a dashboard login.
+        plugin_key = Client(bot.url)
+        plugin_key.token = bot.client.token
+        plugin_key.create_api_key("ltm-plugin-scope", scopes=["plugin"])
+        assert call(bot, "GET", "items", auth="key", client=plugin_key, prefix=LEGACY)[0] == 401
+        assert_unchanged(bot, before)
+        # A key with the plugin scope is enough for v1 (scripts, monitoring).
+        assert ok(bot, "GET", "stats", auth="key", client=plugin_key)["totals"]["items"] == len(facts)
 
 
 # -- every route, valid and bad input -------------------------------------------------------
@@ -392,7 +428,11 @@ def run_docs_commands(bot, workdir: Path, *names: str) -> str:
     address and the password differ), in ``workdir``; their output."""
     commands = docs_commands()
     login = commands["login"].replace("<password>", PASSWORD)
-    script = "\n".join([f"BASE={bot.url}", login, commands["api"], *(commands[n] for n in names)])
+    api = commands["api"]
+    if LEGACY_DASHBOARD:  # before 4.29 the same commands work at the other prefix
+        assert V1 in api, api
+        api = api.replace(V1, LEGACY)
+    script = "\n".join([f"BASE={bot.url}", login, api, *(commands[n] for n in names)])
     done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=workdir, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])

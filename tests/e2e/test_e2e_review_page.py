@@ -4,8 +4,9 @@ Headless Chromium (Debian's ``chromium``; ``scripts/setup.sh`` installs it)
 is driven over the Chrome DevTools Protocol with nothing but the standard
 library and ``websockets`` (an AstrBot dependency). The test logs in to a
 real AstrBot's dashboard the way the dashboard itself does (its JWT in
-``localStorage``), opens ``#/plugin-view/astrbot_plugin_ltm/review``, and
-works inside the sandboxed plugin iframe with real mouse clicks.
+``localStorage``), opens ``#/plugin-view/astrbot_plugin_ltm/review``
+(``#/plugin-page/…`` before AstrBot 4.29), and works inside the sandboxed
+plugin iframe with real mouse clicks.
 
 Also here, without a browser: the page's zh-CN and en-US texts are complete
 and the page never writes HTML from strings.
@@ -28,6 +29,8 @@ from typing import Any
 
 import pytest
 
+from devtools.astrbot_home import LEGACY_DASHBOARD, PLUGIN_PAGE_ROUTE, Client
+
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,8 +38,15 @@ PAGE_DIR = REPO / "pages" / "review"
 I18N_DIR = REPO / ".astrbot-plugin" / "i18n"
 ARTIFACTS = REPO / "tests" / "artifacts"
 SCREENSHOT = ARTIFACTS / "review_page.png"
-VIEW = "/#/plugin-view/astrbot_plugin_ltm/review"
-FRAME_URL_PART = "/astrbot_plugin_ltm/views/review/"
+VIEW = PLUGIN_PAGE_ROUTE.format("astrbot_plugin_ltm", "review")
+# Where AstrBot serves the page's files (the iframe's address), and where it
+# tells the dashboard that address: both moved in AstrBot 4.29.
+if LEGACY_DASHBOARD:
+    FRAME_URL_PART = "/api/plugin/page/content/astrbot_plugin_ltm/review/"
+    PAGE_ENTRY = "/api/plugin/page/entry?name=astrbot_plugin_ltm&page=review"
+else:
+    FRAME_URL_PART = "/astrbot_plugin_ltm/views/review/"
+    PAGE_ENTRY = "/api/v1/plugins/view?plugin_id=astrbot_plugin_ltm&page_name=review"
 WIDTH, HEIGHT = 1400, 1000
 
 CHROMIUM_FLAGS = [
@@ -360,6 +370,9 @@ def tab():
         browser.close()
 
 
+LEGACY_THEMES = {"light": "PurpleTheme", "dark": "PurpleThemeDark"}
+
+
 def open_review_page(bot, tab: Tab, locale: str = "en-US", theme: str = "light") -> None:
     # The dashboard keeps its login in localStorage (token, user); set it on
     # the dashboard's origin, then open the plugin view.
@@ -371,6 +384,8 @@ def open_review_page(bot, tab: Tab, locale: str = "en-US", theme: str = "light")
         f"localStorage.setItem('astrbot-locale', {json.dumps(locale)});"
         f"localStorage.setItem('themeMode', {json.dumps(theme)}); true"
     )
+    if LEGACY_DASHBOARD:  # before 4.29 the dashboard keeps its theme under another key and name
+        tab.evaluate(f"localStorage.setItem('uiTheme', {json.dumps(LEGACY_THEMES[theme])}); true")
     tab.navigate(bot.url + VIEW)
     tab.wait(tab.find_frame, "the plugin iframe of the review page", timeout=30)
     state = tab.wait(lambda: tab.frame("document.querySelector('#app')?.getAttribute('data-ready')"),
@@ -506,8 +521,7 @@ def test_review_page_shows_english_when_a_text_is_missing(bot, tab):
             del data["views"]["review"]["tabs"]["audit"]
             path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
         zh = json.loads(saved[installed / "zh-CN.json"])["views"]["review"]
-        entry = bot.client.request("GET", "/api/v1/plugins/view?plugin_id=astrbot_plugin_ltm&page_name=review",
-                                   headers={"Accept-Language": "zh-CN"})
+        entry = bot.client.request("GET", PAGE_ENTRY, headers={"Accept-Language": "zh-CN"})
         assert entry.get("status") == "ok", entry
         # The view on its own (no dashboard around it): texts come from the
         # bridge's initial context, which is built from the files on disk.
@@ -530,8 +544,11 @@ def test_the_page_downloads_an_export_file_that_its_upload_imports_into_another_
     # A memory with a whole-number score: a browser writes 1.0 as 1.
     bot.chat("My name is Dana and I live in Oslo", "dana", "page-transfer")
     dana = bot.wait_extracted("dana", ["name is Dana", "lives in Oslo"], "shadow")
-    answer = bot.client.request("PATCH", f"/api/v1/plugins/extensions/astrbot_plugin_ltm/items/{dana[0]['memory_id']}",
-                                {"importance": 1})
+    route = f"{Client.plugin_api()}/items/{dana[0]['memory_id']}"
+    if LEGACY_DASHBOARD:  # /api/plug takes GET and POST only: the plugin's POST equivalent of PATCH
+        answer = bot.client.request("POST", f"{route}/update", {"importance": 1})
+    else:
+        answer = bot.client.request("PATCH", route, {"importance": 1})
     assert answer["data"]["importance"] == 1.0
     downloads = tmp_path / "downloads"
     downloads.mkdir()
