@@ -1,7 +1,9 @@
 """AstrBot entry point: wires AstrBot's hooks, commands and web routes to
 the core in ``astrbot_plugin_ltm/``. No memory logic lives here."""
 
-from __future__ import annotations
+# No "from __future__ import annotations": AstrBot before 4.29 reads a
+# command's parameter types from the raw annotations, and a string
+# "GreedyStr" would take only the first word of "/ltm remember <fact>".
 
 import asyncio
 import time

@@ -40,6 +40,12 @@ class _WebRequest:
     async def body(self) -> bytes:
         return await self.r.body()
 
+    async def upload(self, file: Any) -> bytes:
+        return bytes(await file.read())
+
+    def user(self) -> str | None:
+        return getattr(self.r, "username", None)
+
 
 class _QuartRequest:
     """Older AstrBot: the dashboard runs on Quart."""
@@ -58,6 +64,14 @@ class _QuartRequest:
 
     async def body(self) -> bytes:
         return await self.r.get_data()
+
+    async def upload(self, file: Any) -> bytes:
+        return bytes(file.read())  # werkzeug's FileStorage reads synchronously
+
+    def user(self) -> str | None:
+        from quart import g
+
+        return g.get("username")  # the dashboard's login, set by its auth check
 
 
 try:
@@ -83,14 +97,14 @@ async def _raw_body() -> bytes | None:
     try:
         if req.r.headers.get("content-type", "").startswith("multipart/"):
             upload = (await req.files()).get("file")
-            return bytes(await upload.read()) if upload is not None else b""
+            return await req.upload(upload) if upload is not None else b""
         return bytes(await req.body())
     except Exception:
         return None
 
 
 def _user() -> str | None:
-    return getattr(req.r, "username", None)
+    return req.user()
 
 
 def _method() -> str:
