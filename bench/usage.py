@@ -33,13 +33,13 @@ import math
 import sys
 import tempfile
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from astrbot_plugin_ltm.engine import LTMEngine
 from astrbot_plugin_ltm.enums import AuditAction
@@ -47,9 +47,6 @@ from astrbot_plugin_ltm.learning.writer import MemoryWriter
 from astrbot_plugin_ltm.recalling import reader as reader_module
 from astrbot_plugin_ltm.recalling.ranking import Ranked, _order
 from astrbot_plugin_ltm.recalling.tokens import default_counter
-from astrbot_plugin_ltm.scope import Scope
-from astrbot_plugin_ltm.storing.audit import audit
-from astrbot_plugin_ltm.storing.removal import remove_memory
 from astrbot_plugin_ltm.storing.tables import MemoryAudit, MemoryItem
 
 from .locomo import (
@@ -113,23 +110,6 @@ async def uses(engine: LTMEngine) -> dict[str, int]:
         return {m: n for m, n in rows}
 
 
-async def make_room_least_used(self: MemoryWriter, session: AsyncSession, scope: Scope, cap: int, actor: str,
-                               now: datetime) -> None:
-    """MemoryWriter._make_room, never/least used first."""
-    count = (await session.execute(select(func.count()).select_from(MemoryItem).where(
-        MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id))).scalar_one()
-    excess = count - cap + 1
-    if excess <= 0:
-        return
-    victims = (await session.execute(
-        select(MemoryItem).where(MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id)
-        .order_by(MemoryItem.use_count.asc(), MemoryItem.importance.asc(), MemoryItem.updated_at.asc())
-        .limit(excess))).scalars().all()
-    for victim in victims:
-        await remove_memory(session, victim, withhold=False)
-        audit(session, AuditAction.EVICT, actor, "max_items_per_scope reached; least used", item=victim, now=now)
-
-
 async def ask(engine: LTMEngine, conv: Conversation, q: Question, evidence: dict[str, set[str]],
               event_dia: dict[str, str], count: bool) -> QuestionResult:
     block = await engine.memory_block(origin_for(conv, conv.speakers[0]), q.text)
@@ -162,11 +142,11 @@ async def arm(conversations: Sequence[Conversation], embedder: Any | None, *, we
         kwargs["embedder"] = embedder
     boost = UsageBoost(weight)
     results: list[QuestionResult] = []
-    original_make_room = MemoryWriter._make_room
     reader_module.rank = boost
-    if least_used_eviction:
-        MemoryWriter._make_room = make_room_least_used  # type: ignore[method-assign]
     engine = LTMEngine(db, config, **kwargs)
+    if least_used_eviction:  # never or least used first, then the writer's own order
+        engine.writer.eviction_order = (MemoryItem.use_count.asc(), *MemoryWriter.eviction_order)
+        engine.writer.eviction_rule = "least used"
     try:
         await engine.start(background=False)
         for conv in conversations:
@@ -208,7 +188,6 @@ async def arm(conversations: Sequence[Conversation], embedder: Any | None, *, we
                 MemoryAudit.action == AuditAction.EVICT))).scalar_one()
     finally:
         reader_module.rank = boost._rank
-        MemoryWriter._make_room = original_make_room  # type: ignore[method-assign]
         await engine.stop()
         await db.dispose()
         tmp.cleanup()

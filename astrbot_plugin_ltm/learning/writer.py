@@ -65,6 +65,11 @@ class Plan:
 
 
 class MemoryWriter:
+    # Who goes first when a scope is full (max_items_per_scope); the usage
+    # benchmark tries another order through these (docs/decisions.md#d47).
+    eviction_order: tuple[Any, ...] = (MemoryItem.importance.asc(), MemoryItem.updated_at.asc())
+    eviction_rule = "lowest importance, oldest"
+
     def __init__(self, config: Callable[[], LTMConfig], clock: Clock = utcnow,
                  matcher: SemanticMatcher | None = None) -> None:
         self._config = config
@@ -271,11 +276,11 @@ class MemoryWriter:
             return
         victims = (await session.execute(
             select(MemoryItem).where(MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id)
-            .order_by(MemoryItem.importance.asc(), MemoryItem.updated_at.asc()).limit(excess)
+            .order_by(*self.eviction_order).limit(excess)
         )).scalars().all()
         for victim in victims:
             await remove_memory(session, victim, withhold=False)
-            audit(session, AuditAction.EVICT, actor, f"max_items_per_scope ({cap}) reached; lowest importance, oldest",
+            audit(session, AuditAction.EVICT, actor, f"max_items_per_scope ({cap}) reached; {self.eviction_rule}",
                   item=victim, now=now, fact=victim.fact, importance=victim.importance)
 
     @staticmethod
