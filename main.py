@@ -232,3 +232,22 @@ class LTMPlugin(Star):
     @ltm.command("reject")
     async def ltm_reject(self, event: AstrMessageEvent, memory_id: str):
         yield event.plain_result(await self._reply(event, lambda c, o: c.review(o, memory_id, "reject")))
+
+    @filter.permission_type(filter.PermissionType.ADMIN)
+    @ltm.command("policy")
+    async def ltm_policy(self, event: AstrMessageEvent, action: str = "", version: str = ""):
+        # "/ltm policy", "/ltm policy history", "/ltm policy rollback <version>"
+        yield event.plain_result(await self._reply(event, lambda c, o: c.policy(o, action, version)))
+
+    @filter.permission_type(filter.PermissionType.ADMIN)
+    @ltm.command("writes")
+    async def ltm_writes(self, event: AstrMessageEvent, state: str = "", target: str = ""):
+        yield event.plain_result(await self._reply(event, lambda c, o: c.writes(o, state, target)))
+
+    @ltm.command("pause")
+    async def ltm_pause(self, event: AstrMessageEvent):
+        yield event.plain_result(await self._reply(event, lambda c, o: c.pause(o)))
+
+    @ltm.command("resume")
+    async def ltm_resume(self, event: AstrMessageEvent):
+        yield event.plain_result(await self._reply(event, lambda c, o: c.resume(o)))

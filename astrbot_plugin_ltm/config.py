@@ -34,6 +34,13 @@ class WritePolicy:
     max_writes_per_hour: int = 50
     max_items_per_scope: int = 200
     require_approval_types: list[str] = field(default_factory=list)
+    # "user:<id>" / "group:<id>": scopes whose writes are off while reads go
+    # on (operating/policy_versions.py; docs/decisions.md#d52).
+    disabled_scopes: list[str] = field(default_factory=list)
+
+    def writes_off(self, scope: object) -> bool:
+        """Whether a scope's writes are switched off (``str(scope)`` is ``kind:id``)."""
+        return str(scope) in self.disabled_scopes
 
 
 @dataclass
@@ -187,6 +194,20 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "identity.user_scope_strategy": SCOPE_STRATEGIES,
 }
 _TYPE_LISTS = ("write_policy.allowed_types", "write_policy.require_approval_types")
+MAX_SCOPE_ID_CHARS = 255
+MAX_DISABLED_SCOPES = 100000
+
+
+def scope_problem(entry: str) -> str | None:
+    """Why ``entry`` is not a ``user:<id>`` or ``group:<id>`` scope, or None."""
+    kind, colon, scope_id = entry.partition(":")
+    if not colon or kind not in ("user", "group"):
+        return "must start with user: or group:"
+    if not scope_id.strip() or scope_id != scope_id.strip():
+        return "has no id after the kind (or spaces around it)"
+    if len(scope_id) > MAX_SCOPE_ID_CHARS:
+        return f"has an id longer than {MAX_SCOPE_ID_CHARS} characters"
+    return None
 
 
 def _coerce(path: str, value: Any, default: Any, errors: list[str]) -> Any:
@@ -237,6 +258,13 @@ def _coerce(path: str, value: Any, default: Any, errors: list[str]) -> Any:
             malformed = [v for v in value if "=" not in v or ":" not in v.partition("=")[0]]
             if malformed:
                 return bad(f"{malformed} are not of the form platform:sender_id=alias")
+        if path == "write_policy.disabled_scopes":
+            bad_scopes = [f"{_short(v)} {why}" for v in value if (why := scope_problem(v.strip()))]
+            if bad_scopes:
+                return bad(f"{'; '.join(bad_scopes[:3])} (each is user:<id> or group:<id>)")
+            if len(value) > MAX_DISABLED_SCOPES:
+                return bad(f"more than {MAX_DISABLED_SCOPES} scopes")
+            return list(dict.fromkeys(v.strip() for v in value))
         return list(value)
     raise TypeError(f"no coercion for {path}")  # a programming error, not input
 

@@ -35,7 +35,10 @@ from .learning.extractor import LLMExtractor
 from .learning.known import KnownFacts
 from .learning.worker import ExtractionWorker
 from .learning.writer import MemoryWriter, WriteOutcome
+from .logs import log
 from .operating.admin import Admin
+from .operating.errors import AdminError
+from .operating.policy_versions import PolicyVersions
 from .recalling.block import MemoryBlock
 from .recalling.reader import MemoryReader
 from .recalling.retrieval import KeywordRetriever, VectorRetriever
@@ -82,6 +85,8 @@ class LTMEngine:
         with_vectors = embedder is not None
         self.writer = MemoryWriter(lambda: self.config, clock, matcher=self.embeddings if with_vectors else None)
         self.admin = Admin(self.db, lambda: self.config, clock)
+        # Every effective policy change is a numbered version (rollback, listeners).
+        self.policy_versions = PolicyVersions(self.db, lambda: self.config, self.apply_config, clock, raw_config)
         self.recorder = EventRecorder(
             self.db, lambda: self.config, lambda: self.resolver, clock, on_inserted=self._capture_explicit,
             journal_dir=Path(data_dir) / "journal" if data_dir else None)
@@ -110,6 +115,10 @@ class LTMEngine:
         if not self.config.emergency_read_only:
             async with self.db.write() as session:
                 await backfill_turn_rows(session)
+        try:  # version 1, or the change made on AstrBot's plugin config page
+            await self.policy_versions.record_start()
+        except Exception:  # memory works on; the next change records the policy
+            log.exception("ltm: could not record the policy version at start")
         # Before AstrBot calls a hook: from here on every turn is journaled.
         await self.recorder.open_journal()
         counter: TokenCounter = self._counter if self._counter is not None else await asyncio.to_thread(default_counter)
@@ -183,8 +192,8 @@ class LTMEngine:
     async def _capture_explicit(self, session: AsyncSession, events: list[MemoryEvent]) -> None:
         """'Remember that …' in a recorded message becomes a memory at once."""
         for event in events:
-            if event.source_role != Role.USER:
-                continue
+            if event.source_role != Role.USER or event.extraction_status == ExtractionStatus.SKIPPED:
+                continue  # a skipped event was said while its scope's writes were off
             fact = explicit_fact(event.content.get("text", ""))
             if not fact:
                 continue
@@ -198,11 +207,15 @@ class LTMEngine:
 
     async def remember(self, origin: Origin, fact: str) -> WriteOutcome:
         """The `/ltm remember <fact>` command: an audited explicit memory.
-        Raises ReadOnlyError while emergency_read_only is on."""
+        Raises ReadOnlyError while emergency_read_only is on, AdminError
+        while the scope's writes are switched off."""
         fact = " ".join(fact.split())
         if not fact:
             raise ValueError("nothing to remember")
         scope = self.resolver.write_scope(origin)
+        if self.config.write_policy.writes_off(scope):
+            resume = " (/ltm resume switches learning back on)" if scope.kind == "user" else ""
+            raise AdminError(f"writes are switched off for {scope}, so nothing was stored{resume}")
         event = MemoryEvent(
             scope=scope.kind, scope_id=scope.id, source_type=SourceType.MESSAGE, source_role=Role.USER,
             content={"text": fact, "command": "ltm remember"}, platform_id=origin.platform_id,

@@ -98,7 +98,18 @@ class AuditAction(StrEnum):
     EDIT = "edit"
     EXPIRE = "expire"
     IMPORT = "import"
-    CONFIG = "config"  # the policy changed in the dashboard
+    CONFIG = "config"  # the policy changed (a new policy version; operating/policy_versions.py)
+
+
+class PolicySource(StrEnum):
+    """Where a policy version came from (``ltm_policy_versions.source``)."""
+
+    API = "api"  # PUT policy
+    PAGE = "page"  # the review page
+    COMMAND = "command"  # /ltm writes, /ltm pause, /ltm resume
+    WEBUI_CONFIG = "webui-config"  # AstrBot's plugin config page (seen when the plugin reloads)
+    ROLLBACK = "rollback"
+    STARTUP = "startup"  # version 1: the policy in force at the first start
 
 
 # Actions that count as a new memory for the rate limits: an item created,

@@ -171,6 +171,15 @@ def routes(api: Callable[[], Any]) -> list[tuple[str, Callable[..., Awaitable[An
             return await a.get_policy()
         return await a.put_policy(await _json(), _user())
 
+    async def policy_history(a, **_):
+        return await a.policy_history(req.query())
+
+    async def policy_version(a, version: str):
+        return await a.policy_version(version)
+
+    async def policy_rollback(a, **_):
+        return await a.policy_rollback(await _json(), _user())
+
     async def audit(a, **_):
         return await a.audit_log(req.query())
 
@@ -196,6 +205,9 @@ def routes(api: Callable[[], Any]) -> list[tuple[str, Callable[..., Awaitable[An
         (f"{p}/events", handler(events), ["GET"], "list raw events"),
         (f"{p}/stats", handler(stats), ["GET"], "statistics per scope"),
         (f"{p}/policy", handler(policy), ["GET", "PUT", "POST"], "read or change the policy"),
+        (f"{p}/policy/history", handler(policy_history), ["GET"], "policy versions, newest first"),
+        (f"{p}/policy/history/<version>", handler(policy_version), ["GET"], "one policy version, whole"),
+        (f"{p}/policy/rollback", handler(policy_rollback), ["POST"], "make a policy version current again"),
         (f"{p}/audit", handler(audit), ["GET"], "the audit log"),
         (f"{p}/export", file_handler(export), ["GET"], "export memories: the file ltm-export-<date>.json"),
         (f"{p}/import", handler(import_), ["POST"], "import an export (dry_run=1 to preview)"),

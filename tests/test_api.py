@@ -291,7 +291,8 @@ async def test_pagination_edges(make_api, origin):
     assert len((await api.ok("list_events", {"page_size": "4", "page": "2"}))["events"]) == 2
     assert (await api.ok("list_events", {"page_size": "4", "page": "3"}))["events"] == []
     audit = await api.ok("audit_log", {"page_size": "200"})
-    assert audit["total"] == len(audit["entries"]) == 3
+    # the three memories and policy version 1, recorded at the first start
+    assert audit["total"] == len(audit["entries"]) == 4
     assert (await api.ok("audit_log", {"page": "2"}))["entries"] == []
     # Search results are paged after ranking.
     assert len((await api.ok("list_items", {"q": "alice", "page_size": "1", "page": "2"}))["items"]) == 1
@@ -464,7 +465,8 @@ async def test_audit_log_filters(make_api, origin):
     await api.err(400, "audit_log", {"page_size": "1000"})
     await api.ok("patch_item", items["city"].memory_id, {"importance": 0.2}, USER)
     everything = await api.ok("audit_log", {})
-    assert everything["total"] == 4 and everything["entries"][0]["action"] == "edit"  # newest first
+    # three memories, an edit, and policy version 1 (the first start)
+    assert everything["total"] == 5 and everything["entries"][0]["action"] == "edit"  # newest first
     assert set(everything["entries"][0]) >= {"id", "created_at", "action", "memory_id", "scope", "scope_id",
                                              "actor", "reason", "detail"}
     assert (await api.ok("audit_log", {"action": "edit"}))["total"] == 1
@@ -518,7 +520,7 @@ async def test_policy_change_is_saved_audited_and_applies_at_once(make_api, orig
     assert api.saved[-1]["extraction"] == {"batch_size": 4}
     assert api.saved[-1]["write_policy"] == {"mode": "auto", "min_confidence": 0.5}
     assert api.ltm.engine.config.write_policy.mode == "auto"
-    (change,) = [a for a in await api.ltm.audit() if a.action == "config"]
+    (change,) = [a for a in await api.ltm.audit() if a.action == "config" and a.actor == ACTOR]
     assert change.actor == ACTOR
     assert change.detail["changes"]["write_policy"][0]["mode"] == "shadow"
     assert change.detail["changes"]["write_policy"][1]["mode"] == "auto"
@@ -539,7 +541,7 @@ async def test_emergency_read_only_through_the_api_blocks_writes_immediately(mak
     data = await api.ok("put_policy", {"emergency_read_only": True}, USER)
     assert data["emergency_read_only"] is True and api.saved[-1]["emergency_read_only"] is True
     # The switch itself is audited (the store's last write).
-    (switch,) = [a for a in await api.ltm.audit() if a.action == "config"]
+    (switch,) = [a for a in await api.ltm.audit() if a.action == "config" and a.actor == ACTOR]
     assert switch.detail["changes"]["emergency_read_only"] == [False, True] and switch.actor == ACTOR
     before = await api.ltm.table_snapshot()
 

@@ -94,10 +94,13 @@ class ExtractionWorker:
                 .group_by(MemoryEvent.scope, MemoryEvent.scope_id)
             )
             quiet_since = now - timedelta(seconds=cfg.idle_seconds)
+            policy = self._config().write_policy
             return [
                 Scope(kind, sid)
                 for kind, sid, count, latest in rows
-                if ignore_idle or count >= cfg.batch_size or as_utc(latest) <= quiet_since
+                if (ignore_idle or count >= cfg.batch_size or as_utc(latest) <= quiet_since)
+                # writes off: what was pending before waits until they are back on
+                and not policy.writes_off(Scope(kind, sid))
             ]
 
     async def run_once(self, ignore_idle: bool = False) -> list[BatchResult]:

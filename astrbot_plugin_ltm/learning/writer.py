@@ -85,6 +85,8 @@ class MemoryWriter:
                          counts: WriteCounts) -> WriteOutcome:
         cfg, now = self._config(), self._clock()
         explicit = method == Method.USER_EXPLICIT
+        if cfg.write_policy.writes_off(scope):  # switched off by an operator or the user
+            return self._drop(session, scope, c, f"writes are switched off for {scope}", actor, now)
         decided = await self._decide(session, scope, c, explicit, cfg)
         if not isinstance(decided, Plan):
             return self._drop(session, scope, c, decided, actor, now) if isinstance(decided, str) else decided

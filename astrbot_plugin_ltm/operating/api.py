@@ -13,15 +13,12 @@ its id or any unique prefix of it (at least 4 characters).
 from __future__ import annotations
 
 import asyncio
-import copy
-import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..config import LTMConfig, parse_config
 from ..engine import LTMEngine
-from ..enums import MEMORY_TYPES, SCOPE_KINDS, ExtractionStatus, SourceType, Status
+from ..enums import MEMORY_TYPES, SCOPE_KINDS, ExtractionStatus, PolicySource, SourceType, Status
 from ..logs import log
 from ..scope import Scope
 from ..storing.database import ReadOnlyError
@@ -33,6 +30,7 @@ from .transfer import MAX_IMPORT_BYTES, export_items, file_bytes, file_name, imp
 
 MAX_PAGE_SIZE = 200
 EDITABLE_POLICY_KEYS = ("enable", "emergency_read_only", "write_policy", "read_policy")
+POLICY_CHANGE_SOURCES = (PolicySource.API.value, PolicySource.PAGE.value)
 MAX_SEARCH_CHARS = 500
 READ_ONLY_NOTE = "emergency_read_only is on: a real import would be refused until it is turned off"
 
@@ -93,6 +91,13 @@ def _body(body: Any, what: str) -> dict[str, Any]:
     return body
 
 
+def _version_number(raw: Any) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, (int, str)) or not str(raw).strip().isdigit() \
+            or len(str(raw).strip()) > 12 or int(raw) < 1:
+        raise AdminError("version must be a whole number from 1")
+    return int(raw)
+
+
 def _actor(user: str | None) -> str:
     return f"operator:{user or 'dashboard'}"
 
@@ -107,6 +112,8 @@ class MemoryAPI:
         self.engine = engine
         self._raw_config = raw_config
         self._save_config = save_config
+        # Policy changes (this API's, the commands', rollbacks) save to the plugin config.
+        engine.policy_versions.bind(raw_config, save_config)
 
     async def call(self, method: Callable[..., Awaitable[Any]], *args: Any) -> ApiResponse:
         """Run one API method, turning every failure into a clear answer."""
@@ -229,60 +236,47 @@ class MemoryAPI:
             "write_policy": asdict(cfg.write_policy),
             "read_policy": asdict(cfg.read_policy),
             "config_warnings": self.engine.config_errors,
+            "version": await self.engine.policy_versions.current_version(),
         }
 
     async def put_policy(self, body: Any, user: str | None) -> dict[str, Any]:
-        body = _body(body, "the settings to change")
+        """Change the policy: a new policy version (operating/policy_versions.py).
+        ``reason`` (text) and ``source`` ("api" or "page") go with it."""
+        body = dict(_body(body, "the settings to change"))
+        reason = body.pop("reason", None)
+        source = PolicySource(v.choice(body.pop("source", "api"), "source", POLICY_CHANGE_SOURCES))
         unknown = set(body) - set(EDITABLE_POLICY_KEYS)
-        if unknown:
-            raise AdminError(f"cannot change {', '.join(v.shown(k) for k in sorted(unknown)[:5])} here; "
-                             f"changeable: {', '.join(EDITABLE_POLICY_KEYS)}")
-        raw = copy.deepcopy(self._raw_config())
+        if unknown or not body:
+            raise AdminError(f"cannot change {', '.join(v.shown(k) for k in sorted(unknown)[:5]) or 'nothing'} "
+                             f"here; changeable: {', '.join(EDITABLE_POLICY_KEYS)}")
         for key, value in body.items():
-            if isinstance(value, dict):
-                if not isinstance(raw.get(key), dict):
-                    raw[key] = {}
-                raw[key].update(value)
-            else:
-                raw[key] = value
-        new, problems = parse_config(raw)
-        if problems:
-            # Through the API an invalid value is refused, not defaulted.
-            reasons = "; ".join(p.split("; using the default")[0] for p in problems)
-            raise AdminError(f"invalid settings, nothing changed: {reasons}")
-        before = await self.get_policy()
-        if self._policy_of(new) == {k: before[k] for k in EDITABLE_POLICY_KEYS}:
-            return before  # nothing to change, save or audit
-        if self.engine.config.emergency_read_only and new.emergency_read_only:
-            # The audit trail is read-only too: a change it cannot record is refused.
-            raise ReadOnlyError("emergency_read_only is on: turn it off (emergency_read_only: false, alone or "
-                                "with your other changes) before changing the policy; nothing changed")
-        for key, value in body.items():  # saved as parsed: "yes" is stored as true
-            if isinstance(value, dict):
-                raw[key].update({name: getattr(getattr(new, key), name) for name in value})
-            else:
-                raw[key] = getattr(new, key)
-        turning_read_only = not self.engine.config.emergency_read_only and new.emergency_read_only
-        if turning_read_only:  # the last write before the store closes
-            await self._audit_policy(before, raw, user)
-        await self._save_config(raw)
-        self.engine.apply_config(raw)
-        after = await self.get_policy()
-        if not self.engine.config.emergency_read_only:
-            await self._audit_policy(before, raw, user)
-        return after
+            if key in ("write_policy", "read_policy") and not isinstance(value, dict):
+                raise AdminError(f"{key} must be an object of settings, e.g. {{\"mode\": \"auto\"}}")
+        await self.engine.policy_versions.change(body, _actor(user), source, reason)
+        return await self.get_policy()
 
-    @staticmethod
-    def _policy_of(cfg: LTMConfig) -> dict[str, Any]:
-        return {"enable": cfg.enable, "emergency_read_only": cfg.emergency_read_only,
-                "write_policy": asdict(cfg.write_policy), "read_policy": asdict(cfg.read_policy)}
+    async def policy_history(self, query: Mapping[str, Any]) -> dict[str, Any]:
+        page, size = _page(query)
+        versions = self.engine.policy_versions
+        return {"versions": await versions.history((page - 1) * size, size), "total": await versions.count(),
+                "current": await versions.current_version(), "page": page, "page_size": size}
 
-    async def _audit_policy(self, before: dict[str, Any], raw: dict[str, Any], user: str | None) -> None:
-        new, _ = parse_config(raw)
-        after = self._policy_of(new)
-        changes = {k: [before[k], after[k]] for k in after if before[k] != after[k]}
-        await self.engine.admin.audit_config(changes, _actor(user))
-        log.info("ltm: policy changed by %s: %s", _actor(user), json.dumps(changes, ensure_ascii=False))
+    async def policy_version(self, version: str) -> dict[str, Any]:
+        found = await self.engine.policy_versions.get(_version_number(version))
+        if found is None:
+            raise AdminError(f"there is no policy version {version}", 404)
+        return found
+
+    async def policy_rollback(self, body: Any, user: str | None) -> dict[str, Any]:
+        if not isinstance(body, dict) or "version" not in body:
+            raise AdminError('send {"version": N, "reason": "…"}')
+        v.json_depth(body)
+        unknown = set(body) - {"version", "reason"}
+        if unknown:
+            raise AdminError(f"unknown field(s): {', '.join(v.shown(k) for k in sorted(unknown)[:5])}")
+        result = await self.engine.policy_versions.rollback(
+            _version_number(body["version"]), _actor(user), body.get("reason"))
+        return {**result, "current": await self.get_policy()}
 
     # -- export / import ---------------------------------------------------------
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from ..engine import LTMEngine
-from ..enums import SCOPE_KINDS, Outcome, Status
+from ..enums import SCOPE_KINDS, Outcome, PolicySource, Status
 from ..scope import Origin, Scope
 from ..storing.database import ReadOnlyError
 from ..storing.tables import MemoryItem
@@ -28,9 +28,12 @@ HELP = f"""/ltm status — what the bot keeps about you
 /ltm remember <fact> — store a fact now
 /ltm forget <id> — delete one of your memories
 /ltm forget-all — delete all your memories (asks to confirm)
+/ltm pause, /ltm resume — stop or restart learning about you (what you say while paused is never learned)
 Operators: /ltm pending, /ltm approve <id>, /ltm reject <id>,
 /ltm status <target>, /ltm list <target>, /ltm forget <id> (any memory),
-/ltm forget-all <target> (asks to confirm)
+/ltm forget-all <target> (asks to confirm),
+/ltm policy, /ltm policy history, /ltm policy rollback <version>,
+/ltm writes off|on <target>
 <target> is {TARGET_SYNTAX}"""
 
 CONFIRM_WINDOW = timedelta(seconds=120)
@@ -228,3 +231,84 @@ class Commands:
             return "Memory is read-only right now; nothing changed."
         verb = "Approved" if decision == "approve" else "Rejected"
         return f"{verb}: {item.fact}"
+
+    # -- policy versions and the write switch -----------------------------------
+
+    async def policy(self, origin: Origin, action: str = "", arg: str = "") -> str:
+        """``/ltm policy`` (current version and mode), ``/ltm policy history``,
+        ``/ltm policy rollback <version>`` — operators only."""
+        if not origin.is_admin:
+            return "Only an operator can see or change the policy."
+        versions = self.engine.policy_versions
+        action = action.strip().lower()
+        if action == "":
+            cfg = self.engine.config
+            off = ", ".join(cfg.write_policy.disabled_scopes) or "none"
+            return (f"Policy version {await versions.current_version() or '(none recorded)'}: "
+                    f"memory {'on' if cfg.enable else 'off'}, write mode {cfg.write_policy.mode} "
+                    f"(writes {'on' if cfg.write_policy.enable else 'off'}), "
+                    f"reads {'on' if cfg.read_policy.enable else 'off'}, "
+                    f"read-only {'on' if cfg.emergency_read_only else 'off'}; writes off for: {off}.")
+        if action == "history":
+            rows = await versions.history(0, LIST_LIMIT)
+            if not rows:
+                return "No policy version is recorded yet."
+            return "\n".join(_version_line(r) for r in rows)
+        if action == "rollback":
+            if not arg.strip().isdigit() or len(arg.strip()) > 12:
+                return "Usage: /ltm policy rollback <version> (a number from /ltm policy history)"
+            try:
+                result = await versions.rollback(int(arg), f"operator:{origin.sender_id}", None)
+            except AdminError as exc:
+                return f"Not rolled back: {exc}."
+            except ReadOnlyError as exc:
+                return f"Not rolled back: {exc}."
+            if not result["changed"]:
+                return f"Version {arg.strip()}'s policy is already in force; nothing changed."
+            return f"Rolled back to version {arg.strip()}'s policy, now version {result['version']}."
+        return "Usage: /ltm policy, /ltm policy history, /ltm policy rollback <version>"
+
+    async def writes(self, origin: Origin, state: str = "", target: str = "") -> str:
+        """``/ltm writes off|on <target>``: switch a scope's writes (operators)."""
+        if not origin.is_admin:
+            return "Only an operator can switch another scope's writes; /ltm pause stops learning about you."
+        state = state.strip().lower()
+        if state not in ("on", "off") or not target.strip():
+            return f"Usage: /ltm writes off|on <target>; <target> is {TARGET_SYNTAX}"
+        try:
+            scope = parse_target(target)
+        except AdminError as exc:
+            return str(exc)
+        return await self._switch(str(scope), state == "on", f"operator:{origin.sender_id}", "")
+
+    async def pause(self, origin: Origin) -> str:
+        """``/ltm pause``: a user stops learning about themselves."""
+        return await self._switch(str(self._own_scope(origin)), False, f"user:{origin.sender_id}", "you")
+
+    async def resume(self, origin: Origin) -> str:
+        return await self._switch(str(self._own_scope(origin)), True, f"user:{origin.sender_id}", "you")
+
+    async def _switch(self, scope: str, on: bool, actor: str, whom: str) -> str:
+        reason = f"{'/ltm resume' if on else '/ltm pause'} by the user" if whom else None
+        try:
+            result = await self.engine.policy_versions.set_writes(scope, on, actor, PolicySource.COMMAND, reason)
+        except AdminError as exc:
+            return f"Nothing changed: {exc}."
+        except ReadOnlyError:
+            return "Memory is read-only right now (emergency read-only); nothing changed."
+        subject = "about you" if whom else f"for {scope}"
+        if not result["changed"]:
+            return f"Learning {subject} is already {'on' if on else 'off'}."
+        if on:
+            return (f"Learning {subject} is back on (policy version {result['version']}). "
+                    "What was said while it was off stays unlearned.")
+        return (f"Learning {subject} is off (policy version {result['version']}): nothing new is learned "
+                "from what is said now; what is already known is still used.")
+
+
+def _version_line(row: dict) -> str:
+    changes = "; ".join(f"{c['path']} {c['from']} → {c['to']}" for c in row["diff"][:4])
+    more = f" (+{len(row['diff']) - 4} more)" if len(row["diff"]) > 4 else ""
+    reason = f" — {row['reason']}" if row["reason"] else ""
+    return (f"v{row['version']} {row['created_at'][:16].replace('T', ' ')} {row['actor']} ({row['source']})"
+            f"{reason}: {changes or 'initial policy'}{more}")

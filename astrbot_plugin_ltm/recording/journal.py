@@ -27,6 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
+from ..enums import ExtractionStatus
 from ..logs import log
 from ..storing.tables import MemoryEvent
 
@@ -40,6 +41,8 @@ def encode(events: Iterable[MemoryEvent]) -> bytes:
     for event in events:
         record: dict[str, Any] = {name: getattr(event, name) for name in FIELDS}
         record["created_at"] = event.created_at.isoformat()
+        if event.extraction_status != ExtractionStatus.PENDING:  # said while the scope's writes were off
+            record["extraction_status"] = event.extraction_status
         lines.append(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
     return "".join(lines).encode()
 
@@ -51,7 +54,8 @@ def decode(line: bytes) -> MemoryEvent:
     if not isinstance(record, dict) or not isinstance(record.get("content"), dict):
         raise ValueError("not an event")
     values = {name: record[name] for name in FIELDS}
-    return MemoryEvent(**values, created_at=datetime.fromisoformat(record["created_at"]))
+    status = ExtractionStatus.SKIPPED if record.get("extraction_status") == "skipped" else ExtractionStatus.PENDING
+    return MemoryEvent(**values, created_at=datetime.fromisoformat(record["created_at"]), extraction_status=status)
 
 
 def _try_lock(handle: IO[bytes]) -> bool:

@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from ..background import BackgroundTask
 from ..clock import Clock, utcnow
 from ..config import LTMConfig
-from ..enums import Role, SourceType
+from ..enums import ExtractionStatus, Role, SourceType
 from ..logs import log
 from ..scope import Origin, Scope, ScopeResolver
 from ..storing.database import Database, ReadOnlyError
@@ -73,6 +73,8 @@ class EventRecorder:
     def _event(self, scope: Scope, origin: Origin, source_type: str, role: str, content: dict[str, Any],
                 created_at: datetime | None) -> MemoryEvent:
         is_human = role == Role.USER
+        # Said while the scope's writes are off: recorded, never extracted (docs/decisions.md#d52).
+        writes_off = self._config().write_policy.writes_off(scope)
         return MemoryEvent(
             scope=scope.kind,
             scope_id=scope.id,
@@ -85,6 +87,7 @@ class EventRecorder:
             sender_id=origin.sender_id if is_human else None,
             sender_name=(origin.display_name or None) if is_human else None,
             created_at=created_at or self._clock(),
+            extraction_status=ExtractionStatus.SKIPPED if writes_off else ExtractionStatus.PENDING,
         )
 
     def record_turn(

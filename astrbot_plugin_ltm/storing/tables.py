@@ -239,3 +239,23 @@ class EventVector(_VectorRow, kw_only=True):
     __table_args__ = (Index("ix_ltm_event_vectors_scope", "scope", "scope_id", "model"),)
 
     event_rowid: Mapped[int] = mapped_column(primary_key=True)  # ltm_events.id
+
+
+class PolicyVersion(LTMBase, kw_only=True):
+    """One effective policy change: the whole policy after it (``id`` is
+    the version number), who, from where, why, and the diff to the one before."""
+
+    __tablename__ = "ltm_policy_versions"
+    __table_args__ = (
+        Index("ix_ltm_policy_versions_created", "created_at"),
+        {"sqlite_autoincrement": True},  # a version number always means the same policy
+    )
+
+    id: Mapped[int | None] = mapped_column(primary_key=True, nullable=False, default=None)
+    created_at: Mapped[datetime] = mapped_column(default_factory=utcnow)
+    actor: Mapped[str] = mapped_column(String(255))
+    source: Mapped[str] = mapped_column(String(32))  # enums.PolicySource
+    reason: Mapped[str] = mapped_column(String, default="")
+    policy: Mapped[dict[str, Any]] = mapped_column(JSON, default_factory=dict)
+    diff: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default_factory=list)
+    rollback_of: Mapped[int | None] = mapped_column(default=None)

@@ -1,0 +1,304 @@
+"""Policy versions: every effective change of the policy (the write and
+read policies, ``enable`` and ``emergency_read_only``) becomes a numbered
+version in ``ltm_policy_versions`` — the whole policy, who, from where, why,
+and the diff to the version before — with an audit row. Every change goes
+through :meth:`PolicyVersions.change`: the ``policy`` route, the review
+page, the commands, a rollback; a change made on AstrBot's plugin config
+page is seen when AstrBot reloads the plugin (:meth:`record_start`).
+
+A change is saved to the plugin config (so it survives a restart) and
+applied at once. While ``emergency_read_only`` is on the store takes no
+write, a version included, so a change that keeps it on is refused; one
+that turns it off is applied first and then recorded, one that turns it on
+is recorded first (docs/decisions.md#d51).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict
+from typing import Any
+
+from sqlalchemy import func, select
+
+from ..clock import Clock
+from ..config import LTMConfig, parse_config, scope_problem
+from ..enums import AuditAction, PolicySource
+from ..logs import log
+from ..storing.audit import audit
+from ..storing.database import Database, ReadOnlyError
+from ..storing.tables import PolicyVersion
+from .errors import AdminError
+
+POLICY_KEYS = ("enable", "emergency_read_only", "write_policy", "read_policy")
+MAX_REASON_CHARS = 500
+MAX_HISTORY_PAGE = 200
+
+PolicyListener = Callable[[str, int | None], Awaitable[None]]
+RawConfig = Callable[[], dict[str, Any]]
+SaveConfig = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+def policy_of(cfg: LTMConfig) -> dict[str, Any]:
+    """The policy part of a configuration, as stored in a version."""
+    return {"enable": cfg.enable, "emergency_read_only": cfg.emergency_read_only,
+            "write_policy": asdict(cfg.write_policy), "read_policy": asdict(cfg.read_policy)}
+
+
+def normalised(policy: dict[str, Any]) -> dict[str, Any]:
+    """A stored policy read with today's settings: one stored before a
+    setting existed gets its default, so a new setting is no difference."""
+    cfg, _ = parse_config({k: policy[k] for k in POLICY_KEYS if k in policy})
+    return policy_of(cfg)
+
+
+def diff(before: dict[str, Any] | None, after: dict[str, Any]) -> list[dict[str, Any]]:
+    """What changed, one entry per setting: ``{"path", "from", "to"}``
+    (``path`` like ``write_policy.mode``); the first version has none."""
+    if before is None:
+        return []
+    out: list[dict[str, Any]] = []
+    for key in POLICY_KEYS:
+        old, new = before.get(key), after.get(key)
+        if isinstance(old, dict) and isinstance(new, dict):
+            for name in sorted(set(old) | set(new)):
+                if old.get(name) != new.get(name):
+                    out.append({"path": f"{key}.{name}", "from": old.get(name), "to": new.get(name)})
+        elif old != new:
+            out.append({"path": key, "from": old, "to": new})
+    return out
+
+
+def reason_text(reason: Any) -> str:
+    if reason is None:
+        return ""
+    if not isinstance(reason, str):
+        raise AdminError("reason must be text")
+    reason = " ".join(reason.split())
+    if len(reason) > MAX_REASON_CHARS:
+        raise AdminError(f"reason is longer than {MAX_REASON_CHARS} characters")
+    return reason
+
+
+def scope_name(target: Any) -> str:
+    """A validated ``user:<id>`` / ``group:<id>`` for the write switch."""
+    if not isinstance(target, str) or (why := scope_problem(target.strip())) is not None:
+        shown = target if isinstance(target, str) else type(target).__name__
+        raise AdminError(f"scope {shown[:80]!r} {why or 'is not text'}: give user:<id> or group:<id>")
+    return target.strip()
+
+
+def _version_dict(row: PolicyVersion, with_policy: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "version": row.id, "created_at": row.created_at.isoformat(), "actor": row.actor, "source": row.source,
+        "reason": row.reason, "diff": row.diff, "rollback_of": row.rollback_of,
+    }
+    if with_policy:
+        out["policy"] = normalised(row.policy)
+    return out
+
+
+class PolicyVersions:
+    def __init__(self, db: Database, config: Callable[[], LTMConfig],
+                 apply: Callable[[dict[str, Any]], Any], clock: Clock,
+                 raw_config: dict[str, Any] | None = None) -> None:
+        self._db = db
+        self._config = config
+        self._apply = apply
+        self._clock = clock
+        self._listeners: list[PolicyListener] = []
+        self._lock = asyncio.Lock()
+        # Without AstrBot (tests, tools) the config lives here; the adapter
+        # binds AstrBot's plugin config (bind) so changes survive a restart.
+        self._own_raw = copy.deepcopy(dict(raw_config or {}))
+        self._raw: RawConfig = lambda: self._own_raw
+        self._save: SaveConfig = self._save_own
+
+    async def _save_own(self, raw: dict[str, Any]) -> None:
+        self._own_raw = copy.deepcopy(raw)
+
+    def bind(self, raw_config: RawConfig, save_config: SaveConfig) -> None:
+        """Where the plugin's configuration is read and saved."""
+        self._raw, self._save = raw_config, save_config
+
+    def add_listener(self, listener: PolicyListener) -> None:
+        """``listener("before", current_version)`` is awaited just before a
+        change is applied, ``listener("after", new_version)`` right after it
+        is recorded; one that raises is logged and ignored."""
+        self._listeners.append(listener)
+
+    async def _notify(self, moment: str, version: int | None) -> None:
+        for listener in list(self._listeners):
+            try:
+                await listener(moment, version)
+            except Exception:
+                log.exception("ltm: a policy listener failed (%s version %s); ignored", moment, version)
+
+    # -- reading -------------------------------------------------------------
+
+    async def current_version(self) -> int | None:
+        async with self._db.read() as session:
+            return (await session.execute(select(func.max(PolicyVersion.id)))).scalar()
+
+    async def count(self) -> int:
+        async with self._db.read() as session:
+            return int((await session.execute(select(func.count()).select_from(PolicyVersion))).scalar() or 0)
+
+    async def history(self, offset: int = 0, limit: int = 20) -> list[dict[str, Any]]:
+        """Versions newest first, without their whole policy."""
+        offset, limit = max(0, offset), max(0, min(limit, MAX_HISTORY_PAGE))
+        async with self._db.read() as session:
+            rows = (await session.execute(select(PolicyVersion).order_by(PolicyVersion.id.desc())
+                                          .offset(offset).limit(limit))).scalars().all()
+        return [_version_dict(r) for r in rows]
+
+    async def get(self, version: int) -> dict[str, Any] | None:
+        """One version with its whole policy, or None."""
+        async with self._db.read() as session:
+            row = await session.get(PolicyVersion, version)
+        return None if row is None else _version_dict(row, with_policy=True)
+
+    async def _latest(self) -> PolicyVersion | None:
+        async with self._db.read() as session:
+            return (await session.execute(select(PolicyVersion).order_by(PolicyVersion.id.desc())
+                                          .limit(1))).scalars().first()
+
+    # -- changing ------------------------------------------------------------
+
+    async def change(self, changes: dict[str, Any], actor: str, source: PolicySource, reason: str | None = None,
+                     *, replace: bool = False, rollback_of: int | None = None) -> dict[str, Any]:
+        """Apply ``changes`` (policy keys; a section is merged into the
+        current one, or replaces it with ``replace``), save, record.
+
+        Returns ``{"changed", "version", "policy"}``; nothing changes, is
+        saved or recorded when the policy would stay the same. Raises
+        AdminError for invalid settings, ReadOnlyError while read-only stays on."""
+        return await self._change(lambda cfg: changes, actor, source, reason, replace=replace,
+                                  rollback_of=rollback_of)
+
+    async def _change(self, build: Callable[[LTMConfig], dict[str, Any]], actor: str, source: PolicySource,
+                      reason: str | None, *, replace: bool = False,
+                      rollback_of: int | None = None) -> dict[str, Any]:
+        reason = reason_text(reason)
+        async with self._lock:  # one change at a time: each diff is against the one before
+            changes = build(self._config())
+            unknown = set(changes) - set(POLICY_KEYS)
+            if unknown:
+                raise AdminError(f"not a policy setting: {', '.join(sorted(unknown)[:5])}")
+            raw = copy.deepcopy(dict(self._raw()))
+            for key, value in changes.items():
+                if isinstance(value, dict) and not replace:
+                    raw[key] = {**(raw[key] if isinstance(raw.get(key), dict) else {}), **value}
+                else:
+                    raw[key] = value
+            new, problems = parse_config(raw)
+            if problems:
+                # Through a change an invalid value is refused, not defaulted.
+                reasons = "; ".join(p.split("; using the default")[0] for p in problems)
+                raise AdminError(f"invalid settings, nothing changed: {reasons}")
+            current = self._config()
+            before, after = policy_of(current), policy_of(new)
+            if before == after:
+                return {"changed": False, "version": await self.current_version(), "policy": before}
+            if current.emergency_read_only and new.emergency_read_only:
+                raise ReadOnlyError(
+                    "emergency_read_only is on: the store cannot record this change, so it is refused; "
+                    "turn it off (emergency_read_only: false, alone or with your other changes, or roll back "
+                    "to a version where it is off) first; nothing changed")
+            for key, value in changes.items():  # saved as parsed: "yes" is stored as true
+                if isinstance(value, dict) and not replace:
+                    raw[key].update({name: getattr(getattr(new, key), name) for name in value})
+                else:
+                    raw[key] = after[key]
+            await self._notify("before", await self.current_version())
+            if current.emergency_read_only:  # the store opens with this change: apply, then record
+                await self._save(raw)
+                self._apply(raw)
+                version = await self._record(after, actor, source, reason, rollback_of)
+            else:  # recorded while the store still takes writes (also when this closes it)
+                version = await self._record(after, actor, source, reason, rollback_of)
+                await self._save(raw)
+                self._apply(raw)
+            await self._notify("after", version)
+            return {"changed": True, "version": version, "policy": after}
+
+    async def _record(self, policy: dict[str, Any], actor: str, source: PolicySource, reason: str,
+                      rollback_of: int | None) -> int:
+        latest = await self._latest()
+        previous = normalised(latest.policy) if latest is not None else None
+        changes = diff(previous, policy)
+        async with self._db.write() as session:
+            row = PolicyVersion(created_at=self._clock(), actor=actor, source=source, reason=reason,
+                                policy=policy, diff=changes, rollback_of=rollback_of)
+            session.add(row)
+            await session.flush()
+            assert row.id is not None
+            audit(session, AuditAction.CONFIG, actor, reason or f"policy version {row.id} ({source})",
+                  now=self._clock(), version=row.id, source=str(source), rollback_of=rollback_of, diff=changes,
+                  # each changed part whole, before and after (as the audit has always shown it)
+                  changes={k: [previous[k], policy[k]] for k in POLICY_KEYS
+                           if previous is not None and previous[k] != policy[k]})
+        log.info("ltm: policy version %d by %s (%s)%s: %s", row.id, actor, source,
+                 f" rollback to {rollback_of}" if rollback_of else "",
+                 "; ".join(f"{c['path']} {c['from']!r} → {c['to']!r}" for c in changes) or "first version")
+        return row.id
+
+    async def rollback(self, version: int, actor: str, reason: str | None) -> dict[str, Any]:
+        """Make version ``version``'s policy current, as a new version that
+        says it is a rollback. Returns as :meth:`change` does."""
+        target = await self.get(version)
+        if target is None:
+            raise AdminError(f"there is no policy version {version}", 404)
+        reason = reason_text(reason)
+        why = f"rollback to version {version}" + (f": {reason}" if reason else "")
+        try:
+            result = await self.change(target["policy"], actor, PolicySource.ROLLBACK, why, replace=True,
+                                       rollback_of=version)
+        except ReadOnlyError:
+            raise ReadOnlyError(
+                f"emergency_read_only is on and version {version} keeps it on: the store cannot record the "
+                "rollback, so it is refused; roll back to a version where it is off, or turn it off first; "
+                "nothing changed") from None
+        return {**result, "rollback_of": version}
+
+    async def set_writes(self, scope: str, on: bool, actor: str, source: PolicySource,
+                         reason: str | None = None) -> dict[str, Any]:
+        """Switch one scope's writes off (``write_policy.disabled_scopes``) or on."""
+        scope = scope_name(scope)
+
+        def build(cfg: LTMConfig) -> dict[str, Any]:
+            disabled = [s for s in cfg.write_policy.disabled_scopes if s != scope]
+            return {"write_policy": {"disabled_scopes": disabled if on else [*disabled, scope]}}
+
+        why = reason or f"writes {'on' if on else 'off'} for {scope}"
+        return await self._change(build, actor, source, why)
+
+    # -- at start ---------------------------------------------------------------
+
+    async def record_start(self) -> int | None:
+        """At start: version 1 if there is none (the policy in force), or a
+        version from ``webui-config`` if the loaded policy differs from the
+        latest one (AstrBot's plugin config page saves the config and
+        reloads the plugin, so a change made there is seen here)."""
+        cfg = self._config()
+        latest = await self._latest()
+        policy = policy_of(cfg)
+        if latest is not None and normalised(latest.policy) == policy:
+            return latest.id
+        if cfg.emergency_read_only:
+            log.info("ltm: the policy differs from the last recorded version, but emergency_read_only is on: "
+                     "the version is recorded with the next change once it is off")
+            return latest.id if latest is not None else None
+        await self._notify("before", latest.id if latest is not None else None)
+        async with self._lock:
+            if latest is None:
+                version = await self._record(policy, "system:startup", PolicySource.STARTUP,
+                                             "the policy in force at the first start", None)
+            else:
+                version = await self._record(policy, "operator:webui", PolicySource.WEBUI_CONFIG,
+                                             "changed in AstrBot's plugin config (seen when the plugin loaded)",
+                                             None)
+        await self._notify("after", version)
+        return version
