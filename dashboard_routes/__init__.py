@@ -180,6 +180,9 @@ def routes(api: Callable[[], Any]) -> list[tuple[str, Callable[..., Awaitable[An
     async def policy_rollback(a, **_):
         return await a.policy_rollback(await _json(), _user())
 
+    async def policy_writes(a, **_):
+        return await a.policy_writes(await _json(), _user())
+
     async def audit(a, **_):
         return await a.audit_log(req.query())
 
@@ -208,6 +211,7 @@ def routes(api: Callable[[], Any]) -> list[tuple[str, Callable[..., Awaitable[An
         (f"{p}/policy/history", handler(policy_history), ["GET"], "policy versions, newest first"),
         (f"{p}/policy/history/<version>", handler(policy_version), ["GET"], "one policy version, whole"),
         (f"{p}/policy/rollback", handler(policy_rollback), ["POST"], "make a policy version current again"),
+        (f"{p}/policy/writes", handler(policy_writes), ["POST"], "switch one scope's writes off or on"),
         (f"{p}/audit", handler(audit), ["GET"], "the audit log"),
         (f"{p}/export", file_handler(export), ["GET"], "export memories: the file ltm-export-<date>.json"),
         (f"{p}/import", handler(import_), ["POST"], "import an export (dry_run=1 to preview)"),

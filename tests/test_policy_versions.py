@@ -294,3 +294,21 @@ async def test_pause_resume_and_writes_commands_are_versions(make_api, origin):
     assert "read-only" in await commands.pause(alice)
     with pytest.raises(ReadOnlyError):
         await api.ltm.engine.policy_versions.change({"read_policy": {"max_items": 1}}, "x", PolicySource.API)
+
+
+async def test_the_page_switch_changes_one_scope_and_refuses_bad_input(make_api):
+    api = await make_api({"write_policy": {"disabled_scopes": ["user:qq:bob"]}})
+    result = await api.ok("policy_writes", {"scope": "group:qq:g1", "writes": "off", "reason": "spam wave"}, USER)
+    assert result["changed"] and result["disabled_scopes"] == ["user:qq:bob", "group:qq:g1"]
+    latest = (await api.ok("policy_history", {}))["versions"][0]
+    assert latest["source"] == "page" and latest["reason"] == "spam wave"
+    result = await api.ok("policy_writes", {"scope": "user:qq:bob", "writes": "on"}, USER)
+    assert result["disabled_scopes"] == ["group:qq:g1"] and api.saved[-1]["write_policy"]["disabled_scopes"] == [
+        "group:qq:g1"]
+    assert (await api.ok("policy_writes", {"scope": "user:qq:bob", "writes": "on"}, USER))["changed"] is False
+    total = (await api.ok("policy_history", {}))["total"]
+    for bad in ({"scope": "qq:bob", "writes": "off"}, {"scope": "user:qq:bob", "writes": "maybe"},
+                {"scope": ["user:x"], "writes": "off"}, {"scope": "user:x", "writes": "off", "extra": 1}, [],
+                {"scope": "user:x", "writes": "off", "reason": 5}):
+        await api.err(400, "policy_writes", bad, USER)
+    assert (await api.ok("policy_history", {}))["total"] == total

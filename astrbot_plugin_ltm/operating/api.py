@@ -278,6 +278,21 @@ class MemoryAPI:
             _version_number(body["version"]), _actor(user), body.get("reason"))
         return {**result, "current": await self.get_policy()}
 
+    async def policy_writes(self, body: Any, user: str | None) -> dict[str, Any]:
+        """``{"scope": "user:<id>" | "group:<id>", "writes": "on" | "off", "reason"}``:
+        one scope's write switch, changed atomically (a new policy version)."""
+        if not isinstance(body, dict):
+            raise AdminError('send {"scope": "user:<id>" or "group:<id>", "writes": "on" or "off"}')
+        v.json_depth(body)
+        unknown = set(body) - {"scope", "writes", "reason", "source"}
+        if unknown:
+            raise AdminError(f"unknown field(s): {', '.join(v.shown(k) for k in sorted(unknown)[:5])}")
+        writes = v.choice(body.get("writes"), "writes", ("on", "off"))
+        source = PolicySource(v.choice(body.get("source", "page"), "source", POLICY_CHANGE_SOURCES))
+        result = await self.engine.policy_versions.set_writes(
+            body.get("scope"), writes == "on", _actor(user), source, body.get("reason"))
+        return {**result, "disabled_scopes": self.engine.config.write_policy.disabled_scopes}
+
     # -- export / import ---------------------------------------------------------
 
     async def export(self, query: Mapping[str, Any]) -> dict[str, Any]:

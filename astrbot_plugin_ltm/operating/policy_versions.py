@@ -84,9 +84,11 @@ def reason_text(reason: Any) -> str:
 
 def scope_name(target: Any) -> str:
     """A validated ``user:<id>`` / ``group:<id>`` for the write switch."""
-    if not isinstance(target, str) or (why := scope_problem(target.strip())) is not None:
-        shown = target if isinstance(target, str) else type(target).__name__
-        raise AdminError(f"scope {shown[:80]!r} {why or 'is not text'}: give user:<id> or group:<id>")
+    if not isinstance(target, str):
+        raise AdminError("scope must be text: user:<id> or group:<id>")
+    why = scope_problem(target.strip())
+    if why is not None:
+        raise AdminError(f"scope {target[:80]!r} {why}: give user:<id> or group:<id>")
     return target.strip()
 
 
@@ -263,16 +265,16 @@ class PolicyVersions:
                 "nothing changed") from None
         return {**result, "rollback_of": version}
 
-    async def set_writes(self, scope: str, on: bool, actor: str, source: PolicySource,
+    async def set_writes(self, scope: object, on: bool, actor: str, source: PolicySource,
                          reason: str | None = None) -> dict[str, Any]:
         """Switch one scope's writes off (``write_policy.disabled_scopes``) or on."""
-        scope = scope_name(scope)
+        name = scope_name(scope)
 
         def build(cfg: LTMConfig) -> dict[str, Any]:
-            disabled = [s for s in cfg.write_policy.disabled_scopes if s != scope]
-            return {"write_policy": {"disabled_scopes": disabled if on else [*disabled, scope]}}
+            disabled = [s for s in cfg.write_policy.disabled_scopes if s != name]
+            return {"write_policy": {"disabled_scopes": disabled if on else [*disabled, name]}}
 
-        why = reason or f"writes {'on' if on else 'off'} for {scope}"
+        why = reason or f"writes {'on' if on else 'off'} for {name}"
         return await self._change(build, actor, source, why)
 
     # -- at start ---------------------------------------------------------------
