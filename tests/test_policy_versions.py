@@ -306,6 +306,9 @@ async def test_the_page_switch_changes_one_scope_and_refuses_bad_input(make_api)
     assert result["disabled_scopes"] == ["group:qq:g1"] and api.saved[-1]["write_policy"]["disabled_scopes"] == [
         "group:qq:g1"]
     assert (await api.ok("policy_writes", {"scope": "user:qq:bob", "writes": "on"}, USER))["changed"] is False
+    await api.ok("policy_writes", {"scope": "user:qq:carol", "writes": "off"}, USER)
+    again = await api.ok("policy_writes", {"scope": "group:qq:g1", "writes": "off"}, USER)  # not the last one
+    assert again["changed"] is False and again["disabled_scopes"] == ["group:qq:g1", "user:qq:carol"]
     total = (await api.ok("policy_history", {}))["total"]
     for bad in ({"scope": "qq:bob", "writes": "off"}, {"scope": "user:qq:bob", "writes": "maybe"},
                 {"scope": ["user:x"], "writes": "off"}, {"scope": "user:x", "writes": "off", "extra": 1}, [],

@@ -271,8 +271,12 @@ class PolicyVersions:
         name = scope_name(scope)
 
         def build(cfg: LTMConfig) -> dict[str, Any]:
-            disabled = [s for s in cfg.write_policy.disabled_scopes if s != name]
-            return {"write_policy": {"disabled_scopes": disabled if on else [*disabled, name]}}
+            disabled = list(cfg.write_policy.disabled_scopes)
+            if on:
+                disabled = [s for s in disabled if s != name]
+            elif name not in disabled:  # already off: the same list, so no version
+                disabled.append(name)
+            return {"write_policy": {"disabled_scopes": disabled}}
 
         why = reason or f"writes {'on' if on else 'off'} for {name}"
         return await self._change(build, actor, source, why)

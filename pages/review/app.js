@@ -557,7 +557,7 @@
     );
     if (!ok) return;
     try {
-      const policy = await apiPost("policy", { emergency_read_only: want });
+      const policy = await apiPost("policy", { emergency_read_only: want, source: "page" });
       state.policy = policy;
       state.readOnly = !!policy.emergency_read_only;
       renderBanner();
@@ -1070,7 +1070,7 @@
     const save = $("#policy-save");
     save.disabled = true;
     try {
-      const policy = await apiPost("policy", collectPolicy());
+      const policy = await apiPost("policy", Object.assign(collectPolicy(), { source: "page" }));
       state.policy = policy;
       fillPolicyForm(policy);
       toast(T("policy.saved"));
@@ -1312,5 +1312,6 @@
     }
   }
 
+  window.LTM = { apiGet, apiPost, h, toast, fail, confirmModal, openModal, closeModal, fmtTime, locale, refreshStatus, renderPager, state };
   start();
 })();
