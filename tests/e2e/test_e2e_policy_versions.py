@@ -20,7 +20,7 @@ import contextlib
 
 import pytest
 from test_e2e_dashboard_api import ok
-from test_e2e_review_page import ARTIFACTS, Tab, open_review_page, tab  # noqa: F401  (tab: a fixture)
+from test_e2e_review_page import ARTIFACTS, Browser, Tab, chromium_binary, open_review_page
 
 pytestmark = pytest.mark.e2e
 
@@ -29,6 +29,15 @@ pytestmark = pytest.mark.e2e
 def bot(bot_factory):
     with bot_factory("policy-versions", {"write_policy": {"mode": "auto"}}) as b:
         yield b
+
+
+@pytest.fixture
+def tab():
+    browser = Browser(chromium_binary())
+    try:
+        yield Tab(browser)
+    finally:
+        browser.close()
 
 
 def history(bot) -> dict:
@@ -113,7 +122,7 @@ def test_a_disabled_scope_learns_nothing_while_another_scope_does(bot):
     bot.assert_log_clean()
 
 
-def test_the_history_panel_rolls_back_and_the_stats_row_switches_writes_in_a_browser(bot, tab: Tab):
+def test_the_history_panel_rolls_back_and_the_stats_row_switches_writes_in_a_browser(bot, tab):
     before = history(bot)
     v1 = ok(bot, "GET", "policy/history/1")["policy"]
     try:
