@@ -19,8 +19,14 @@ from __future__ import annotations
 import contextlib
 
 import pytest
-from test_e2e_dashboard_api import ok
-from test_e2e_review_page import ARTIFACTS, Browser, Tab, chromium_binary, open_review_page
+from test_e2e_dashboard_api import ok  # type: ignore[import-not-found]  # a sibling test module
+from test_e2e_review_page import (  # type: ignore[import-not-found]
+    ARTIFACTS,
+    Browser,
+    Tab,
+    chromium_binary,
+    open_review_page,
+)
 
 pytestmark = pytest.mark.e2e
 
