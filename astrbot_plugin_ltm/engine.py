@@ -215,7 +215,7 @@ class LTMEngine:
         scope = self.resolver.write_scope(origin)
         if self.config.write_policy.writes_off(scope):
             resume = " (/ltm resume switches learning back on)" if scope.kind == "user" else ""
-            raise AdminError(f"writes are switched off for {scope}, so nothing was stored{resume}")
+            raise AdminError(f"writes are switched off for {scope}{resume}")
         event = MemoryEvent(
             scope=scope.kind, scope_id=scope.id, source_type=SourceType.MESSAGE, source_role=Role.USER,
             content={"text": fact, "command": "ltm remember"}, platform_id=origin.platform_id,

@@ -246,9 +246,11 @@ class MemoryAPI:
         reason = body.pop("reason", None)
         source = PolicySource(v.choice(body.pop("source", "api"), "source", POLICY_CHANGE_SOURCES))
         unknown = set(body) - set(EDITABLE_POLICY_KEYS)
-        if unknown or not body:
-            raise AdminError(f"cannot change {', '.join(v.shown(k) for k in sorted(unknown)[:5]) or 'nothing'} "
-                             f"here; changeable: {', '.join(EDITABLE_POLICY_KEYS)}")
+        if unknown:
+            raise AdminError(f"cannot change {', '.join(v.shown(k) for k in sorted(unknown)[:5])} here; "
+                             f"changeable: {', '.join(EDITABLE_POLICY_KEYS)}")
+        if not body:
+            raise AdminError(f"send at least one of {', '.join(EDITABLE_POLICY_KEYS)} to change")
         for key, value in body.items():
             if key in ("write_policy", "read_policy") and not isinstance(value, dict):
                 raise AdminError(f"{key} must be an object of settings, e.g. {{\"mode\": \"auto\"}}")
