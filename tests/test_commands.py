@@ -178,7 +178,8 @@ async def test_pending_approve_reject(make_ltm, origin):
 
 
 def test_help_lists_every_command():
-    for name in ("status", "list", "remember", "forget", "forget-all", "pending", "approve", "reject"):
+    for name in ("status", "list", "remember", "forget", "forget-all", "pending", "approve", "reject", "pause",
+                 "resume", "policy", "policy history", "policy rollback <version>", "writes off|on <target>"):
         assert f"/ltm {name}" in HELP
     for variant in ("status <target>", "list <target>", "forget-all <target>"):
         assert f"/ltm {variant}" in HELP
