@@ -22,6 +22,7 @@ What is proven here:
 from __future__ import annotations
 
 import copy
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -32,10 +33,12 @@ from astrbot_plugin_ltm.operating.api import MemoryAPI
 from astrbot_plugin_ltm.operating.commands import Commands
 from astrbot_plugin_ltm.operating.errors import AdminError
 from astrbot_plugin_ltm.operating.policy_versions import diff, normalised, policy_of
+from astrbot_plugin_ltm.recording.journal import decode, encode
 from astrbot_plugin_ltm.storing.database import ReadOnlyError
 from astrbot_plugin_ltm.storing.tables import MemoryEvent, MemoryItem
 
 USER = "root"
+START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 PARIS = {"type": "profile", "fact": "Alice lives in Paris", "fact_key": "city", "confidence": 0.9,
          "importance": 0.7}
 
@@ -315,3 +318,23 @@ async def test_the_page_switch_changes_one_scope_and_refuses_bad_input(make_api)
                 {"scope": "user:x", "writes": "off", "reason": 5}):
         await api.err(400, "policy_writes", bad, USER)
     assert (await api.ok("policy_history", {}))["total"] == total
+
+
+def test_a_turn_said_while_writes_were_off_stays_skipped_through_the_crash_journal():
+    said = [MemoryEvent(scope="user", scope_id="qq:a", source_type="message", source_role="user",
+                        content={"text": text}, created_at=START, extraction_status=status)
+            for text, status in (("while off", "skipped"), ("while on", "pending"))]
+    replayed = [decode(line) for line in encode(said).splitlines()]
+    assert [e.extraction_status for e in replayed] == ["skipped", "pending"]
+
+
+async def test_a_start_in_read_only_records_nothing_and_the_next_change_carries_the_diff(make_ltm):
+    await make_ltm({}, name="ro.db")
+    # changed on AstrBot's page together with read-only on: the store takes no write at start
+    ltm = await make_ltm({"emergency_read_only": True, "read_policy": {"max_items": 4}}, name="ro.db")
+    api = Api(ltm)
+    assert await ltm.engine.policy_versions.count() == 1
+    await api.ok("put_policy", {"emergency_read_only": False}, USER)
+    latest = (await api.ok("policy_history", {}))["versions"][0]
+    assert latest["version"] == 2 and latest["diff"] == [
+        {"path": "read_policy.max_items", "from": 15, "to": 4}]  # against version 1: nothing lost
