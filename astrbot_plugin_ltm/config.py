@@ -40,7 +40,7 @@ class WritePolicy:
 
     def writes_off(self, scope: object) -> bool:
         """Whether a scope's writes are switched off (``str(scope)`` is ``kind:id``)."""
-        return str(scope) in self.disabled_scopes
+        return bool(self.disabled_scopes) and str(scope) in self.disabled_scopes  # checked per recorded turn
 
 
 @dataclass
