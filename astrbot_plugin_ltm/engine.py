@@ -36,6 +36,7 @@ from .learning.known import KnownFacts
 from .learning.worker import ExtractionWorker
 from .learning.writer import MemoryWriter, WriteOutcome
 from .operating.admin import Admin
+from .operating.drift_monitor import DriftMonitor
 from .recalling.block import MemoryBlock
 from .recalling.reader import MemoryReader
 from .recalling.retrieval import KeywordRetriever, VectorRetriever
@@ -99,6 +100,9 @@ class LTMEngine:
         self.reader: MemoryReader | None = None
         # How often each memory is injected or returned by the tool; written in the background.
         self.usage = Usage(self.db, clock)
+        # Snapshots of the memory distribution, daily and around policy versions.
+        # Lead: once policy versions exist, self.drift.attach(self.policy_versions).
+        self.drift = DriftMonitor(self.db, lambda: self.config, clock)
         self.started = False
 
     # -- lifecycle ---------------------------------------------------------
@@ -122,6 +126,7 @@ class LTMEngine:
             self.recorder.start()
             self.worker.start()
             self.usage.start()
+            self.drift.start()
         self.started = True
 
     async def loads_settled(self) -> None:
@@ -133,6 +138,7 @@ class LTMEngine:
         await self.worker.stop()
         await self.recorder.stop()
         await self.usage.stop()
+        await self.drift.stop()
         await self.keyword_index.loads_settled()  # they read the database closed below
         await self.vector_index.flush()
         await self.db.close()

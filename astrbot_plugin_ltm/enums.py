@@ -99,6 +99,7 @@ class AuditAction(StrEnum):
     EXPIRE = "expire"
     IMPORT = "import"
     CONFIG = "config"  # the policy changed in the dashboard
+    DRIFT_ROLLBACK = "drift_rollback"  # a drift alarm rolled the policy back (drift.auto_rollback)
 
 
 # Actions that count as a new memory for the rate limits: an item created,
@@ -114,6 +115,15 @@ class Outcome(StrEnum):
     MERGED = "merged"
     SUPERSEDED = "superseded"
     DROPPED = "dropped"
+
+
+class DriftTrigger(StrEnum):
+    """Why a drift snapshot was taken (operating.drift_monitor)."""
+
+    DAILY = "daily"
+    BEFORE = "before"  # right before a policy version
+    AFTER = "after"  # right after it
+    MANUAL = "manual"  # asked for (tests, an operator)
 
 
 class ScopeKind(StrEnum):

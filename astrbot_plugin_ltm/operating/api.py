@@ -210,6 +210,7 @@ class MemoryAPI:
             "events_not_recorded_read_only": self.engine.recorder.dropped_read_only,
             "emergency_read_only": self.engine.config.emergency_read_only,
             "mode": self.engine.config.write_policy.mode,
+            "drift": await self.engine.drift.status(),
         }
 
     async def audit_log(self, query: Mapping[str, Any]) -> dict[str, Any]:
@@ -263,6 +264,10 @@ class MemoryAPI:
             else:
                 raw[key] = getattr(new, key)
         turning_read_only = not self.engine.config.emergency_read_only and new.emergency_read_only
+        # Until policy versions take the snapshots (drift.attach), this path does.
+        unversioned = self.engine.drift.versions is None
+        if unversioned:
+            await self.engine.drift.on_policy_change("before", None)
         if turning_read_only:  # the last write before the store closes
             await self._audit_policy(before, raw, user)
         await self._save_config(raw)
@@ -270,6 +275,8 @@ class MemoryAPI:
         after = await self.get_policy()
         if not self.engine.config.emergency_read_only:
             await self._audit_policy(before, raw, user)
+        if unversioned:
+            await self.engine.drift.on_policy_change("after", None)
         return after
 
     @staticmethod
@@ -283,6 +290,16 @@ class MemoryAPI:
         changes = {k: [before[k], after[k]] for k in after if before[k] != after[k]}
         await self.engine.admin.audit_config(changes, _actor(user))
         log.info("ltm: policy changed by %s: %s", _actor(user), json.dumps(changes, ensure_ascii=False))
+
+    # -- drift ---------------------------------------------------------------
+
+    async def drift(self, query: Mapping[str, Any]) -> dict[str, Any]:
+        """Snapshots newest first (paginated), the latest alarms and the settings."""
+        page, size = _page(query)
+        kind = _choice(query, "scope", SCOPE_KINDS)
+        snapshots, total = await self.engine.drift.listing(kind, (page - 1) * size, size)
+        return {"snapshots": snapshots, "total": total, "page": page, "page_size": size,
+                "alarms": await self.engine.drift.alarms(), **await self.engine.drift.status()}
 
     # -- export / import ---------------------------------------------------------
 
