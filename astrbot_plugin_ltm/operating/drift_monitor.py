@@ -41,6 +41,7 @@ POLL_SECONDS = 600.0  # how often the loop asks whether the daily snapshot is du
 MIN_ITEMS_FOR_ALARM = 20
 CENTROID_BATCH = 2048  # vectors read and summed at a time
 HISTORY_PAGE = 50
+ALARM_DAYS = 7  # an alarm is shown (stats, the page's banner) this long
 ACTOR = "system:drift"
 
 
@@ -290,16 +291,17 @@ class DriftMonitor:
                                           .offset(offset).limit(limit))).scalars().all()
         return [snapshot_dict(r) for r in rows], int(total or 0)
 
-    async def alarms(self, limit: int = 20) -> list[dict[str, Any]]:
+    async def alarms(self, limit: int = 20, since: datetime | None = None) -> list[dict[str, Any]]:
         """The newest alarms first."""
+        where = [DriftSnapshot.created_at >= since] if since is not None else []
         async with self._db.read() as session:
-            rows = (await session.execute(select(DriftSnapshot).where(DriftSnapshot.alarm)
+            rows = (await session.execute(select(DriftSnapshot).where(DriftSnapshot.alarm, *where)
                                           .order_by(DriftSnapshot.id.desc()).limit(limit))).scalars().all()
         return [snapshot_dict(r) for r in rows]
 
     async def status(self) -> dict[str, Any]:
-        """For the stats route: the threshold and the latest alarm, if any."""
-        latest = await self.alarms(1)
+        """For the stats route: the settings and the latest alarm of the last ALARM_DAYS, if any."""
+        latest = await self.alarms(1, since=self._clock() - timedelta(days=ALARM_DAYS))
         cfg = self._config().drift
         return {"threshold": cfg.threshold, "auto_rollback": cfg.auto_rollback,
                 "versions": self.versions is not None, "latest_alarm": latest[0] if latest else None}
