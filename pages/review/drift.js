@@ -22,7 +22,7 @@
       memories: "Memories", alarm: "Alarm", yes: "ALARM", none: "—",
       "kind.user": "users", "kind.group": "groups",
       "trigger.daily": "daily", "trigger.before": "before a change", "trigger.after": "after a change", "trigger.manual": "on request",
-      banner: "Drift alarm: the {kind} memories moved (similarity {similarity} < {threshold}) on {when}. Policy version in force before it: {version}.",
+      banner: "Drift alarm: the memories of {kind} moved (similarity {similarity} < {threshold}) on {when}. Policy version in force before it: {version}.",
       banner_unknown: "unknown (policy versions are not recorded)",
       auto: "Automatic rollback on an alarm: {state}.",
       on: "on", off: "off",
@@ -98,16 +98,17 @@
       viewBox: `0 0 ${W} ${H}`, class: "drift-chart", role: "img", "aria-label": T("chart"),
       "data-testid": "drift-chart", "data-points": points.length,
     });
-    const times = points.map((p) => new Date(p.created_at).getTime());
-    const t0 = Math.min(...times), t1 = Math.max(...times);
-    const lo = Math.max(0, Math.min(threshold, ...points.map((p) => p.similarity)) - 0.05);
-    const x = (p, i) => {
-      const span = t1 - t0;
-      const frac = span > 0 ? (new Date(p.created_at).getTime() - t0) / span : (points.length > 1 ? i / (points.length - 1) : 0.5);
+    // One step per snapshot round (both kinds share a round's time): policy
+    // changes minutes apart stay as readable as daily snapshots.
+    const rounds = Array.from(new Set(points.map((p) => p.created_at)));
+    const step = new Map(rounds.map((t, i) => [t, i]));
+    const lo = Math.max(0, Math.floor((Math.min(threshold, ...points.map((p) => p.similarity)) - 0.05) * 10) / 10);
+    const x = (p) => {
+      const frac = rounds.length > 1 ? step.get(p.created_at) / (rounds.length - 1) : 0.5;
       return PAD.left + frac * (W - PAD.left - PAD.right);
     };
     const y = (v) => PAD.top + (1 - (v - lo) / (1 - lo || 1)) * (H - PAD.top - PAD.bottom);
-    for (const tick of [lo, (lo + 1) / 2, 1]) {
+    for (const tick of [lo, (lo + 1) / 2, 1]) {  // lo is a tenth: ticks like 0.4, 0.7, 1.0
       box.appendChild(svg("line", { x1: PAD.left, x2: W - PAD.right, y1: y(tick), y2: y(tick), class: "drift-grid" }));
       box.appendChild(svg("text", { x: PAD.left - 6, y: y(tick) + 4, class: "drift-axis", "text-anchor": "end" }, tick.toFixed(2)));
     }
@@ -115,23 +116,21 @@
       x1: PAD.left, x2: W - PAD.right, y1: y(threshold), y2: y(threshold), class: "drift-threshold",
       "data-testid": "drift-threshold",
     }));
-    box.appendChild(svg("text", { x: W - PAD.right, y: y(threshold) - 5, class: "drift-axis", "text-anchor": "end" },
-      T("threshold", { value: threshold })));
     if (points.length) {
       box.appendChild(svg("text", { x: PAD.left, y: H - 8, class: "drift-axis" }, fmtTime(points[0].created_at)));
       box.appendChild(svg("text", { x: W - PAD.right, y: H - 8, class: "drift-axis", "text-anchor": "end" },
         fmtTime(points[points.length - 1].created_at)));
     }
     KINDS.forEach((kind) => {
-      const mine = points.map((p, i) => [p, i]).filter(([p]) => p.scope_kind === kind);
+      const mine = points.filter((p) => p.scope_kind === kind);
       if (!mine.length) return;
       box.appendChild(svg("polyline", {
-        points: mine.map(([p, i]) => `${x(p, i).toFixed(1)},${y(p.similarity).toFixed(1)}`).join(" "),
+        points: mine.map((p) => `${x(p).toFixed(1)},${y(p.similarity).toFixed(1)}`).join(" "),
         class: "drift-line drift-" + kind, "data-testid": "drift-line-" + kind,
       }));
-      for (const [p, i] of mine) {
+      for (const p of mine) {
         const dot = svg("circle", {
-          cx: x(p, i).toFixed(1), cy: y(p.similarity).toFixed(1), r: p.alarm ? 5 : 3,
+          cx: x(p).toFixed(1), cy: y(p.similarity).toFixed(1), r: p.alarm ? 5 : 3,
           class: "drift-dot drift-" + kind + (p.alarm ? " drift-alarm" : ""),
         });
         dot.appendChild(svg("title", {}, `${T("kind." + kind)} · ${fmtTime(p.created_at)} · ${fmtSim(p.similarity)}`));
@@ -141,7 +140,7 @@
     return box;
   }
 
-  function legend() {
+  function legend(threshold) {
     const box = el("div", { class: "drift-legend" });
     KINDS.forEach((kind) => {
       const item = el("span", { class: "drift-key" });
@@ -151,7 +150,7 @@
     });
     const th = el("span", { class: "drift-key" });
     th.appendChild(el("span", { class: "drift-swatch drift-threshold-key" }));
-    th.appendChild(document.createTextNode(T("threshold", { value: "" }).trim()));
+    th.appendChild(document.createTextNode(T("threshold", { value: threshold })));
     box.appendChild(th);
     return box;
   }
@@ -211,7 +210,7 @@
     panel.appendChild(el("h2", {}, T("chart")));
     const compared = data.snapshots.filter((s) => s.similarity !== null && s.similarity !== undefined);
     if (!compared.length) panel.appendChild(el("p", { class: "muted", "data-testid": "drift-empty" }, T("empty")));
-    panel.appendChild(legend());
+    panel.appendChild(legend(data.threshold));
     panel.appendChild(el("div", { class: "drift-chart-wrap" })).appendChild(chart(data.snapshots, data.threshold));
     panel.appendChild(el("h2", {}, T("recent")));
     panel.appendChild(table(data.snapshots));
