@@ -10,7 +10,14 @@ import contextlib
 import sqlite3
 
 import pytest
-from test_e2e_review_page import ARTIFACTS, Browser, Tab, chromium_binary, open_review_page
+# pytest puts tests/e2e on sys.path (rootdir-less test folders); mypy does not know it.
+from test_e2e_review_page import (  # type: ignore[import-not-found]
+    ARTIFACTS,
+    Browser,
+    Tab,
+    chromium_binary,
+    open_review_page,
+)
 
 from devtools.astrbot_home import LEGACY_DASHBOARD
 
