@@ -10,6 +10,7 @@ import contextlib
 import sqlite3
 
 import pytest
+
 # pytest puts tests/e2e on sys.path (rootdir-less test folders); mypy does not know it.
 from test_e2e_review_page import (  # type: ignore[import-not-found]
     ARTIFACTS,
