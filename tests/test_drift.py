@@ -328,3 +328,18 @@ async def test_a_policy_change_through_the_api_is_framed_by_snapshots(make_ltm):
     assert [r.trigger for r in await ltm.rows(DriftSnapshot)] == ["before", "before", "after", "after"]
     await api.call("put_policy", {"write_policy": {"mode": "auto"}}, "root")  # no change: no snapshot
     assert len(await ltm.rows(DriftSnapshot)) == 4
+
+
+async def test_a_failed_snapshot_never_fails_the_policy_change(make_ltm, caplog):
+    ltm = await make_ltm()
+
+    async def broken(fn):
+        raise OSError("disk gone")
+
+    ltm.engine.db.load = broken
+    api = Api(ltm)
+    with caplog.at_level(logging.ERROR, logger="astrbot.plugin.astrbot_plugin_ltm"):
+        answer = await api.call("put_policy", {"write_policy": {"mode": "manual"}}, "root")
+    assert answer.status == 200 and ltm.engine.config.write_policy.mode == "manual"
+    assert await ltm.rows(DriftSnapshot) == []
+    assert any("drift snapshot before the policy change failed" in r.message for r in caplog.records)
