@@ -129,6 +129,16 @@ class ToolsConfig:
     search_max_tokens: int = 600  # memory_search's own budget
 
 
+@dataclass
+class DriftConfig:
+    """The drift detector (operating.drift_monitor, docs/decisions.md#d55)."""
+
+    # Consecutive snapshots less similar than this raise an alarm.
+    threshold: float = 0.9
+    # On an alarm, roll the policy back to the last version without one.
+    auto_rollback: bool = False
+
+
 def _default_retention() -> dict[str, int]:
     return {"profile": -1, "preference": 90, "task_state": 7, "constraint": -1, "episode": 30}
 
@@ -147,6 +157,7 @@ class LTMConfig:
     recording: RecordingConfig = field(default_factory=RecordingConfig)
     vectors: VectorConfig = field(default_factory=VectorConfig)
     tools: ToolsConfig = field(default_factory=ToolsConfig)
+    drift: DriftConfig = field(default_factory=DriftConfig)
 
     def ttl_days(self, memory_type: str) -> int | None:
         days = self.retention_days.get(memory_type, -1)
@@ -187,6 +198,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "vectors.max_loaded_namespaces": (1, 100000),
     "tools.search_max_tokens": (50, 8000),
     "vectors.max_memory_mb": (16, 1000000),
+    "drift.threshold": (0.0, 1.0),
 }
 _CHOICES: dict[str, tuple[str, ...]] = {
     "write_policy.mode": MODES,
@@ -302,6 +314,7 @@ def parse_config(raw: dict[str, Any] | None) -> tuple[LTMConfig, list[str]]:
         "recording": RecordingConfig,
         "vectors": VectorConfig,
         "tools": ToolsConfig,
+        "drift": DriftConfig,
     }
     for name, cls in sections.items():
         setattr(cfg, name, _parse_section(cls, raw.get(name), name, errors))

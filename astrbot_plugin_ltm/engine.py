@@ -37,6 +37,7 @@ from .learning.worker import ExtractionWorker
 from .learning.writer import MemoryWriter, WriteOutcome
 from .logs import log
 from .operating.admin import Admin
+from .operating.drift_monitor import DriftMonitor
 from .operating.errors import AdminError
 from .operating.policy_versions import PolicyVersions
 from .recalling.block import MemoryBlock
@@ -104,6 +105,9 @@ class LTMEngine:
         self.reader: MemoryReader | None = None
         # How often each memory is injected or returned by the tool; written in the background.
         self.usage = Usage(self.db, clock)
+        # Snapshots of the memory distribution, daily and around policy versions.
+        self.drift = DriftMonitor(self.db, lambda: self.config, clock)
+        self.drift.attach(self.policy_versions)  # snapshots before and after every policy version
         self.started = False
 
     # -- lifecycle ---------------------------------------------------------
@@ -131,6 +135,7 @@ class LTMEngine:
             self.recorder.start()
             self.worker.start()
             self.usage.start()
+            self.drift.start()
         self.started = True
 
     async def loads_settled(self) -> None:
@@ -142,6 +147,7 @@ class LTMEngine:
         await self.worker.stop()
         await self.recorder.stop()
         await self.usage.stop()
+        await self.drift.stop()
         await self.keyword_index.loads_settled()  # they read the database closed below
         await self.vector_index.flush()
         await self.db.close()

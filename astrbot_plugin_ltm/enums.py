@@ -99,6 +99,7 @@ class AuditAction(StrEnum):
     EXPIRE = "expire"
     IMPORT = "import"
     CONFIG = "config"  # the policy changed (a new policy version; operating/policy_versions.py)
+    DRIFT_ROLLBACK = "drift_rollback"  # a drift alarm rolled the policy back (drift.auto_rollback)
 
 
 class PolicySource(StrEnum):
@@ -125,6 +126,15 @@ class Outcome(StrEnum):
     MERGED = "merged"
     SUPERSEDED = "superseded"
     DROPPED = "dropped"
+
+
+class DriftTrigger(StrEnum):
+    """Why a drift snapshot was taken (operating.drift_monitor)."""
+
+    DAILY = "daily"
+    BEFORE = "before"  # right before a policy version
+    AFTER = "after"  # right after it
+    MANUAL = "manual"  # asked for (tests, an operator)
 
 
 class ScopeKind(StrEnum):

@@ -7,7 +7,7 @@ vector retrievers and indexes); tests and benchmarks pass their own.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -83,3 +83,23 @@ class DerivedIndex(Protocol):
     cannot apply it drops, to be loaded afresh."""
 
     async def follow(self, changes: Sequence[Change]) -> None: ...
+
+
+# Awaited with ("before", current version) before a policy change and
+# ("after", new version) after it.
+PolicyListener = Callable[[str, "int | None"], Awaitable[None]]
+
+
+class PolicyVersionSource(Protocol):
+    """Numbered policy versions (operating.policy_versions): what the drift
+    monitor ties its snapshots to and rolls back through."""
+
+    def add_listener(self, listener: PolicyListener) -> None: ...
+
+    async def current_version(self) -> int | None: ...
+
+    async def history(self, offset: int = 0, limit: int = 20) -> list[dict[str, Any]]:
+        """Newest first; each has ``version`` and ``created_at``."""
+        ...
+
+    async def rollback(self, version: int, actor: str, reason: str) -> dict[str, Any]: ...

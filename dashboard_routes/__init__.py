@@ -186,6 +186,9 @@ def routes(api: Callable[[], Any]) -> list[tuple[str, Callable[..., Awaitable[An
     async def audit(a, **_):
         return await a.audit_log(req.query())
 
+    async def drift(a, **_):
+        return await a.drift(req.query())
+
     async def export(a, **_):
         return await a.export_file(req.query())
 
@@ -213,6 +216,7 @@ def routes(api: Callable[[], Any]) -> list[tuple[str, Callable[..., Awaitable[An
         (f"{p}/policy/rollback", handler(policy_rollback), ["POST"], "make a policy version current again"),
         (f"{p}/policy/writes", handler(policy_writes), ["POST"], "switch one scope's writes off or on"),
         (f"{p}/audit", handler(audit), ["GET"], "the audit log"),
+        (f"{p}/drift", handler(drift), ["GET"], "drift snapshots and alarms"),
         (f"{p}/export", file_handler(export), ["GET"], "export memories: the file ltm-export-<date>.json"),
         (f"{p}/import", handler(import_), ["POST"], "import an export (dry_run=1 to preview)"),
         (f"{p}/import/preview", handler(import_preview), ["POST"], "what an import would do; writes nothing"),

@@ -545,3 +545,24 @@ def test_0008_counts_every_existing_memory_as_never_used(tmp_path):
                             "FROM ltm_items").fetchall() == [(7, "Alice lives in Paris", "2026-01-03", 0, 0, 0, None)]
     finally:
         conn.close()
+
+
+def test_0011_adds_the_drift_snapshots_and_touches_no_memory(tmp_path):
+    db = tmp_path / "drift.db"
+    migrate(str(db), target=10)
+    conn = connect(db)
+    try:
+        conn.execute(
+            "INSERT INTO ltm_items (id, memory_id, scope, scope_id, type, fact, fact_key, confidence, importance, "
+            "evidence_count, status, created_at, updated_at) VALUES (3, 'm-3', 'user', 'qq:1', 'profile', "
+            "'Alice lives in Paris', 'city', 0.8, 0.5, 1, 'active', '2026-01-02', '2026-01-03')")
+        conn.commit()
+    finally:
+        conn.close()
+    assert migrate(str(db), target=11) == [11]
+    conn = connect(db)
+    try:
+        assert conn.execute("SELECT id, fact FROM ltm_items").fetchall() == [(3, "Alice lives in Paris")]
+        assert conn.execute("SELECT count(*) FROM ltm_drift_snapshots").fetchone() == (0,)
+    finally:
+        conn.close()

@@ -217,6 +217,7 @@ class MemoryAPI:
             "events_not_recorded_read_only": self.engine.recorder.dropped_read_only,
             "emergency_read_only": self.engine.config.emergency_read_only,
             "mode": self.engine.config.write_policy.mode,
+            "drift": await self.engine.drift.status(),
         }
 
     async def audit_log(self, query: Mapping[str, Any]) -> dict[str, Any]:
@@ -294,6 +295,16 @@ class MemoryAPI:
         result = await self.engine.policy_versions.set_writes(
             body.get("scope"), writes == "on", _actor(user), source, body.get("reason"))
         return {**result, "disabled_scopes": self.engine.config.write_policy.disabled_scopes}
+
+    # -- drift ---------------------------------------------------------------
+
+    async def drift(self, query: Mapping[str, Any]) -> dict[str, Any]:
+        """Snapshots newest first (paginated), the latest alarms and the settings."""
+        page, size = _page(query)
+        kind = _choice(query, "scope", SCOPE_KINDS)
+        snapshots, total = await self.engine.drift.listing(kind, (page - 1) * size, size)
+        return {"snapshots": snapshots, "total": total, "page": page, "page_size": size,
+                "alarms": await self.engine.drift.alarms(), **await self.engine.drift.status()}
 
     # -- export / import ---------------------------------------------------------
 

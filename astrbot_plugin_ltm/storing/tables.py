@@ -259,3 +259,27 @@ class PolicyVersion(LTMBase, kw_only=True):
     policy: Mapped[dict[str, Any]] = mapped_column(JSON, default_factory=dict)
     diff: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default_factory=list)
     rollback_of: Mapped[int | None] = mapped_column(default=None)
+
+
+class DriftSnapshot(LTMBase, kw_only=True):
+    """One scope kind's memory distribution at one moment (operating.drift_monitor)."""
+
+    __tablename__ = "ltm_drift_snapshots"
+    __table_args__ = (
+        Index("ix_ltm_drift_snapshots_kind", "scope_kind", "id"),
+        Index("ix_ltm_drift_snapshots_alarm", "alarm", "id"),
+        Index("ix_ltm_drift_snapshots_trigger", "trigger", "created_at"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int | None] = mapped_column(primary_key=True, nullable=False, default=None)
+    created_at: Mapped[datetime] = mapped_column(default_factory=utcnow)
+    scope_kind: Mapped[str] = mapped_column(String(16))  # enums.ScopeKind
+    trigger: Mapped[str] = mapped_column(String(16))  # enums.DriftTrigger
+    policy_version: Mapped[int | None] = mapped_column(default=None)  # the version in force
+    features: Mapped[dict[str, Any]] = mapped_column(JSON, default_factory=dict)
+    centroid: Mapped[bytes | None] = mapped_column(default=None)  # float32, unit length
+    similarity: Mapped[float | None] = mapped_column(default=None)  # to the kind's previous snapshot
+    previous_id: Mapped[int | None] = mapped_column(default=None)
+    threshold: Mapped[float] = mapped_column(default=0.0)
+    alarm: Mapped[bool] = mapped_column(default=False)
