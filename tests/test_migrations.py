@@ -538,7 +538,7 @@ def test_0008_counts_every_existing_memory_as_never_used(tmp_path):
         conn.commit()
     finally:
         conn.close()
-    assert migrate(str(db)) == [8]
+    assert migrate(str(db), target=8) == [8]
     conn = connect(db)
     try:
         assert conn.execute("SELECT id, fact, updated_at, injected_count, tool_count, use_count, last_used_at "
