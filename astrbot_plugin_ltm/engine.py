@@ -36,6 +36,7 @@ from .learning.known import KnownFacts
 from .learning.worker import ExtractionWorker
 from .learning.writer import MemoryWriter, WriteOutcome
 from .operating.admin import Admin
+from .operating.jobs import Jobs
 from .recalling.block import MemoryBlock
 from .recalling.reader import MemoryReader
 from .recalling.retrieval import KeywordRetriever, VectorRetriever
@@ -99,6 +100,7 @@ class LTMEngine:
         self.reader: MemoryReader | None = None
         # How often each memory is injected or returned by the tool; written in the background.
         self.usage = Usage(self.db, clock)
+        self.jobs = Jobs(clock)  # operators' background jobs: policy replay, tuning
         self.started = False
 
     # -- lifecycle ---------------------------------------------------------
@@ -130,6 +132,7 @@ class LTMEngine:
         await asyncio.gather(self.keyword_index.loads_settled(), self.vector_index.loads_settled())
 
     async def stop(self) -> None:
+        await self.jobs.stop()
         await self.worker.stop()
         await self.recorder.stop()
         await self.usage.stop()

@@ -28,6 +28,7 @@ from ..storing.database import ReadOnlyError
 from . import validators as v
 from .errors import AdminError
 from .queries import SORTS, AuditFilter, EventFilter, ItemFilter
+from .replay_api import ReplayAPI
 from .serialize import audit_dict, event_dict, item_api_dict
 from .transfer import MAX_IMPORT_BYTES, export_items, file_bytes, file_name, import_items, parse_file, unwrap
 
@@ -107,6 +108,7 @@ class MemoryAPI:
         self.engine = engine
         self._raw_config = raw_config
         self._save_config = save_config
+        self.replay = ReplayAPI(engine, raw_config)  # policy replay, tuning, the holdout set
 
     async def call(self, method: Callable[..., Awaitable[Any]], *args: Any) -> ApiResponse:
         """Run one API method, turning every failure into a clear answer."""
