@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import pytest
 
+from astrbot_plugin_ltm.enums import Method
 from astrbot_plugin_ltm.learning.candidates import Candidate
 from astrbot_plugin_ltm.learning.gate_log import REFUSED
 from astrbot_plugin_ltm.learning.replay_gate import ACTIVE, SHADOW
 from astrbot_plugin_ltm.operating.errors import AdminError
-from astrbot_plugin_ltm.operating.holdout import Rule
+from astrbot_plugin_ltm.operating.replay import Selection, load
 from astrbot_plugin_ltm.operating.replay_api import ReplayAPI
 from astrbot_plugin_ltm.operating.tuning import tune
-from astrbot_plugin_ltm.enums import Method
-from astrbot_plugin_ltm.storing.tables import GateLogEntry
+from astrbot_plugin_ltm.storing.tables import GateLogEntry, MemoryItem
 
 TEA = {"type": "preference", "fact": "Alice loves green tea", "fact_key": "tea", "confidence": 0.9}
 CITY = {"type": "profile", "fact": "Alice lives in Berlin", "fact_key": "city", "confidence": 0.8}
@@ -57,14 +57,8 @@ async def test_every_candidate_at_the_gate_is_logged_with_its_inputs(ltm, origin
         ("city", "create", "active", 1, True, 0.64),
         ("climbing", "create", "shadow", 1, True, 0.56),
     ]
-    tea = await ltm.item(ltm_item_key("tea"))
+    tea = await ltm.item(MemoryItem.fact_key == "tea")
     assert rows[0].memory_id == rows[1].memory_id == tea.memory_id
-
-
-def ltm_item_key(key):
-    from astrbot_plugin_ltm.storing.tables import MemoryItem
-
-    return MemoryItem.fact_key == key
 
 
 async def test_a_refused_candidate_is_logged_without_a_memory(make_ltm, origin):
@@ -230,8 +224,6 @@ async def tuning_history(ltm, origin, *, poisoned_holdout: bool) -> tuple:
 
 
 async def run_tuning(ltm, api, holdout) -> dict:
-    from astrbot_plugin_ltm.operating.replay import Selection, load
-
     sessions = tuple(holdout["sessions"])
     fitting = await load(ltm.engine.db, Selection("fitting", sessions))
     held = await load(ltm.engine.db, Selection("holdout", sessions))
