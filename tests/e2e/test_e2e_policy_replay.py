@@ -9,8 +9,15 @@ import json
 import time
 
 import pytest
-from test_e2e_dashboard_api import call, ok
-from test_e2e_review_page import ARTIFACTS, Browser, Tab, chromium_binary, open_review_page
+# Sibling test modules (pytest puts this folder on sys.path): their API helpers and browser driver.
+from test_e2e_dashboard_api import call, ok  # type: ignore[import-not-found]
+from test_e2e_review_page import (  # type: ignore[import-not-found]
+    ARTIFACTS,
+    Browser,
+    Tab,
+    chromium_binary,
+    open_review_page,
+)
 
 pytestmark = pytest.mark.e2e
 
