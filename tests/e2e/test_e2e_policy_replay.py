@@ -9,6 +9,7 @@ import json
 import time
 
 import pytest
+
 # Sibling test modules (pytest puts this folder on sys.path): their API helpers and browser driver.
 from test_e2e_dashboard_api import call, ok  # type: ignore[import-not-found]
 from test_e2e_review_page import (  # type: ignore[import-not-found]
