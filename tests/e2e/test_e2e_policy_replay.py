@@ -60,7 +60,7 @@ def test_a_stricter_candidate_reports_fewer_active_writes_and_writes_nothing(bot
     ok(bot, "POST", "policy/holdout/redraw", {"share": 1.0})
     holdout = ok(bot, "GET", "policy/holdout")
     assert holdout["drawn"] and holdout["size"] == 3, holdout
-    before = rows(bot)
+    before, since = rows(bot), bot.mark()
     started = ok(bot, "POST", "policy/replay", {"policy": STRICTER})
     job = wait_job(bot, started["job_id"])
     assert job["status"] == "done", bot.diag(f"replay failed: {job}")
@@ -75,6 +75,8 @@ def test_a_stricter_candidate_reports_fewer_active_writes_and_writes_nothing(bot
     assert report["current"]["self_recall"]["memories"] == 1, report
     assert report["speed"]["events_per_second"] > 0 and report["verdict"]
     assert rows(bot) == before, "the replay changed stored rows"
+    # No model call (a read may embed its query, as a live read does).
+    assert bot.requests(since, "chat") == bot.requests(since, "extraction") == [], "the replay called the model"
     bot.assert_log_clean()
 
 
