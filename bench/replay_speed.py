@@ -110,15 +110,15 @@ async def run(users: int, turns: int, vectors: bool) -> int:
 
         job = Job("bench", "replay", clock())
         started = time.perf_counter()
-        data = await load(engine.db, Selection("all"))
+        data = await load(engine.db, Selection("all"), resolver=engine.resolver)
         report = await compare(engine.reader, clock, data, current, candidate, lambda d, t: job.step(d, t))
         replay_s = time.perf_counter() - started
 
         started = time.perf_counter()
         users_ids = [f"qq:FriendMessage:user{u:03d}" for u in range(users)]
         holdout = tuple(users_ids[: max(1, users // 5)])
-        fitting = await load(engine.db, Selection("fitting", holdout), TUNE_READS, TUNE_READS)
-        held = await load(engine.db, Selection("holdout", holdout), TUNE_READS, TUNE_READS)
+        fitting = await load(engine.db, Selection("fitting", holdout), TUNE_READS, TUNE_READS, engine.resolver)
+        held = await load(engine.db, Selection("holdout", holdout), TUNE_READS, TUNE_READS, engine.resolver)
         tuned = await tune(engine.reader, clock, fitting, held, current, lambda d, t: None)
         tune_s = time.perf_counter() - started
         after = await counts(engine)

@@ -11,7 +11,7 @@ from astrbot_plugin_ltm.learning.candidates import Candidate
 from astrbot_plugin_ltm.learning.gate_log import REFUSED
 from astrbot_plugin_ltm.learning.replay_gate import ACTIVE, SHADOW
 from astrbot_plugin_ltm.operating.errors import AdminError
-from astrbot_plugin_ltm.operating.replay import Selection, load
+from astrbot_plugin_ltm.operating.replay import Selection, load, read_scopes
 from astrbot_plugin_ltm.operating.replay_api import ReplayAPI
 from astrbot_plugin_ltm.operating.tuning import tune
 from astrbot_plugin_ltm.storing.tables import GateLogEntry, MemoryItem
@@ -103,9 +103,9 @@ async def test_replay_of_a_stricter_candidate_counts_writes_by_hand(ltm, origin)
 
 async def test_replay_reads_match_the_live_reader_for_the_current_policy(ltm, origin):
     await alice_history(ltm, origin)
-    scope = ltm.engine.resolver.write_scope(origin("alice"))
+    scopes = ltm.engine.resolver.read_scopes(origin("alice"))  # what a live read of her messages reads
     queries = ["I love green tea", "Green tea is my favourite drink", "I live in Berlin", "I might try climbing"]
-    blocks = [await ltm.engine.reader.read([scope], q, ltm.engine.config.read_policy) for q in queries]
+    blocks = [await ltm.engine.reader.read(scopes, q, ltm.engine.config.read_policy) for q in queries]
     api = replay_api(ltm)
     report = (await run_job(api, await api.start_replay(
         {"policy": {"read_policy": {"max_items": 0, "max_events": 0}}, "set": "all"})))["report"]
@@ -225,8 +225,8 @@ async def tuning_history(ltm, origin, *, poisoned_holdout: bool) -> tuple:
 
 async def run_tuning(ltm, api, holdout) -> dict:
     sessions = tuple(holdout["sessions"])
-    fitting = await load(ltm.engine.db, Selection("fitting", sessions))
-    held = await load(ltm.engine.db, Selection("holdout", sessions))
+    fitting = await load(ltm.engine.db, Selection("fitting", sessions), resolver=ltm.engine.resolver)
+    held = await load(ltm.engine.db, Selection("holdout", sessions), resolver=ltm.engine.resolver)
     return await tune(ltm.engine.reader, ltm.clock, fitting, held, ltm.engine.config, lambda d, t: None, PLANTED)
 
 
@@ -251,3 +251,12 @@ async def test_tuning_flags_a_best_that_is_worse_on_the_holdout_set_as_overfitte
     assert report["scores"]["holdout"]["candidate"] < report["scores"]["holdout"]["current"]
     assert report["outcome"] == "overfitted", (report["scores"], report["holdout_report"])
     assert report["proposal"] is None
+
+
+def test_a_replayed_group_message_reads_what_a_live_read_would(ltm, origin):
+    member = origin("alice", group="g1")
+    resolver = ltm.engine.resolver
+    group = resolver.write_scope(member)
+    assert read_scopes(resolver, group.kind, group.id, "qq", member.unified_msg_origin, "alice") == \
+        tuple(resolver.read_scopes(member))
+    assert read_scopes(None, group.kind, group.id, "qq", member.unified_msg_origin, "alice") == (group,)

@@ -43,7 +43,7 @@ from ..learning.replay_gate import (
 from ..recalling.block import MemoryBlock
 from ..recalling.overlay import OverlayReader
 from ..recalling.reader import MemoryReader
-from ..scope import Scope
+from ..scope import Origin, Scope, ScopeResolver
 from ..storing.database import Database
 from .holdout import stored_time
 
@@ -97,7 +97,7 @@ class Selection:
 
 @dataclass(frozen=True)
 class Probe:
-    scope: Scope
+    scopes: tuple[Scope, ...]  # what a live read for the recorded message reads
     query: str
     memory_id: str = ""  # self-recall: the memory the query should bring
 
@@ -120,12 +120,26 @@ def policy_view(cfg: LTMConfig) -> dict[str, Any]:
 # -- loading (one read thread) ------------------------------------------------------
 
 
-async def load(db: Database, selection: Selection, max_reads: int = MAX_READS,
-               max_probes: int = MAX_PROBES) -> ReplayData:
-    return await db.run(lambda conn: _load(conn, selection, max_reads, max_probes))
+async def load(db: Database, selection: Selection, max_reads: int = MAX_READS, max_probes: int = MAX_PROBES,
+               resolver: ScopeResolver | None = None) -> ReplayData:
+    """``resolver``: a read replays the scopes a live read of the message
+    would read (a group's member reads the group and their own); without
+    one, the message's own scope."""
+    return await db.run(lambda conn: _load(conn, selection, max_reads, max_probes, resolver))
 
 
-def _load(conn: Connection, selection: Selection, max_reads: int, max_probes: int) -> ReplayData:
+def read_scopes(resolver: ScopeResolver | None, kind: str, scope_id: str, platform: str | None,
+                session_id: str | None, sender: str | None) -> tuple[Scope, ...]:
+    own = Scope(kind, scope_id)
+    if resolver is None or not platform or not sender:
+        return (own,)
+    group = scope_id.split(":", 1)[1] if kind == "group" and ":" in scope_id else None
+    scopes = resolver.read_scopes(Origin(platform, session_id or "", sender, "", group))
+    return tuple(scopes) if own in scopes else (own, *scopes)  # recorded under another scope strategy
+
+
+def _load(conn: Connection, selection: Selection, max_reads: int, max_probes: int,
+          resolver: ScopeResolver | None) -> ReplayData:
     data = ReplayData()
     where, params = selection.where("g")
     rows = conn.execute(text(
@@ -150,25 +164,29 @@ def _load(conn: Connection, selection: Selection, max_reads: int, max_probes: in
 
     where, params = selection.where("e")
     messages = conn.execute(text(
-        f"SELECT scope, scope_id, content FROM ltm_events e WHERE {where} AND source_type = :message "
-        "AND source_role = :user ORDER BY created_at, id"),
+        f"SELECT scope, scope_id, content, platform_id, session_id, sender_id FROM ltm_events e WHERE {where} "
+        "AND source_type = :message AND source_role = :user ORDER BY created_at, id"),
         {**params, "message": SourceType.MESSAGE, "user": Role.USER}).all()
     data.messages = len(messages)
-    for scope, scope_id, content in _spread(messages, max_reads):
+    for scope, scope_id, content, platform, session_id, sender in _spread(messages, max_reads):
         query = _text(content)
         if query:
-            data.reads.append(Probe(Scope(scope, scope_id), query))
+            data.reads.append(Probe(read_scopes(resolver, scope, scope_id, platform, session_id, sender), query))
 
     # Memories with two or more evidence events; the latest one in the set is the probe.
     latest: dict[str, Probe] = {}
-    for memory_id, scope, scope_id, content in conn.execute(text(
-            "SELECT i.memory_id, i.scope, i.scope_id, e.content FROM ltm_items i "
+    for memory_id, scope, scope_id, content, kind, event_scope, platform, session_id, sender in conn.execute(text(
+            "SELECT i.memory_id, i.scope, i.scope_id, e.content, e.scope, e.scope_id, e.platform_id, e.session_id, "
+            "e.sender_id FROM ltm_items i "
             "JOIN ltm_evidence v ON v.memory_id = i.memory_id JOIN ltm_events e ON e.event_id = v.event_id "
             f"WHERE i.status != 'superseded' AND {where} AND (SELECT COUNT(*) FROM ltm_evidence w "
             "WHERE w.memory_id = i.memory_id) >= 2 ORDER BY e.created_at, e.id"), params):
         query = _text(content)
         if query:
-            latest[memory_id] = Probe(Scope(scope, scope_id), query, memory_id)
+            scopes = read_scopes(resolver, kind, event_scope, platform, session_id, sender)
+            if Scope(scope, scope_id) not in scopes:
+                scopes = (Scope(scope, scope_id), *scopes)
+            latest[memory_id] = Probe(scopes, query, memory_id)
     data.probes = _spread(sorted(latest.values(), key=lambda p: p.memory_id), max_probes)
     return data
 
@@ -293,7 +311,7 @@ async def reads(live: MemoryReader, clock: Clock, data: ReplayData, cfg: LTMConf
 
 async def _read(reader: OverlayReader, cfg: LTMConfig, probe: Probe, policy: ReadPolicy) -> tuple[MemoryBlock, float]:
     started = time.perf_counter()
-    block = await reader.read([probe.scope], probe.query, policy) if cfg.enable else MemoryBlock()
+    block = await reader.read(list(probe.scopes), probe.query, policy) if cfg.enable else MemoryBlock()
     return block, time.perf_counter() - started
 
 

@@ -101,7 +101,7 @@ class ReplayAPI:
 
         async def run(job: Job) -> dict[str, Any]:
             job.step(0, 0, "loading")
-            data = await load(self.engine.db, selection)
+            data = await load(self.engine.db, selection, resolver=self.engine.resolver)
             job.step(0, 0, "replaying")
             report = await compare(reader, self.engine.clock, data, current, candidate,
                                    lambda done, total: job.step(done, total))
@@ -130,8 +130,11 @@ class ReplayAPI:
 
         async def run(job: Job) -> dict[str, Any]:
             job.step(0, 0, "loading")
-            fitting = await load(self.engine.db, Selection("fitting", sessions, scopes, since), TUNE_READS, TUNE_READS)
-            held = await load(self.engine.db, Selection("holdout", sessions, scopes, since), TUNE_READS, TUNE_READS)
+            resolver = self.engine.resolver
+            fitting = await load(self.engine.db, Selection("fitting", sessions, scopes, since), TUNE_READS, TUNE_READS,
+                                 resolver)
+            held = await load(self.engine.db, Selection("holdout", sessions, scopes, since), TUNE_READS, TUNE_READS,
+                              resolver)
             job.step(0, 0, "tuning")
             report = await tune(reader, self.engine.clock, fitting, held, current,
                                 lambda done, total: job.step(done, total))

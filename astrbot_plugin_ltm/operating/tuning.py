@@ -91,6 +91,7 @@ async def tune(live: MemoryReader, clock: Clock, fitting: ReplayData, holdout: R
     current_hold, current_report = await hold.score(current)
     best_hold, best_report = await hold.score(with_values(current, best))
     diff = {path: [_get(current, path), value] for path, value in best.items() if _get(current, path) != value}
+    step(total, total)  # reads done once for several points were counted once
 
     if not diff or best_fit <= current_fit + MARGIN:
         outcome, message = "keep", "no grid point beats the current policy on the fitting part; nothing to propose"

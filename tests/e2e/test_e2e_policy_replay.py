@@ -120,4 +120,14 @@ def test_the_review_page_shows_the_replay_report(bot, tab, theme):
     tab.frame("document.querySelector('[data-testid=replay-report]').scrollIntoView({block: 'start'}); true")
     time.sleep(0.3)  # let the scroll settle before the picture (not an assertion)
     tab.screenshot(ARTIFACTS / f"review_page_replay_{theme}.png")
+
+    # Tuning: its report says what it found (too little history to propose anything here).
+    tab.click("[data-testid=replay-tune]")
+    outcome = tab.wait(lambda: tab.frame(
+        "document.querySelector('[data-testid=replay-tune-outcome]')?.getAttribute('data-outcome')"),
+        "the tuning report", timeout=90)
+    assert outcome in ("keep", "proposed", "overfitted"), outcome
+    scores = tab.frame("Array.from(document.querySelectorAll('[data-testid=replay-tune-scores] tbody tr')).length")
+    assert scores == 2
+    tab.screenshot(ARTIFACTS / f"review_page_tune_{theme}.png")
     assert not tab.page_errors(), tab.page_errors()
