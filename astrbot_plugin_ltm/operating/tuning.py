@@ -86,7 +86,11 @@ async def tune(live: MemoryReader, clock: Clock, fitting: ReplayData, holdout: R
     for values in points:
         score, _ = await fit.score(with_values(current, values))
         scored.append((score, values))
-    best_fit, best = max(scored, key=lambda pair: pair[0])
+    # Ties go to the current policy: a change must earn its place.
+    best_fit, best = current_fit, {path: _get(current, path) for path in grid}
+    for score, values in scored:
+        if score > best_fit:
+            best_fit, best = score, values
     hold = _Scorer(live, clock, holdout, current, tick)
     current_hold, current_report = await hold.score(current)
     best_hold, best_report = await hold.score(with_values(current, best))

@@ -471,8 +471,8 @@
         [T("fit_score"), fmt(s.fitting.current), fmt(s.fitting.candidate)],
         [T("hold_score"), fmt(s.holdout.current), fmt(s.holdout.candidate)],
       ], "replay-tune-scores"),
-      buttons,
     );
+    if (buttons) q("#replay-report").appendChild(buttons);
     if (buttons) {
       buttons.children[0].addEventListener("click", async () => {
         try {
