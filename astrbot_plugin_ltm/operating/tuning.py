@@ -98,7 +98,8 @@ async def tune(live: MemoryReader, clock: Clock, fitting: ReplayData, holdout: R
     step(total, total)  # reads done once for several points were counted once
 
     if not diff or best_fit <= current_fit + MARGIN:
-        outcome, message = "keep", "no grid point beats the current policy on the fitting part; nothing to propose"
+        outcome, message = "keep", (f"no grid point beats the current policy on the fitting part by more than "
+                                    f"{MARGIN}; nothing to propose")
     elif best_hold < current_hold - MARGIN:
         outcome, message = "overfitted", (
             f"better on the fitting part ({best_fit} vs {current_fit}) but worse on the holdout set "
