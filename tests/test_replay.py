@@ -4,18 +4,23 @@ figures are worked out by hand in the comments."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
+from astrbot_plugin_ltm.config import WritePolicy
 from astrbot_plugin_ltm.enums import Method
 from astrbot_plugin_ltm.learning.candidates import Candidate
 from astrbot_plugin_ltm.learning.gate_log import REFUSED
-from astrbot_plugin_ltm.learning.replay_gate import ACTIVE, SHADOW
+from astrbot_plugin_ltm.learning.replay_gate import ACTIVE, SHADOW, LoggedCandidate, Switches, replay_gate
 from astrbot_plugin_ltm.operating.errors import AdminError
 from astrbot_plugin_ltm.operating.replay import Selection, load, read_scopes
 from astrbot_plugin_ltm.operating.replay_api import ReplayAPI
 from astrbot_plugin_ltm.operating.tuning import tune
+from astrbot_plugin_ltm.storing.database import ReadOnlyError
 from astrbot_plugin_ltm.storing.tables import GateLogEntry, MemoryItem
 
+START = datetime(2026, 11, 1, tzinfo=UTC)
 TEA = {"type": "preference", "fact": "Alice loves green tea", "fact_key": "tea", "confidence": 0.9}
 CITY = {"type": "profile", "fact": "Alice lives in Berlin", "fact_key": "city", "confidence": 0.8}
 CLIMB = {"type": "preference", "fact": "Alice might try climbing", "fact_key": "climbing", "confidence": 0.7}
@@ -260,3 +265,50 @@ def test_a_replayed_group_message_reads_what_a_live_read_would(ltm, origin):
     assert read_scopes(resolver, group.kind, group.id, "qq", member.unified_msg_origin, "alice") == \
         tuple(resolver.read_scopes(member))
     assert read_scopes(None, group.kind, group.id, "qq", member.unified_msg_origin, "alice") == (group,)
+
+
+def logged(n, key, confidence, minutes, session="s1", memory_id=None):
+    return LoggedCandidate(id=n, created_at=START + timedelta(minutes=minutes), scope="user", scope_id="qq:a",
+                           session_id=session, memory_id=memory_id, fact_key=key, type="preference",
+                           fact=f"A likes {key}", confidence=confidence, explicit=False, instruction=None,
+                           event_ids=(f"e{n}",))
+
+
+def test_the_replayed_gate_counts_its_own_writes_against_the_rate_limits():
+    # Three new memories in one conversation within the hour; the third repeats the first's memory.
+    history = [logged(1, "tea", 0.7, 0, memory_id="m1"), logged(2, "jazz", 0.7, 1, memory_id="m2"),
+               logged(3, "tea", 0.8, 2, memory_id="m1"), logged(4, "chess", 0.7, 90, memory_id="m3")]
+    policy = WritePolicy(mode="auto", min_confidence=0.6, max_writes_per_session=10, max_writes_per_hour=1)
+    replay = replay_gate(history, Switches(policy))
+    # per hour 1: tea is new (active); jazz is the hour's second new memory (refused); tea again only
+    # adds evidence (no new memory: allowed); chess, 90 minutes later, is in a new hour.
+    assert [replay.outcomes[i] for i in (1, 2, 3, 4)] == [ACTIVE, REFUSED, ACTIVE, ACTIVE]
+    assert replay.final == {"m1": ACTIVE, "m2": REFUSED, "m3": ACTIVE}
+    # A stricter threshold refuses tea's first candidate; its second one (0.8) then makes the memory.
+    strict = replay_gate(history, Switches(WritePolicy(mode="auto", min_confidence=0.75)))
+    assert [strict.outcomes[i] for i in (1, 3)] == [SHADOW, ACTIVE]
+    off = replay_gate(history, Switches(policy, read_only=True))
+    assert set(off.outcomes.values()) == {REFUSED} and off.reasons[1] == "emergency_read_only"
+
+
+async def test_while_read_only_a_replay_of_all_history_runs_and_the_holdout_is_not_drawn(ltm, origin):
+    await alice_history(ltm, origin)
+    ltm.configure({"emergency_read_only": True})
+    api = replay_api(ltm)
+    with pytest.raises(AdminError, match="holdout set has not been drawn"):
+        await api.start_replay({"policy": {"emergency_read_only": False}})
+    with pytest.raises(ReadOnlyError):
+        await api.draw_holdout({})
+    report = (await run_job(api, await api.start_replay({"policy": {"emergency_read_only": False},
+                                                         "set": "all"})))["report"]
+    # Read-only now, so the current policy writes nothing; the candidate would.
+    assert report["current"]["writes"]["by_outcome"]["refused"] == 4
+    assert report["candidate"]["writes"]["by_outcome"]["active"] == 3
+
+
+async def test_stopping_the_engine_cancels_a_running_job(ltm, origin):
+    await alice_history(ltm, origin)
+    api = replay_api(ltm)
+    started = await api.start_replay({"policy": {"enable": True}, "set": "all"})
+    await ltm.engine.jobs.stop()
+    assert ltm.engine.jobs.get(started["job_id"]).status == "cancelled"

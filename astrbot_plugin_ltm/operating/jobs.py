@@ -108,3 +108,6 @@ class Jobs:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        for job in self._jobs.values():  # a task cancelled before its first step never ran _run
+            if job.status == "running":
+                job.status, job.finished_at = "cancelled", self._clock()
