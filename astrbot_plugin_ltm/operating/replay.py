@@ -17,6 +17,7 @@ the model and without writing anything.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -406,8 +407,9 @@ async def compare(db_reader: MemoryReader, clock: Clock, data: ReplayData, curre
         step(done, total)
 
     step(0, total)
-    gate_now, gate_new = replay_gate(data.candidates, switches(current)), replay_gate(data.candidates,
-                                                                                    switches(candidate))
+    # Pure Python over every logged candidate: off the event loop.
+    gate_now, gate_new = await asyncio.gather(asyncio.to_thread(replay_gate, data.candidates, switches(current)),
+                                              asyncio.to_thread(replay_gate, data.candidates, switches(candidate)))
     now_side = side(data, gate_now, await reads(db_reader, clock, data, current, {}, tick))
     new_side = side(data, gate_new, await reads(db_reader, clock, data, candidate,
                                                 overlay(data, gate_now, gate_new), tick))

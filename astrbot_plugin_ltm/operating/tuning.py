@@ -11,6 +11,7 @@ on the holdout set is reported as overfitted, not proposed.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import itertools
 import json
@@ -20,7 +21,7 @@ from typing import Any
 
 from ..clock import Clock
 from ..config import LTMConfig
-from ..learning.replay_gate import replay_gate
+from ..learning.replay_gate import GateReplay, replay_gate
 from ..recalling.reader import MemoryReader
 from .replay import MARGIN, ReadFigures, ReplayData, overlay, reads, side, switches
 
@@ -53,11 +54,15 @@ class _Scorer:
     def __init__(self, live: MemoryReader, clock: Clock, data: ReplayData, current: LTMConfig,
                  tick: Callable[[], None]) -> None:
         self.live, self.clock, self.data, self.tick = live, clock, data, tick
-        self.current_gate = replay_gate(data.candidates, switches(current))
+        self.current = current
+        self.current_gate: GateReplay | None = None
         self._reads: dict[str, ReadFigures] = {}
 
     async def score(self, cfg: LTMConfig) -> tuple[float, dict[str, Any]]:
-        gate = replay_gate(self.data.candidates, switches(cfg))
+        # Pure Python over every logged candidate: off the event loop.
+        if self.current_gate is None:
+            self.current_gate = await asyncio.to_thread(replay_gate, self.data.candidates, switches(self.current))
+        gate = await asyncio.to_thread(replay_gate, self.data.candidates, switches(cfg))
         statuses = overlay(self.data, self.current_gate, gate)
         key = json.dumps([asdict(cfg.read_policy), cfg.write_policy.mode, cfg.enable, sorted(statuses.items())])
         if key not in self._reads:
