@@ -6,6 +6,7 @@ headless Chromium (screenshot in tests/artifacts)."""
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -131,3 +132,16 @@ def test_the_review_page_shows_the_replay_report(bot, tab, theme):
     assert scores == 2
     tab.screenshot(ARTIFACTS / f"review_page_tune_{theme}.png")
     assert not tab.page_errors(), tab.page_errors()
+
+
+def test_the_replay_panel_has_every_text_in_both_languages_and_writes_no_html():
+    source = (ARTIFACTS.parent.parent / "pages" / "review" / "replay.js").read_text(encoding="utf-8")
+    en, zh = (source.split(f'"{loc}": {{', 1)[1].split("\n    },", 1)[0] for loc in ("en-US", "zh-CN"))
+    keys = [set(re.findall(r'(?:^|,)\s*"?([\w.]+)"?:\s', block, re.M)) for block in (en, zh)]
+    assert keys[0] == keys[1] and len(keys[0]) > 50, keys[0] ^ keys[1]
+    used = set(re.findall(r'\bT\("([\w.]+)"', source)) - {"outcome.", "set."}
+    assert used <= keys[0], used - keys[0]
+    assert sum(1 for line in zh.splitlines() if re.search(r"[\u4e00-\u9fff]", line)) > 40
+    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"):
+        assert sink not in source, sink
+    assert "http://" not in source.replace('"http://www.w3.org/2000/svg"', "")
