@@ -174,13 +174,14 @@ def _load(conn: Connection, selection: Selection, max_reads: int, max_probes: in
         if query:
             data.reads.append(Probe(read_scopes(resolver, scope, scope_id, platform, session_id, sender), query))
 
-    # Memories with two or more evidence events; the latest one in the set is the probe.
+    # Memories with two or more evidence events that a policy could put in a block (not disabled,
+    # expired or superseded); the latest of their events in the set is the probe.
     latest: dict[str, Probe] = {}
     for memory_id, scope, scope_id, content, kind, event_scope, platform, session_id, sender in conn.execute(text(
             "SELECT i.memory_id, i.scope, i.scope_id, e.content, e.scope, e.scope_id, e.platform_id, e.session_id, "
             "e.sender_id FROM ltm_items i "
             "JOIN ltm_evidence v ON v.memory_id = i.memory_id JOIN ltm_events e ON e.event_id = v.event_id "
-            f"WHERE i.status != 'superseded' AND {where} AND (SELECT COUNT(*) FROM ltm_evidence w "
+            f"WHERE i.status IN ('active', 'shadow') AND {where} AND (SELECT COUNT(*) FROM ltm_evidence w "
             "WHERE w.memory_id = i.memory_id) >= 2 ORDER BY e.created_at, e.id"), params):
         query = _text(content)
         if query:
