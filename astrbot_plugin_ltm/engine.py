@@ -39,6 +39,7 @@ from .logs import log
 from .operating.admin import Admin
 from .operating.drift_monitor import DriftMonitor
 from .operating.errors import AdminError
+from .operating.jobs import Jobs
 from .operating.policy_versions import PolicyVersions
 from .recalling.block import MemoryBlock
 from .recalling.reader import MemoryReader
@@ -108,6 +109,7 @@ class LTMEngine:
         # Snapshots of the memory distribution, daily and around policy versions.
         self.drift = DriftMonitor(self.db, lambda: self.config, clock)
         self.drift.attach(self.policy_versions)  # snapshots before and after every policy version
+        self.jobs = Jobs(clock)  # operators' background jobs: policy replay, tuning
         self.started = False
 
     # -- lifecycle ---------------------------------------------------------
@@ -144,6 +146,7 @@ class LTMEngine:
         await asyncio.gather(self.keyword_index.loads_settled(), self.vector_index.loads_settled())
 
     async def stop(self) -> None:
+        await self.jobs.stop()
         await self.worker.stop()
         await self.recorder.stop()
         await self.usage.stop()

@@ -198,6 +198,24 @@ def routes(api: Callable[[], Any]) -> list[tuple[str, Callable[..., Awaitable[An
     async def import_preview(a, **_):
         return await a.import_(await _raw_body(), req.query(), _user(), preview=True)
 
+    async def replay(a, **_):
+        return await a.replay.start_replay(await _json())
+
+    async def replay_job(a, job_id: str):
+        return await a.replay.job(job_id)
+
+    async def replay_cancel(a, job_id: str):
+        return await a.replay.cancel(job_id)
+
+    async def tune(a, **_):
+        return await a.replay.start_tune(await _json())
+
+    async def holdout(a, **_):
+        return await a.replay.get_holdout()
+
+    async def holdout_redraw(a, **_):
+        return await a.replay.draw_holdout(await _json())
+
     p = f"/{PLUGIN}"
     # Order matters: AstrBot takes the first route that matches, so the
     # fixed "items/review" comes before "items/<memory_id>".
@@ -215,6 +233,13 @@ def routes(api: Callable[[], Any]) -> list[tuple[str, Callable[..., Awaitable[An
         (f"{p}/policy/history/<version>", handler(policy_version), ["GET"], "one policy version, whole"),
         (f"{p}/policy/rollback", handler(policy_rollback), ["POST"], "make a policy version current again"),
         (f"{p}/policy/writes", handler(policy_writes), ["POST"], "switch one scope's writes off or on"),
+        (f"{p}/policy/replay", handler(replay), ["POST"], "start a policy replay (writes nothing)"),
+        (f"{p}/policy/replay/<job_id>", handler(replay_job), ["GET"], "a replay or tuning job and its report"),
+        (f"{p}/policy/replay/<job_id>/cancel", handler(replay_cancel), ["POST"], "cancel a replay or tuning job"),
+        (f"{p}/policy/tune", handler(tune), ["POST"], "start tuning thresholds on the replay set"),
+        (f"{p}/policy/tune/<job_id>", handler(replay_job), ["GET"], "a tuning job and its report"),
+        (f"{p}/policy/holdout", handler(holdout), ["GET"], "the holdout replay set"),
+        (f"{p}/policy/holdout/redraw", handler(holdout_redraw), ["POST"], "draw the holdout replay set again"),
         (f"{p}/audit", handler(audit), ["GET"], "the audit log"),
         (f"{p}/drift", handler(drift), ["GET"], "drift snapshots and alarms"),
         (f"{p}/export", file_handler(export), ["GET"], "export memories: the file ltm-export-<date>.json"),

@@ -30,6 +30,7 @@ from ..storing.removal import remove_memory
 from ..storing.tables import MemoryEvent, MemoryEvidence, MemoryItem, MemoryTombstone
 from ..text import contradicts, normalize_fact_key, token_set_similarity
 from .candidates import Candidate
+from .gate_log import note_gate
 from .policy import GateDecision, GateInput, confidence, gate
 from .rate_limits import WriteCounts
 
@@ -91,7 +92,7 @@ class MemoryWriter:
         if not isinstance(decided, Plan):
             return self._drop(session, scope, c, decided, actor, now) if isinstance(decided, str) else decided
         plan = decided
-        verdict = gate(cfg.write_policy, GateInput(
+        seen = GateInput(
             type=c.type if plan.item is None else plan.item.type,
             confidence=plan.confidence,
             evidence_count=plan.evidence_count,
@@ -100,10 +101,13 @@ class MemoryWriter:
             writes_this_session=await counts.session(c.session_id),
             writes_this_hour=await counts.hour(),
             instruction=instruction_reason(c.fact),
-        ))
+        )
+        verdict = gate(cfg.write_policy, seen)
         if not verdict.allowed:
+            note_gate(session, scope, c, plan.action, plan.key, seen, verdict, None, now)
             return self._drop(session, scope, c, verdict.reason, actor, now, plan.key)
         outcome = await self._persist(session, scope, c, plan, verdict, method, actor, now, cfg)
+        note_gate(session, scope, c, plan.action, plan.key, seen, verdict, outcome.memory_id, now)
         if plan.action in WRITE_ACTIONS:
             counts.add(c.session_id)
         return outcome

@@ -25,6 +25,7 @@ from ..storing.database import ReadOnlyError
 from . import validators as v
 from .errors import AdminError
 from .queries import SORTS, AuditFilter, EventFilter, ItemFilter
+from .replay_api import ReplayAPI
 from .serialize import audit_dict, event_dict, item_api_dict
 from .transfer import MAX_IMPORT_BYTES, export_items, file_bytes, file_name, import_items, parse_file, unwrap
 
@@ -114,6 +115,7 @@ class MemoryAPI:
         self._save_config = save_config
         # Policy changes (this API's, the commands', rollbacks) save to the plugin config.
         engine.policy_versions.bind(raw_config, save_config)
+        self.replay = ReplayAPI(engine, raw_config)  # policy replay, tuning, the holdout set
 
     async def call(self, method: Callable[..., Awaitable[Any]], *args: Any) -> ApiResponse:
         """Run one API method, turning every failure into a clear answer."""

@@ -16,7 +16,7 @@ from ..enums import ExtractionStatus, Status
 from ..scope import Scope
 from .changes import MemoryRemoved, ScopeForgotten, TurnsWithheld, note
 from .keyword_rows import delete_fact_row
-from .tables import MemoryEvent, MemoryEvidence, MemoryItem
+from .tables import GateLogEntry, MemoryEvent, MemoryEvidence, MemoryItem
 from .vector_rows import delete_memory_vector, delete_scope_turn_vectors, delete_turn_vectors
 
 
@@ -72,4 +72,7 @@ async def forget_turns(session: AsyncSession, scope: Scope) -> None:
         update(MemoryEvent).where(of_scope, MemoryEvent.extraction_status == ExtractionStatus.PENDING)
         .values(extraction_status=ExtractionStatus.SKIPPED, next_attempt_at=None)
     )
+    # The gate log quotes what they said: a replay must not learn from it either.
+    await session.execute(delete(GateLogEntry).where(GateLogEntry.scope == scope.kind,
+                                                     GateLogEntry.scope_id == scope.id))
     note(session, ScopeForgotten(scope))

@@ -283,3 +283,47 @@ class DriftSnapshot(LTMBase, kw_only=True):
     previous_id: Mapped[int | None] = mapped_column(default=None)
     threshold: Mapped[float] = mapped_column(default=0.0)
     alarm: Mapped[bool] = mapped_column(default=False)
+
+
+class GateLogEntry(LTMBase, kw_only=True):
+    """A candidate as the write gate saw it, kept so a policy replay can ask
+    the gate again without the model (operating/replay.py)."""
+
+    __tablename__ = "ltm_gate_log"
+    __table_args__ = (
+        Index("ix_ltm_gate_log_session", "session_id", "created_at"),
+        Index("ix_ltm_gate_log_scope", "scope", "scope_id", "created_at"),
+        Index("ix_ltm_gate_log_created", "created_at"),
+    )
+
+    id: Mapped[int | None] = mapped_column(primary_key=True, nullable=False, default=None)
+    created_at: Mapped[datetime] = mapped_column(default_factory=utcnow)
+    scope: Mapped[str] = mapped_column(String(16))
+    scope_id: Mapped[str] = mapped_column(String(255))
+    session_id: Mapped[str | None] = mapped_column(String(255), default=None)
+    memory_id: Mapped[str | None] = mapped_column(String(ID_LENGTH), default=None)  # None: refused
+    fact_key: Mapped[str] = mapped_column(String(128))
+    action: Mapped[str] = mapped_column(String(32))  # enums.AuditAction: create, confirm, merge, supersede
+    type: Mapped[str] = mapped_column(String(32))
+    fact: Mapped[str] = mapped_column(String)
+    confidence: Mapped[float]
+    evidence_count: Mapped[int]
+    is_new: Mapped[bool]
+    explicit: Mapped[bool]
+    instruction: Mapped[str | None] = mapped_column(String, default=None)
+    event_ids: Mapped[list[str]] = mapped_column(JSON, default_factory=list)
+    status: Mapped[str] = mapped_column(String(16))  # the gate's status, or "refused"
+    awaiting_approval: Mapped[bool] = mapped_column(default=False)
+    reason: Mapped[str] = mapped_column(String, default="")
+
+
+class HoldoutSession(LTMBase, kw_only=True):
+    """A session of the holdout replay set (operating/holdout.py)."""
+
+    __tablename__ = "ltm_holdout"
+
+    session_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    scope: Mapped[str] = mapped_column(String(16))
+    scope_id: Mapped[str] = mapped_column(String(255))
+    drawn_at: Mapped[datetime]
+    rule: Mapped[dict[str, Any]] = mapped_column(JSON, default_factory=dict)

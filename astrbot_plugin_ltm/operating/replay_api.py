@@ -1,0 +1,152 @@
+"""The dashboard API of policy replay, tuning and the holdout set
+(framework-free, like operating/api.py, which hands these routes here).
+
+A candidate policy is validated exactly as ``PUT policy`` validates a
+change: merged onto the saved settings and parsed by ``config.parse_config``;
+any problem refuses the request. Nothing here writes but a holdout draw.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from ..clock import as_utc
+from ..config import LTMConfig, parse_config
+from ..engine import LTMEngine
+from ..storing.database import ReadOnlyError
+from . import validators as v
+from .errors import AdminError
+from .holdout import Holdout, parse_rule, parse_scopes
+from .jobs import Job
+from .replay import Selection, compare, load, policy_view
+from .tuning import TUNE_READS, tune
+
+POLICY_KEYS = ("enable", "emergency_read_only", "write_policy", "read_policy")  # as PUT policy
+SETS = ("holdout", "fitting", "all")
+
+
+def candidate_config(raw_config: dict[str, Any], policy: Any) -> LTMConfig:
+    """The saved settings with ``policy`` (a PUT policy body) applied, or a
+    clear refusal."""
+    if not isinstance(policy, dict) or not policy:
+        raise AdminError('send {"policy": {…}} with the candidate\'s write_policy / read_policy changes')
+    v.json_depth(policy)
+    unknown = set(policy) - set(POLICY_KEYS)
+    if unknown:
+        raise AdminError(f"a candidate policy cannot set {', '.join(v.shown(k) for k in sorted(unknown)[:5])}; "
+                         f"it has: {', '.join(POLICY_KEYS)}")
+    raw = copy.deepcopy(raw_config)
+    for key, value in policy.items():
+        if isinstance(value, dict):
+            if not isinstance(raw.get(key), dict):
+                raw[key] = {}
+            raw[key].update(value)
+        else:
+            raw[key] = value
+    cfg, problems = parse_config(raw)
+    if problems:
+        reasons = "; ".join(p.split("; using the default")[0] for p in problems)
+        raise AdminError(f"invalid candidate policy, nothing started: {reasons}")
+    return cfg
+
+
+def _since(raw: Any) -> datetime | None:
+    if raw in (None, ""):
+        return None
+    if not isinstance(raw, str) or len(raw) > 40:
+        raise AdminError("since must be an ISO date or time, e.g. 2026-11-01 or 2026-11-01T08:00:00Z")
+    try:
+        return as_utc(datetime.fromisoformat(raw.replace("Z", "+00:00")))
+    except ValueError:
+        raise AdminError("since must be an ISO date or time, e.g. 2026-11-01 or 2026-11-01T08:00:00Z") from None
+
+
+class ReplayAPI:
+    def __init__(self, engine: LTMEngine, raw_config: Callable[[], dict[str, Any]]) -> None:
+        self.engine = engine
+        self._raw_config = raw_config
+        self.holdout = Holdout(engine.db, engine.clock)
+
+    async def _holdout_sessions(self) -> tuple[str, ...]:
+        found = await self.holdout.current()
+        if found.drawn_at is None:
+            if self.engine.config.emergency_read_only:
+                raise AdminError('the holdout set has not been drawn and emergency_read_only is on, so it cannot '
+                                 'be stored: replay with "set": "all", or draw it once read-only is off', 409)
+            found = await self.holdout.ensure()
+        return tuple(found.sessions)
+
+    def _reader(self) -> Any:
+        if self.engine.reader is None:
+            raise AdminError("long-term memory is still starting; try again in a moment", 503)
+        return self.engine.reader
+
+    async def start_replay(self, body: Any) -> dict[str, Any]:
+        if not isinstance(body, dict):
+            raise AdminError('send {"policy": {…candidate…}, "scopes": [optional], "since": "optional", '
+                             '"set": "holdout" | "fitting" | "all"}')
+        unknown = set(body) - {"policy", "scopes", "since", "set"}
+        if unknown:
+            raise AdminError(f"unknown field(s) {', '.join(sorted(unknown))[:200]}; known: policy, scopes, since, set")
+        candidate = candidate_config(self._raw_config(), body.get("policy"))
+        chosen = v.choice(body.get("set") or "holdout", "set", SETS)
+        scopes, since = parse_scopes(body.get("scopes")), _since(body.get("since"))
+        reader = self._reader()
+        current = copy.deepcopy(self.engine.config)  # the policy when the replay started
+        sessions = await self._holdout_sessions() if chosen != "all" else ()
+        selection = Selection(chosen, sessions, scopes, since)
+
+        async def run(job: Job) -> dict[str, Any]:
+            job.step(0, 0, "loading")
+            data = await load(self.engine.db, selection, resolver=self.engine.resolver)
+            job.step(0, 0, "replaying")
+            report = await compare(reader, self.engine.clock, data, current, candidate,
+                                   lambda done, total: job.step(done, total))
+            return {"selection": selection.as_dict(), "current_policy": policy_view(current),
+                    "candidate_policy": policy_view(candidate), **report}
+
+        return {"job_id": self.engine.jobs.start("replay", run).id}
+
+    async def job(self, job_id: str) -> dict[str, Any]:
+        return self.engine.jobs.get(v.text(job_id, "job_id", 64)).as_dict()
+
+    async def cancel(self, job_id: str) -> dict[str, Any]:
+        return self.engine.jobs.cancel(v.text(job_id, "job_id", 64)).as_dict()
+
+    async def start_tune(self, body: Any) -> dict[str, Any]:
+        body = {} if body is None else body
+        if not isinstance(body, dict):
+            raise AdminError('send {} or {"scopes": [...], "since": "…"}')
+        unknown = set(body) - {"scopes", "since"}
+        if unknown:
+            raise AdminError(f"unknown field(s) {', '.join(sorted(unknown))[:200]}; known: scopes, since")
+        scopes, since = parse_scopes(body.get("scopes")), _since(body.get("since"))
+        reader = self._reader()
+        current = copy.deepcopy(self.engine.config)
+        sessions = await self._holdout_sessions()
+
+        async def run(job: Job) -> dict[str, Any]:
+            job.step(0, 0, "loading")
+            resolver = self.engine.resolver
+            fitting = await load(self.engine.db, Selection("fitting", sessions, scopes, since), TUNE_READS, TUNE_READS,
+                                 resolver)
+            held = await load(self.engine.db, Selection("holdout", sessions, scopes, since), TUNE_READS, TUNE_READS,
+                              resolver)
+            job.step(0, 0, "tuning")
+            report = await tune(reader, self.engine.clock, fitting, held, current,
+                                lambda done, total: job.step(done, total))
+            return {"current_policy": policy_view(current), **report}
+
+        return {"job_id": self.engine.jobs.start("tune", run).id}
+
+    async def get_holdout(self) -> dict[str, Any]:
+        return (await self.holdout.current()).as_dict()
+
+    async def draw_holdout(self, body: Any) -> dict[str, Any]:
+        rule = parse_rule(body if body not in ({}, None) else None)
+        if self.engine.config.emergency_read_only:
+            raise ReadOnlyError("emergency_read_only is on: the holdout set cannot be stored; nothing changed")
+        return (await self.holdout.draw(rule)).as_dict()

@@ -1,0 +1,64 @@
+"""A read as it would be if some memories had another status: the reader
+of a policy replay (operating/replay.py). Same retrievers, ranking and
+budget as the live reader; only the memories' statuses are looked up in an
+overlay first (a memory a candidate write policy would have made active,
+or never stored). Read-only, on the database's read threads."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import datetime
+
+from sqlalchemy import Connection, text
+
+from ..clock import Clock
+from ..config import ReadPolicy
+from ..enums import Status
+from ..scope import Scope
+from .ranking import leading
+from .reader import MemoryReader
+from .retrieval import Found
+from .rows import BASELINE_POOL, ItemRow, ItemView, load_evidence, usable
+
+
+class OverlayReader(MemoryReader):
+    def __init__(self, live: MemoryReader, clock: Clock, overlay: Mapping[str, str], unbacked: bool) -> None:
+        super().__init__(live.db, live.retrievers, live.counter, clock, unbacked_turns=lambda: unbacked)
+        self.overlay = dict(overlay)  # memory_id → status under the replayed policy
+
+    # The live reader's step is a static method; this one needs the overlay.
+    def _memories(self, conn: Connection, scopes: list[Scope], found: list[Found],  # type: ignore[override]
+                  policy: ReadPolicy, now: datetime) -> tuple[dict[int, ItemView], dict[str, frozenset[str]]]:
+        if not self.overlay:
+            return MemoryReader._memories(conn, scopes, found, policy, now)
+        if policy.max_items <= 0:
+            return {}, {}
+        hits = leading([f.memories for f in found])
+        items: dict[int, ItemView] = {}
+        for row in _load(conn, scopes, hits, set(self.overlay)):
+            row = replace(row, status=self.overlay.get(row.memory_id, row.status))
+            if usable(row, policy, now):
+                items[row.id] = row
+        return items, load_evidence(conn, [items[r].memory_id for r in hits if r in items])
+
+
+def _load(conn: Connection, scopes: list[Scope], rowids: set[int], overlaid: set[str]) -> list[ItemRow]:
+    """As rows.load_memories, whatever the status: the hits, and each
+    scope's most important memories among the active and the overlaid."""
+    params: dict[str, object] = {"ids": json.dumps(sorted(rowids)), "overlaid": json.dumps(sorted(overlaid)),
+                                 "active": Status.ACTIVE, "pool": BASELINE_POOL * 2}
+    parts = [f"SELECT {ItemRow.COLUMNS} FROM ltm_items WHERE id IN (SELECT value FROM json_each(:ids))"]
+    for n, scope in enumerate(scopes):
+        parts.append(
+            f"SELECT * FROM (SELECT {ItemRow.COLUMNS} FROM ltm_items WHERE scope = :kind{n} AND scope_id = :id{n} "
+            "AND (status = :active OR memory_id IN (SELECT value FROM json_each(:overlaid))) "
+            "ORDER BY importance DESC LIMIT :pool)")
+        params[f"kind{n}"], params[f"id{n}"] = scope.kind, scope.id
+    wanted = {(s.kind, s.id) for s in scopes}
+    found: dict[int, ItemRow] = {}
+    for row in conn.execute(text(" UNION ALL ".join(parts)), params):
+        if (row[2], row[3]) in wanted and row[0] not in found:
+            found[row[0]] = ItemRow.of(row)
+    return list(found.values())

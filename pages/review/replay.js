@@ -1,0 +1,522 @@
+/* The replay panel of the review page: replay the recorded history under a
+ * candidate policy (POST policy/replay), follow the job, show its report
+ * side by side with the current policy and a chart of the key figures;
+ * tune the thresholds (POST policy/tune) and show the proposal; the
+ * holdout replay set (GET policy/holdout, POST policy/holdout/redraw).
+ *
+ * Separate from app.js. Texts in both languages live here; colours come
+ * from style.css's theme variables (light and dark). Text only ever
+ * reaches the page through textContent; the chart is built node by node.
+ */
+(function () {
+  "use strict";
+
+  const TEXTS = {
+    "en-US": {
+      tab: "Replay",
+      intro: "Replay the recorded history under a candidate policy before switching: the write gate and the reader run on the candidates already extracted and the users' recorded messages, with no model call and nothing written. By default on the holdout set, sessions kept apart for judging.",
+      holdout: "Holdout replay set",
+      holdout_none: "Not drawn yet: the first replay draws a random 20 % of the recent sessions and keeps it.",
+      holdout_info: "{size} of {recorded} recent sessions, drawn {when} ({rule}).",
+      rule_share: "a random {share} %",
+      rule_scopes: "the sessions of {scopes}",
+      share: "Share (%)",
+      redraw: "Redraw",
+      redrawn: "Holdout set drawn again: {size} sessions.",
+      candidate: "Candidate policy (starts from the current one)",
+      mode: "Write mode",
+      w_min_confidence: "Write: minimum confidence",
+      w_min_evidence: "Write: minimum evidence",
+      r_max_tokens: "Read: max tokens",
+      r_max_items: "Read: max memories",
+      r_max_events: "Read: max turns",
+      r_min_confidence: "Read: minimum confidence",
+      set: "Replay set",
+      "set.holdout": "holdout set",
+      "set.fitting": "the other sessions (fitting part)",
+      "set.all": "all recorded history",
+      scopes: "Scopes (optional, comma-separated: user:<id>, group:<id>)",
+      since: "Since (optional)",
+      start: "Start replay",
+      cancel: "Cancel",
+      tune: "Tune thresholds",
+      running: "{kind}: {stage} {done} / {total}",
+      cancelled: "The job was cancelled.",
+      failed: "The job failed: {message}",
+      error: "Failed: {message}",
+      report: "Replay report",
+      verdict: "Verdict",
+      speed: "{events} events replayed in {seconds} s: {rate} events/second.",
+      figure: "Figure", current: "Current", cand: "Candidate",
+      active: "Writes: active", shadow: "Writes: shadow", awaiting: "Writes: awaiting approval", refused: "Writes: refused",
+      tokens_mean: "Injected tokens per turn (mean)", tokens_p95: "Injected tokens per turn (p95)",
+      memories: "Memories per block", turns: "Turns per block", violations: "Budget violations",
+      latency: "Read latency p95 (ms)", self_recall: "Self-recall (share)", unsafe: "Unsafe candidates going live",
+      score: "Combined score",
+      chart: "Key figures, current vs candidate",
+      differs: "Memories whose status would differ: {n}",
+      fact: "Fact", type: "Type", scope: "Scope",
+      none: "—",
+      tune_report: "Tuning report",
+      outcome: "Outcome",
+      "outcome.proposed": "proposed",
+      "outcome.overfitted": "overfitted: not proposed",
+      "outcome.keep": "keep the current policy",
+      setting: "Setting",
+      fit_score: "Score on the fitting part", hold_score: "Score on the holdout set",
+      apply: "Apply as the new policy",
+      discard: "Discard",
+      applied: "Policy changed.",
+      discarded: "Proposal discarded.",
+    },
+    "zh-CN": {
+      tab: "回放",
+      intro: "切换策略前，先用候选策略回放已记录的历史：写入闸门和读取器只使用已抽取的候选和用户的历史消息，不调用模型，也不写入任何内容。默认在留出集上回放——这些会话专门留作评估。",
+      holdout: "留出回放集",
+      holdout_none: "尚未抽取：第一次回放会随机抽取最近 20% 的会话并固定下来。",
+      holdout_info: "最近 {recorded} 个会话中的 {size} 个，抽取于 {when}（{rule}）。",
+      rule_share: "随机 {share}%",
+      rule_scopes: "{scopes} 的会话",
+      share: "比例（%）",
+      redraw: "重新抽取",
+      redrawn: "已重新抽取留出集：{size} 个会话。",
+      candidate: "候选策略（从当前策略开始）",
+      mode: "写入模式",
+      w_min_confidence: "写入：最低置信度",
+      w_min_evidence: "写入：最少证据数",
+      r_max_tokens: "读取：最多 token",
+      r_max_items: "读取：最多记忆数",
+      r_max_events: "读取：最多原始对话数",
+      r_min_confidence: "读取：最低置信度",
+      set: "回放集",
+      "set.holdout": "留出集",
+      "set.fitting": "其余会话（拟合部分）",
+      "set.all": "全部历史",
+      scopes: "范围（可选，逗号分隔：user:<id>, group:<id>）",
+      since: "起始时间（可选）",
+      start: "开始回放",
+      cancel: "取消",
+      tune: "调优阈值",
+      running: "{kind}：{stage} {done} / {total}",
+      cancelled: "任务已取消。",
+      failed: "任务失败：{message}",
+      error: "失败：{message}",
+      report: "回放报告",
+      verdict: "结论",
+      speed: "回放 {events} 个事件，用时 {seconds} 秒：每秒 {rate} 个事件。",
+      figure: "指标", current: "当前", cand: "候选",
+      active: "写入：生效", shadow: "写入：影子", awaiting: "写入：待审批", refused: "写入：拒绝",
+      tokens_mean: "每轮注入 token（平均）", tokens_p95: "每轮注入 token（p95）",
+      memories: "每块记忆数", turns: "每块原始对话数", violations: "超出预算次数",
+      latency: "读取延迟 p95（毫秒）", self_recall: "自召回（比例）", unsafe: "将生效的不安全候选",
+      score: "综合得分",
+      chart: "关键指标：当前 vs 候选",
+      differs: "状态会变化的记忆：{n}",
+      fact: "事实", type: "类型", scope: "范围",
+      none: "—",
+      tune_report: "调优报告",
+      outcome: "结果",
+      "outcome.proposed": "建议采用",
+      "outcome.overfitted": "过拟合：不建议",
+      "outcome.keep": "保持当前策略",
+      setting: "设置",
+      fit_score: "拟合部分得分", hold_score: "留出集得分",
+      apply: "应用为新策略",
+      discard: "放弃",
+      applied: "策略已更改。",
+      discarded: "已放弃该建议。",
+    },
+  };
+  const SVG = "http://www.w3.org/2000/svg";
+  const POLL_MS = 700;
+  const bridge = window.AstrBotPluginPage || window.AstrBotPluginView || null;
+  const state = { policy: null, jobId: null, timer: null, tune: null };
+
+  function locale() {
+    try {
+      const loc = (bridge && bridge.getLocale()) || "en-US";
+      return String(loc).toLowerCase().startsWith("zh") ? "zh-CN" : "en-US";
+    } catch (e) {
+      return "en-US";
+    }
+  }
+
+  function T(key, vars) {
+    let text = TEXTS[locale()][key];
+    if (text === undefined) text = TEXTS["en-US"][key] !== undefined ? TEXTS["en-US"][key] : key;
+    if (vars) text = text.replace(/\{(\w+)\}/g, (m, name) => (name in vars ? String(vars[name]) : m));
+    return text;
+  }
+
+  function el(tag, attrs, children, ns) {
+    const node = ns ? document.createElementNS(ns, tag) : document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (value !== null && value !== undefined) node.setAttribute(key, String(value));
+    }
+    [].concat(children === undefined || children === null ? [] : children).forEach((c) => {
+      if (c === null || c === undefined || c === false) return;
+      node.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
+    });
+    return node;
+  }
+
+  const svg = (tag, attrs, children) => el(tag, attrs, children, SVG);
+  const panel = () => document.querySelector('[data-panel="replay"]');
+  const q = (sel) => panel().querySelector(sel);
+
+  function apiGet(endpoint, params) {
+    if (!bridge) return Promise.reject(new Error("no dashboard bridge"));
+    return bridge.apiGet(endpoint, params || {});
+  }
+
+  function apiPost(endpoint, body) {
+    if (!bridge) return Promise.reject(new Error("no dashboard bridge"));
+    return bridge.apiPost(endpoint, body || {});
+  }
+
+  function message(err) {
+    return (err && err.message) || String(err);
+  }
+
+  function say(text, kind) {
+    const box = q("#replay-notice");
+    box.textContent = text || "";
+    box.hidden = !text;
+    box.className = "notice " + (kind || "ok");
+  }
+
+  function fmt(value, digits) {
+    if (typeof value !== "number" || !isFinite(value)) return T("none");
+    return Number.isInteger(value) && digits === undefined ? String(value) : value.toFixed(digits === undefined ? 2 : digits);
+  }
+
+  // -- the panel's skeleton -----------------------------------------------------------
+
+  function field(label, input) {
+    return el("label", { class: "field" }, [el("span", null, label), input]);
+  }
+
+  function number(name, step, min, max) {
+    return el("input", { type: "number", name: name, step: step, min: min, max: max, "data-testid": "replay-" + name.replace(/[._]/g, "-") });
+  }
+
+  function build() {
+    const root = panel();
+    if (!root || root.getAttribute("data-built")) return;
+    root.setAttribute("data-built", "1");
+    const mode = el("select", { name: "write_policy.mode", "data-testid": "replay-mode" },
+      ["shadow", "auto", "manual"].map((m) => el("option", { value: m }, m)));
+    const set = el("select", { name: "set", "data-testid": "replay-set" },
+      ["holdout", "fitting", "all"].map((s) => el("option", { value: s, "data-replay-i18n": "set." + s }, T("set." + s))));
+    root.replaceChildren(
+      el("p", { class: "muted", "data-replay-i18n": "intro" }, T("intro")),
+      el("div", { class: "card replay-holdout", "data-testid": "replay-holdout" }, [
+        el("h2", { "data-replay-i18n": "holdout" }, T("holdout")),
+        el("p", { id: "replay-holdout-info", "data-testid": "replay-holdout-info" }),
+        el("div", { class: "toolbar" }, [
+          field(T("share"), el("input", { type: "number", id: "replay-share", min: "1", max: "100", step: "1", value: "20", "data-testid": "replay-share" })),
+          el("button", { type: "button", class: "btn write", id: "replay-redraw", "data-testid": "replay-redraw", "data-replay-i18n": "redraw" }, T("redraw")),
+        ]),
+      ]),
+      el("form", { id: "replay-form", class: "card replay-form", "data-testid": "replay-form", autocomplete: "off" }, [
+        el("h2", { "data-replay-i18n": "candidate" }, T("candidate")),
+        el("div", { class: "grid" }, [
+          field(T("mode"), mode),
+          field(T("w_min_confidence"), number("write_policy.min_confidence", "0.05", "0", "1")),
+          field(T("w_min_evidence"), number("write_policy.min_evidence_count", "1", "1")),
+          field(T("r_max_tokens"), number("read_policy.max_tokens", "1", "0")),
+          field(T("r_max_items"), number("read_policy.max_items", "1", "0")),
+          field(T("r_max_events"), number("read_policy.max_events", "1", "0")),
+          field(T("r_min_confidence"), number("read_policy.min_confidence", "0.05", "0", "1")),
+          field(T("set"), set),
+          field(T("scopes"), el("input", { type: "text", name: "scopes", maxlength: "2000", "data-testid": "replay-scopes" })),
+          field(T("since"), el("input", { type: "date", name: "since", "data-testid": "replay-since" })),
+        ]),
+        el("div", { class: "form-actions" }, [
+          el("button", { type: "submit", class: "btn primary", id: "replay-start", "data-testid": "replay-start" }, T("start")),
+          el("button", { type: "button", class: "btn", id: "replay-tune", "data-testid": "replay-tune" }, T("tune")),
+          el("button", { type: "button", class: "btn ghost", id: "replay-cancel", "data-testid": "replay-cancel", disabled: "" }, T("cancel")),
+        ]),
+      ]),
+      el("div", { class: "replay-progress", id: "replay-progress", "data-testid": "replay-progress", hidden: "" }, [
+        el("div", { class: "replay-progress-bar" }, el("span", { id: "replay-progress-fill" })),
+        el("span", { id: "replay-progress-text", class: "muted" }),
+      ]),
+      el("div", { id: "replay-notice", class: "notice", "data-testid": "replay-notice", role: "status", hidden: "" }),
+      el("div", { id: "replay-report", "data-testid": "replay-report" }),
+    );
+    q("#replay-form").addEventListener("submit", (e) => { e.preventDefault(); startReplay(); });
+    q("#replay-tune").addEventListener("click", startTune);
+    q("#replay-cancel").addEventListener("click", cancelJob);
+    q("#replay-redraw").addEventListener("click", redraw);
+  }
+
+  function fillForm(policy) {
+    const form = q("#replay-form");
+    form.querySelectorAll("[name]").forEach((input) => {
+      const [section, name] = input.name.split(".");
+      if (!name || !policy[section]) return;
+      const value = policy[section][name];
+      if (value !== undefined) input.value = String(value);
+    });
+  }
+
+  function candidatePolicy() {
+    const out = { write_policy: {}, read_policy: {} };
+    q("#replay-form").querySelectorAll("[name]").forEach((input) => {
+      const [section, name] = input.name.split(".");
+      if (!name || input.value === "") return;
+      out[section][name] = input.tagName === "SELECT" ? input.value : Number(input.value);
+    });
+    return out;
+  }
+
+  // -- the holdout set ----------------------------------------------------------------
+
+  function renderHoldout(h) {
+    const info = q("#replay-holdout-info");
+    if (!h.drawn) {
+      info.textContent = T("holdout_none");
+      return;
+    }
+    const rule = h.rule && h.rule.scopes && h.rule.scopes.length
+      ? T("rule_scopes", { scopes: h.rule.scopes.join(", ") })
+      : T("rule_share", { share: Math.round(((h.rule && h.rule.share) || 0) * 100) });
+    info.textContent = T("holdout_info", { size: h.size, recorded: h.recorded_sessions, when: new Date(h.drawn_at).toLocaleString(), rule: rule });
+  }
+
+  async function redraw() {
+    const share = Number(q("#replay-share").value) / 100;
+    try {
+      const h = await apiPost("policy/holdout/redraw", { share: share });
+      renderHoldout(h);
+      say(T("redrawn", { size: h.size }), "ok");
+    } catch (err) {
+      say(T("error", { message: message(err) }), "error");
+    }
+  }
+
+  // -- jobs ---------------------------------------------------------------------------
+
+  function body() {
+    const form = q("#replay-form");
+    const out = { policy: candidatePolicy(), set: form.querySelector('[name="set"]').value };
+    const scopes = form.querySelector('[name="scopes"]').value.split(",").map((s) => s.trim()).filter(Boolean);
+    if (scopes.length) out.scopes = scopes;
+    const since = form.querySelector('[name="since"]').value;
+    if (since) out.since = since;
+    return out;
+  }
+
+  async function startReplay() {
+    await start("policy/replay", body());
+  }
+
+  async function startTune() {
+    const b = body();
+    const out = {};
+    if (b.scopes) out.scopes = b.scopes;
+    if (b.since) out.since = b.since;
+    await start("policy/tune", out);
+  }
+
+  async function start(endpoint, payload) {
+    say("");
+    try {
+      const answer = await apiPost(endpoint, payload);
+      follow(answer.job_id);
+    } catch (err) {
+      say(T("error", { message: message(err) }), "error");
+    }
+  }
+
+  function busy(on) {
+    q("#replay-start").disabled = on;
+    q("#replay-tune").disabled = on;
+    if (on) q("#replay-cancel").removeAttribute("disabled");
+    else q("#replay-cancel").setAttribute("disabled", "");
+    q("#replay-progress").hidden = !on;
+  }
+
+  function follow(jobId) {
+    state.jobId = jobId;
+    busy(true);
+    const poll = async () => {
+      let job;
+      try {
+        job = await apiGet("policy/replay/" + jobId);
+      } catch (err) {
+        busy(false);
+        say(T("error", { message: message(err) }), "error");
+        return;
+      }
+      const p = job.progress || {};
+      q("#replay-progress-fill").style.width = Math.round((p.share || 0) * 100) + "%";
+      q("#replay-progress-text").textContent = T("running", { kind: job.kind, stage: p.stage || "", done: p.done || 0, total: p.total || 0 });
+      if (job.status === "running") {
+        state.timer = setTimeout(poll, POLL_MS);
+        return;
+      }
+      busy(false);
+      state.jobId = null;
+      if (job.status === "done") {
+        if (job.kind === "tune") renderTune(job.report);
+        else renderReport(job.report);
+        q("#replay-report").setAttribute("data-job", jobId);
+      } else if (job.status === "cancelled") {
+        say(T("cancelled"), "warn");
+      } else {
+        say(T("failed", { message: job.error || "" }), "error");
+      }
+    };
+    poll();
+  }
+
+  async function cancelJob() {
+    if (!state.jobId) return;
+    try {
+      await apiPost("policy/replay/" + state.jobId + "/cancel", {});
+    } catch (err) {
+      say(T("error", { message: message(err) }), "error");
+    }
+  }
+
+  // -- the replay report ----------------------------------------------------------------
+
+  function rows(report) {
+    const c = report.current, n = report.candidate;
+    const w = (side, key) => side.writes.by_outcome[key];
+    return [
+      ["active", w(c, "active"), w(n, "active")],
+      ["shadow", w(c, "shadow"), w(n, "shadow")],
+      ["awaiting", w(c, "awaiting_approval"), w(n, "awaiting_approval")],
+      ["refused", w(c, "refused"), w(n, "refused")],
+      ["tokens_mean", c.reads.tokens_per_turn_mean, n.reads.tokens_per_turn_mean],
+      ["tokens_p95", c.reads.tokens_per_turn_p95, n.reads.tokens_per_turn_p95],
+      ["memories", c.reads.memories_per_block, n.reads.memories_per_block],
+      ["turns", c.reads.turns_per_block, n.reads.turns_per_block],
+      ["violations", c.reads.budget_violations, n.reads.budget_violations],
+      ["latency", c.reads.latency_p95_ms, n.reads.latency_p95_ms],
+      ["self_recall", c.self_recall.share, n.self_recall.share],
+      ["unsafe", c.safety.instruction_like_live + c.safety.cross_scope_live, n.safety.instruction_like_live + n.safety.cross_scope_live],
+      ["score", c.score, n.score],
+    ];
+  }
+
+  /** Pairs of horizontal bars, each pair scaled to its larger value. */
+  function chart(report) {
+    const keys = ["active", "tokens_mean", "self_recall", "latency", "score"];
+    const data = rows(report).filter((r) => keys.includes(r[0]));
+    const W = 720, rowH = 44, left = 230, right = 70, H = data.length * rowH + 30;
+    const root = svg("svg", { viewBox: "0 0 " + W + " " + H, class: "replay-chart", role: "img", "aria-label": T("chart"), "data-testid": "replay-chart" });
+    root.appendChild(svg("title", null, T("chart")));
+    data.forEach((r, i) => {
+      const y = i * rowH + 6;
+      const top = Math.max(Math.abs(r[1]) || 0, Math.abs(r[2]) || 0) || 1;
+      root.appendChild(svg("text", { x: 0, y: y + 22, class: "replay-chart-label" }, T(r[0])));
+      [[r[1], "replay-bar-current", 0], [r[2], "replay-bar-candidate", 1]].forEach(([value, cls, k]) => {
+        const width = Math.max(1, (W - left - right) * Math.abs(value || 0) / top);
+        root.appendChild(svg("rect", { x: left, y: y + k * 17, width: width.toFixed(1), height: 14, rx: 3, class: cls }));
+        root.appendChild(svg("text", { x: left + width + 6, y: y + k * 17 + 12, class: "replay-chart-value" }, fmt(value)));
+      });
+    });
+    const ly = H - 10;
+    root.appendChild(svg("rect", { x: left, y: ly - 10, width: 12, height: 10, class: "replay-bar-current" }));
+    root.appendChild(svg("text", { x: left + 18, y: ly, class: "replay-chart-value" }, T("current")));
+    root.appendChild(svg("rect", { x: left + 110, y: ly - 10, width: 12, height: 10, class: "replay-bar-candidate" }));
+    root.appendChild(svg("text", { x: left + 128, y: ly, class: "replay-chart-value" }, T("cand")));
+    return root;
+  }
+
+  function table(head, body, testid) {
+    return el("div", { class: "table-wrap" }, el("table", { class: "table", "data-testid": testid }, [
+      el("thead", null, el("tr", null, head.map((x, i) => el("th", { class: i ? "num" : null }, x)))),
+      el("tbody", null, body.map((r) => el("tr", null, r.map((x, i) => el("td", { class: i ? "num" : null }, x))))),
+    ]));
+  }
+
+  function renderReport(report) {
+    const figures = rows(report).map((r) => [T(r[0]), fmt(r[1]), fmt(r[2])]);
+    const differs = report.status_differs;
+    const events = report.events.candidates + report.events.reads + report.events.self_recall_memories;
+    q("#replay-report").replaceChildren(
+      el("h2", null, T("report")),
+      el("p", { class: "replay-verdict", "data-testid": "replay-verdict" }, [el("strong", null, T("verdict") + ": "), report.verdict]),
+      el("p", { class: "muted", "data-testid": "replay-speed" },
+        T("speed", { events: events, seconds: fmt(report.speed.seconds), rate: fmt(report.speed.events_per_second, 1) })),
+      chart(report),
+      table([T("figure"), T("current"), T("cand")], figures, "replay-figures"),
+      el("h3", null, T("differs", { n: differs.count })),
+      table([T("fact"), T("type"), T("scope"), T("current"), T("cand")],
+        differs.examples.map((d) => [d.fact, d.type, d.scope, d.current, d.candidate]), "replay-differs"),
+    );
+  }
+
+  // -- the tuning report ----------------------------------------------------------------
+
+  function renderTune(report) {
+    state.tune = report;
+    const diff = Object.entries(report.diff || {}).map(([k, v]) => [k, fmt(v[0]), fmt(v[1])]);
+    const s = report.scores;
+    const buttons = report.proposal ? el("div", { class: "form-actions" }, [
+      el("button", { type: "button", class: "btn primary write", "data-testid": "replay-apply" }, T("apply")),
+      el("button", { type: "button", class: "btn ghost", "data-testid": "replay-discard" }, T("discard")),
+    ]) : null;
+    q("#replay-report").replaceChildren(
+      el("h2", null, T("tune_report")),
+      el("p", { class: "replay-verdict", "data-testid": "replay-tune-outcome", "data-outcome": report.outcome },
+        [el("strong", null, T("outcome") + ": " + T("outcome." + report.outcome) + ". "), report.message]),
+      table([T("setting"), T("current"), T("cand")], diff, "replay-tune-diff"),
+      table([T("figure"), T("current"), T("cand")], [
+        [T("fit_score"), fmt(s.fitting.current), fmt(s.fitting.candidate)],
+        [T("hold_score"), fmt(s.holdout.current), fmt(s.holdout.candidate)],
+      ], "replay-tune-scores"),
+    );
+    if (buttons) q("#replay-report").appendChild(buttons);
+    if (buttons) {
+      buttons.children[0].addEventListener("click", async () => {
+        try {
+          await apiPost("policy", report.proposal);
+          say(T("applied"), "ok");
+          buttons.remove();
+          await load();
+        } catch (err) {
+          say(T("error", { message: message(err) }), "error");
+        }
+      });
+      buttons.children[1].addEventListener("click", () => {
+        buttons.remove();
+        say(T("discarded"), "ok");
+      });
+    }
+  }
+
+  // -- loading --------------------------------------------------------------------------
+
+  async function load() {
+    build();
+    try {
+      const [policy, holdout] = await Promise.all([apiGet("policy"), apiGet("policy/holdout")]);
+      state.policy = policy;
+      fillForm(policy);
+      renderHoldout(holdout);
+      panel().setAttribute("data-ready", "1");
+    } catch (err) {
+      say(T("error", { message: message(err) }), "error");
+    }
+  }
+
+  function relabel() {
+    const tab = document.getElementById("tab-replay");
+    if (tab) tab.textContent = T("tab");
+  }
+
+  function init() {
+    relabel();
+    const tab = document.getElementById("tab-replay");
+    if (tab) tab.addEventListener("click", () => { relabel(); load(); });
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
+  else init();
+})();
