@@ -92,6 +92,12 @@ async def add_vector(ltm, item_id: int, kind: str, values: list[float], model: s
                        "v": np.array(values, dtype=np.float32).tobytes()})
 
 
+async def forget_start_snapshots(ltm) -> None:
+    """The first start records policy version 1, framed by two snapshots per
+    kind; tests that count snapshots start from none."""
+    await ltm.execute("DELETE FROM ltm_drift_snapshots")
+
+
 async def add_writes(ltm, kind: str, n: int, hours_ago: float) -> None:
     at = (ltm.clock() - timedelta(hours=hours_ago)).strftime("%Y-%m-%d %H:%M:%S")
     for _ in range(n):
@@ -111,6 +117,8 @@ async def test_a_snapshot_measures_each_scope_kind_of_the_current_store(make_ltm
     await add_writes(ltm, "user", 48, hours_ago=2)
     await add_writes(ltm, "user", 5, hours_ago=30)  # older than a day
 
+    # the first start's policy version was photographed before and after, on an empty store
+    earlier, _ = await ltm.engine.drift.listing("user", 0, 1)
     rows = {r.scope_kind: r for r in await ltm.engine.drift.snapshot(DriftTrigger.MANUAL)}
 
     user = rows["user"]
@@ -119,7 +127,7 @@ async def test_a_snapshot_measures_each_scope_kind_of_the_current_store(make_ltm
                              "mean_confidence": pytest.approx(0.8), "vectors": 2, "model": "m"}
     centroid = np.frombuffer(user.centroid, dtype=np.float32)
     assert centroid == pytest.approx([R, R, 0.0], abs=1e-6)  # the mean of unit vectors, made unit
-    assert user.similarity is None and user.previous_id is None and not user.alarm
+    assert user.previous_id == (earlier[0]["id"] if earlier else None) and not user.alarm
     group = rows["group"]
     assert group.features["by_type"] == {"episode": 2} and group.features["writes_per_hour"] == 0.0
     assert group.centroid is None and group.features["model"] is None
@@ -233,8 +241,9 @@ async def test_a_policy_version_is_framed_by_a_snapshot_before_and_after(make_lt
     ltm = await make_ltm()
     versions = FakeVersions([1, 2, 3])
     ltm.engine.drift.attach(versions)
+    started = {r.id for r in await ltm.rows(DriftSnapshot)}  # the first start's version 1, framed
     await versions.change()
-    rows = await ltm.rows(DriftSnapshot)
+    rows = [r for r in await ltm.rows(DriftSnapshot) if r.id not in started]
     assert [(r.trigger, r.policy_version) for r in rows] == [
         ("before", 3), ("before", 3), ("after", 4), ("after", 4)]
     assert await ltm.engine.drift.tick()  # the daily one asks the source for the version
@@ -279,6 +288,7 @@ async def test_without_auto_rollback_an_alarm_changes_no_policy(make_ltm):
 
 async def test_with_no_version_source_there_is_nothing_to_roll_back_to(make_ltm):
     ltm = await make_ltm({"drift": {"auto_rollback": True}})
+    ltm.engine.drift.versions = None  # a monitor on its own (the engine attaches policy versions)
     await add_items(ltm, "user", MIN_ITEMS_FOR_ALARM)
     await alarm_under(ltm)
     (alarm,) = await ltm.rows(DriftSnapshot, DriftSnapshot.alarm)
@@ -303,6 +313,7 @@ class Api:
 
 async def test_get_drift_pages_snapshots_newest_first_with_the_alarms(make_ltm):
     ltm = await make_ltm()
+    await forget_start_snapshots(ltm)
     await add_items(ltm, "user", MIN_ITEMS_FOR_ALARM)
     await alarm_under(ltm)
     api = Api(ltm)
@@ -322,6 +333,7 @@ async def test_get_drift_pages_snapshots_newest_first_with_the_alarms(make_ltm):
 
 async def test_a_policy_change_through_the_api_is_framed_by_snapshots(make_ltm):
     ltm = await make_ltm()
+    await forget_start_snapshots(ltm)
     api = Api(ltm)
     answer = await api.call("put_policy", {"write_policy": {"mode": "auto"}}, "root")
     assert answer.status == 200
@@ -332,6 +344,7 @@ async def test_a_policy_change_through_the_api_is_framed_by_snapshots(make_ltm):
 
 async def test_a_failed_snapshot_never_fails_the_policy_change(make_ltm, caplog):
     ltm = await make_ltm()
+    await forget_start_snapshots(ltm)
 
     async def broken(fn):
         raise OSError("disk gone")
