@@ -30,6 +30,17 @@ def origin_from_event(event: Any) -> Origin:
     )
 
 
+def astrbot_timezone(context: Any) -> str | None:
+    """AstrBot's ``timezone`` setting (an IANA name, e.g. "Asia/Shanghai"),
+    the one its own agent uses for dates; None when unset or unreadable."""
+    try:
+        value = context.get_config().get("timezone")
+    except Exception as exc:
+        log.debug("ltm: no AstrBot timezone (%s)", exc)
+        return None
+    return str(value) if value else None
+
+
 class AstrBotModels:
     """ModelGateway over AstrBot's providers. ``llm_generate`` calls the
     provider directly, without plugin hooks, so extraction never re-enters

@@ -37,6 +37,7 @@ from .learning.worker import ExtractionWorker
 from .learning.writer import MemoryWriter, WriteOutcome
 from .operating.admin import Admin
 from .recalling.block import MemoryBlock
+from .recalling.dates import time_zone
 from .recalling.reader import MemoryReader
 from .recalling.retrieval import KeywordRetriever, VectorRetriever
 from .recalling.tokens import default_counter
@@ -64,8 +65,11 @@ class LTMEngine:
         retrievers: list[Retriever] | None = None,
         counter: TokenCounter | None = None,
         clock: Clock = utcnow,
+        timezone: str | None = None,
     ) -> None:
         self.config, self.config_errors = parse_config(raw_config)
+        # The user's time zone (AstrBot's ``timezone``; UTC when unset): dates in questions.
+        self.tz = time_zone(timezone)
         self.resolver = ScopeResolver(self.config.identity)
         self.clock = clock
         self.models = models
@@ -116,7 +120,7 @@ class LTMEngine:
         self.reader = MemoryReader(
             self.db, self._retrievers, counter, self.clock,
             # Where facts go live without review, so may the turns no fact covers.
-            unbacked_turns=lambda: self.config.write_policy.mode == WriteMode.AUTO,
+            unbacked_turns=lambda: self.config.write_policy.mode == WriteMode.AUTO, tz=self.tz,
         )
         if background:
             self.recorder.start()

@@ -14,6 +14,7 @@ from datetime import date, datetime
 
 from ..clock import as_utc
 from ..config import ReadPolicy
+from .dates import Period
 from .retrieval import Found
 from .rows import EventRow, ItemView
 
@@ -36,6 +37,7 @@ class Ranked:
     memory: ItemView | None = None
     turn: EventRow | None = None
     covers: frozenset[str] = frozenset()
+    named: bool = False  # in the period the message names
 
 
 def fuse(rankings: Sequence[Sequence[int]]) -> dict[int, float]:
@@ -60,8 +62,11 @@ def time_decay(updated_at: datetime, now: datetime) -> float:
 
 
 def rank(found: Sequence[Found], items: dict[int, ItemView], evidence: dict[str, frozenset[str]],
-         turns: dict[int, EventRow], policy: ReadPolicy, now: datetime) -> list[Ranked]:
-    """Every usable memory and showable turn, scored, best first."""
+         turns: dict[int, EventRow], policy: ReadPolicy, now: datetime, period: Period | None = None,
+         in_period: frozenset[int] = frozenset()) -> list[Ranked]:
+    """Every usable memory and showable turn, scored, best first.
+    ``period``: the time the message names (recalling/dates.py), with the
+    row ids of the memories whose evidence falls in it."""
     # Ranked among what may be shown: a hit that is not active, or not to
     # be shown, takes no rank from those that are.
     memory_sims = fuse([[r for r in f.memories if r in items] for f in found])
@@ -88,18 +93,22 @@ def rank(found: Sequence[Found], items: dict[int, ItemView], evidence: dict[str,
     for (row, sim, when, importance), day in zip(candidates, days, strict=True):
         score = (policy.similarity_weight * sim + policy.day_weight * day_best[day]
                  + policy.importance_weight * importance + policy.recency_weight * time_decay(when, now))
+        # A message that names a time puts that period's memories and turns
+        # first; within it and after it, the score orders (docs/decisions.md#d61).
         if isinstance(row, EventRow):
-            ranked.append(Ranked(score, turn=row))
+            named = period is not None and period.holds(row.created_at)
+            ranked.append(Ranked(score, turn=row, named=named))
         else:
-            ranked.append(Ranked(score, memory=row, covers=evidence.get(row.memory_id, frozenset())))
+            ranked.append(Ranked(score, memory=row, covers=evidence.get(row.memory_id, frozenset()),
+                                 named=row.id in in_period))
     ranked.sort(key=_order)
     return ranked
 
 
-def _order(r: Ranked) -> tuple[float, int, float, int]:
-    """Best score first; ties: memories before turns, then by confidence,
-    then by age (stable across reads)."""
+def _order(r: Ranked) -> tuple[bool, float, int, float, int]:
+    """The named period's first, then best score first; ties: memories
+    before turns, then by confidence, then by age (stable across reads)."""
     if r.memory is not None:
-        return (-r.score, 0, -r.memory.confidence, r.memory.id or 0)
+        return (not r.named, -r.score, 0, -r.memory.confidence, r.memory.id or 0)
     assert r.turn is not None
-    return (-r.score, 1, 0.0, r.turn.id)
+    return (not r.named, -r.score, 1, 0.0, r.turn.id)
