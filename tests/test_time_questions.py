@@ -45,7 +45,6 @@ def local_days(period: Period | object, tz=SHANGHAI) -> tuple[date, date]:
     ("两周前", date(2023, 4, 17), date(2023, 4, 23)),
     ("3天前", date(2023, 5, 4), date(2023, 5, 4)),
     ("三个月前", date(2023, 2, 1), date(2023, 2, 28)),
-    ("最近我心情不好", date(2023, 5, 1), date(2023, 5, 7)),
     ("yesterday", date(2023, 5, 6), date(2023, 5, 6)),
     ("What did I say the day before yesterday?", date(2023, 5, 5), date(2023, 5, 5)),
     ("What did we talk about last Friday?", date(2023, 5, 5), date(2023, 5, 5)),
@@ -59,7 +58,6 @@ def local_days(period: Period | object, tz=SHANGHAI) -> tuple[date, date]:
     ("last week", date(2023, 4, 24), date(2023, 4, 30)),
     ("last month", date(2023, 4, 1), date(2023, 4, 30)),
     ("When did I go camping in June?", date(2022, 6, 1), date(2022, 6, 30)),
-    ("recently", date(2023, 5, 1), date(2023, 5, 7)),
 ])
 def test_a_date_expression_names_a_period_of_local_days(message, first, last):
     assert local_days(named_period(message, NOW, SHANGHAI)) == (first, last)
@@ -71,7 +69,8 @@ def test_the_first_time_is_left_to_the_database(message):
     assert named_period(message, NOW, SHANGHAI) is FIRST
 
 
-@pytest.mark.parametrize("message", ["你好", "What is my cat's name?", "I may 2 things", "周末愉快", ""])
+@pytest.mark.parametrize("message", ["你好", "What is my cat's name?", "I may 2 things", "周末愉快", "",
+                                     "我最近去厦门旅游了", "recently", "几天前", "a few days ago"])
 def test_a_message_without_a_date_names_none_or_only_what_it_says(message):
     found = named_period(message, NOW, SHANGHAI)
     if message == "周末愉快":  # "the weekend": the latest one
@@ -110,7 +109,7 @@ def test_an_unknown_time_zone_is_utc():
 
 
 @pytest.mark.parametrize(("text", "value"), [("3", 3), ("十", 10), ("十二", 12), ("二十一", 21), ("三十一", 31),
-                                             ("两", 2), ("two", 2), ("a couple of", 2), ("几", None)])
+                                             ("两", 2), ("two", 2), ("a couple of", 2), ("几", None), ("few", None)])
 def test_numbers_in_digits_chinese_and_words(text, value):
     assert number(text) == value
 
@@ -180,7 +179,7 @@ async def test_a_memory_is_in_the_period_of_its_evidence(ltm, origin):
     # Extracted days later: the memory changed on 6 May, its evidence is of 3 May.
     ltm.gateway.facts({"type": "episode", "fact": "Alice went to the aquarium with her cousin Rosa",
                        "fact_key": "aquarium visit", "importance": 0.3})
-    for n, topic in enumerate(["movies", "work", "books", "music"]):
+    for topic in ["movies", "work", "books", "music"]:
         await ltm.record(origin(), f"I love to talk about {topic}.")
         ltm.gateway.facts({"type": "preference", "fact": f"Alice loves to talk about {topic}",
                            "fact_key": f"talk {topic}", "importance": 0.9})

@@ -7,6 +7,10 @@ the reader retrieves first (recalling/reader.py). A date without a year is
 the latest such date not after the message ("5月3号" asked in January is
 last year's). "第一次" / "the first time" names the scope's earliest
 conversation, which only the database knows: it comes back as FIRST.
+Vague words ("最近", "recently", "几天前", "a few days ago") name no period:
+people say "我最近去了厦门" of a trip ten days back, and putting the last
+days first lost such answers (docs/decisions.md#d61); the recency weight
+already favours what is recent.
 """
 
 from __future__ import annotations
@@ -16,9 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-# "Recently" / "最近": this many days up to the message.
-RECENT_DAYS = 7
 
 
 @dataclass(frozen=True)
@@ -100,8 +101,7 @@ def _latest_month(month: int, today: date) -> int:
 _CN_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7,
               "八": 8, "九": 9}
 _EN_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-               "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a couple of": 2, "couple of": 2,
-               "a few": 3, "few": 3}
+               "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a couple of": 2, "couple of": 2}
 CN_NUM = r"[0-9]{1,2}|[零〇一二两三四五六七八九十]{1,3}"
 
 
@@ -214,9 +214,7 @@ def _ago(m: re.Match[str], today: date, tz: tzinfo) -> Period | None:
     """"3 days ago" → that day; "two weeks ago" → that week (Monday to
     Sunday); "3个月前" → that month; "a year ago" → that year."""
     n = number(m["n"])
-    if n is None and m["n"].strip().lower() in ("几", "few", "a few"):
-        return _recent(m, today, tz)  # "几天前", "a few days ago": the recent days
-    if n is None or n > 400:
+    if n is None or n > 400:  # "几天前", "a few days ago": vague, no period
         return None
     unit = m["u"].lower().rstrip("s")
     if unit in ("month", "月"):
@@ -228,10 +226,6 @@ def _ago(m: re.Match[str], today: date, tz: tzinfo) -> Period | None:
     if step == 1:
         return day_period(today - timedelta(days=n), tz)
     return day_period(_week_start(today - timedelta(days=7 * n)), tz, 7)
-
-
-def _recent(m: re.Match[str], today: date, tz: tzinfo) -> Period | None:
-    return day_period(today - timedelta(days=RECENT_DAYS - 1), tz, RECENT_DAYS)
 
 
 def _month_named(m: re.Match[str]) -> int | None:
@@ -308,7 +302,6 @@ _RULES: list[tuple[re.Pattern[str], Resolver]] = [
     (re.compile(r"(?<![\d月])(?P<m>" + CN_NUM + r")\s*月份?(?![\d一二三四五六七八九十]|\s*[日号號])"), _cn_month),
     (re.compile(r"第一次|头一次|最早|\bfirst (?:time|conversation|chat|talk)|\bwe first (?:met|talked|spoke|chatted)",
                 re.I), _first),
-    (re.compile(r"最近|近来|这几天|\brecently\b|\blately\b|(?:the )?past few days", re.I), _recent),
     (re.compile(r"\b(?P<n>" + _EN_NUM + r")\s+(?P<u>days?|weeks?|months?|years?)\s+ago\b",
                 re.I), _ago),
     (re.compile(r"\b" + _EN_MONTH + r"\.?\s+(?P<d>\d{1,2})(?:st|nd|rd|th)?\b" + _YEAR,
