@@ -31,6 +31,7 @@ from .indexes.namespaces import MemoryBudget
 from .indexes.vector_fill import VectorFill
 from .indexes.vectors import VectorIndex
 from .learning.candidates import Candidate
+from .learning.compaction import Compactor
 from .learning.extractor import LLMExtractor
 from .learning.known import KnownFacts
 from .learning.worker import ExtractionWorker
@@ -103,6 +104,8 @@ class LTMEngine:
         self.reader: MemoryReader | None = None
         # How often each memory is injected or returned by the tool; written in the background.
         self.usage = Usage(self.db, clock)
+        # Merges near-duplicate memories the writer's dedup missed, in the background.
+        self.compactor = Compactor(self.db, lambda: self.embeddings.model, clock)
         self.started = False
 
     # -- lifecycle ---------------------------------------------------------
@@ -126,6 +129,7 @@ class LTMEngine:
             self.recorder.start()
             self.worker.start()
             self.usage.start()
+            self.compactor.start()
         self.started = True
 
     async def loads_settled(self) -> None:
@@ -137,6 +141,7 @@ class LTMEngine:
         await self.worker.stop()
         await self.recorder.stop()
         await self.usage.stop()
+        await self.compactor.stop()
         await self.keyword_index.loads_settled()  # they read the database closed below
         await self.vector_index.flush()
         await self.db.close()
