@@ -64,6 +64,11 @@ async def test_near_duplicates_are_merged_with_their_evidence_united_and_audited
     assert by_memory[survivor.memory_id].detail["merged"] == merged.memory_id
     assert by_memory[merged.memory_id].detail["into"] == survivor.memory_id
     assert by_memory[merged.memory_id].actor == "system:compaction"
+    # the review page shows the merged memory in the survivor's history, and the way back
+    history = (await ltm.engine.admin.get_item(survivor.memory_id))["history"]
+    assert [v["memory_id"] for v in history] == [merged.memory_id, survivor.memory_id]
+    back = (await ltm.engine.admin.get_item(merged.memory_id))["history"]
+    assert [v["memory_id"] for v in back] == [merged.memory_id, survivor.memory_id]
     # the block now holds the fact once
     block = await ltm.block(origin(), "green tea")
     assert sum("green tea" in item.fact for item in block.items) == 1
