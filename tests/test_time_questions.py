@@ -140,15 +140,28 @@ def said(block) -> list[str]:
     return [e.fact for e in block.events]
 
 
-async def test_a_date_question_brings_that_days_turns_first(ltm, origin):
+async def test_a_date_question_lifts_that_days_turns(ltm, origin):
     await converse(ltm, origin(), DAYS)
     ltm.configure({"read_policy": {"max_events": 2}})
     ltm.clock.now = at(7)
-    undated = await ltm.block(origin(), "What did we talk about?")
+    undated = await ltm.block(origin(), "What happened?")
     assert not any("aquarium" in s for s in said(undated))
-    dated = await ltm.block(origin(), "What did we talk about on May 3?")
+    dated = await ltm.block(origin(), "What happened on May 3?")
     assert any("aquarium" in s for s in said(dated)) and any("jellyfish" in s for s in said(dated))
     assert all("2023-05-03" in s for s in said(dated))
+
+
+async def test_a_strong_word_match_of_another_day_still_competes(ltm, origin):
+    """The period is lifted, not a filter (docs/decisions.md#d61): turns of
+    other days that match the question's words well keep their place."""
+    await converse(ltm, origin(), DAYS)
+    ltm.configure({"read_policy": {"max_events": 3}})
+    ltm.clock.now = at(7)
+    plain = said(await ltm.block(origin(), "What did we talk about?"))
+    dated = said(await ltm.block(origin(), "What did we talk about on May 3?"))
+    # three turns say "talk about"; they outrank the day's two, which share no word
+    assert len(plain) == 3 and not any("2023-05-03" in s for s in plain)
+    assert sorted(dated) == sorted(plain)
 
 
 async def test_a_chinese_relative_date_in_the_users_time_zone(make_ltm, origin):
@@ -158,7 +171,7 @@ async def test_a_chinese_relative_date_in_the_users_time_zone(make_ltm, origin):
     ltm.clock.now = datetime(2023, 5, 2, 17, 0, tzinfo=UTC)
     await ltm.record(origin(), "我昨晚梦见了一只会说话的猫。")
     ltm.clock.now = at(2, 9)
-    await ltm.record(origin(), "我们聊聊今天的天气吧。")
+    await ltm.record(origin(), "今天的天气很好，阳光明媚。")
     ltm.clock.now = datetime(2023, 5, 4, 2, 0, tzinfo=UTC)  # 4 May, 10:00 in Shanghai
     block = await ltm.block(origin(), "昨天我们聊了什么？")
     assert len(block.events) == 1 and "猫" in block.events[0].fact
@@ -186,9 +199,9 @@ async def test_a_memory_is_in_the_period_of_its_evidence(ltm, origin):
     await ltm.engine.worker.drain()
     ltm.configure({"read_policy": {"max_items": 1, "max_events": 0}})
     ltm.clock.now = at(7)
-    undated = await ltm.block(origin(), "What did we talk about?")
+    undated = await ltm.block(origin(), "What happened?")
     assert [i.fact for i in undated.items] != ["Alice went to the aquarium with her cousin Rosa"]
-    dated = await ltm.block(origin(), "What did we talk about on 3 May?")
+    dated = await ltm.block(origin(), "What happened on 3 May?")
     assert [i.fact for i in dated.items] == ["Alice went to the aquarium with her cousin Rosa"]
 
 

@@ -3,7 +3,7 @@
 
 Pure functions. A date is read in the user's time zone, relative to the
 message's time, and becomes a half-open period [start, end) in UTC, which
-the reader retrieves first (recalling/reader.py). A date without a year is
+the reader lifts (recalling/reader.py, ranking.py). A date without a year is
 the latest such date not after the message ("5月3号" asked in January is
 last year's). "第一次" / "the first time" names the scope's earliest
 conversation, which only the database knows: it comes back as FIRST.

@@ -1,5 +1,5 @@
 """The memories and turns of the period a message names (recalling/dates.py),
-loaded on a read thread so that the reader can put them first.
+loaded on a read thread for the reader to lift (ranking.py).
 
 A turn is in the period when it was said in it; a memory when any of its
 evidence events was — so a summary, whose evidence links every event it

@@ -2,8 +2,9 @@
 
 Each retriever's rankings of memories and of turns are fused by reciprocal
 rank into one similarity (scaled so the read's best candidate has 1), to
-which each candidate adds a share of the best similarity of its day; then
-the score weighs similarity, importance and recency (ReadPolicy).
+which each candidate adds a share of the best similarity of its day (or, when
+the message names a time, the whole share inside that period and none
+outside); then the score weighs similarity, importance and recency (ReadPolicy).
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ class Ranked:
     memory: ItemView | None = None
     turn: EventRow | None = None
     covers: frozenset[str] = frozenset()
-    named: bool = False  # in the period the message names
 
 
 def fuse(rankings: Sequence[Sequence[int]]) -> dict[int, float]:
@@ -91,24 +91,28 @@ def rank(found: Sequence[Found], items: dict[int, ItemView], evidence: dict[str,
         day_best[day] = max(day_best.get(day, 0.0), sim)
     ranked: list[Ranked] = []
     for (row, sim, when, importance), day in zip(candidates, days, strict=True):
-        score = (policy.similarity_weight * sim + policy.day_weight * day_best[day]
-                 + policy.importance_weight * importance + policy.recency_weight * time_decay(when, now))
-        # A message that names a time puts that period's memories and turns
-        # first; within it and after it, the score orders (docs/decisions.md#d61).
-        if isinstance(row, EventRow):
-            named = period is not None and period.holds(row.created_at)
-            ranked.append(Ranked(score, turn=row, named=named))
+        # A message that names a time names the days to lift: the period's
+        # candidates gain the whole lift, as if the best match were theirs,
+        # and the best match's days outside it none (docs/decisions.md#d61).
+        if period is not None:
+            inside = period.holds(row.created_at) if isinstance(row, EventRow) else row.id in in_period
+            lift = 1.0 if inside else 0.0
         else:
-            ranked.append(Ranked(score, memory=row, covers=evidence.get(row.memory_id, frozenset()),
-                                 named=row.id in in_period))
+            lift = day_best[day]
+        score = (policy.similarity_weight * sim + policy.day_weight * lift
+                 + policy.importance_weight * importance + policy.recency_weight * time_decay(when, now))
+        if isinstance(row, EventRow):
+            ranked.append(Ranked(score, turn=row))
+        else:
+            ranked.append(Ranked(score, memory=row, covers=evidence.get(row.memory_id, frozenset())))
     ranked.sort(key=_order)
     return ranked
 
 
-def _order(r: Ranked) -> tuple[bool, float, int, float, int]:
-    """The named period's first, then best score first; ties: memories
-    before turns, then by confidence, then by age (stable across reads)."""
+def _order(r: Ranked) -> tuple[float, int, float, int]:
+    """Best score first; ties: memories before turns, then by confidence,
+    then by age (stable across reads)."""
     if r.memory is not None:
-        return (not r.named, -r.score, 0, -r.memory.confidence, r.memory.id or 0)
+        return (-r.score, 0, -r.memory.confidence, r.memory.id or 0)
     assert r.turn is not None
-    return (not r.named, -r.score, 1, 0.0, r.turn.id)
+    return (-r.score, 1, 0.0, r.turn.id)

@@ -89,7 +89,7 @@ class MemoryReader:
         )
         period: Period | None = None
         in_period: frozenset[int] = frozenset()
-        if named is not None:  # the period's memories and turns join the candidates, ranked first (ranking.rank)
+        if named is not None:  # the period's memories and turns join the candidates, lifted (ranking.rank)
             period, in_period = named.period, frozenset(named.memories)
             items = {**named.memories, **items}
             evidence = {**named.evidence, **evidence}
