@@ -5,7 +5,9 @@ constraints are shared by every persona; off by default."""
 from __future__ import annotations
 
 from dataclasses import replace
+from types import SimpleNamespace
 
+from astrbot_plugin_ltm.adapter import origin_from_event
 from astrbot_plugin_ltm.config import IdentityConfig
 from astrbot_plugin_ltm.enums import Status
 from astrbot_plugin_ltm.persona import persona_name, shared_scope, target_scope, with_persona
@@ -105,3 +107,20 @@ def test_facts_about_the_person_go_to_the_shared_scope():
         == {"profile": "qq:alice", "preference": "qq:alice", "constraint": "qq:alice",
             "episode": "qq:alice#persona:Luna", "task_state": "qq:alice#persona:Luna"}
     assert target_scope(Scope("user", "qq:alice"), "episode") == Scope("user", "qq:alice")
+
+
+def test_the_adapter_takes_the_persona_astrbot_chose_for_the_request():
+    def event(extras: dict | None) -> SimpleNamespace:
+        def get_extra(key: str):
+            if extras is None:
+                raise AttributeError("an AstrBot without extras")
+            return extras.get(key)
+        return SimpleNamespace(
+            get_group_id=lambda: None, get_platform_id=lambda: "webchat", get_platform_name=lambda: "webchat",
+            unified_msg_origin="webchat:FriendMessage:x", get_sender_id=lambda: "u1", get_sender_name=lambda: "Al",
+            get_self_id=lambda: "bot", is_admin=lambda: False, get_extra=get_extra)
+
+    assert origin_from_event(event({"_trace_persona_id": "Luna"})).persona == "Luna"
+    assert origin_from_event(event({"_trace_persona_id": "_chatui_default_"})).persona is None
+    assert origin_from_event(event({})).persona is None
+    assert origin_from_event(event(None)).persona is None
