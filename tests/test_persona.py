@@ -124,3 +124,16 @@ def test_the_adapter_takes_the_persona_astrbot_chose_for_the_request():
     assert origin_from_event(event({"_trace_persona_id": "_chatui_default_"})).persona is None
     assert origin_from_event(event({})).persona is None
     assert origin_from_event(event(None)).persona is None
+
+
+async def test_forgetting_a_person_forgets_what_every_persona_kept(make_ltm, origin):
+    ltm = await make_ltm(ON)
+    luna = as_persona(origin(), "Luna")
+    await learn(ltm, luna, "We planned a trip to the Moon museum on Friday.",
+                {"type": "episode", "fact": "Alice planned a trip to the Moon museum on Friday"})
+    await learn(ltm, luna, "I live in Paris.", {"type": "profile", "fact": "Alice lives in Paris"})
+    await ltm.record(luna, "You sang me the lighthouse song yesterday.")
+    assert await ltm.engine.admin.forget_scope(Scope("user", "qq:alice"), "operator:test") == 2
+    assert await ltm.items(MemoryItem.status == Status.ACTIVE) == []
+    block = await ltm.block(luna, "lighthouse song museum Paris")
+    assert not block.items and not block.events
