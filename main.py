@@ -20,6 +20,7 @@ from .astrbot_plugin_ltm import LTMEngine  # type: ignore[import-not-found]
 from .astrbot_plugin_ltm.adapter import (  # type: ignore[import-not-found]
     AstrBotEmbedder,
     AstrBotModels,
+    astrbot_timezone,
     inject,
     origin_from_event,
     plugin_data_dir,
@@ -54,6 +55,7 @@ class LTMPlugin(Star):
             models=AstrBotModels(self.context),
             embedder=AstrBotEmbedder(self.context, str(raw.get("embedding_provider_id") or "")),
             data_dir=plugin_data_dir("astrbot_plugin_ltm"),
+            timezone=astrbot_timezone(self.context),
         )
         for message in engine.config_errors:
             logger.warning(f"ltm config: {message}")

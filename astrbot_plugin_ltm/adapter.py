@@ -12,6 +12,7 @@ from typing import Any
 
 from .extension_points import Complete
 from .logs import log
+from .persona import persona_name
 from .scope import Origin
 
 
@@ -27,7 +28,28 @@ def origin_from_event(event: Any) -> Origin:
         sender_name=name,
         group_id=str(group_id) if group_id else None,
         is_admin=bool(event.is_admin()),
+        persona=_persona_of(event),
     )
+
+
+def _persona_of(event: Any) -> str | None:
+    """The persona AstrBot resolved for this turn's request (it notes it on
+    the event before the agent runs); None before that, or for none."""
+    try:
+        return persona_name(event.get_extra("_trace_persona_id"))
+    except Exception:  # an AstrBot without it
+        return None
+
+
+def astrbot_timezone(context: Any) -> str | None:
+    """AstrBot's ``timezone`` setting (an IANA name, e.g. "Asia/Shanghai"),
+    the one its own agent uses for dates; None when unset or unreadable."""
+    try:
+        value = context.get_config().get("timezone")
+    except Exception as exc:
+        log.debug("ltm: no AstrBot timezone (%s)", exc)
+        return None
+    return str(value) if value else None
 
 
 class AstrBotModels:

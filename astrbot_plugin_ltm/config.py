@@ -79,6 +79,9 @@ class IdentityConfig:
     # alias's scope, so one person on QQ and Telegram has one memory.
     cross_platform_aliases: list[str] = field(default_factory=list)
     include_legacy_umo_on_read: bool = True
+    # What the bot learns under one AstrBot persona stays with it; the
+    # person's profile, preferences and constraints are shared (persona.py).
+    persona_scoped: bool = False
 
     def alias_map(self) -> dict[str, str]:
         out: dict[str, str] = {}

@@ -31,6 +31,7 @@ from .indexes.namespaces import MemoryBudget
 from .indexes.vector_fill import VectorFill
 from .indexes.vectors import VectorIndex
 from .learning.candidates import Candidate
+from .learning.compaction import Compactor
 from .learning.extractor import LLMExtractor
 from .learning.known import KnownFacts
 from .learning.worker import ExtractionWorker
@@ -42,6 +43,7 @@ from .operating.errors import AdminError
 from .operating.jobs import Jobs
 from .operating.policy_versions import PolicyVersions
 from .recalling.block import MemoryBlock
+from .recalling.dates import time_zone
 from .recalling.reader import MemoryReader
 from .recalling.retrieval import KeywordRetriever, VectorRetriever
 from .recalling.tokens import default_counter
@@ -69,8 +71,11 @@ class LTMEngine:
         retrievers: list[Retriever] | None = None,
         counter: TokenCounter | None = None,
         clock: Clock = utcnow,
+        timezone: str | None = None,
     ) -> None:
         self.config, self.config_errors = parse_config(raw_config)
+        # The user's time zone (AstrBot's ``timezone``; UTC when unset): dates in questions.
+        self.tz = time_zone(timezone)
         self.resolver = ScopeResolver(self.config.identity)
         self.clock = clock
         self.models = models
@@ -110,6 +115,8 @@ class LTMEngine:
         self.drift = DriftMonitor(self.db, lambda: self.config, clock)
         self.drift.attach(self.policy_versions)  # snapshots before and after every policy version
         self.jobs = Jobs(clock)  # operators' background jobs: policy replay, tuning
+        # Merges near-duplicate memories the writer's dedup missed, in the background.
+        self.compactor = Compactor(self.db, lambda: self.embeddings.model, clock)
         self.started = False
 
     # -- lifecycle ---------------------------------------------------------
@@ -131,13 +138,14 @@ class LTMEngine:
         self.reader = MemoryReader(
             self.db, self._retrievers, counter, self.clock,
             # Where facts go live without review, so may the turns no fact covers.
-            unbacked_turns=lambda: self.config.write_policy.mode == WriteMode.AUTO,
+            unbacked_turns=lambda: self.config.write_policy.mode == WriteMode.AUTO, tz=self.tz,
         )
         if background:
             self.recorder.start()
             self.worker.start()
             self.usage.start()
             self.drift.start()
+            self.compactor.start()
         self.started = True
 
     async def loads_settled(self) -> None:
@@ -151,6 +159,7 @@ class LTMEngine:
         await self.recorder.stop()
         await self.usage.stop()
         await self.drift.stop()
+        await self.compactor.stop()
         await self.keyword_index.loads_settled()  # they read the database closed below
         await self.vector_index.flush()
         await self.db.close()

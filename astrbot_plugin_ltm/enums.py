@@ -92,6 +92,7 @@ class AuditAction(StrEnum):
     STATUS = "status"  # the write policy moved a memory's status
     REVIVE = "revive"  # the user restated a deleted fact explicitly
     EVICT = "evict"  # pushed out by max_items_per_scope
+    COMPACT = "compact"  # background compaction merged a near-duplicate into another memory
     APPROVE = "approve"
     REJECT = "reject"
     DELETE = "delete"

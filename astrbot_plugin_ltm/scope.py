@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from .config import IdentityConfig
 from .enums import ScopeKind
+from .persona import with_persona
 
 
 def display_name(sender_id: str | None, sender_name: str | None) -> str:
@@ -33,6 +34,7 @@ class Origin:
     sender_name: str = ""
     group_id: str | None = None  # None in a private chat
     is_admin: bool = False
+    persona: str | None = None  # the AstrBot persona the bot plays here (persona.persona_name); None: none chosen
 
     @property
     def is_group(self) -> bool:
@@ -77,13 +79,29 @@ class ScopeResolver:
     def group_scope(self, origin: Origin) -> Scope:
         return Scope(ScopeKind.GROUP, f"{origin.platform_id}:{origin.group_id}")
 
+    def _persona(self, origin: Origin) -> str | None:
+        return origin.persona if self.identity.persona_scoped else None
+
     def write_scope(self, origin: Origin) -> Scope:
-        """Where a conversation's events and memories go."""
-        return self.group_scope(origin) if origin.is_group else self.user_scope(origin)
+        """Where a conversation's events and memories go (with
+        identity.persona_scoped, the persona's own scope: persona.py)."""
+        scope = self.group_scope(origin) if origin.is_group else self.user_scope(origin)
+        persona = self._persona(origin)
+        return with_persona(scope, persona) if persona else scope
 
     def read_scopes(self, origin: Origin) -> list[Scope]:
-        """Private chat: the user. Group chat: the group, then the speaker."""
-        scopes = [self.write_scope(origin)]
+        """Private chat: the user. Group chat: the group, then the speaker.
+        With a persona, each scope's persona part comes before it."""
+        persona = self._persona(origin)
+        if persona is None:
+            return self._read_scopes(origin)
+        scopes: list[Scope] = []
+        for scope in self._read_scopes(origin):
+            scopes += [with_persona(scope, persona), scope]
+        return scopes
+
+    def _read_scopes(self, origin: Origin) -> list[Scope]:
+        scopes = [self.group_scope(origin) if origin.is_group else self.user_scope(origin)]
         if origin.is_group:
             scopes.append(self.user_scope(origin))
         elif self.identity.include_legacy_umo_on_read:

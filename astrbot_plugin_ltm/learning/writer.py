@@ -23,6 +23,7 @@ from ..config import LTMConfig
 from ..enums import WRITE_ACTIONS, AuditAction, CandidateSource, Method, Outcome, Status
 from ..extension_points import SemanticMatcher
 from ..instructions import instruction_reason
+from ..persona import target_scope
 from ..scope import Scope
 from ..storing.audit import audit
 from ..storing.memory_rows import fact_written, memory_changed
@@ -79,8 +80,15 @@ class MemoryWriter:
 
     async def apply(self, session: AsyncSession, scope: Scope, candidates: Sequence[Candidate], *,
                     method: Method, actor: str) -> list[WriteOutcome]:
-        counts = WriteCounts(session, scope, self._clock())
-        return [await self._apply_one(session, scope, c, method, actor, counts) for c in candidates]
+        counts: dict[Scope, WriteCounts] = {}
+        outcomes: list[WriteOutcome] = []
+        for c in candidates:
+            # Learnt under a persona: facts about the person are shared by all (persona.py).
+            target = target_scope(scope, c.type)
+            if target not in counts:
+                counts[target] = WriteCounts(session, target, self._clock())
+            outcomes.append(await self._apply_one(session, target, c, method, actor, counts[target]))
+        return outcomes
 
     async def _apply_one(self, session: AsyncSession, scope: Scope, c: Candidate, method: Method, actor: str,
                          counts: WriteCounts) -> WriteOutcome:

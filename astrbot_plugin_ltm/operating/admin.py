@@ -11,11 +11,12 @@ from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..enums import AuditAction, Status
+from ..persona import with_persona
 from ..scope import Scope
 from ..storing.audit import audit
 from ..storing.memory_rows import fact_written, memory_changed
 from ..storing.removal import forget_turns, remove_memory
-from ..storing.tables import MemoryAudit, MemoryItem, MemoryTombstone
+from ..storing.tables import MemoryAudit, MemoryEvent, MemoryItem, MemoryTombstone
 from ..text import normalize_fact_key
 from . import validators
 from .errors import AdminError
@@ -122,15 +123,19 @@ class Admin(AdminQueries):
 
     async def forget_scope(self, scope: Scope, actor: str) -> int:
         """Delete every memory of a scope (tombstoned), withhold every turn
-        and extract nothing more of what was said. Returns how many."""
+        and extract nothing more of what was said; the same for the scope's
+        per-persona parts (persona.py). Returns how many."""
         now = self._clock()
+        count = 0
         async with self._db.write() as session:
-            items = (await session.execute(select(MemoryItem).where(
-                MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id))).scalars().all()
-            for item in items:
-                await self._remove(session, item, actor, "forget-all", AuditAction.DELETE, now)
-            await forget_turns(session, scope)
-        return len(items)
+            for part in [scope, *await _persona_parts(session, scope)]:
+                items = (await session.execute(select(MemoryItem).where(
+                    MemoryItem.scope == part.kind, MemoryItem.scope_id == part.id))).scalars().all()
+                for item in items:
+                    await self._remove(session, item, actor, "forget-all", AuditAction.DELETE, now)
+                await forget_turns(session, part)
+                count += len(items)
+        return count
 
     @staticmethod
     async def _reject_update(session: AsyncSession, item: MemoryItem, actor: str, reason: str,
@@ -171,3 +176,13 @@ async def _status_before_superseded(session: AsyncSession, item: MemoryItem) -> 
         .order_by(MemoryAudit.id.desc()).limit(1))).scalar_one_or_none()
     before = (old or {}).get("old") if isinstance(old, dict) else None
     return before if before in (Status.ACTIVE, Status.SHADOW, Status.DISABLED) else Status.SHADOW
+
+
+async def _persona_parts(session: AsyncSession, scope: Scope) -> list[Scope]:
+    """The scopes the personas keep of ``scope`` (persona.with_persona)."""
+    prefix = with_persona(scope, "").id
+    ids: set[str] = set()
+    for table in (MemoryItem, MemoryEvent):
+        ids.update((await session.execute(select(table.scope_id).distinct().where(
+            table.scope == scope.kind, table.scope_id.startswith(prefix, autoescape=True)))).scalars())
+    return [Scope(scope.kind, i) for i in sorted(ids)]

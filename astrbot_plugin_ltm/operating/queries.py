@@ -148,6 +148,12 @@ async def _history(session: AsyncSession, item: MemoryItem) -> list[MemoryItem]:
                 break
             chain = [*chain, found] if forward else [found, *chain]
             at = found
+    # Memories compaction merged into it point to it too (learning/compaction.py).
+    merged = (await session.execute(select(MemoryItem).where(MemoryItem.superseded_by == item.memory_id)
+                                    .order_by(MemoryItem.id).limit(HISTORY_DEPTH))).scalars()
+    for found in merged:
+        if found not in chain:
+            chain.insert(chain.index(item), found)
     return chain if len(chain) > 1 else []
 
 

@@ -2,8 +2,9 @@
 
 Each retriever's rankings of memories and of turns are fused by reciprocal
 rank into one similarity (scaled so the read's best candidate has 1), to
-which each candidate adds a share of the best similarity of its day; then
-the score weighs similarity, importance and recency (ReadPolicy).
+which each candidate adds a share of the best similarity of its day (or, when
+the message names a time, the whole share inside that period and none
+outside); then the score weighs similarity, importance and recency (ReadPolicy).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from datetime import date, datetime
 
 from ..clock import as_utc
 from ..config import ReadPolicy
+from .dates import Period
 from .retrieval import Found
 from .rows import EventRow, ItemView
 
@@ -60,8 +62,11 @@ def time_decay(updated_at: datetime, now: datetime) -> float:
 
 
 def rank(found: Sequence[Found], items: dict[int, ItemView], evidence: dict[str, frozenset[str]],
-         turns: dict[int, EventRow], policy: ReadPolicy, now: datetime) -> list[Ranked]:
-    """Every usable memory and showable turn, scored, best first."""
+         turns: dict[int, EventRow], policy: ReadPolicy, now: datetime, period: Period | None = None,
+         in_period: frozenset[int] = frozenset()) -> list[Ranked]:
+    """Every usable memory and showable turn, scored, best first.
+    ``period``: the time the message names (recalling/dates.py), with the
+    row ids of the memories whose evidence falls in it."""
     # Ranked among what may be shown: a hit that is not active, or not to
     # be shown, takes no rank from those that are.
     memory_sims = fuse([[r for r in f.memories if r in items] for f in found])
@@ -86,7 +91,15 @@ def rank(found: Sequence[Found], items: dict[int, ItemView], evidence: dict[str,
         day_best[day] = max(day_best.get(day, 0.0), sim)
     ranked: list[Ranked] = []
     for (row, sim, when, importance), day in zip(candidates, days, strict=True):
-        score = (policy.similarity_weight * sim + policy.day_weight * day_best[day]
+        # A message that names a time names the days to lift: the period's
+        # candidates gain the whole lift, as if the best match were theirs,
+        # and the best match's days outside it none (docs/decisions.md#d61).
+        if period is not None:
+            inside = period.holds(row.created_at) if isinstance(row, EventRow) else row.id in in_period
+            lift = 1.0 if inside else 0.0
+        else:
+            lift = day_best[day]
+        score = (policy.similarity_weight * sim + policy.day_weight * lift
                  + policy.importance_weight * importance + policy.recency_weight * time_decay(when, now))
         if isinstance(row, EventRow):
             ranked.append(Ranked(score, turn=row))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, tzinfo
 
 from sqlalchemy import Connection
 
@@ -23,6 +23,8 @@ from ..extension_points import Retriever, TokenCounter
 from ..scope import Scope
 from ..storing.database import Database
 from .block import BlockBuilder, MemoryBlock, language_of
+from .dates import Period
+from .periods import PeriodRows, load_period, resolve
 from .ranking import leading, rank
 from .retrieval import Found, Query
 from .rows import EventRow, ItemView, load_evidence, load_memories, load_turns, usable
@@ -54,7 +56,7 @@ class Only:
 
 class MemoryReader:
     def __init__(self, db: Database, retrievers: Sequence[Retriever], counter: TokenCounter, clock: Clock = utcnow,
-                 unbacked_turns: Callable[[], bool] = lambda: False) -> None:
+                 unbacked_turns: Callable[[], bool] = lambda: False, tz: tzinfo = UTC) -> None:
         self.db = db
         self.retrievers = list(retrievers)
         self.builder = BlockBuilder(counter)
@@ -62,6 +64,8 @@ class MemoryReader:
         # Whether turns no memory cites may be shown (storing.turns): only
         # where facts go live without review (the engine says: mode auto).
         self._unbacked_turns = unbacked_turns
+        # The user's time zone (AstrBot's setting): what "昨天" means.
+        self.tz = tz
 
     @property
     def counter(self) -> TokenCounter:
@@ -78,15 +82,29 @@ class MemoryReader:
         unbacked = self._unbacked_turns()
         found: list[Found] = list(
             await asyncio.gather(*(r.search(scopes, q, HITS_PER_SEARCH) for r in self.retrievers)))
-        (items, evidence), turns = await asyncio.gather(
+        (items, evidence), turns, named = await asyncio.gather(
             self.db.run(lambda conn: self._memories(conn, scopes, found, policy, now)),
             self.db.run(lambda conn: self._turns(conn, scopes, found, unbacked, policy)),
+            self.db.run(lambda conn: self._named(conn, scopes, query, unbacked, policy, now)),
         )
+        period: Period | None = None
+        in_period: frozenset[int] = frozenset()
+        if named is not None:  # the period's memories and turns join the candidates, lifted (ranking.rank)
+            period, in_period = named.period, frozenset(named.memories)
+            items = {**named.memories, **items}
+            evidence = {**named.evidence, **evidence}
+            turns = {**named.turns, **turns}
         if only is not None:
             items = {k: i for k, i in items.items() if only.keeps_memory(i)}
             turns = {k: t for k, t in turns.items() if only.keeps_turn(t)}
         return await asyncio.to_thread(self._rank_and_fit, found, items, evidence, turns, policy, now,
-                                       language_of(query), ids)
+                                       language_of(query), ids, period, in_period)
+
+    def _named(self, conn: Connection, scopes: list[Scope], query: str, unbacked: bool, policy: ReadPolicy,
+               now: datetime) -> PeriodRows | None:
+        """The memories and turns of the period the message names, if any."""
+        period = resolve(conn, scopes, query, now, self.tz)
+        return None if period is None else load_period(conn, scopes, period, unbacked, policy, now)
 
     @staticmethod
     def _memories(conn: Connection, scopes: list[Scope], found: list[Found], policy: ReadPolicy,
@@ -109,5 +127,6 @@ class MemoryReader:
 
     def _rank_and_fit(self, found: list[Found], items: dict[int, ItemView], evidence: dict[str, frozenset[str]],
                       turns: dict[int, EventRow], policy: ReadPolicy, now: datetime, language: str,
-                      ids: bool) -> MemoryBlock:
-        return self.builder.fit(rank(found, items, evidence, turns, policy, now), policy, language, ids)
+                      ids: bool, period: Period | None, in_period: frozenset[int]) -> MemoryBlock:
+        ranked = rank(found, items, evidence, turns, policy, now, period, in_period)
+        return self.builder.fit(ranked, policy, language, ids)

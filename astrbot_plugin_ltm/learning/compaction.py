@@ -1,0 +1,223 @@
+"""Background compaction: merging near-duplicate memories that slipped past
+the writer's dedup (design §7.4).
+
+The writer compares a new fact with the scope's nearest memory as it
+writes; two memories can still say the same thing when they came in by an
+import, were written before their vectors existed, or under another
+embedding model. A low-frequency task looks at a few scopes per run (round
+robin) and merges pairs by the writer's own rule: same scope, same type and
+status, embedding cosine above its threshold (indexes.embeddings.SEMANTIC_MATCH)
+and sharing words (learning.writer.SHARED_WORDS), not contradicting each other.
+The survivor (more evidence, then more confident, then older) takes the
+other's evidence links; the other is closed as superseded, pointing to the
+survivor, so nothing is deleted. Both get a ``compact`` audit row. Every write
+goes through Database.write; nothing is written while read-only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import partial
+
+import numpy as np
+from sqlalchemy import Connection, select, text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from ..background import BackgroundTask
+from ..clock import Clock, utcnow
+from ..enums import AuditAction, Status
+from ..indexes.embeddings import SEMANTIC_MATCH
+from ..logs import log
+from ..scope import Scope
+from ..storing.audit import audit
+from ..storing.database import Database, ReadOnlyError
+from ..storing.memory_rows import memory_changed
+from ..storing.tables import MemoryEvidence, MemoryItem
+from ..text import contradicts, token_set_similarity
+from .writer import SHARED_WORDS
+
+# Bounded work per run (docs/decisions.md#d62): a run looks at this many
+# scopes, at most this many memories of each (the most recently changed),
+# and makes at most this many merges.
+COMPACT_EVERY_SECONDS = 3600.0
+SCOPES_PER_RUN = 20
+ITEMS_PER_SCOPE = 1000
+MERGES_PER_RUN = 100
+ACTOR = "system:compaction"
+# Only memories in these statuses are compared, each with its own kind:
+# a held-back memory is an operator's to decide.
+COMPARED = (Status.ACTIVE, Status.SHADOW)
+
+
+@dataclass(frozen=True)
+class Row:
+    id: int
+    memory_id: str
+    type: str
+    status: str
+    fact: str
+    evidence_count: int
+    confidence: float
+    vector: np.ndarray
+
+
+@dataclass(frozen=True)
+class Merge:
+    """``merged`` (a row id) folded into ``survivor``."""
+
+    survivor: int
+    merged: int
+    cosine: float
+    shared_words: float
+
+
+def _survivor_first(a: Row, b: Row) -> tuple[Row, Row]:
+    """More evidence wins, then more confidence, then the older memory."""
+    return (a, b) if (a.evidence_count, a.confidence, -a.id) >= (b.evidence_count, b.confidence, -b.id) else (b, a)
+
+
+def find_merges(rows: Sequence[Row], limit: int = MERGES_PER_RUN) -> list[Merge]:
+    """The pairs to merge among one scope's memories, closest first; a
+    memory takes part in one merge per run (no chains within a run)."""
+    if len(rows) < 2:
+        return []
+    vectors = np.stack([r.vector for r in rows]).astype(np.float32)
+    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    cosines = vectors @ vectors.T
+    left, right = np.nonzero(np.triu(cosines > SEMANTIC_MATCH, k=1))
+    pairs = sorted(zip(left.tolist(), right.tolist(), strict=True), key=lambda p: -float(cosines[p[0], p[1]]))
+    used: set[int] = set()
+    merges: list[Merge] = []
+    for i, j in pairs:
+        a, b = rows[i], rows[j]
+        if a.id in used or b.id in used or a.type != b.type or a.status != b.status:
+            continue
+        shared = token_set_similarity(a.fact, b.fact)
+        if shared < SHARED_WORDS or contradicts(a.fact, b.fact) or contradicts(b.fact, a.fact):
+            continue
+        survivor, merged = _survivor_first(a, b)
+        merges.append(Merge(survivor.id, merged.id, round(float(cosines[i, j]), 4), round(shared, 4)))
+        used.update((a.id, b.id))
+        if len(merges) >= limit:
+            break
+    return merges
+
+
+def next_scopes(conn: Connection, model: str, after: tuple[str, str] | None, count: int) -> list[Scope]:
+    """Up to ``count`` scopes with memory vectors of ``model``, in order
+    after ``after``, wrapping round."""
+    rows = [tuple(r) for r in conn.execute(
+        text("SELECT DISTINCT scope, scope_id FROM ltm_item_vectors WHERE model = :model ORDER BY scope, scope_id"),
+        {"model": model})]
+    if after is not None:
+        later = [r for r in rows if r > after]
+        rows = later + [r for r in rows if r <= after]
+    return [Scope(kind, id_) for kind, id_ in rows[:count]]
+
+
+def scope_rows(conn: Connection, scope: Scope, model: str, limit: int = ITEMS_PER_SCOPE) -> list[Row]:
+    """A scope's compared memories that have a vector of ``model``."""
+    statuses = ", ".join(f"'{s}'" for s in COMPARED)
+    result = conn.execute(
+        text("SELECT i.id, i.memory_id, i.type, i.status, i.fact, i.evidence_count, i.confidence, v.vector "
+             "FROM ltm_items i JOIN ltm_item_vectors v ON v.item_id = i.id AND v.model = :model "
+             f"WHERE i.scope = :kind AND i.scope_id = :id AND i.status IN ({statuses}) AND NOT i.awaiting_approval "
+             "ORDER BY i.updated_at DESC LIMIT :limit"),
+        {"model": model, "kind": scope.kind, "id": scope.id, "limit": limit})
+    return [Row(r[0], r[1], r[2], r[3], r[4], r[5], r[6], np.frombuffer(r[7], dtype=np.float32)) for r in result]
+
+
+async def apply_merge(session: AsyncSession, merge: Merge, now: datetime) -> bool:
+    """Fold one memory into another, in the caller's transaction. False
+    (nothing written) when either changed since it was compared."""
+    survivor = await session.get(MemoryItem, merge.survivor)
+    merged = await session.get(MemoryItem, merge.merged)
+    if survivor is None or merged is None or survivor.status != merged.status or survivor.status not in COMPARED \
+            or survivor.awaiting_approval or merged.awaiting_approval:
+        return False
+    have = set((await session.execute(
+        select(MemoryEvidence.event_id).where(MemoryEvidence.memory_id == survivor.memory_id))).scalars())
+    links = (await session.execute(
+        select(MemoryEvidence).where(MemoryEvidence.memory_id == merged.memory_id))).scalars().all()
+    added: list[str] = []
+    for link in links:  # the merged memory keeps its own links, as history
+        if link.event_id not in have:
+            session.add(MemoryEvidence(
+                memory_id=survivor.memory_id, event_id=link.event_id, extraction_method=link.extraction_method,
+                extraction_meta={**(link.extraction_meta or {}), "compacted_from": merged.memory_id},
+                created_at=now))
+            added.append(link.event_id)
+    survivor.evidence_count += merged.evidence_count
+    survivor.confidence = max(survivor.confidence, merged.confidence)
+    survivor.importance = max(survivor.importance, merged.importance)
+    if merged.valid_from is not None and (survivor.valid_from is None or merged.valid_from < survivor.valid_from):
+        survivor.valid_from = merged.valid_from
+    survivor.updated_at = now
+    before = merged.status
+    merged.status, merged.superseded_by = Status.SUPERSEDED, survivor.memory_id
+    merged.valid_to = merged.updated_at = now
+    memory_changed(session, survivor)
+    memory_changed(session, merged)
+    audit(session, AuditAction.COMPACT, ACTOR, "a near-duplicate was merged into it", item=survivor, now=now,
+          merged=merged.memory_id, merged_fact=merged.fact, events=added, cosine=merge.cosine,
+          shared_words=merge.shared_words, evidence_count=survivor.evidence_count)
+    audit(session, AuditAction.COMPACT, ACTOR, "merged into a memory that says the same", item=merged, now=now,
+          into=survivor.memory_id, into_fact=survivor.fact, old=before, new=Status.SUPERSEDED,
+          cosine=merge.cosine, shared_words=merge.shared_words)
+    return True
+
+
+class Compactor:
+    def __init__(self, db: Database, model: Callable[[], str | None], clock: Clock = utcnow,
+                 every_seconds: float = COMPACT_EVERY_SECONDS) -> None:
+        self._db = db
+        self._model = model  # the current embedding model; None: no vectors, nothing to compare
+        self._clock = clock
+        self._every = every_seconds
+        self._after: tuple[str, str] | None = None  # the last scope looked at
+        self._task = BackgroundTask("ltm-compaction", self._loop)
+        self.merged = 0  # merges made since start (for the stats and tests)
+
+    def start(self) -> None:
+        self._task.start()
+
+    async def stop(self) -> None:
+        await self._task.stop()
+
+    async def run_once(self, scopes_per_run: int = SCOPES_PER_RUN) -> list[Merge]:
+        """One bounded pass; the merges it made."""
+        model = self._model()
+        if not model or self._db.is_read_only():
+            return []
+        scopes = await self._db.run(lambda conn: next_scopes(conn, model, self._after, scopes_per_run))
+        done: list[Merge] = []
+        for scope in scopes:
+            self._after = (scope.kind, scope.id)
+            rows = await self._db.run(partial(scope_rows, scope=scope, model=model))
+            merges = await asyncio.to_thread(find_merges, rows, MERGES_PER_RUN - len(done))
+            if not merges:
+                continue
+            async with self._db.write() as session:
+                now = self._clock()
+                for merge in merges:
+                    if await apply_merge(session, merge, now):
+                        done.append(merge)
+            if len(done) >= MERGES_PER_RUN:
+                break
+        self.merged += len(done)
+        if done:
+            log.info("ltm: compaction merged %d near-duplicate memories", len(done))
+        return done
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._every)
+            try:
+                await self.run_once()
+            except ReadOnlyError:  # switched on mid-run: the next run tries again
+                pass
+            except Exception:  # the task outlives any one run
+                log.exception("ltm: compaction run failed")

@@ -1,0 +1,48 @@
+"""Per-persona memory (``identity.persona_scoped``): what the bot learnt
+while playing one AstrBot persona stays with that persona.
+
+A persona's memory is a scope of its own: the person's (or the group's)
+scope id with ``#persona:<name>`` after it, so every index, cap, key and
+"forget" keeps it apart with no new column. What the person is — profile,
+preference, constraint — is about them whoever the bot plays, so the writer
+keeps those in the shared scope (``target_scope``); episodes, task states
+and everything the bot said stay with the persona. A persona reads its own
+scope first, then the shared one (scope.ScopeResolver.read_scopes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from .enums import MemoryType
+
+if TYPE_CHECKING:  # scope.py reads its personas from here
+    from .scope import Scope
+
+PERSONA_MARK = "#persona:"
+# Facts about the person, shared by every persona (docs/decisions.md#d62).
+SHARED_TYPES: frozenset[str] = frozenset({MemoryType.PROFILE, MemoryType.PREFERENCE, MemoryType.CONSTRAINT})
+# AstrBot's names for "no persona chosen": memory stays in the shared scope.
+NO_PERSONA = frozenset({"", "[%None]", "default", "_chatui_default_"})
+
+
+def persona_name(value: object) -> str | None:
+    """AstrBot's persona id as the core keeps it; None for the defaults."""
+    name = str(value or "").strip()
+    return None if name in NO_PERSONA else name
+
+
+def with_persona(scope: Scope, persona: str) -> Scope:
+    return replace(scope, id=f"{scope.id}{PERSONA_MARK}{persona}")
+
+
+def shared_scope(scope: Scope) -> Scope:
+    """The scope without its persona (itself when it has none)."""
+    base, mark, _ = scope.id.partition(PERSONA_MARK)
+    return replace(scope, id=base) if mark else scope
+
+
+def target_scope(scope: Scope, memory_type: str) -> Scope:
+    """Where a memory of ``memory_type`` learnt in ``scope`` is kept."""
+    return shared_scope(scope) if memory_type in SHARED_TYPES else scope
