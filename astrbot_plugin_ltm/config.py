@@ -15,6 +15,7 @@ from typing import Any
 from .enums import MEMORY_TYPES, InjectionPosition, WriteMode
 from .operating.errors import AdminError
 from .operating.validators import flag, shown
+from .persona import PERSONA_MARK
 
 SCOPE_STRATEGIES = ("sender_id", "unified_msg_origin")
 MODES: tuple[str, ...] = tuple(WriteMode)
@@ -39,8 +40,9 @@ class WritePolicy:
     disabled_scopes: list[str] = field(default_factory=list)
 
     def writes_off(self, scope: object) -> bool:
-        """Whether a scope's writes are switched off (``str(scope)`` is ``kind:id``)."""
-        return bool(self.disabled_scopes) and str(scope) in self.disabled_scopes  # checked per recorded turn
+        """Whether a scope's writes are switched off (``str(scope)`` is
+        ``kind:id``); a persona's scope (persona.py) follows its person's."""
+        return bool(self.disabled_scopes) and str(scope).partition(PERSONA_MARK)[0] in self.disabled_scopes
 
 
 @dataclass

@@ -137,3 +137,14 @@ async def test_forgetting_a_person_forgets_what_every_persona_kept(make_ltm, ori
     assert await ltm.items(MemoryItem.status == Status.ACTIVE) == []
     block = await ltm.block(luna, "lighthouse song museum Paris")
     assert not block.items and not block.events
+
+
+def test_a_persona_scope_follows_its_persons_write_switch():
+    from astrbot_plugin_ltm.config import WritePolicy
+    from astrbot_plugin_ltm.persona import with_persona
+    from astrbot_plugin_ltm.scope import Scope
+
+    policy = WritePolicy(disabled_scopes=["user:qq:alice"])
+    assert policy.writes_off(Scope("user", "qq:alice"))
+    assert policy.writes_off(with_persona(Scope("user", "qq:alice"), "catgirl"))
+    assert not policy.writes_off(with_persona(Scope("user", "qq:bob"), "catgirl"))
