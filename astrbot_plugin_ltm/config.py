@@ -122,8 +122,21 @@ class ToolsConfig:
     search_max_tokens: int = 600  # memory_search's own budget
 
 
+@dataclass
+class SummariesConfig:
+    """Session summaries and their roll-ups (learning/summaries.py)."""
+
+    enable: bool = False  # one model call per conversation: opt in
+    idle_minutes: float = 30.0  # a conversation ends after this long without a turn
+    max_events: int = 60  # a longer conversation is summarised every this many events
+    rollups: bool = True  # sessions → day → week → month, one model call each
+    last_session_in_block: bool = True  # the first turn of a new conversation gets the last summary
+    max_chars: int = 1200  # a summary longer than this is cut
+
+
 def _default_retention() -> dict[str, int]:
-    return {"profile": -1, "preference": 90, "task_state": 7, "constraint": -1, "episode": 30}
+    return {"profile": -1, "preference": 90, "task_state": 7, "constraint": -1, "episode": 30,
+            "summary": -1}
 
 
 @dataclass
@@ -140,6 +153,7 @@ class LTMConfig:
     recording: RecordingConfig = field(default_factory=RecordingConfig)
     vectors: VectorConfig = field(default_factory=VectorConfig)
     tools: ToolsConfig = field(default_factory=ToolsConfig)
+    summaries: SummariesConfig = field(default_factory=SummariesConfig)
 
     def ttl_days(self, memory_type: str) -> int | None:
         days = self.retention_days.get(memory_type, -1)
@@ -180,6 +194,9 @@ _RANGES: dict[str, tuple[float, float]] = {
     "vectors.max_loaded_namespaces": (1, 100000),
     "tools.search_max_tokens": (50, 8000),
     "vectors.max_memory_mb": (16, 1000000),
+    "summaries.idle_minutes": (0.05, 10080.0),
+    "summaries.max_events": (4, 1000),
+    "summaries.max_chars": (200, 8000),
 }
 _CHOICES: dict[str, tuple[str, ...]] = {
     "write_policy.mode": MODES,
@@ -274,6 +291,7 @@ def parse_config(raw: dict[str, Any] | None) -> tuple[LTMConfig, list[str]]:
         "recording": RecordingConfig,
         "vectors": VectorConfig,
         "tools": ToolsConfig,
+        "summaries": SummariesConfig,
     }
     for name, cls in sections.items():
         setattr(cfg, name, _parse_section(cls, raw.get(name), name, errors))

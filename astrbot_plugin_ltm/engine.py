@@ -16,7 +16,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from .clock import Clock, utcnow
 from .config import parse_config
 from .enums import CandidateSource, ExtractionStatus, Method, Role, SourceType, WriteMode
-from .extension_points import Embedder, Extractor, ModelGateway, Retriever, TokenCounter
+from .extension_points import Embedder, Extractor, ModelGateway, Retriever, Summarizer, TokenCounter
 from .indexes.embeddings import Embeddings
 from .indexes.keywords import KeywordIndex
 from .indexes.namespaces import MemoryBudget
@@ -33,10 +33,13 @@ from .indexes.vectors import VectorIndex
 from .learning.candidates import Candidate
 from .learning.extractor import LLMExtractor
 from .learning.known import KnownFacts
+from .learning.summaries import SummarizerFor, SummaryWorker
+from .learning.summary_prompt import LLMSummarizer
 from .learning.worker import ExtractionWorker
 from .learning.writer import MemoryWriter, WriteOutcome
 from .operating.admin import Admin
 from .recalling.block import MemoryBlock
+from .recalling.last_time import LastTime
 from .recalling.reader import MemoryReader
 from .recalling.retrieval import KeywordRetriever, VectorRetriever
 from .recalling.tokens import default_counter
@@ -52,6 +55,10 @@ EXPLICIT_IMPORTANCE = 0.8  # "remember that …": the user said it matters (docs
 
 
 class LTMEngine:
+    # Writes every engine's summaries instead of the chat model (the
+    # benchmark's stand-in, bench/summary_standin.py).
+    summarizer_standin: ClassVar[Summarizer | None] = None
+
     def __init__(
         self,
         sql_engine: AsyncEngine,
@@ -59,6 +66,7 @@ class LTMEngine:
         *,
         models: ModelGateway | None = None,
         extractor_for: Callable[[str | None], Awaitable[Extractor | None]] | None = None,
+        summarizer_for: SummarizerFor | None = None,
         embedder: Embedder | None = None,
         data_dir: Path | None = None,
         retrievers: list[Retriever] | None = None,
@@ -90,6 +98,9 @@ class LTMEngine:
             embeddings=self.embeddings if with_vectors else None, fill=self.vector_fill if with_vectors else None,
             known=KnownFacts(self.db, self.keyword_index, self.embeddings if with_vectors else None),
         )
+        self.summaries = SummaryWorker(self.db, self.writer, summarizer_for or self._summarizer_for,
+                                       lambda: self.config, clock)
+        self.last_time = LastTime(self.db, clock)
         self._counter = counter
         if retrievers is None:
             retrievers = [KeywordRetriever(self.keyword_index)]
@@ -121,6 +132,7 @@ class LTMEngine:
         if background:
             self.recorder.start()
             self.worker.start()
+            self.summaries.start()
             self.usage.start()
         self.started = True
 
@@ -131,6 +143,7 @@ class LTMEngine:
 
     async def stop(self) -> None:
         await self.worker.stop()
+        await self.summaries.stop()
         await self.recorder.stop()
         await self.usage.stop()
         await self.keyword_index.loads_settled()  # they read the database closed below
@@ -167,8 +180,8 @@ class LTMEngine:
         """What to inject before the model call for this message."""
         if not (self.config.enable and self.config.read_policy.enable) or self.reader is None:
             return MemoryBlock()
-        block = await self.reader.read(self.resolver.read_scopes(origin), query, self.config.read_policy,
-                                       ids=self.config.tools.expand)
+        block = await self.last_time.read(self.reader, self.resolver.read_scopes(origin), query, self.config,
+                                          ids=self.config.tools.expand)
         self.usage.note(block, via="block")
         return block
 
@@ -226,3 +239,14 @@ class LTMEngine:
             return None
         complete, model = found
         return LLMExtractor(complete, model, self.config.extraction.max_fact_chars)
+
+    async def _summarizer_for(self, session_id: str | None) -> Summarizer | None:
+        if self.summarizer_standin is not None:
+            return self.summarizer_standin
+        if self.models is None:
+            return None
+        found = await self.models.completer(self.config.extraction_provider_id, session_id)
+        if found is None:
+            return None
+        complete, model = found
+        return LLMSummarizer(complete, model, self.config.summaries.max_chars)
