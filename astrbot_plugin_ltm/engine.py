@@ -93,6 +93,7 @@ class LTMEngine:
         self.recorder = EventRecorder(
             self.db, lambda: self.config, lambda: self.resolver, clock, on_inserted=self._capture_explicit,
             journal_dir=Path(data_dir) / "journal" if data_dir else None)
+        self.last_time = LastTime(self.db, clock, self.recorder.speaking)
         self.worker = ExtractionWorker(
             self.db, self.writer, extractor_for or self._extractor_for, lambda: self.config, clock,
             embeddings=self.embeddings if with_vectors else None, fill=self.vector_fill if with_vectors else None,
@@ -100,7 +101,6 @@ class LTMEngine:
         )
         self.summaries = SummaryWorker(self.db, self.writer, summarizer_for or self._summarizer_for,
                                        lambda: self.config, clock)
-        self.last_time = LastTime(self.db, clock)
         self._counter = counter
         if retrievers is None:
             retrievers = [KeywordRetriever(self.keyword_index)]

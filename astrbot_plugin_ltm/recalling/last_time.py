@@ -11,6 +11,7 @@ language of the message.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
@@ -45,9 +46,11 @@ def lines(last: LastSummary, language: str) -> str:
 
 
 class LastTime:
-    def __init__(self, db: Database, clock: Clock = utcnow) -> None:
+    def __init__(self, db: Database, clock: Clock = utcnow,
+                 speaking: Callable[[str, str], bool] = lambda kind, scope_id: False) -> None:
         self._db = db
         self._clock = clock
+        self._speaking = speaking  # a turn of the scope is queued, not yet written (the recorder)
 
     async def find(self, scopes: list[Scope], idle: timedelta) -> LastSummary | None:
         """The newest active session summary of ``scopes`` when the first
@@ -55,6 +58,8 @@ class LastTime:
         if not scopes:
             return None
         own = scopes[0]
+        if self._speaking(own.kind, own.id):
+            return None
         async with self._db.read() as session:
             latest = (await session.execute(select(func.max(MemoryEvent.created_at)).where(
                 MemoryEvent.scope == own.kind, MemoryEvent.scope_id == own.id))).scalar_one_or_none()
