@@ -101,6 +101,7 @@ class LTMEngine:
         )
         self.summaries = SummaryWorker(self.db, self.writer, summarizer_for or self._summarizer_for,
                                        lambda: self.config, clock)
+        self.worker.then_drain = self.summaries.drain  # a drain summarises what it leaves ended
         self._counter = counter
         if retrievers is None:
             retrievers = [KeywordRetriever(self.keyword_index)]

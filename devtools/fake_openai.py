@@ -119,9 +119,13 @@ def rule_extract(transcript: str) -> list[dict]:
 
 def fake_summary(prompt: str) -> str:
     """A summary that only repeats what was said: the transcript's (or the
-    parts') lines after the heading, without their time or number."""
+    parts') lines after the heading, without their time or number, who
+    said each in words."""
     lines = [re.sub(r"^\[[^\]]*\]\s*", "", line) for line in prompt.splitlines()[1:]]
-    return ("Summary: " + " / ".join(line for line in lines if line))[:600]
+    # In prose, as a model writes: "assistant:" would read as a role marker (instructions.py).
+    lines = [re.sub(r"^assistant: ", "the bot replied ", re.sub(r"^(.+?) \(user id [^)]*\): ", r"\1 said ", line))
+             for line in lines]
+    return ("Summary: " + "; ".join(line for line in lines if line))[:600]
 
 
 def embed(text: str) -> list[float]:
