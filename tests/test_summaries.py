@@ -219,3 +219,25 @@ async def test_summaries_are_exported_and_imported(sltm, make_ltm, origin):
     assert len(report.added) == 1, report.skipped
     copied = await other.item(MemoryItem.type == MemoryType.SUMMARY)
     assert (copied.fact, copied.fact_key, copied.valid_from) == (item.fact, item.fact_key, item.valid_from)
+
+
+async def test_a_turn_still_queued_keeps_the_conversation_going(sltm, origin):
+    alice = origin("alice")
+    await talk(sltm, alice, "I went hiking in the Alps")
+    await sltm.engine.summaries.drain()
+    sltm.clock.advance(hours=3)
+    sltm.engine.record_turn(alice, "hello again", "Hi!")  # not flushed yet
+    assert "Last time we talked" not in (await sltm.block(alice, "and another thing")).text
+
+
+async def test_a_group_conversation_is_summarised_in_the_group_and_read_by_its_members(sltm, origin):
+    ann = origin("ann", group="g1")
+    await talk(sltm, ann, "our team meets in Berlin on Friday")
+    await talk(sltm, origin("ben", group="g1"), "I will book the room")
+    (result,) = await sltm.engine.summaries.drain()
+    item = await sltm.item(MemoryItem.type == MemoryType.SUMMARY)
+    assert (item.scope, item.scope_id) == ("group", "qq:g1") and result.events == 4
+    sltm.clock.advance(hours=3)
+    block = await sltm.block(ann, "hi all")
+    assert "Last time we talked" in block.text and "Berlin" in block.text
+    assert "Last time we talked" not in (await sltm.block(origin("ann"), "hi")).text  # her private chat
