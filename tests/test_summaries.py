@@ -241,3 +241,20 @@ async def test_a_group_conversation_is_summarised_in_the_group_and_read_by_its_m
     block = await sltm.block(ann, "hi all")
     assert "Last time we talked" in block.text and "Berlin" in block.text
     assert "Last time we talked" not in (await sltm.block(origin("ann"), "hi")).text  # her private chat
+
+
+async def test_a_later_conversation_waits_for_an_earlier_one_that_failed(sltm, origin, gateway):
+    alice = origin("alice")
+    await talk(sltm, alice, "first talk about Rome")
+    sltm.clock.advance(hours=1)
+    await talk(sltm, alice, "second talk about Oslo")
+    sltm.clock.advance(hours=1)
+    gateway.reply(RuntimeError("overloaded"))
+    (failed,) = await sltm.engine.summaries.run_once()
+    assert not failed.ok
+    assert await sltm.engine.summaries.run_once() == []  # Rome backs off, and Oslo waits behind it
+    sltm.clock.advance(minutes=5)
+    results = await sltm.engine.summaries.run_once()
+    assert [r.ok for r in results] == [True, True]
+    facts = [i.fact for i in summaries(await sltm.items())]
+    assert "Rome" in facts[0] and "Oslo" in facts[1]

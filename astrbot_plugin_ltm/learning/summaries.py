@@ -201,8 +201,10 @@ class SummaryWorker:
             if not any(e.source_role in SHOWN_ROLES for e in events):
                 continue  # only the bot spoke: nothing of the people to remember
             key = summary_key(SummaryLevel.SESSION, events[0].created_at)
-            if await self._taken(scope, key) or not self._due(scope, key, now):
+            if await self._taken(scope, key) or self._given_up(scope, key):
                 continue
+            if not self._due(scope, key, now):
+                break  # in order: a later summary would move the scope past this one
             summarizer = summarizer or await self._summarizer_for(events[-1].session_id)
             if summarizer is None:
                 log.warning("ltm: no summary provider available; %s waits", scope)
@@ -244,6 +246,10 @@ class SummaryWorker:
             return (await session.execute(select(MemoryItem.id).where(
                 MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id,
                 MemoryItem.fact_key == key).limit(1))).first() is not None
+
+    def _given_up(self, scope: Scope, key: str) -> bool:
+        failure = self._failures.get((scope, key))
+        return failure is not None and failure.retry_at is None
 
     def _due(self, scope: Scope, key: str, now: datetime) -> bool:
         failure = self._failures.get((scope, key))
