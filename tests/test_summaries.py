@@ -258,3 +258,20 @@ async def test_a_later_conversation_waits_for_an_earlier_one_that_failed(sltm, o
     assert [r.ok for r in results] == [True, True]
     facts = [i.fact for i in summaries(await sltm.items())]
     assert "Rome" in facts[0] and "Oslo" in facts[1]
+
+
+async def test_the_stats_count_the_summary_calls(sltm, origin, gateway):
+    from astrbot_plugin_ltm.operating.api import MemoryAPI
+
+    await talk(sltm, origin("alice"), "I play the cello")
+    gateway.reply(RuntimeError("busy"))
+    await sltm.engine.summaries.run_once(ignore_idle=True)
+    sltm.clock.advance(minutes=5)
+    await sltm.engine.summaries.run_once(ignore_idle=True)
+    stats = await MemoryAPI(sltm.engine, lambda: sltm.raw_config, _unused).stats({})
+    assert stats["summary_calls"] == {"session": 2, "rollup": 0, "failed": 1}
+    assert stats["scopes"][0]["by_type"] == {"summary": 1}
+
+
+async def _unused(config: dict) -> None:
+    raise AssertionError("the stats save no settings")
