@@ -367,7 +367,9 @@ class SummaryWorker:
                 if not verdict.allowed:
                     audit(session, AuditAction.POLICY, ACTOR, verdict.reason, scope=scope, session_id=session_id,
                           now=now, decision="dropped", fact=text, fact_key=key, type=MemoryType.SUMMARY)
-                    return SummaryResult(scope, level, key, True, events=len(event_ids), error=verdict.reason)
+                    # Not asked for again until a restart (the gate would say the same).
+                    self._failures[(scope, key)] = _Failure(cfg.extraction.max_attempts, None)
+                    return SummaryResult(scope, level, key, False, events=len(event_ids), error=verdict.reason)
                 item = await self._insert(session, scope, level, key, text, start, end, event_ids, verdict, now, cfg)
                 audit(session, AuditAction.CREATE, ACTOR, verdict.reason, item=item, session_id=session_id, now=now,
                       fact=text, level=level, period=[start.isoformat(), end.isoformat()], events=len(event_ids),
