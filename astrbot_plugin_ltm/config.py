@@ -142,10 +142,20 @@ class DriftConfig:
     threshold: float = 0.9
     # On an alarm, roll the policy back to the last version without one.
     auto_rollback: bool = False
+class SummariesConfig:
+    """Session summaries and their roll-ups (learning/summaries.py)."""
+
+    enable: bool = False  # one model call per conversation: opt in
+    idle_minutes: float = 30.0  # a conversation ends after this long without a turn
+    max_events: int = 60  # a longer conversation is summarised every this many events
+    rollups: bool = True  # sessions → day → week → month, one model call each
+    last_session_in_block: bool = True  # the first turn of a new conversation gets the last summary
+    max_chars: int = 1200  # a summary longer than this is cut
 
 
 def _default_retention() -> dict[str, int]:
-    return {"profile": -1, "preference": 90, "task_state": 7, "constraint": -1, "episode": 30}
+    return {"profile": -1, "preference": 90, "task_state": 7, "constraint": -1, "episode": 30,
+            "summary": -1}
 
 
 @dataclass
@@ -163,6 +173,7 @@ class LTMConfig:
     vectors: VectorConfig = field(default_factory=VectorConfig)
     tools: ToolsConfig = field(default_factory=ToolsConfig)
     drift: DriftConfig = field(default_factory=DriftConfig)
+    summaries: SummariesConfig = field(default_factory=SummariesConfig)
 
     def ttl_days(self, memory_type: str) -> int | None:
         days = self.retention_days.get(memory_type, -1)
@@ -204,6 +215,9 @@ _RANGES: dict[str, tuple[float, float]] = {
     "tools.search_max_tokens": (50, 8000),
     "vectors.max_memory_mb": (16, 1000000),
     "drift.threshold": (0.0, 1.0),
+    "summaries.idle_minutes": (0.05, 10080.0),
+    "summaries.max_events": (4, 1000),
+    "summaries.max_chars": (200, 8000),
 }
 _CHOICES: dict[str, tuple[str, ...]] = {
     "write_policy.mode": MODES,
@@ -320,6 +334,7 @@ def parse_config(raw: dict[str, Any] | None) -> tuple[LTMConfig, list[str]]:
         "vectors": VectorConfig,
         "tools": ToolsConfig,
         "drift": DriftConfig,
+        "summaries": SummariesConfig,
     }
     for name, cls in sections.items():
         setattr(cfg, name, _parse_section(cls, raw.get(name), name, errors))

@@ -16,7 +16,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from .clock import Clock, utcnow
 from .config import parse_config
 from .enums import CandidateSource, ExtractionStatus, Method, Role, SourceType, WriteMode
-from .extension_points import Embedder, Extractor, ModelGateway, Retriever, TokenCounter
+from .extension_points import Embedder, Extractor, ModelGateway, Retriever, Summarizer, TokenCounter
 from .indexes.embeddings import Embeddings
 from .indexes.keywords import KeywordIndex
 from .indexes.namespaces import MemoryBudget
@@ -34,6 +34,8 @@ from .learning.candidates import Candidate
 from .learning.compaction import Compactor
 from .learning.extractor import LLMExtractor
 from .learning.known import KnownFacts
+from .learning.summaries import SummarizerFor, SummaryWorker
+from .learning.summary_prompt import LLMSummarizer
 from .learning.worker import ExtractionWorker
 from .learning.writer import MemoryWriter, WriteOutcome
 from .logs import log
@@ -44,6 +46,7 @@ from .operating.jobs import Jobs
 from .operating.policy_versions import PolicyVersions
 from .recalling.block import MemoryBlock
 from .recalling.dates import time_zone
+from .recalling.last_time import LastTime
 from .recalling.reader import MemoryReader
 from .recalling.retrieval import KeywordRetriever, VectorRetriever
 from .recalling.tokens import default_counter
@@ -59,6 +62,10 @@ EXPLICIT_IMPORTANCE = 0.8  # "remember that …": the user said it matters (docs
 
 
 class LTMEngine:
+    # Writes every engine's summaries instead of the chat model (the
+    # benchmark's stand-in, bench/summary_standin.py).
+    summarizer_standin: ClassVar[Summarizer | None] = None
+
     def __init__(
         self,
         sql_engine: AsyncEngine,
@@ -66,6 +73,7 @@ class LTMEngine:
         *,
         models: ModelGateway | None = None,
         extractor_for: Callable[[str | None], Awaitable[Extractor | None]] | None = None,
+        summarizer_for: SummarizerFor | None = None,
         embedder: Embedder | None = None,
         data_dir: Path | None = None,
         retrievers: list[Retriever] | None = None,
@@ -97,11 +105,15 @@ class LTMEngine:
         self.recorder = EventRecorder(
             self.db, lambda: self.config, lambda: self.resolver, clock, on_inserted=self._capture_explicit,
             journal_dir=Path(data_dir) / "journal" if data_dir else None)
+        self.last_time = LastTime(self.db, clock, self.recorder.speaking)
         self.worker = ExtractionWorker(
             self.db, self.writer, extractor_for or self._extractor_for, lambda: self.config, clock,
             embeddings=self.embeddings if with_vectors else None, fill=self.vector_fill if with_vectors else None,
             known=KnownFacts(self.db, self.keyword_index, self.embeddings if with_vectors else None),
         )
+        self.summaries = SummaryWorker(self.db, self.writer, summarizer_for or self._summarizer_for,
+                                       lambda: self.config, clock)
+        self.worker.then_drain = self.summaries.drain  # a drain summarises what it leaves ended
         self._counter = counter
         if retrievers is None:
             retrievers = [KeywordRetriever(self.keyword_index)]
@@ -143,6 +155,7 @@ class LTMEngine:
         if background:
             self.recorder.start()
             self.worker.start()
+            self.summaries.start()
             self.usage.start()
             self.drift.start()
             self.compactor.start()
@@ -156,6 +169,7 @@ class LTMEngine:
     async def stop(self) -> None:
         await self.jobs.stop()
         await self.worker.stop()
+        await self.summaries.stop()
         await self.recorder.stop()
         await self.usage.stop()
         await self.drift.stop()
@@ -194,8 +208,8 @@ class LTMEngine:
         """What to inject before the model call for this message."""
         if not (self.config.enable and self.config.read_policy.enable) or self.reader is None:
             return MemoryBlock()
-        block = await self.reader.read(self.resolver.read_scopes(origin), query, self.config.read_policy,
-                                       ids=self.config.tools.expand)
+        block = await self.last_time.read(self.reader, self.resolver.read_scopes(origin), query, self.config,
+                                          ids=self.config.tools.expand)
         self.usage.note(block, via="block")
         return block
 
@@ -257,3 +271,14 @@ class LTMEngine:
             return None
         complete, model = found
         return LLMExtractor(complete, model, self.config.extraction.max_fact_chars)
+
+    async def _summarizer_for(self, session_id: str | None) -> Summarizer | None:
+        if self.summarizer_standin is not None:
+            return self.summarizer_standin
+        if self.models is None:
+            return None
+        found = await self.models.completer(self.config.extraction_provider_id, session_id)
+        if found is None:
+            return None
+        complete, model = found
+        return LLMSummarizer(complete, model, self.config.summaries.max_chars)

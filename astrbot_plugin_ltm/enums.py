@@ -14,6 +14,16 @@ class MemoryType(StrEnum):
     TASK_STATE = "task_state"  # where an ongoing task stands
     CONSTRAINT = "constraint"  # what to avoid or always do for them
     EPISODE = "episode"  # something that happened
+    SUMMARY = "summary"  # a conversation, day, week or month in a few sentences (learning/summaries.py)
+
+
+class SummaryLevel(StrEnum):
+    """What period a summary covers, finest first."""
+
+    SESSION = "session"  # one conversation, until it went idle or grew long
+    DAY = "day"
+    WEEK = "week"
+    MONTH = "month"
 
 
 class Status(StrEnum):
@@ -69,6 +79,7 @@ class Method(StrEnum):
     LLM_EXTRACT = "llm_extract"
     RULE = "rule"
     USER_EXPLICIT = "user_explicit"
+    SUMMARY = "summary"  # the events a summary covers
 
 
 class CandidateSource(StrEnum):
@@ -153,6 +164,8 @@ class Corpus(StrEnum):
 
 
 MEMORY_TYPES: tuple[str, ...] = tuple(MemoryType)
+# What extraction may propose: a summary is only ever made by learning/summaries.py.
+FACT_TYPES: tuple[str, ...] = tuple(t for t in MemoryType if t != MemoryType.SUMMARY)
 SCOPE_KINDS: tuple[str, ...] = tuple(ScopeKind)
 # The raw turns the reader may ever show and the indexes keep: what people
 # and tools said. The bot's own lines are recorded, never shown as turns.

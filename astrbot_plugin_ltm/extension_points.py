@@ -7,6 +7,7 @@ vector retrievers and indexes); tests and benchmarks pass their own.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -38,6 +39,19 @@ class Extractor(Protocol):
     async def extract(self, events: Sequence[MemoryEvent], known: Sequence[KnownFact] = ()) -> ExtractionResult:
         """``known``: current memories of the batch's scope, which a new
         statement may update or repeat (Candidate.updates/restates)."""
+        ...
+
+
+class Summarizer(Protocol):
+    """Writes summaries (learning/summaries.py; the LLM by default, the
+    dataset's own summaries in the benchmark)."""
+
+    async def session(self, events: Sequence[MemoryEvent]) -> str:
+        """One conversation's events, oldest first -> its summary."""
+        ...
+
+    async def rollup(self, level: str, start: datetime, end: datetime, summaries: Sequence[str]) -> str:
+        """The summaries of a period's parts, oldest first -> the period's."""
         ...
 
 

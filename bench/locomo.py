@@ -739,7 +739,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.NAME=VALUE",
                         help="override a plugin setting, e.g. read_policy.recency_weight=0 (repeatable)")
     parser.add_argument("--db", help="keep the SQLite database here instead of a temporary file")
+    parser.add_argument("--summaries", action="store_true",
+                        help="summarise sessions, the data's session_summary standing in for the model")
     args = parser.parse_args(argv)
+    if args.summaries:  # bench/summary_standin.py
+        from .summary_standin import install
+
+        install(args.data, args.overrides)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
     conversations = load_conversations(args.data)

@@ -37,6 +37,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 EXTRACTION_MARKER = "You extract long-term memory"
+# learning/summary_prompt.py: SESSION_MARK, ROLLUP_MARK
+SUMMARY_MARKERS = ("You summarise one past conversation", "You merge summaries of conversations")
 EMBED_DIM = 64
 _LINE = re.compile(r"^\[(\d+)\] (?P<who>.+?) \(user id (?P<uid>[^)]*)\): (?P<text>.*)$")
 _RULES = [
@@ -115,6 +117,17 @@ def rule_extract(transcript: str) -> list[dict]:
     return facts
 
 
+def fake_summary(prompt: str) -> str:
+    """A summary that only repeats what was said: the transcript's (or the
+    parts') lines after the heading, without their time or number, who
+    said each in words."""
+    lines = [re.sub(r"^\[[^\]]*\]\s*", "", line) for line in prompt.splitlines()[1:]]
+    # In prose, as a model writes: "assistant:" would read as a role marker (instructions.py).
+    lines = [re.sub(r"^assistant: ", "the bot replied ", re.sub(r"^(.+?) \(user id [^)]*\): ", r"\1 said ", line))
+             for line in lines]
+    return ("Summary: " + "; ".join(line for line in lines if line))[:600]
+
+
 def embed(text: str) -> list[float]:
     vec = [0.0] * EMBED_DIM
     for token in re.findall(r"\w+", text.lower()):
@@ -146,6 +159,8 @@ def request_kind(request: dict) -> str:
     system = " ".join(_text(m.get("content")) for m in messages if m.get("role") == "system")
     if EXTRACTION_MARKER in system:
         return "extraction"
+    if any(marker in system for marker in SUMMARY_MARKERS):
+        return "summary"
     if "conversation title generator" in system:
         return "title"
     return "chat"
@@ -228,6 +243,8 @@ class Handler(BaseHTTPRequestHandler):
             elif state.delay_seconds > 0:
                 time.sleep(state.delay_seconds)
             text = "this is not JSON" if mode == "malformed" else json.dumps(rule_extract(user), ensure_ascii=False)
+        elif any(marker in system for marker in SUMMARY_MARKERS):
+            text = json.dumps({"summary": fake_summary(user)}, ensure_ascii=False)
         elif "conversation title generator" in system:
             text = "Fake Title"
         else:

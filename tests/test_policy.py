@@ -187,7 +187,7 @@ def test_every_gate_decision_has_a_reason_and_a_consistent_status(
 def test_policy_defaults_match_the_design():
     w = WritePolicy()
     assert (w.enable, w.mode, w.min_confidence, w.min_evidence_count) == (True, "shadow", 0.6, 1)
-    assert w.allowed_types == ["profile", "preference", "task_state", "constraint", "episode"]
+    assert w.allowed_types == ["profile", "preference", "task_state", "constraint", "episode", "summary"]
     assert (w.max_writes_per_session, w.max_writes_per_hour, w.max_items_per_scope) == (10, 50, 200)
     assert w.require_approval_types == []
     r = ReadPolicy()

@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ..enums import MEMORY_TYPES, SHOWN_ROLES, CandidateSource, Role, SourceType
+from ..enums import FACT_TYPES, SHOWN_ROLES, CandidateSource, Role, SourceType
 from ..extension_points import Complete
 from ..logs import log
 from ..scope import display_name
@@ -151,7 +151,7 @@ def _check(raw: Any, events: Sequence[MemoryEvent], humans: dict[str | None, Mem
     if not isinstance(raw, dict):
         return "not an object", None
     mtype = raw.get("type")
-    if mtype not in MEMORY_TYPES:
+    if mtype not in FACT_TYPES:
         return f"unknown type {mtype!r}", None
     fact = raw.get("fact")
     if not isinstance(fact, str) or not fact.strip():

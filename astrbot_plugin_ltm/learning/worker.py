@@ -74,6 +74,7 @@ class ExtractionWorker:
         self._task = BackgroundTask("ltm-extraction", self._run)
         self._kick = asyncio.Event()
         self._last_sweep: datetime | None = None
+        self.then_drain: Callable[[], Awaitable[object]] | None = None
 
     async def ready_scopes(self, ignore_idle: bool = False) -> list[Scope]:
         cfg = self._config().extraction
@@ -115,14 +116,17 @@ class ExtractionWorker:
         return results
 
     async def drain(self, max_batches: int = 1000) -> list[BatchResult]:
-        """Extract everything pending now, ignoring the idle wait, then embed
-        the new items (tests, benchmarks, tools)."""
+        """Extract everything pending now, ignoring the idle wait, then run
+        ``then_drain`` (the engine's summaries), then embed the new items
+        (tests, benchmarks, tools)."""
         results: list[BatchResult] = []
         while len(results) < max_batches:
             batch = await self.run_once(ignore_idle=True)
             results.extend(batch)
             if not batch or not any(r.ok for r in batch):
                 break
+        if self.then_drain is not None:
+            await self.then_drain()
         await self.fill_vectors()
         return results
 

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from ..enums import AuditAction, Status
+from ..enums import AuditAction, MemoryType, Status
 from ..persona import with_persona
 from ..scope import Scope
 from ..storing.audit import audit
@@ -96,8 +96,11 @@ class Admin(AdminQueries):
 
     async def _change_fact(self, session: AsyncSession, item: MemoryItem, fact: Any) -> bool:
         """Set ``item``'s fact (and key) to ``fact``; whether it changed."""
-        fact = validators.fact(fact, self._config().extraction.max_fact_chars)
-        key = normalize_fact_key(fact)
+        cfg = self._config()
+        summary = item.type == MemoryType.SUMMARY
+        fact = validators.fact(fact, cfg.summaries.max_chars if summary else cfg.extraction.max_fact_chars)
+        # A summary's key names its level and period (learning/summaries.py): it stays.
+        key = item.fact_key if summary else normalize_fact_key(fact)
         clash = (await session.execute(select(MemoryItem.memory_id).where(
             MemoryItem.scope == item.scope, MemoryItem.scope_id == item.scope_id,
             or_(MemoryItem.fact_key == key, MemoryItem.fact == fact), MemoryItem.id != item.id,

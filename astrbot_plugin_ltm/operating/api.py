@@ -217,6 +217,8 @@ class MemoryAPI:
                 "writes_last_hour": sum(s["writes_last_hour"] for s in per_scope),
             },
             "events_not_recorded_read_only": self.engine.recorder.dropped_read_only,
+            # model calls for summaries since start, and the failed ones (learning/summaries.py)
+            "summary_calls": {**self.engine.summaries.stats.calls, "failed": self.engine.summaries.stats.failed},
             "emergency_read_only": self.engine.config.emergency_read_only,
             "mode": self.engine.config.write_policy.mode,
             "drift": await self.engine.drift.status(),

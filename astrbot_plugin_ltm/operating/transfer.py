@@ -29,7 +29,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..clock import Clock, as_utc, utcnow
-from ..enums import AuditAction, ExtractionStatus, Method, Role, SourceType, Status
+from ..enums import AuditAction, ExtractionStatus, MemoryType, Method, Role, SourceType, Status
 from ..instructions import instruction_reason
 from ..storing.audit import audit
 from ..storing.database import Database
@@ -47,6 +47,7 @@ VERSION = 1
 MAX_IMPORT_BYTES = 20 * 1024 * 1024
 MAX_IMPORT_ITEMS = 100_000
 MAX_EVIDENCE_PER_ITEM = 10_000
+SUMMARY_MAX_CHARS = 8000  # the upper bound of summaries.max_chars: a summary is longer than a fact
 
 
 def _normal_number(value: Any) -> Any:
@@ -250,7 +251,8 @@ def _clean_item(item: dict[str, Any], where: str, max_fact_chars: int) -> dict[s
         raise AdminError(f"{where}: more than {MAX_EVIDENCE_PER_ITEM} evidence links")
 
     def fact() -> str:
-        v.fact(item["fact"], max_fact_chars)  # checked as an edit is; stored as exported
+        limit = SUMMARY_MAX_CHARS if item.get("type") == MemoryType.SUMMARY else max_fact_chars
+        v.fact(item["fact"], limit)  # checked as an edit is; stored as exported
         return str(item["fact"])
 
     def fact_key() -> str:

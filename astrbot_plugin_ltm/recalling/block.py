@@ -12,6 +12,7 @@ from functools import lru_cache
 
 from ..clock import as_utc
 from ..config import ReadPolicy
+from ..enums import MemoryType
 from ..extension_points import TokenCounter
 from ..instructions import instruction_reason, neutralise
 from ..storing.tables import MemoryEvent
@@ -162,9 +163,11 @@ class BlockBuilder:
                                     f"{item.scope}:{item.scope_id}")
                 n_memories += 1
                 per_type[item.type] = per_type.get(item.type, 0) + 1
-                covered |= r.covers
+                # A summary only sketches the turns it spans: they may still say more.
+                covers = r.covers if item.type != MemoryType.SUMMARY else frozenset()
+                covered |= covers
                 # A turn it covers that outranked it says the same again.
-                repeated = [c for c in chosen if c[0].turn is not None and c[0].turn.event_id in r.covers]
+                repeated = [c for c in chosen if c[0].turn is not None and c[0].turn.event_id in covers]
                 if repeated:
                     chosen = [c for c in chosen if c not in repeated]
                     n_turns -= len(repeated)

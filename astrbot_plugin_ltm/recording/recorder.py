@@ -155,6 +155,10 @@ class EventRecorder:
     def queued(self) -> int:
         return len(self._queue)
 
+    def speaking(self, kind: str, scope_id: str) -> bool:
+        """Whether a turn of this scope waits in the queue (it was just said)."""
+        return any(e.scope == kind and e.scope_id == scope_id for e in self._queue)
+
     async def _insert(self, session: AsyncSession, batch: list[MemoryEvent]) -> None:
         session.add_all(batch)
         await session.flush()

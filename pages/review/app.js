@@ -78,6 +78,7 @@
     "types.task_state": "task state",
     "types.constraint": "constraint",
     "types.episode": "episode",
+    "types.summary": "summary",
     "status.active": "active",
     "status.shadow": "shadow",
     "status.disabled": "disabled",
@@ -229,7 +230,7 @@
   }/*FALLBACK_EN_END*/;
 
   const PREFIX = "views.review";
-  const MEMORY_TYPES = ["profile", "preference", "task_state", "constraint", "episode"];
+  const MEMORY_TYPES = ["profile", "preference", "task_state", "constraint", "episode", "summary"];
   const MAX_IMPORT_BYTES = 20 * 1024 * 1024;
   const bridge = window.AstrBotPluginPage || window.AstrBotPluginView || null;
 
