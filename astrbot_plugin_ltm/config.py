@@ -142,6 +142,9 @@ class DriftConfig:
     threshold: float = 0.9
     # On an alarm, roll the policy back to the last version without one.
     auto_rollback: bool = False
+
+
+@dataclass
 class SummariesConfig:
     """Session summaries and their roll-ups (learning/summaries.py)."""
 
