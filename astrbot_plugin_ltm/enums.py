@@ -132,6 +132,8 @@ class Corpus(StrEnum):
 
 MEMORY_TYPES: tuple[str, ...] = tuple(MemoryType)
 SCOPE_KINDS: tuple[str, ...] = tuple(ScopeKind)
-# The raw turns the reader may ever show and the indexes keep: what people
-# and tools said. The bot's own lines are recorded, never shown as turns.
+# What people and tools said: what extraction learns facts from.
 SHOWN_ROLES: tuple[str, ...] = (Role.USER, Role.TOOL)
+# The raw turns the reader may show and the indexes keep: those, and the
+# bot's own replies, labelled as the bot's (docs/decisions.md#d57).
+RECALLED_ROLES: tuple[str, ...] = (Role.USER, Role.TOOL, Role.ASSISTANT)

