@@ -78,6 +78,7 @@ class CandidateSource(StrEnum):
     LLM_EXTRACT = "llm_extract"
     RULE = "rule"
     TOOL_RESULT = "tool_result"
+    BOT_SIDE = "bot_side"  # what the bot itself recommended or promised (learning/bot_side.py)
 
 
 class AuditAction(StrEnum):
