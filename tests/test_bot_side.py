@@ -12,7 +12,8 @@ BOOK = {"type": "episode", "fact": "the bot recommended 《小王子》 to the u
         "confidence": 0.9, "importance": 0.6}
 
 
-def exchange(user: str = "你能给我推荐一本书吗？", bot: str = "我推荐你读《小王子》，很温暖的一本书。") -> list[MemoryEvent]:
+def exchange(user: str = "你能给我推荐一本书吗？",
+             bot: str = "我推荐你读《小王子》，很温暖的一本书。") -> list[MemoryEvent]:
     def event(n: int, role: str, text: str) -> MemoryEvent:
         human = role == "user"
         return MemoryEvent(event_id=f"e{n}", scope="user", scope_id="qq:zmt", source_type="message",
