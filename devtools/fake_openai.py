@@ -104,8 +104,8 @@ def rule_extract(transcript: str) -> list[dict]:
         if bot and (rec := _BOT_RECOMMENDS.search(bot.group("text"))):
             title = rec.group(1) or rec.group(2).strip()
             zh = person if person != "the user" else "用户"
-            fact = f"机器人向{zh}推荐了{title}" if rec.group(1) else f"the bot recommended {title} to {person}"
-            facts.append({"type": "episode", "fact": fact, "fact_key": f"bot_recommended_{title}", "by": "bot",
+            act = f"机器人向{zh}推荐了{title}" if rec.group(1) else f"the bot recommended {title} to {person}"
+            facts.append({"type": "episode", "fact": act, "fact_key": f"bot_recommended_{title}", "by": "bot",
                           "confidence": 0.9, "importance": 0.6, "lines": [int(bot.group(1))]})
         m = _LINE.match(line.strip())
         if not m:

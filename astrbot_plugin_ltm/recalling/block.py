@@ -17,7 +17,8 @@ from ..instructions import instruction_reason, neutralise
 from ..storing.tables import MemoryEvent
 from ..storing.turns import speaker_of, turn_text
 from ..text import is_cjk, token_set_similarity
-from .bot_lines import BOT_CHARS, BotAllowance, is_bot, small_talk
+from . import bot_lines
+from .bot_lines import BotAllowance, is_bot, small_talk
 from .ranking import Ranked
 from .rows import EventRow, ItemView
 
@@ -83,7 +84,7 @@ def format_line(item: ItemView, ids: bool = False) -> str:
 def format_event_line(event: MemoryEvent | EventRow) -> str:
     """A raw turn: who, then what (under its day's heading, turn_day)."""
     body = neutralise(turn_text(event.source_type, event.content or {}, speaker_of(event)))
-    chars = BOT_CHARS if is_bot(event) else EVENT_CHARS
+    chars = bot_lines.BOT_CHARS if is_bot(event) else EVENT_CHARS
     if len(body) > chars:
         body = body[:chars] + "…"
     return f"- {body}"
