@@ -114,3 +114,13 @@ async def test_small_talk_and_replies_to_withheld_messages_are_never_shown(ltm, 
     await ltm.engine.admin.delete(phone.memory_id, "user:alice")
     # the person's message is withheld, and so is the bot's reply that repeats it
     assert "555-0100" not in (await ltm.block(a, "phone number 555-0100")).text
+
+
+async def test_a_reply_that_only_says_the_message_back_is_not_shown(ltm, origin):
+    a = origin("alice")
+    await ltm.turn(a, "My sister Jane visits from Lisbon next week", "Your sister Jane visits from Lisbon next week!")
+    await ltm.turn(a, "Any tips for Lisbon?", "Try the custard tarts at Belém and ride tram 28 in Lisbon.")
+    shown = [s.fact for s in (await ltm.block(a, "Jane Lisbon tram")).events]
+    assert not any("bot (you): Your sister" in f for f in shown)  # the echo: her own line stands for it
+    assert any("Alice: My sister Jane" in f for f in shown)
+    assert any("bot (you): Try the custard tarts" in f for f in shown)

@@ -9,7 +9,10 @@ take at most a share of the token budget (docs/decisions.md#d57).
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+from sqlalchemy import Connection, text
 
 from ..enums import Role
 from ..text import search_tokens
@@ -22,6 +25,10 @@ BOT_SHARE = 0.5
 # A reply with fewer search tokens than this ("OK.", "How nice!", "当然了")
 # is small talk: it says nothing to remember and is never shown.
 MIN_TOKENS = 4
+# A reply whose words are at least this share the words of the message it
+# answers only says it back ("ECHO: …", "So you live in Paris!"): what the
+# person said, or the memory made of it, already stands for it.
+ECHO_SHARE = 0.8
 
 
 def is_bot(turn: Any) -> bool:
@@ -32,6 +39,32 @@ def is_bot(turn: Any) -> bool:
 def small_talk(text: str) -> bool:
     """Too few words to be a recommendation, advice or a promise."""
     return len(search_tokens(text)) < MIN_TOKENS
+
+
+def echoes(reply: str, message: str) -> bool:
+    """The reply's words are mostly the message's."""
+    said = set(search_tokens(reply))
+    return bool(said) and len(said & set(search_tokens(message))) / len(said) >= ECHO_SHARE
+
+
+def without_echoes(conn: Connection, turns: dict[int, Any]) -> dict[int, Any]:
+    """``turns`` (rowid -> a reader's row) less the bot's replies that echo
+    the person's message recorded just before them (one query)."""
+    replies = [rowid for rowid, t in turns.items() if is_bot(t)]
+    if not replies:
+        return turns
+    rows = conn.execute(
+        text("SELECT p.id + 1, p.content FROM ltm_events p JOIN ltm_events x ON x.id = p.id + 1 "
+             "WHERE x.id IN (SELECT value FROM json_each(:ids)) AND p.session_id IS x.session_id "
+             f"AND p.source_role = '{Role.USER}'"),
+        {"ids": json.dumps(replies)},
+    )
+    echoed = set()
+    for rowid, content in rows:
+        message = (json.loads(content) if isinstance(content, str) else content or {}).get("text", "")
+        if echoes(str(turns[rowid].content.get("text", "")), str(message)):
+            echoed.add(rowid)
+    return {k: t for k, t in turns.items() if k not in echoed}
 
 
 class BotAllowance:
