@@ -68,7 +68,7 @@ def test_replay_records_the_bots_turns_as_its_replies_and_reports_by_role(tmp_pa
     assert ours["by_evidence_role"]["user"]["evidence_recall"] == 1.0
     # the recommendation is reached through the bot's own line, and its tokens are counted
     assert ours["by_evidence_role"]["assistant"]["evidence_recall"] == 1.0
-    assert 0 < ours["mean_bot_tokens"] and 0 < ours["bot_token_share"] < 1
+    assert ours["mean_bot_tokens"] > 0 and 0 < ours["bot_token_share"] < 1
     assert doc["settings"]["bot_speakers"] == ["AI伴侣"] and doc["settings"]["languages"] == ["zh"]
     # the baselines search every turn, the bot's too
     assert doc["baselines"]["bm25_turns"]["by_evidence_role"]["assistant"]["evidence_recall"] == 1.0
