@@ -89,6 +89,7 @@ class CandidateSource(StrEnum):
     LLM_EXTRACT = "llm_extract"
     RULE = "rule"
     TOOL_RESULT = "tool_result"
+    BOT_SIDE = "bot_side"  # what the bot itself recommended or promised (learning/bot_side.py)
 
 
 class AuditAction(StrEnum):
@@ -167,6 +168,8 @@ MEMORY_TYPES: tuple[str, ...] = tuple(MemoryType)
 # What extraction may propose: a summary is only ever made by learning/summaries.py.
 FACT_TYPES: tuple[str, ...] = tuple(t for t in MemoryType if t != MemoryType.SUMMARY)
 SCOPE_KINDS: tuple[str, ...] = tuple(ScopeKind)
-# The raw turns the reader may ever show and the indexes keep: what people
-# and tools said. The bot's own lines are recorded, never shown as turns.
+# What people and tools said: what extraction learns facts from.
 SHOWN_ROLES: tuple[str, ...] = (Role.USER, Role.TOOL)
+# The raw turns the reader may show and the indexes keep: those, and the
+# bot's own replies, labelled as the bot's (docs/decisions.md#d57).
+RECALLED_ROLES: tuple[str, ...] = (Role.USER, Role.TOOL, Role.ASSISTANT)

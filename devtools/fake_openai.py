@@ -4,7 +4,9 @@
   answered ``ECHO: <user text>``. Memory-extraction calls (recognised by the
   plugin's extraction system prompt) are answered by a small rule-based
   extractor, so the offline demo really learns "my name is …", "I live in …",
-  "我叫…", "住在…", "I like …". AstrBot's title requests get a fixed title.
+  "我叫…", "住在…", "I like …", and what the bot itself recommended ("by": "bot").
+  AstrBot's title requests get a fixed title. Asked for a book ("推荐…书",
+  "recommend … book"), the model recommends one.
 - A user message containing "weather" is answered with a call to the
   ``get_weather`` tool when the request offers it; ``call <tool> {json}``
   with a call to that tool with those arguments, when it is offered.
@@ -76,6 +78,12 @@ _NAME_GIVEN = (re.compile(r"\bmy name is ([A-Z][\w-]*)", re.I),
                re.compile(r"我叫([\u4e00-\u9fff\w]{1,8}?)(?:[，,。！!\s]|$)"),
                re.compile(r"(?:的名字是|'s name is )([\u4e00-\u9fff\w-]{1,16})"))
 _CALL = re.compile(r"^call (\w+) (\{.*\})$", re.S)
+# A request for a book (not a question about an earlier one), and the bot's
+# recommendation as extraction reads it back: a bot-side episode.
+_ASKS_BOOK = re.compile(r"推荐.*书|recommend.*book", re.I)
+_ASKS_BACK = re.compile(r"上次|last time", re.I)
+_BOT_LINE = re.compile(r"^\[(\d+)\] assistant: (?P<text>.*)$")
+_BOT_RECOMMENDS = re.compile(r"推荐你读(《[^》]+》)|I recommend reading ([^,.!]+)")
 UNNAMED = "unnamed user"  # learning.extractor.UNNAMED: the speaker has no display name
 
 
@@ -92,10 +100,19 @@ def rule_extract(transcript: str) -> list[dict]:
             if found:
                 given["any"] = found.group(1)
     facts = []
+    person = given.get("any", "the user")
     for line in transcript.splitlines():
+        bot = _BOT_LINE.match(line.strip())
+        if bot and (rec := _BOT_RECOMMENDS.search(bot.group("text"))):
+            title = rec.group(1) or rec.group(2).strip()
+            zh = person if person != "the user" else "用户"
+            act = f"机器人向{zh}推荐了{title}" if rec.group(1) else f"the bot recommended {title} to {person}"
+            facts.append({"type": "episode", "fact": act, "fact_key": f"bot_recommended_{title}", "by": "bot",
+                          "confidence": 0.9, "importance": 0.6, "lines": [int(bot.group(1))]})
         m = _LINE.match(line.strip())
         if not m:
             continue
+        person = m.group("who") if m.group("who") != UNNAMED else given.get("any", "the user")
         who, uid, text = m.group("who"), m.group("uid"), m.group("text")
         if who == UNNAMED:
             who = given.get("any", "the user")
@@ -266,6 +283,9 @@ class Handler(BaseHTTPRequestHandler):
                 text = ""
                 tool_calls = [{"id": "call_fake_1", "type": "function",
                                "function": {"name": "get_weather", "arguments": json.dumps({"city": "Paris"})}}]
+            elif _ASKS_BOOK.search(own) and not _ASKS_BACK.search(own):
+                text = ("我推荐你读《小王子》，一本温暖又深刻的书。" if re.search(r"[\u4e00-\u9fff]", own)
+                        else "I recommend reading The Little Prince, a gentle classic.")
             else:
                 text = "ECHO: " + own
         self._answer(body, text, tool_calls)

@@ -85,13 +85,13 @@ async def learn(ltm, origin, said: str, fact: str) -> MemoryItem:
 # -- each write path reaches each index ------------------------------------------------------
 
 
-async def test_recorded_turns_reach_every_index_but_the_bots_own_line_does_not(channel, origin):
+async def test_recorded_turns_reach_every_index_the_bots_reply_too(channel, origin):
     assert await keyword_hits(channel, "bees", Corpus.TURNS) == set()  # loaded, so a commit reaches it at once
     channel.log.clear()
     (user, bot) = await channel.record(origin("alice"), "I keep bees in Kent", "Bees in Kent, lovely!")
     (recorded,) = handed(channel, TurnsRecorded)
-    assert recorded.scope == ALICE and [rowid for rowid, _ in recorded.turns] == [user.id]
-    assert await keyword_hits(channel, "bees", Corpus.TURNS) == {user.id}
+    assert recorded.scope == ALICE and [rowid for rowid, _ in recorded.turns] == [user.id, bot.id]
+    assert await keyword_hits(channel, "bees", Corpus.TURNS) == {user.id, bot.id}
 
 
 async def test_the_writer_hands_over_a_new_memory_and_a_superseded_one(channel, origin):

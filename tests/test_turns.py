@@ -45,11 +45,13 @@ async def test_turns_said_on_one_day_share_its_heading(ltm, origin, clock):
     assert block.tokens == ltm.engine.reader.counter.count(block.text)
 
 
-async def test_the_bots_own_lines_and_other_scopes_turns_are_never_shown(ltm, origin):
-    await ltm.turn(origin("alice"), "hello", "The secret word is pineapple")
+async def test_the_bots_own_lines_read_as_the_bots_and_other_scopes_turns_are_never_shown(ltm, origin, clock):
+    await ltm.turn(origin("alice"), "hello", "I recommend the pineapple cake at Rosa's bakery")
     await ltm.turn(origin("bob"), "I keep a pineapple plant")
-    assert not await ltm.block(origin("alice"), "pineapple")
-    assert said(await ltm.block(origin("bob"), "pineapple")) != []
+    block = await ltm.block(origin("alice"), "pineapple")
+    assert said(block) == [f"[said {clock():%Y-%m-%d}] bot (you): I recommend the pineapple cake at Rosa's bakery"]
+    assert "- bot (you): I recommend" in block.text and "plant" not in block.text
+    assert "pineapple plant" in said(await ltm.block(origin("bob"), "pineapple"))[0]
 
 
 async def test_shadow_and_manual_modes_show_only_turns_behind_active_memories(make_ltm, origin):

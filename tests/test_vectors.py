@@ -345,21 +345,27 @@ async def test_a_large_namespace_is_an_inverted_file_and_a_growing_one_becomes_o
 # -- raw turns ------------------------------------------------------------------------
 
 
-async def turn(engine: LTMEngine, who: Origin, said: str, answer: str = "OK") -> None:
+async def turn(engine: LTMEngine, who: Origin, said: str, answer: str = "") -> None:
     engine.record_turn(who, said, answer)
     await engine.recorder.flush()
 
 
-async def test_turns_get_vectors_in_the_background_but_the_bots_lines_do_not(db_url, tmp_path):
+async def test_turns_and_the_bots_replies_get_vectors_in_the_background(db_url, tmp_path):
     engine = await make(db_url, tmp_path, HashEmbedder())
-    await turn(engine, alice(), "we hiked up the mountains at dawn", "sounds like mountains fun")
-    assert await engine.worker.fill_vectors() == 1  # the user's line, not the bot's
+    await turn(engine, alice(), "we hiked up the mountains at dawn", "I recommend the Alps trail next time")
+    assert await engine.worker.fill_vectors() == 2  # the user's line and the bot's reply
     assert await engine.worker.fill_vectors() == 0  # nothing is embedded twice
     scope = engine.resolver.user_scope(alice())
     hits = (await engine.embeddings.query([scope], "mountains dawn", 5)).turns
     async with engine.db.read() as session:
-        (event,) = (await session.execute(select(MemoryEvent).where(MemoryEvent.id.in_(list(hits))))).scalars()
-    assert event.source_role == "user" and next(iter(hits.values())) > 0.5
+        events = {e.id: e for e in (await session.execute(
+            select(MemoryEvent).where(MemoryEvent.id.in_(list(hits))))).scalars()}
+    best = max(hits, key=lambda rowid: hits[rowid])
+    assert events[best].source_role == "user" and hits[best] > 0.5
+    bot = (await engine.embeddings.query([scope], "Alps trail", 5)).turns
+    async with engine.db.read() as session:
+        reply = await session.get(MemoryEvent, max(bot, key=lambda rowid: bot[rowid]))
+    assert reply is not None and reply.source_role == "assistant"
     # Files of turns are caches like the memories': rebuilt when missing.
     await engine.stop()
     for path in (tmp_path / "vectors").glob("*"):

@@ -10,11 +10,11 @@ import numpy as np
 from sqlalchemy import and_, func, select
 
 from ..clock import Clock, utcnow
-from ..enums import SHOWN_ROLES, Corpus
+from ..enums import RECALLED_ROLES, Corpus
 from ..scope import Scope
 from ..storing.database import Database, ReadOnlyError
 from ..storing.tables import EventVector, MemoryEvent, MemoryItem, MemoryVector
-from ..storing.turns import turn_passages
+from ..storing.turns import speaker_of, turn_passages
 from ..storing.vector_rows import VECTOR_ROWS, delete_other_models, store_vectors
 from .embeddings import Embeddings
 
@@ -114,7 +114,7 @@ class VectorFill:
                     .outerjoin(EventVector, and_(EventVector.event_rowid == MemoryEvent.id, EventVector.model == model,
                                                  VECTOR_ROWS[Corpus.TURNS].whole()))
                     .where(MemoryEvent.id > checked, MemoryEvent.id <= last, EventVector.event_rowid.is_(None),
-                           MemoryEvent.source_role.in_(SHOWN_ROLES), MemoryEvent.withheld.is_(False))
+                           MemoryEvent.source_role.in_(RECALLED_ROLES), MemoryEvent.withheld.is_(False))
                     .order_by(MemoryEvent.id)
                     .limit(self.batch_size)
                 )
@@ -122,7 +122,7 @@ class VectorFill:
         if not events:
             self._turns_checked[model] = last
             return 0
-        passages = [turn_passages(e.source_type, e.content, e.sender_name or e.sender_id) for e in events]
+        passages = [turn_passages(e.source_type, e.content, speaker_of(e)) for e in events]
         flat = await self.embeddings.embed([p for ps in passages for p in ps],
                                            timeout=self.embeddings.query_timeout * 10)
         if flat is None:

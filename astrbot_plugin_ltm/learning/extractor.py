@@ -4,7 +4,9 @@ The prompt numbers each line of the batch and asks for the line numbers a
 fact comes from, so every candidate is evidenced by real events, a fact
 is attributed to the person who said it, and a fact that only the
 assistant said is refused: the bot must never remember its own words as
-something a user told it.
+something a user told it. The one exception is an episode the model marks
+as the bot's own act (a recommendation, advice, a promise), attributed to
+the bot and evidenced by its lines (bot_side.py).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from ..logs import log
 from ..scope import display_name
 from ..storing.tables import MemoryEvent
 from ..text import normalize_fact_key, replace_literally
+from .bot_side import BY_BOT, check_bot_episode
 from .candidates import Candidate, ExtractionResult, KnownFact, Rejection
 
 SYSTEM_PROMPT = """You extract long-term memory from a chat transcript.
@@ -33,9 +36,14 @@ Return ONLY a JSON array (no prose, no code fence). Each element:
  "fact_key": "short stable key for what the fact is about, e.g. alice_home_city",
  "confidence": 0.0-1.0, "importance": 0.0-1.0, "lines": [line numbers],
  "updates": "id of the known fact whose value this changes (optional)",
- "same_as": "id of the known fact this only repeats or rewords (optional)"}
+ "same_as": "id of the known fact this only repeats or rewords (optional)",
+ "by": "bot" (only for what the assistant did, below)}
 Rules:
 - Only durable, useful facts stated by a human speaker or a tool result; never facts the assistant said about itself.
+- Except: what the assistant recommended, advised, promised or agreed to do for a person is an "episode" with
+  "by": "bot", citing the assistant's line, written as the assistant's act with the concrete names
+  ("the bot recommended 《小王子》 to Alice", "the bot promised Alice to remind her on Friday"), never as
+  something the person said. The assistant's opinions, greetings and small talk are not memories.
 - Name the person by the name shown for the speaker; if none is shown, by the name they gave for themselves
   (in the transcript or the known facts); write "the user" only if there is neither.
 - Write the fact in the language the speaker used.
@@ -173,6 +181,13 @@ def _check(raw: Any, events: Sequence[MemoryEvent], humans: dict[str | None, Mem
         return "fact_key is empty after normalisation", None
 
     lines = raw.get("lines")
+    if raw.get("by") == BY_BOT:
+        reason, bot_lines = check_bot_episode(mtype, fact, lines, events)
+        if not bot_lines:
+            return reason, None
+        return "", Candidate(type=mtype, fact=_named(fact, humans), fact_key=key, confidence=conf,
+                             importance=importance, event_ids=[e.event_id for e in bot_lines],
+                             source=CandidateSource.BOT_SIDE)
     if lines is None:
         # No line numbers: acceptable only when one person could have said it.
         sources = [e for e in events if e.source_role in SHOWN_ROLES]
@@ -207,6 +222,17 @@ def _check(raw: Any, events: Sequence[MemoryEvent], humans: dict[str | None, Mem
         event_ids=[e.event_id for e in sources],
         source=source,
     )
+
+
+def _named(fact: str, humans: dict[str | None, MemoryEvent]) -> str:
+    """"the user" in a bot-side episode as the one person who spoke."""
+    if len(humans) != 1:
+        return fact
+    person = next(iter(humans.values()))
+    name = display_name(person.sender_id, person.sender_name)
+    for pattern, replacement in _GENERIC_USER if name else ():
+        fact = replace_literally(pattern, replacement.format(name=name), fact)
+    return fact
 
 
 class LLMExtractor:

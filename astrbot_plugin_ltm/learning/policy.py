@@ -18,6 +18,7 @@ SOURCE_QUALITY: dict[str, float] = {
     CandidateSource.LLM_EXTRACT: 0.8,
     CandidateSource.RULE: 0.8,
     CandidateSource.TOOL_RESULT: 0.7,
+    CandidateSource.BOT_SIDE: 0.8,  # a model's reading of the bot's reply, as of a person's
 }
 
 

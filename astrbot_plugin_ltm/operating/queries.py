@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..clock import Clock, utcnow
 from ..config import LTMConfig
-from ..enums import MEMORY_TYPES, SHOWN_ROLES, WRITE_ACTIONS, Status
+from ..enums import MEMORY_TYPES, RECALLED_ROLES, WRITE_ACTIONS, Status
 from ..scope import Scope
 from ..storing.database import Database
 from ..storing.tables import MemoryAudit, MemoryEvent, MemoryEvidence, MemoryItem
@@ -271,7 +271,7 @@ class AdminQueries:
         async with self._db.read() as session:
             return (await session.execute(select(func.count()).select_from(MemoryEvent).where(
                 MemoryEvent.scope == scope.kind, MemoryEvent.scope_id == scope.id,
-                MemoryEvent.source_role.in_(SHOWN_ROLES), MemoryEvent.withheld.is_(False),
+                MemoryEvent.source_role.in_(RECALLED_ROLES), MemoryEvent.withheld.is_(False),
             ))).scalar_one()
 
     # -- statistics ----------------------------------------------------------------------

@@ -31,7 +31,7 @@ from ..recalling.reader import Only
 from ..scope import Origin, Scope
 from ..storing.database import ReadOnlyError
 from ..storing.tables import MemoryEvent, MemoryEvidence, MemoryItem
-from ..storing.turns import turn_text
+from ..storing.turns import speaker_of, turn_text
 
 TOOL_NAMES = ("memory_search", "memory_remember", "memory_expand")
 EXPAND_TURNS = 8  # source turns memory_expand returns at most
@@ -137,7 +137,7 @@ class MemoryTools:
             return f"Memory #{wanted} ({neutralise(item.fact)}) has no source turns to show."
         lines = [f"Sources of #{wanted} ({neutralise(item.fact)}):"]
         for event in turns:
-            said = turn_text(event.source_type, event.content or {}, event.sender_name or event.sender_id)
+            said = turn_text(event.source_type, event.content or {}, speaker_of(event))
             if instruction_reason(said[:EVENT_CHARS * 2]):
                 continue  # never shown raw, here as in the block
             lines.append(f"- [said {event.created_at:%Y-%m-%d}] {neutralise(said[:EVENT_CHARS * 2])}")

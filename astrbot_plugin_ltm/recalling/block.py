@@ -16,8 +16,10 @@ from ..enums import MemoryType
 from ..extension_points import TokenCounter
 from ..instructions import instruction_reason, neutralise
 from ..storing.tables import MemoryEvent
-from ..storing.turns import turn_text
+from ..storing.turns import speaker_of, turn_text
 from ..text import is_cjk, token_set_similarity
+from . import bot_lines
+from .bot_lines import BotAllowance, is_bot, small_talk
 from .ranking import Ranked
 from .rows import EventRow, ItemView
 
@@ -82,9 +84,10 @@ def format_line(item: ItemView, ids: bool = False) -> str:
 
 def format_event_line(event: MemoryEvent | EventRow) -> str:
     """A raw turn: who, then what (under its day's heading, turn_day)."""
-    body = neutralise(turn_text(event.source_type, event.content or {}, event.sender_name or event.sender_id))
-    if len(body) > EVENT_CHARS:
-        body = body[:EVENT_CHARS] + "…"
+    body = neutralise(turn_text(event.source_type, event.content or {}, speaker_of(event)))
+    chars = bot_lines.BOT_CHARS if is_bot(event) else EVENT_CHARS
+    if len(body) > chars:
+        body = body[:chars] + "…"
     return f"- {body}"
 
 
@@ -125,6 +128,7 @@ class BlockBuilder:
         covered: set[str] = set()
         chosen_facts: list[str] = []
         days: set[str] = set()  # the headings of the turns chosen so far
+        bot = BotAllowance(policy.max_tokens)
         misses = 0
         for r in ranked:
             if n_memories >= policy.max_items and n_turns >= policy.max_events:
@@ -142,9 +146,13 @@ class BlockBuilder:
                     continue
                 if self._steers(event.event_id, _shown_text(event)):
                     continue  # a turn that would steer the bot is never shown
+                if is_bot(event) and small_talk(str((event.content or {}).get("text", ""))):
+                    continue
                 line = format_event_line(event)
                 day = turn_day(event)
             cost = self._count("\n" + line)
+            if r.turn is not None and is_bot(r.turn) and not bot.admits(cost):
+                continue
             if r.turn is not None and day not in days:
                 cost += self._count("\n" + day)
             if used + cost > policy.max_tokens:
@@ -169,6 +177,9 @@ class BlockBuilder:
                 # A turn it covers that outranked it says the same again.
                 repeated = [c for c in chosen if c[0].turn is not None and c[0].turn.event_id in covers]
                 if repeated:
+                    for c in repeated:
+                        if c[0].turn is not None and is_bot(c[0].turn):
+                            bot.give_back(self._count("\n" + c[1]))
                     chosen = [c for c in chosen if c not in repeated]
                     n_turns -= len(repeated)
                     days = {turn_day(c[0].turn) for c in chosen if c[0].turn is not None}
@@ -178,6 +189,8 @@ class BlockBuilder:
                                     f"{event.scope}:{event.scope_id}")
                 n_turns += 1
                 days.add(day)
+                if is_bot(event):
+                    bot.take(self._count("\n" + line))
             used += cost
             chosen.append((r, line, selected))
         return self._assemble(chosen, policy, opening, closing)
@@ -213,7 +226,7 @@ class BlockBuilder:
 
 def _shown_text(event: MemoryEvent | EventRow) -> str:
     """What the block would show of a turn, before it is neutralised."""
-    return turn_text(event.source_type, event.content or {}, event.sender_name or event.sender_id)[:EVENT_CHARS]
+    return turn_text(event.source_type, event.content or {}, speaker_of(event))[:EVENT_CHARS]
 
 
 def _steers(event_id: str, text: str) -> bool:

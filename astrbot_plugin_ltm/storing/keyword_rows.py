@@ -19,7 +19,7 @@ from sqlalchemy import and_, or_, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..clock import as_utc
-from ..enums import SHOWN_ROLES
+from ..enums import RECALLED_ROLES
 from ..scope import Scope
 from ..text import index_text, search_tokens
 from .changes import MemoriesReindexed, TurnsRecorded, note
@@ -89,7 +89,7 @@ async def rebuild_fact_rows(session: AsyncSession) -> int:
 async def index_turns(session: AsyncSession, events: list[MemoryEvent]) -> None:
     """Add events (flushed, so they have ids) to the turns' keyword rows,
     each with its conversation's event before it as context. Only turns the
-    reader may show are indexed: the bot's own lines never are."""
+    reader may show are indexed (storing.turns: RECALLED_ROLES)."""
     ordered = sorted(events, key=lambda e: (as_utc(e.created_at), e.id or 0))
     before: dict[str | None, tuple[datetime, dict[str, Any]] | None] = {}
     rows: list[dict[str, object]] = []
@@ -100,7 +100,7 @@ async def index_turns(session: AsyncSession, events: list[MemoryEvent]) -> None:
         if event.session_id not in before:
             before[event.session_id] = await _event_before(session, event) if event.session_id else None
         previous = before[event.session_id]
-        if event.source_role in SHOWN_ROLES:
+        if event.source_role in RECALLED_ROLES:
             context = previous[1] if previous is not None and at - previous[0] <= CONTEXT_WINDOW else None
             tokens = turn_tokens(event.content, context)
             rows.append({"r": event.id, "s": scoped_tokens(event.scope, event.scope_id, tokens)})
@@ -144,4 +144,4 @@ async def backfill_turn_rows(session: AsyncSession, batch: int = 1000) -> int:
             return done
         await index_turns(session, events)
         last = events[-1].id
-        done += sum(1 for e in events if e.source_role in SHOWN_ROLES)
+        done += sum(1 for e in events if e.source_role in RECALLED_ROLES)

@@ -1,10 +1,11 @@
 """Raw turns: which ones the model may be shown, how one reads, and what it
 is searched by.
 
-A turn is a recorded event of a person or a tool (``SHOWN_ROLES``); the
-bot's own lines are recorded but never shown or indexed as turns. What is
-said here is used by the keyword rows, the vector fill and the reader
-alike, so a turn reads and is found the same way everywhere.
+A turn is a recorded event of a person, a tool or the bot itself
+(``RECALLED_ROLES``); the bot's lines read as the bot's (``BOT_LABEL``),
+never as something a person said. What is said here is used by the
+keyword rows, the vector fill and the reader alike, so a turn reads and is
+found the same way everywhere.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from ..enums import SHOWN_ROLES, SourceType, Status
+from ..enums import RECALLED_ROLES, Role, SourceType, Status
 from ..text import search_tokens, sentences
 
 # -- which turns may be shown ---------------------------------------------------
@@ -23,24 +24,50 @@ from ..text import search_tokens, sentences
 # turn's evidence is NULL when no memory cites it, 0 when one is not
 # active, else 1. CROSS JOIN keeps SQLite's join order: evidence by event
 # id (ix_ltm_evidence_event), then the item by its unique memory id.
-_BACKING = (
-    f"(SELECT min(i.status = '{Status.ACTIVE}') FROM ltm_evidence v CROSS JOIN ltm_items i "
-    "ON i.memory_id = v.memory_id WHERE v.event_id = x.event_id)"
+def _backing(alias: str) -> str:
+    return (
+        f"(SELECT min(i.status = '{Status.ACTIVE}') FROM ltm_evidence v CROSS JOIN ltm_items i "
+        f"ON i.memory_id = v.memory_id WHERE v.event_id = {alias}.event_id)"
+    )
+
+
+# The bot's reply is part of an exchange: it is shown only when the
+# person's message it answers (recorded with it, just before it) could
+# be, so that what was taken back or held back does not come back in the
+# bot's words (docs/decisions.md#d57).
+_PROMPT_HIDDEN = (
+    f"EXISTS (SELECT 1 FROM ltm_events p WHERE p.id = x.id - 1 AND p.session_id IS x.session_id "
+    f"AND p.source_role = '{Role.USER}' AND (p.withheld OR coalesce({_backing('p')}, 1) = 0))"
 )
 
 
 def shown_turns(unbacked: bool) -> str:
     """SQL over an ``ltm_events`` row aliased ``x``: a turn the model may
-    be shown. A person's or a tool's, not withheld (a memory it backed was
-    deleted or rejected, or its scope forgotten), behind no held-back
-    memory. ``unbacked``: turns no memory cites qualify too — only where
+    be shown. A person's, a tool's or the bot's, not withheld (a memory it
+    backed was deleted or rejected, or its scope forgotten), behind no
+    held-back memory; the bot's only when the message it answers may be
+    too. ``unbacked``: turns no memory cites qualify too — only where
     facts go live without review (mode auto)."""
-    backing = f"coalesce({_BACKING}, 1) = 1" if unbacked else f"{_BACKING} = 1"
-    roles = ", ".join(f"'{role}'" for role in SHOWN_ROLES)
-    return f"x.source_role IN ({roles}) AND NOT x.withheld AND {backing}"
+    backing = f"coalesce({_backing('x')}, 1) = 1" if unbacked else f"{_backing('x')} = 1"
+    roles = ", ".join(f"'{role}'" for role in RECALLED_ROLES)
+    return (f"x.source_role IN ({roles}) AND NOT x.withheld AND {backing} "
+            f"AND (x.source_role != '{Role.ASSISTANT}' OR NOT {_PROMPT_HIDDEN})")
 
 
 # -- how a turn reads -----------------------------------------------------------------
+
+# Who a line of the bot's own reads as: the model it is shown to is the bot
+# ("you recommended…"), and no person is ever credited with it.
+BOT_LABEL = "bot (you)"
+
+
+def speaker_of(event: Any) -> str | None:
+    """The name a turn is said by: the bot's label for its own replies,
+    else the sender's nickname or id (a MemoryEvent or a reader's row)."""
+    if event.source_role == Role.ASSISTANT:
+        return BOT_LABEL
+    return event.sender_name or event.sender_id
+
 
 
 def _parts(source_type: str, content: dict[str, Any], speaker: str | None) -> tuple[str, str]:
