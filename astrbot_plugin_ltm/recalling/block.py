@@ -13,7 +13,7 @@ from functools import lru_cache
 from ..clock import as_utc
 from ..config import ReadPolicy
 from ..extension_points import TokenCounter
-from ..instructions import instruction_reason, neutralise
+from ..instructions import neutralise
 from ..storing.tables import MemoryEvent
 from ..storing.turns import turn_text
 from ..text import is_cjk, token_set_similarity
@@ -72,16 +72,23 @@ def frame(language: str) -> tuple[str, str]:
     return f"{HEADER}\n{NOTES.get(language, NOTES['en'])}", FOOTER
 
 
+# The same facts are shown read after read: neutralised once (a fact is
+# short; turns, up to 8000 characters, are not kept).
+_neutralised = lru_cache(maxsize=COUNT_CACHE)(neutralise)
+
+
 def format_line(item: ItemView, ids: bool = False) -> str:
     """A memory; ``ids``: ending in its row id (never reused), which the
     memory_expand tool takes: two or three tokens, where a uuid costs ten."""
-    line = f"- [{item.type}] {neutralise(item.fact)} (confidence: {item.confidence:.2f})"
+    line = f"- [{item.type}] {_neutralised(item.fact)} (confidence: {item.confidence:.2f})"
     return f"{line} #{item.id}" if ids else line
 
 
 def format_event_line(event: MemoryEvent | EventRow) -> str:
     """A raw turn: who, then what (under its day's heading, turn_day)."""
-    body = neutralise(turn_text(event.source_type, event.content or {}, event.sender_name or event.sender_id))
+    said = turn_text(event.source_type, event.content or {}, event.sender_name or event.sender_id)
+    # Neutralised with a margin past the cut, so a marker across it is still broken.
+    body = neutralise(said[:EVENT_CHARS * 2])
     if len(body) > EVENT_CHARS:
         body = body[:EVENT_CHARS] + "…"
     return f"- {body}"
@@ -104,8 +111,6 @@ class BlockBuilder:
         # The same facts and turns are measured read after read; keyed by
         # the exact text, so a cached count is the counter's own answer.
         self._count = lru_cache(maxsize=COUNT_CACHE)(counter.count)
-        # A turn's text never changes: judged once per event (about 0.1 ms).
-        self._steers = lru_cache(maxsize=COUNT_CACHE)(_steers)
 
     def fit(self, ranked: list[Ranked], policy: ReadPolicy, language: str = "en", ids: bool = False) -> MemoryBlock:
         """The best-scored candidates under the caps and the budget.
@@ -139,8 +144,6 @@ class BlockBuilder:
                 event = r.turn
                 if n_turns >= policy.max_events or event.event_id in covered:
                     continue
-                if self._steers(event.event_id, _shown_text(event)):
-                    continue  # a turn that would steer the bot is never shown
                 line = format_event_line(event)
                 day = turn_day(event)
             cost = self._count("\n" + line)
@@ -206,15 +209,6 @@ class BlockBuilder:
                                    events=[s for _, _, s in turns])
             chosen.remove(min(chosen, key=lambda c: c[0].score))
         return MemoryBlock()
-
-
-def _shown_text(event: MemoryEvent | EventRow) -> str:
-    """What the block would show of a turn, before it is neutralised."""
-    return turn_text(event.source_type, event.content or {}, event.sender_name or event.sender_id)[:EVENT_CHARS]
-
-
-def _steers(event_id: str, text: str) -> bool:
-    return instruction_reason(text) is not None
 
 
 def _said(chosen: Chosen) -> tuple[object, int]:

@@ -13,7 +13,9 @@ from datetime import timedelta
 from typing import Any
 
 from ..enums import SHOWN_ROLES, SourceType, Status
+from ..instructions import instruction_reason
 from ..text import search_tokens, sentences
+from .tables import MemoryEvent
 
 # -- which turns may be shown ---------------------------------------------------
 
@@ -38,6 +40,22 @@ def shown_turns(unbacked: bool) -> str:
     backing = f"coalesce({_BACKING}, 1) = 1" if unbacked else f"{_BACKING} = 1"
     roles = ", ".join(f"'{role}'" for role in SHOWN_ROLES)
     return f"x.source_role IN ({roles}) AND NOT x.withheld AND {backing}"
+
+
+def withhold_steering(events: list[MemoryEvent]) -> int:
+    """Withhold, before they are stored, the turns that would steer the bot
+    if shown ("ignore your rules", a fake end of the block): judged once
+    here, with the whole text, rather than on every read. Such a turn is
+    kept in the archive and extracted like any other (the write gate holds
+    what it yields), but never indexed or shown. About 0.1 ms a turn: call
+    it off the event loop. Returns how many were withheld."""
+    withheld = 0
+    for event in events:
+        if not event.withheld and event.source_role in SHOWN_ROLES and instruction_reason(
+                turn_text(event.source_type, event.content or {}, event.sender_name or event.sender_id)):
+            event.withheld = True
+            withheld += 1
+    return withheld
 
 
 # -- how a turn reads -----------------------------------------------------------------
