@@ -35,6 +35,9 @@ NEAR_DUPLICATE = 0.8  # token-set similarity above which a memory repeats one ch
 # fit: the block is full (docs/decisions.md#d12).
 FULL_AFTER_MISSES = 12
 EVENT_CHARS = 300  # a raw turn is cut to this many characters (docs/decisions.md#d11)
+# The room left for the last turn, cut to fit: less says too little (docs/decisions.md#d50).
+CUT_MIN_TOKENS = 16
+CUT_MIN_CHARS = 24
 COUNT_CACHE = 20_000  # lines whose token count is kept (docs/decisions.md#d17)
 
 
@@ -130,6 +133,7 @@ class BlockBuilder:
         chosen_facts: list[str] = []
         days: set[str] = set()  # the headings of the turns chosen so far
         misses = 0
+        cut = False  # a turn was cut to fit
         for r in ranked:
             if n_memories >= policy.max_items and n_turns >= policy.max_events:
                 break
@@ -146,14 +150,18 @@ class BlockBuilder:
                     continue
                 line = format_event_line(event)
                 day = turn_day(event)
-            cost = self._count("\n" + line)
-            if r.turn is not None and day not in days:
-                cost += self._count("\n" + day)
+            heading = self._count("\n" + day) if r.turn is not None and day not in days else 0
+            cost = self._count("\n" + line) + heading
             if used + cost > policy.max_tokens:
-                misses += 1
-                if misses >= FULL_AFTER_MISSES:
-                    break
-                continue
+                # The first turn that does not fit is cut to the room left,
+                # rather than leaving it empty (docs/decisions.md#d50).
+                shorter = None if cut or r.turn is None else self._cut(line, policy.max_tokens - used - heading)
+                if shorter is None:
+                    misses += 1
+                    if misses >= FULL_AFTER_MISSES:
+                        break
+                    continue
+                line, cost, cut = shorter, self.counter.count("\n" + shorter) + heading, True
             misses = 0
             if r.memory is not None:
                 # Last, as it is the dearest check: most candidates fail the
@@ -181,6 +189,24 @@ class BlockBuilder:
             used += cost
             chosen.append((r, line, selected))
         return self._assemble(chosen, policy, opening, closing)
+
+    def _cut(self, line: str, room: int) -> str | None:
+        """``line`` (a turn's) cut at a word to fit ``room`` tokens, if at
+        least CUT_MIN_TOKENS are left: the longest such start, then "…"."""
+        if room < CUT_MIN_TOKENS:
+            return None
+        body = line[2:].removesuffix("…")
+        lo, hi = 0, len(body)  # the longest fitting length is in [lo, hi]
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.counter.count(f"\n- {body[:mid]}…") <= room:
+                lo = mid
+            else:
+                hi = mid - 1
+        start = body[:lo]
+        if lo < len(body) and " " in start and not is_cjk(body[lo - 1]):
+            start = start.rsplit(" ", 1)[0]  # not in the middle of a word
+        return f"- {start.rstrip()}…" if len(start) >= CUT_MIN_CHARS else None
 
     def _cost(self, chosen: list[Chosen], days: set[str]) -> int:
         """The tokens of the chosen lines and of the turns' day headings."""
