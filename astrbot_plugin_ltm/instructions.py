@@ -44,7 +44,13 @@ _EN_PATTERNS = [
     r"\b(passwords?|passcode|api[ _-]?keys?|secret keys?|credentials?|private keys?)\s*(is|are|=|:)",
     # telling the bot how to behave from now on
     r"\b(from now on|henceforth|in (all|every) (future )?(responses?|replies|answers|conversations?))\b",
-    r"\byou (must|shall|have to|need to|will now|are now|can now|should always|should never|may now)\b",
+    # not a guess ("you must have been thrilled", "you must be so proud") or a
+    # clause ("if you need to talk", "where you are now")
+    r"(?<!\bif )(?<!\bwhen )(?<!\bwhat )(?<!\bwhere )(?<!\bhow )(?<!\bdo )(?<!\bdid )(?<!\bwhatever )"
+    r"\byou (must(?!\s+(have|'ve|feel|love|miss|know|be (so|very|really|quite|pretty|proud|happy|excited|"
+    r"thrilled|stoked|tired|exhausted|relieved)))|shall|have to|need to|will now|are now|can now|should always|"
+    r"should never|may now)\b",
+    r"(?<!\bwho )(?<!\bthat )(?<!\bwhich )"
     r"\b(always|never) (obey|follow|comply|reply|respond|answer|say|mention|start|end|begin|include|refuse|"
     r"agree|tell|use|call|talk|write|recommend|help)\b",
     r"\b(obey|comply with|follow) (me|my|his|her|their|the user|alice|bob|\w+'s) (orders?|commands?|instructions?)\b",
@@ -54,7 +60,8 @@ _EN_PATTERNS = [
     r"\brole-?play\b|\bjailbreak|\b(dan|developer|god|debug|admin) mode\b|\bunfiltered\b|\buncensored\b",
     r"\bno (restrictions|filters|limits|rules)\b",
     r"\b(your|the bot'?s|the assistant'?s) (rules|instructions|persona|personality|prompt|guidelines|"
-    r"programming|identity|creator|owner)\b",
+    r"programming(?!\s+(projects?|skills?|class(es)?|courses?|career|jobs?|work|journey|languages?|experience|team))"
+    r"|identity|creator|owner)\b",
     r"\byour (new )?name is\b|\byou are (no longer|not) an? (ai|assistant|bot)\b",
     # role and template markers
     r"(^|[\s\"'(])(system|assistant|developer|human)\s*:",
@@ -78,7 +85,8 @@ _ZH_PATTERNS = [
     r"(以后|从现在起|从现在开始|从今以后|今后|此后|接下来)(你|机器人|助手|ai|AI)",
     r"你(必须|只能|不准|不许|务必|一定要|永远|总是要|不得)",
     r"(扮演|假装你是|假装自己是|假扮|你现在是|你的新身份|角色扮演|进入.{0,6}模式|开发者模式|越狱|无限制|不受限制)",
-    r"(你的|机器人的|助手的|AI的)(规则|设定|人设|身份|指令|名字|主人|创造者|提示)",
+    r"(你的|机器人的|助手的|AI的)(规则|设定|人设|身份|指令|主人|创造者|提示)",
+    r"你的(新)?名字(是|叫|改成|改为|就是)",  # renaming the bot; asking its name is not
     r"(服从|听从|遵守|执行)(我|他|她|用户|\w{1,6})的(命令|指令|要求)",
     r"[\[【［](记忆结束|长期记忆|结束记忆|系统|指令)[\]】］]",
     r"\S{1,8}\s*(是|就是)(个|一个|一名)?(小偷|骗子|罪犯|杀人犯|强奸犯|恋童癖|人渣|贱人|婊子|诈骗犯|流氓|变态)",

@@ -14,7 +14,15 @@ from hypothesis import strategies as st
 from astrbot_plugin_ltm.config import ReadPolicy
 from astrbot_plugin_ltm.enums import MEMORY_TYPES
 from astrbot_plugin_ltm.instructions import neutralise
-from astrbot_plugin_ltm.recalling.block import FOOTER, HEADER, NOTES, BlockBuilder, frame, language_of
+from astrbot_plugin_ltm.recalling.block import (
+    CUT_MIN_TOKENS,
+    FOOTER,
+    HEADER,
+    NOTES,
+    BlockBuilder,
+    frame,
+    language_of,
+)
 from astrbot_plugin_ltm.recalling.ranking import Ranked
 from astrbot_plugin_ltm.recalling.retrieval import KeywordRetriever, Query
 from astrbot_plugin_ltm.recalling.rows import EventRow
@@ -133,6 +141,30 @@ async def test_budget_fills_up_with_shorter_lower_ranked_lines(make_ltm, origin)
     assert block.tokens <= budget
     ltm.configure({"read_policy": {"max_tokens": frame_cost}})  # room for the frame only
     assert not await ltm.block(origin("alice"), "tea")
+
+
+def _turn(n: int, said: str) -> Ranked:
+    return Ranked(1.0 - n / 10, turn=EventRow(n, f"e{n}", "user", "x", "message", "user", {"text": said}, "alice",
+                                             "Alice", START + timedelta(minutes=n)))
+
+
+def test_the_first_turn_that_does_not_fit_is_cut_to_the_room_left():
+    counter = default_counter()
+    builder = BlockBuilder(counter)
+    short = _turn(0, "I keep bees in Kent")
+    long_ = _turn(1, "My garden in Kent has " + "many old apple trees and " * 30)
+    whole = builder.fit([short], ReadPolicy(max_tokens=800))
+    for room, cut in ((40, True), (CUT_MIN_TOKENS - 1, False)):
+        policy = ReadPolicy(max_tokens=whole.tokens + room)
+        block = builder.fit([short, long_], policy)
+        assert block.tokens <= policy.max_tokens
+        if cut:
+            assert [s.memory_id for s in block.events] == ["e0", "e1"]
+            line = block.text.split("\n")[-2]
+            assert line.startswith("- Alice: My garden in Kent has many old apple trees") and line.endswith("trees…")
+            assert block.tokens > whole.tokens + room - CUT_MIN_TOKENS  # the room is used
+        else:
+            assert [s.memory_id for s in block.events] == ["e0"]
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -89,7 +89,8 @@ async def rebuild_fact_rows(session: AsyncSession) -> int:
 async def index_turns(session: AsyncSession, events: list[MemoryEvent]) -> None:
     """Add events (flushed, so they have ids) to the turns' keyword rows,
     each with its conversation's event before it as context. Only turns the
-    reader may show are indexed (storing.turns: RECALLED_ROLES)."""
+    reader may show are indexed (storing.turns: RECALLED_ROLES); withheld
+    turns never are."""
     ordered = sorted(events, key=lambda e: (as_utc(e.created_at), e.id or 0))
     before: dict[str | None, tuple[datetime, dict[str, Any]] | None] = {}
     rows: list[dict[str, object]] = []
@@ -100,7 +101,7 @@ async def index_turns(session: AsyncSession, events: list[MemoryEvent]) -> None:
         if event.session_id not in before:
             before[event.session_id] = await _event_before(session, event) if event.session_id else None
         previous = before[event.session_id]
-        if event.source_role in RECALLED_ROLES:
+        if event.source_role in RECALLED_ROLES and not event.withheld:
             context = previous[1] if previous is not None and at - previous[0] <= CONTEXT_WINDOW else None
             tokens = turn_tokens(event.content, context)
             rows.append({"r": event.id, "s": scoped_tokens(event.scope, event.scope_id, tokens)})

@@ -14,7 +14,9 @@ from datetime import timedelta
 from typing import Any
 
 from ..enums import RECALLED_ROLES, Role, SourceType, Status
+from ..instructions import instruction_reason
 from ..text import search_tokens, sentences
+from .tables import MemoryEvent
 
 # -- which turns may be shown ---------------------------------------------------
 
@@ -52,6 +54,33 @@ def shown_turns(unbacked: bool) -> str:
     roles = ", ".join(f"'{role}'" for role in RECALLED_ROLES)
     return (f"x.source_role IN ({roles}) AND NOT x.withheld AND {backing} "
             f"AND (x.source_role != '{Role.ASSISTANT}' OR NOT {_PROMPT_HIDDEN})")
+
+
+# What the block could show of a reply of the bot's, with a margin.
+BOT_JUDGED_CHARS = 300
+
+
+def withhold_steering(events: list[MemoryEvent]) -> int:
+    """Withhold, before they are stored, the turns that would steer the bot
+    if shown ("ignore your rules", a fake end of the block): judged once
+    here, with the whole text, rather than on every read. Such a turn is
+    kept in the archive and extracted like any other (the write gate holds
+    what it yields), but never indexed or shown. About 0.1 ms a turn: call
+    it off the event loop. Returns how many were withheld. A reply of the
+    bot's own is judged on its start (``BOT_JUDGED_CHARS``), what the block
+    could show of it: its code and advice further on are not orders."""
+    withheld = 0
+    for event in events:
+        if event.withheld or event.source_role not in RECALLED_ROLES:
+            continue
+        said = turn_text(event.source_type, event.content or {}, speaker_of(event))
+        if event.source_role == Role.ASSISTANT:
+            said = said[:BOT_JUDGED_CHARS]
+        if instruction_reason(said):
+            event.withheld = True
+            withheld += 1
+    return withheld
+
 
 
 # -- how a turn reads -----------------------------------------------------------------
