@@ -19,6 +19,7 @@ from ..config import ReadPolicy
 from ..enums import Status
 from ..scope import Scope
 from ..storing.turns import shown_turns
+from .bot_lines import without_echoes
 from .dates import First, Period, day_period, named_period
 from .rows import EventRow, ItemRow, load_evidence, usable
 
@@ -87,5 +88,6 @@ def load_period(conn: Connection, scopes: list[Scope], period: Period, unbacked:
                 item = ItemRow.of(row)
                 if usable(item, policy, now):
                     rows.memories.setdefault(item.id, item)
+    rows.turns = without_echoes(conn, rows.turns)  # as the retrievers' turns (rows.load_turns)
     rows.evidence = load_evidence(conn, [m.memory_id for m in rows.memories.values()])
     return rows
