@@ -37,8 +37,12 @@ def is_bot(turn: Any) -> bool:
 
 
 def small_talk(text: str) -> bool:
-    """Too few words to be a recommendation, advice or a promise."""
-    return len(search_tokens(text)) < MIN_TOKENS
+    """Too few words to be a recommendation, advice or a promise (judged on
+    the reply's start: a long one never is)."""
+    return len(search_tokens(text[:SMALL_TALK_CHARS])) < MIN_TOKENS
+
+
+SMALL_TALK_CHARS = 120
 
 
 def echoes(reply: str, message: str) -> bool:
@@ -47,22 +51,37 @@ def echoes(reply: str, message: str) -> bool:
     return bool(said) and len(said & set(search_tokens(message))) / len(said) >= ECHO_SHARE
 
 
+# A recorded turn never changes: whether a reply echoes its message is
+# judged once per reply (tokenising both costs about 0.2 ms), not per read.
+_ECHOED: dict[str, bool] = {}  # by event_id, unique in every store
+ECHO_CACHE = 20_000
+
+
 def without_echoes(conn: Connection, turns: dict[int, Any]) -> dict[int, Any]:
     """``turns`` (rowid -> a reader's row) less the bot's replies that echo
     the person's message recorded just before them (one query)."""
     replies = [rowid for rowid, t in turns.items() if is_bot(t)]
     if not replies:
         return turns
+    known = {rowid for rowid in replies if turns[rowid].event_id in _ECHOED}
+    echoed = {rowid for rowid in known if _ECHOED[turns[rowid].event_id]}
+    replies = [rowid for rowid in replies if rowid not in known]
+    if not replies:
+        return {k: t for k, t in turns.items() if k not in echoed}
     rows = conn.execute(
         text("SELECT p.id + 1, p.content FROM ltm_events p JOIN ltm_events x ON x.id = p.id + 1 "
              "WHERE x.id IN (SELECT value FROM json_each(:ids)) AND p.session_id IS x.session_id "
              f"AND p.source_role = '{Role.USER}'"),
         {"ids": json.dumps(replies)},
     )
-    echoed = set()
+    if len(_ECHOED) > ECHO_CACHE:
+        _ECHOED.clear()
+    for rowid in replies:
+        _ECHOED[turns[rowid].event_id] = False  # no message before it: not an echo
     for rowid, content in rows:
         message = (json.loads(content) if isinstance(content, str) else content or {}).get("text", "")
         if echoes(str(turns[rowid].content.get("text", "")), str(message)):
+            _ECHOED[turns[rowid].event_id] = True
             echoed.add(rowid)
     return {k: t for k, t in turns.items() if k not in echoed}
 
