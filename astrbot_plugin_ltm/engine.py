@@ -129,7 +129,8 @@ class LTMEngine:
         self.drift.attach(self.policy_versions)  # snapshots before and after every policy version
         self.jobs = Jobs(clock)  # operators' background jobs: policy replay, tuning
         # Merges near-duplicate memories the writer's dedup missed, in the background.
-        self.compactor = Compactor(self.db, lambda: self.embeddings.model, clock)
+        self.compactor = Compactor(self.db, lambda: self.embeddings.model, clock,
+                                   same_fact_cosine=self.embeddings.same_fact_cosine)
         self.started = False
 
     # -- lifecycle ---------------------------------------------------------

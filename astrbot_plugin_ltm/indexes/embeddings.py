@@ -23,11 +23,14 @@ from ..logs import log
 from ..scope import Scope
 from ..storing.tables import MemoryItem
 from ..storing.vector_rows import normalise
+from .calibration import FLOOR_PROBES, floor_of, same_threshold
 from .namespaces import COLD_WAIT
 from .vectors import VectorIndex
 
-# Cosine above which two facts of a scope say the same (docs/decisions.md#d18).
-SEMANTIC_MATCH = 0.85
+# Cosine above which two facts of a scope say the same when the model's
+# floor is not known yet (its probe failed): the threshold for a floor of 0
+# (calibration.py, docs/decisions.md#d18, #d68).
+SEMANTIC_MATCH = same_threshold(0.0)
 PRIMED_FACTS = 1024  # candidate facts' vectors kept between prime() and their write
 
 
@@ -48,6 +51,7 @@ class Embeddings:
         self._absent: str | None = None  # why there is no provider, until one answers
         self._announced = ""  # the model "vector search on" was logged for
         self._primed: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._thresholds: dict[str, float] = {}  # model -> its "same fact" cosine (calibration.py)
 
     @property
     def model(self) -> str:
@@ -81,30 +85,47 @@ class Embeddings:
             self._announced = self.model
         return normalise(vectors)
 
-    async def query(self, scopes: list[Scope], text: str, k: int) -> VectorHits:
-        """Memories and turns near ``text``: one embedding call, bounded by
-        ``query_timeout``, and a search of each corpus's namespaces."""
+    async def query(self, scopes: list[Scope], text: str, k: int,
+                    corpora: tuple[Corpus, ...] = (Corpus.MEMORIES, Corpus.TURNS)) -> VectorHits:
+        """Memories and turns near ``text`` (of ``corpora``): one embedding
+        call, bounded by ``query_timeout``, and a search of each corpus's namespaces."""
         vector = await self.embed([text], timeout=self.query_timeout)
         if vector is None and self._absent is not None:
             self._unavailable(self._absent)  # a person's turn goes without it: now it is true
         if vector is None or not self.model:
             return VectorHits()
-        hits = await self.index.search_corpora(scopes, self.model, vector, k, (Corpus.MEMORIES, Corpus.TURNS),
-                                               wait=COLD_WAIT)
-        return VectorHits(hits[Corpus.MEMORIES], hits[Corpus.TURNS])
+        hits = await self.index.search_corpora(scopes, self.model, vector, k, corpora, wait=COLD_WAIT)
+        return VectorHits(hits.get(Corpus.MEMORIES, {}), hits.get(Corpus.TURNS, {}))
+
+    async def same_fact_cosine(self) -> float:
+        """The cosine above which two facts say the same under the current
+        model: measured once per model on FLOOR_PROBES (one embedding call);
+        SEMANTIC_MATCH while the probe cannot be embedded (tried again next time)."""
+        model = self.model
+        if model in self._thresholds:
+            return self._thresholds[model]
+        vectors = await self.embed(list(FLOOR_PROBES), timeout=self.query_timeout * 4)
+        if vectors is None or not model:
+            return SEMANTIC_MATCH
+        floor = floor_of(vectors)
+        self._thresholds[model] = threshold = same_threshold(floor)
+        log.info("ltm: embedding model %s puts unrelated texts at cosine %.2f; facts merge above %.3f",
+                 model, floor, threshold)
+        return threshold
 
     async def find(self, session: AsyncSession, scope: Scope, fact: str) -> MemoryItem | None:
         """The writer's semantic match: a memory of ``scope`` whose fact's
-        cosine with ``fact`` is above SEMANTIC_MATCH."""
+        cosine with ``fact`` is above the model's same_fact_cosine()."""
         vector = self._primed.get(fact)
         if vector is None:
             found = await self.embed([fact], timeout=self.query_timeout)
             if found is None:
                 return None
             vector = found[0]
+        threshold = await self.same_fact_cosine()
         hits = await self.index.search([scope], self.model, vector[None, :], 1)
         best = max(hits.items(), key=lambda hit: hit[1], default=None)
-        if best is None or best[1] <= SEMANTIC_MATCH:
+        if best is None or best[1] <= threshold:
             return None
         return await session.get(MemoryItem, best[0])
 
@@ -119,6 +140,7 @@ class Embeddings:
             self._primed[fact] = vector
         while len(self._primed) > PRIMED_FACTS:
             self._primed.popitem(last=False)
+        await self.same_fact_cosine()  # measured here, outside the write transaction
 
     def primed(self, fact: str) -> np.ndarray | None:
         """The vector prime() made of ``fact``, if it is still kept."""

@@ -6,7 +6,7 @@ writes; two memories can still say the same thing when they came in by an
 import, were written before their vectors existed, or under another
 embedding model. A low-frequency task looks at a few scopes per run (round
 robin) and merges pairs by the writer's own rule: same scope, same type and
-status, embedding cosine above its threshold (indexes.embeddings.SEMANTIC_MATCH)
+status, embedding cosine above the model's threshold (indexes.calibration)
 and sharing words (learning.writer.SHARED_WORDS), not contradicting each other.
 The survivor (more evidence, then more confident, then older) takes the
 other's evidence links; the other is closed as superseded, pointing to the
@@ -17,7 +17,7 @@ goes through Database.write; nothing is written while read-only.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -79,15 +79,16 @@ def _survivor_first(a: Row, b: Row) -> tuple[Row, Row]:
     return (a, b) if (a.evidence_count, a.confidence, -a.id) >= (b.evidence_count, b.confidence, -b.id) else (b, a)
 
 
-def find_merges(rows: Sequence[Row], limit: int = MERGES_PER_RUN) -> list[Merge]:
+def find_merges(rows: Sequence[Row], limit: int = MERGES_PER_RUN, same: float = SEMANTIC_MATCH) -> list[Merge]:
     """The pairs to merge among one scope's memories, closest first; a
-    memory takes part in one merge per run (no chains within a run)."""
+    memory takes part in one merge per run (no chains within a run);
+    ``same``: the cosine above which two facts say the same (the model's)."""
     if len(rows) < 2:
         return []
     vectors = np.stack([r.vector for r in rows]).astype(np.float32)
     vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     cosines = vectors @ vectors.T
-    left, right = np.nonzero(np.triu(cosines > SEMANTIC_MATCH, k=1))
+    left, right = np.nonzero(np.triu(cosines > same, k=1))
     pairs = sorted(zip(left.tolist(), right.tolist(), strict=True), key=lambda p: -float(cosines[p[0], p[1]]))
     used: set[int] = set()
     merges: list[Merge] = []
@@ -172,9 +173,11 @@ async def apply_merge(session: AsyncSession, merge: Merge, now: datetime) -> boo
 
 class Compactor:
     def __init__(self, db: Database, model: Callable[[], str | None], clock: Clock = utcnow,
-                 every_seconds: float = COMPACT_EVERY_SECONDS) -> None:
+                 every_seconds: float = COMPACT_EVERY_SECONDS,
+                 same_fact_cosine: Callable[[], Awaitable[float]] | None = None) -> None:
         self._db = db
         self._model = model  # the current embedding model; None: no vectors, nothing to compare
+        self._same = same_fact_cosine  # the model's merge threshold (the writer's, indexes.calibration)
         self._clock = clock
         self._every = every_seconds
         self._after: tuple[str, str] | None = None  # the last scope looked at
@@ -192,12 +195,13 @@ class Compactor:
         model = self._model()
         if not model or self._db.is_read_only():
             return []
+        same = SEMANTIC_MATCH if self._same is None else await self._same()
         scopes = await self._db.run(lambda conn: next_scopes(conn, model, self._after, scopes_per_run))
         done: list[Merge] = []
         for scope in scopes:
             self._after = (scope.kind, scope.id)
             rows = await self._db.run(partial(scope_rows, scope=scope, model=model))
-            merges = await asyncio.to_thread(find_merges, rows, MERGES_PER_RUN - len(done))
+            merges = await asyncio.to_thread(find_merges, rows, MERGES_PER_RUN - len(done), same)
             if not merges:
                 continue
             async with self._db.write() as session:

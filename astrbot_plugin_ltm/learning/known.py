@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..enums import SHOWN_ROLES, Corpus, Status
 from ..indexes.embeddings import Embeddings
@@ -24,6 +25,12 @@ from .candidates import KnownFact
 
 KNOWN_FACTS = 15  # per batch: a few hundred prompt tokens (docs/decisions.md#d42)
 NAME_FACTS = 3  # the names people gave: the model names them by these
+# Name facts are found by key: the usual keys through the scope's key index,
+# any other key with "name" in it among the scope's most recently changed
+# memories. Testing every key of a big scope cost 11 ms a batch at 10k
+# memories (docs/decisions.md#d67).
+NAME_KEYS = ("name", "full_name", "real_name", "preferred_name", "nickname", "user_name", "名字", "姓名", "称呼")
+NAME_WINDOW = 200
 
 
 class KnownFacts:
@@ -44,20 +51,46 @@ class KnownFacts:
             ranked += [rowid for rowid, _ in await self._keywords.search([scope], Corpus.MEMORIES, tokens,
                                                                          KNOWN_FACTS)]
         if self._embeddings is not None:
-            hits = (await self._embeddings.query([scope], said, KNOWN_FACTS)).memories
+            hits = (await self._embeddings.query([scope], said, KNOWN_FACTS, (Corpus.MEMORIES,))).memories
             ranked += sorted(hits, key=lambda rowid: -hits[rowid])
         async with self._db.read() as session:
-            current = (MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id,
-                       MemoryItem.status.in_((Status.ACTIVE, Status.SHADOW)))
             wanted = list(dict.fromkeys(ranked))
-            near = (await session.execute(select(MemoryItem).where(*current, MemoryItem.id.in_(wanted)))
-                    ).scalars().all() if wanted else []
-            names = (await session.execute(select(MemoryItem).where(
-                *current, MemoryItem.fact_key.like("%name%")).order_by(MemoryItem.updated_at.desc())
-                .limit(NAME_FACTS))).scalars().all()
-            recent = (await session.execute(select(MemoryItem).where(*current)
+            # By primary key; with the scope and status in the statement SQLite
+            # walked the scope's index instead (6 ms a batch at 10k memories).
+            near = [i for i in (await session.execute(select(MemoryItem).where(MemoryItem.id.in_(wanted))))
+                    .scalars().all() if _current(i, scope)] if wanted else []
+            names = await _name_facts(session, scope)
+            recent = (await session.execute(select(MemoryItem).where(*_in_force(scope))
                                             .order_by(MemoryItem.updated_at.desc()).limit(KNOWN_FACTS))).scalars().all()
         order = {rowid: n for n, rowid in enumerate(wanted)}
         chosen = [*sorted(near, key=lambda i: order.get(i.id or 0, 0)), *names, *recent]
         unique = list({i.memory_id: i for i in chosen}.values())[:KNOWN_FACTS]
         return [KnownFact(i.memory_id, i.fact_key, i.fact, i.valid_from) for i in unique]
+
+
+async def _name_facts(session: AsyncSession, scope: Scope) -> list[MemoryItem]:
+    """The scope's current facts about names, newest first (NAME_FACTS)."""
+    # By the scope's key index (uq_ltm_items_scope_key, over what is not
+    # superseded); the status is checked on the few rows it gives.
+    usual = select(MemoryItem.id).where(MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id,
+                                        MemoryItem.status != Status.SUPERSEDED, MemoryItem.fact_key.in_(NAME_KEYS))
+    recent = select(MemoryItem.id, MemoryItem.fact_key).where(*_in_force(scope)) \
+        .order_by(MemoryItem.updated_at.desc()).limit(NAME_WINDOW).subquery()
+    other = select(recent.c.id).where(recent.c.fact_key.like("%name%"))
+    ids = {*(await session.execute(usual)).scalars(), *(await session.execute(other)).scalars()}
+    if not ids:
+        return []
+    rows = [i for i in (await session.execute(select(MemoryItem).where(MemoryItem.id.in_(ids)))).scalars().all()
+            if _current(i, scope)]
+    return sorted(rows, key=lambda i: i.updated_at, reverse=True)[:NAME_FACTS]
+
+
+def _in_force(scope: Scope) -> tuple[ColumnElement[bool], ...]:
+    """The scope's current memories, as a statement's conditions."""
+    return (MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id,
+            MemoryItem.status.in_((Status.ACTIVE, Status.SHADOW)))
+
+
+def _current(item: MemoryItem, scope: Scope) -> bool:
+    """The same test on a loaded row."""
+    return (item.scope, item.scope_id) == (scope.kind, scope.id) and item.status in (Status.ACTIVE, Status.SHADOW)

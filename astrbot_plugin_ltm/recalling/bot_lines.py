@@ -69,7 +69,9 @@ def without_echoes(conn: Connection, turns: dict[int, Any]) -> dict[int, Any]:
     if not replies:
         return {k: t for k, t in turns.items() if k not in echoed}
     rows = conn.execute(
-        text("SELECT p.id + 1, p.content FROM ltm_events p JOIN ltm_events x ON x.id = p.id + 1 "
+        # CROSS JOIN and "p.id = x.id - 1" look the message up by its
+        # primary key; "x.id = p.id + 1" let SQLite walk the whole session.
+        text("SELECT x.id, p.content FROM ltm_events x CROSS JOIN ltm_events p ON p.id = x.id - 1 "
              "WHERE x.id IN (SELECT value FROM json_each(:ids)) AND p.session_id IS x.session_id "
              f"AND p.source_role = '{Role.USER}'"),
         {"ids": json.dumps(replies)},
