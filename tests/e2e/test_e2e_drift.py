@@ -6,18 +6,15 @@ screenshot in tests/artifacts, light and dark)."""
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
 
 import pytest
 
 # pytest puts tests/e2e on sys.path (rootdir-less test folders); mypy does not know it.
-from test_e2e_review_page import (  # type: ignore[import-not-found]
+from review_browser import (  # type: ignore[import-not-found]
     ARTIFACTS,
-    Browser,
-    Tab,
-    chromium_binary,
     open_review_page,
+    screenshot_on_failure,
 )
 
 from devtools.astrbot_home import LEGACY_DASHBOARD
@@ -34,15 +31,6 @@ ITEMS = 24  # above the alarm's minimum store (drift_monitor.MIN_ITEMS_FOR_ALARM
 def bot(bot_factory):
     with bot_factory("drift", {}) as b:
         yield b
-
-
-@pytest.fixture
-def tab():
-    browser = Browser(chromium_binary())
-    try:
-        yield Tab(browser)
-    finally:
-        browser.close()
 
 
 def drift(bot, prefix: str = PREFIXES[0], query: str = "") -> dict:
@@ -111,7 +99,7 @@ def test_a_moved_distribution_raises_an_alarm_shown_as_a_chart_and_banner(bot, t
     assert data["latest_alarm"]["id"] == alarm["id"]
     assert bot.client.request("GET", f"{PREFIXES[0]}/stats")["data"]["drift"]["latest_alarm"]["id"] == alarm["id"]
     assert "drift alarm" in bot.log_text(mark)
-    try:
+    with screenshot_on_failure(tab, "review_page_drift_failure.png"):
         for theme in ("light", "dark"):
             open_review_page(bot, tab, theme=theme)
             banner = tab.wait(lambda: tab.frame(
@@ -134,8 +122,4 @@ def test_a_moved_distribution_raises_an_alarm_shown_as_a_chart_and_banner(bot, t
             assert chart["width"] > 300 and chart["rows"] >= 8 and chart["stroke"] not in ("", "none"), chart
             tab.screenshot(ARTIFACTS / f"review_page_drift_{theme}.png")
             assert tab.page_errors() == []
-    except BaseException:
-        with contextlib.suppress(Exception):
-            tab.screenshot(ARTIFACTS / "review_page_drift_failure.png")
-        raise
     bot.assert_log_clean(since=mark)
