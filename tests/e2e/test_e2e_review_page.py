@@ -274,6 +274,13 @@ def test_the_page_downloads_an_export_file_that_its_upload_imports_into_another_
 
         with bot_factory("review-page-copy", {}) as copy_bot:
             open_review_page(copy_bot, tab)
+            # An empty store: the statistics table's one row spans all of its columns.
+            tab.click("[data-testid=tab-stats]")
+            spans = tab.wait(lambda: tab.frame(
+                "(() => { const td = document.querySelector('[data-testid=stats-empty]'); return td &&"
+                " [td.colSpan, td.closest('table').querySelectorAll('thead th').length]; })()"),
+                "the empty statistics row")
+            assert spans == [8, 8], spans
             tab.click("[data-testid=tab-transfer]")
             tab.choose_file("[data-testid=import-file]", file)
             tab.wait(lambda: tab.frame("!document.querySelector('#import-preview').hidden"), "the import preview")
