@@ -526,18 +526,24 @@ def test_0007_keeps_every_memory_and_its_row_id_and_allows_history_under_a_key(t
         conn.close()
 
 
-def test_0008_counts_every_existing_memory_as_never_used(tmp_path):
-    db = tmp_path / "usage.db"
-    migrate(str(db), target=7)
+def one_memory_at(db, target: int, row_id: int) -> None:
+    """Migrate ``db`` to ``target`` and store one memory (Alice lives in Paris) with that row id."""
+    migrate(str(db), target=target)
     conn = connect(db)
     try:
         conn.execute(
             "INSERT INTO ltm_items (id, memory_id, scope, scope_id, type, fact, fact_key, confidence, importance, "
-            "evidence_count, status, created_at, updated_at) VALUES (7, 'm-1', 'user', 'qq:1', 'profile', "
-            "'Alice lives in Paris', 'city', 0.8, 0.5, 1, 'active', '2026-01-02', '2026-01-03')")
+            "evidence_count, status, created_at, updated_at) VALUES (?, ?, 'user', 'qq:1', 'profile', "
+            "'Alice lives in Paris', 'city', 0.8, 0.5, 1, 'active', '2026-01-02', '2026-01-03')",
+            (row_id, f"m-{row_id}"))
         conn.commit()
     finally:
         conn.close()
+
+
+def test_0008_counts_every_existing_memory_as_never_used(tmp_path):
+    db = tmp_path / "usage.db"
+    one_memory_at(db, 7, row_id=7)
     assert migrate(str(db), target=8) == [8]
     conn = connect(db)
     try:
@@ -549,16 +555,7 @@ def test_0008_counts_every_existing_memory_as_never_used(tmp_path):
 
 def test_0011_adds_the_drift_snapshots_and_touches_no_memory(tmp_path):
     db = tmp_path / "drift.db"
-    migrate(str(db), target=10)
-    conn = connect(db)
-    try:
-        conn.execute(
-            "INSERT INTO ltm_items (id, memory_id, scope, scope_id, type, fact, fact_key, confidence, importance, "
-            "evidence_count, status, created_at, updated_at) VALUES (3, 'm-3', 'user', 'qq:1', 'profile', "
-            "'Alice lives in Paris', 'city', 0.8, 0.5, 1, 'active', '2026-01-02', '2026-01-03')")
-        conn.commit()
-    finally:
-        conn.close()
+    one_memory_at(db, 10, row_id=3)
     assert migrate(str(db), target=11) == [11]
     conn = connect(db)
     try:
