@@ -10,20 +10,16 @@ import sqlite3
 
 import pytest
 
-# pytest puts tests/e2e on sys.path (rootdir-less test folders); mypy does not know it.
+# Sibling modules (pytest puts tests/e2e on sys.path; mypy does not know it): the browser driver, the API helpers.
 from review_browser import (  # type: ignore[import-not-found]
     ARTIFACTS,
     open_review_page,
     screenshot_on_failure,
 )
-
-from devtools.astrbot_home import LEGACY_DASHBOARD
+from test_e2e_dashboard_api import LEGACY, PREFIXES, ok, refused  # type: ignore[import-not-found]
 
 pytestmark = pytest.mark.e2e
 
-V1 = "/api/v1/plugins/extensions/astrbot_plugin_ltm"
-LEGACY = "/api/plug/astrbot_plugin_ltm"
-PREFIXES = (LEGACY,) if LEGACY_DASHBOARD else (V1, LEGACY)
 ITEMS = 24  # above the alarm's minimum store (drift_monitor.MIN_ITEMS_FOR_ALARM)
 
 
@@ -34,15 +30,11 @@ def bot(bot_factory):
 
 
 def drift(bot, prefix: str = PREFIXES[0], query: str = "") -> dict:
-    answer = bot.client.request("GET", f"{prefix}/drift{query}")
-    assert answer.get("status") == "ok", answer
-    return answer["data"]
+    return ok(bot, "GET", f"drift{query}", prefix=prefix)
 
 
 def change_policy(bot, body: dict) -> dict:
-    answer = bot.client.request("POST", f"{LEGACY}/policy", body)
-    assert answer.get("status") == "ok", answer
-    return answer["data"]
+    return ok(bot, "POST", "policy", body, prefix=LEGACY)
 
 
 def seed(bot, status: str) -> None:
@@ -70,8 +62,7 @@ def test_the_daily_snapshot_is_taken_at_start_and_get_drift_answers_at_both_pref
         assert data["threshold"] == 0.9 and data["auto_rollback"] is False and data["alarms"] == []
         # compared with the snapshots around the first start's policy version: nothing changed since
         assert all(s["similarity"] is None or s["similarity"] >= data["threshold"] for s in daily), daily
-    refused = bot.client.request("GET", f"{PREFIXES[-1]}/drift?scope=planet")
-    assert refused.get("status") == "error" and "scope" in refused.get("message", "")
+    assert "scope" in refused(bot, 400, "GET", "drift?scope=planet", prefix=PREFIXES[-1])
     assert bot.client.request("GET", f"{PREFIXES[-1]}/stats")["data"]["drift"]["latest_alarm"] is None
     bot.assert_log_clean()
 
