@@ -85,10 +85,13 @@ def test_page_texts_are_complete_in_both_languages():
     zh = flatten(locales["zh-CN"]["views"]["review"])
     assert sum(1 for k in zh if re.search(r"[\u4e00-\u9fff]", zh[k])) > len(zh) * 0.8, "zh-CN is mostly untranslated"
     # User text only ever reaches the page as text.
-    for name in ("app.js", "index.html"):
+    for name in ("app.js", "chart.js", "policy.js", "drift.js", "replay.js", "index.html"):
         code = (PAGE_DIR / name).read_text(encoding="utf-8")
         for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"):
             assert sink not in code, f"{name} uses {sink}"
+    # The panels' shared kit (window.LTMChart) is there before the panels that use it.
+    scripts = re.findall(r'<script src="([\w.-]+)"', html)
+    assert scripts.index("chart.js") < min(scripts.index(name) for name in ("policy.js", "drift.js", "replay.js"))
     # No network beyond the dashboard: no CDN, no absolute URLs.
     assert not re.search(r"""(src|href)=["'](https?:)?//""", html)
     assert "http://" not in source and "https://" not in source
