@@ -8,6 +8,7 @@ message the operator can act on (the adapter logs them).
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -374,3 +375,33 @@ def parse_config(raw: dict[str, Any] | None) -> tuple[LTMConfig, list[str]]:
             "so they can never be written; check both lists"
         )
     return cfg, errors
+
+
+# -- the policy: what PUT policy, a rollback and a replay's candidate change ----------
+
+POLICY_KEYS = ("enable", "emergency_read_only", "write_policy", "read_policy")
+
+
+def policy_of(cfg: LTMConfig) -> dict[str, Any]:
+    """The policy part of a configuration (as GET policy shows it and a version stores it)."""
+    return {"enable": cfg.enable, "emergency_read_only": cfg.emergency_read_only,
+            "write_policy": asdict(cfg.write_policy), "read_policy": asdict(cfg.read_policy)}
+
+
+def with_policy(raw: dict[str, Any], changes: dict[str, Any], *, replace: bool = False) -> dict[str, Any]:
+    """A copy of the settings ``raw`` with ``changes`` applied, for
+    ``parse_config``: a section's settings are merged onto the saved ones
+    (``replace``: the section as given)."""
+    out = copy.deepcopy(dict(raw))
+    for key, value in changes.items():
+        if isinstance(value, dict) and not replace:
+            out[key] = {**(out[key] if isinstance(out.get(key), dict) else {}), **value}
+        else:
+            out[key] = value
+    return out
+
+
+def refusal(problems: list[str]) -> str:
+    """``parse_config``'s messages as reasons to refuse a change (through a
+    change an invalid value is refused, not defaulted)."""
+    return "; ".join(p.split("; using the default")[0] for p in problems)

@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from .clock import Clock, utcnow
 from .config import parse_config
 from .enums import CandidateSource, ExtractionStatus, Method, Role, SourceType, WriteMode
-from .extension_points import Embedder, Extractor, ModelGateway, Retriever, Summarizer, TokenCounter
+from .extension_points import Complete, Embedder, Extractor, ModelGateway, Retriever, Summarizer, TokenCounter
 from .indexes.embeddings import Embeddings
 from .indexes.keywords import KeywordIndex
 from .indexes.namespaces import MemoryBudget
@@ -266,10 +266,14 @@ class LTMEngine:
 
     # -- extraction provider -------------------------------------------------
 
-    async def _extractor_for(self, session_id: str | None) -> Extractor | None:
+    async def _completer(self, session_id: str | None) -> tuple[Complete, str] | None:
+        """The extraction provider's completion function and model name; None: none available."""
         if self.models is None:
             return None
-        found = await self.models.completer(self.config.extraction_provider_id, session_id)
+        return await self.models.completer(self.config.extraction_provider_id, session_id)
+
+    async def _extractor_for(self, session_id: str | None) -> Extractor | None:
+        found = await self._completer(session_id)
         if found is None:
             return None
         complete, model = found
@@ -278,9 +282,7 @@ class LTMEngine:
     async def _summarizer_for(self, session_id: str | None) -> Summarizer | None:
         if self.summarizer_standin is not None:
             return self.summarizer_standin
-        if self.models is None:
-            return None
-        found = await self.models.completer(self.config.extraction_provider_id, session_id)
+        found = await self._completer(session_id)
         if found is None:
             return None
         complete, model = found

@@ -13,6 +13,9 @@ have a conftest of its own, and pytest would then hand out the wrong module.
 - ``ltm``: ``make_ltm`` in write mode ``auto``.
 - ``origin(user, group=..., ...)``: an :class:`Origin` for a private or a
   group chat.
+- ``make_api(config_overrides, ...)``: an :class:`Api` (the operator API the
+  way the dashboard routes call it) over a new engine; ``api_of(ltm)``: one
+  over an engine the test already has.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from astrbot_plugin_ltm import LTMEngine, Origin
+from astrbot_plugin_ltm.operating.api import MemoryAPI
 from astrbot_plugin_ltm.storing.tables import (
     MemoryAudit,
     MemoryEvent,
@@ -225,6 +229,42 @@ class LTM:
         return {name: sorted(map(repr, await self.sql(f'SELECT * FROM "{name}"'))) for name in names}
 
 
+class Api:
+    """A MemoryAPI over a test engine, with the plugin config it would save.
+
+    ``ok`` and ``err`` check the HTTP status and the envelope; an error's
+    message must be readable (never a stack trace).
+    """
+
+    def __init__(self, ltm: LTM) -> None:
+        self.ltm = ltm
+        self.raw: dict[str, Any] = copy.deepcopy(ltm.raw_config)
+        self.saved: list[dict[str, Any]] = []
+        self.api = MemoryAPI(ltm.engine, lambda: self.raw, self._save)
+
+    async def _save(self, raw: dict[str, Any]) -> None:
+        self.saved.append(copy.deepcopy(raw))
+        self.raw = copy.deepcopy(raw)
+
+    async def call(self, method: str, *args: Any):
+        return await self.api.call(getattr(self.api, method), *args)
+
+    async def ok(self, method: str, *args: Any) -> Any:
+        response = await self.call(method, *args)
+        assert response.status == 200, response
+        assert response.body["status"] == "ok" and "data" in response.body, response.body
+        return response.body["data"]
+
+    async def err(self, status: int, method: str, *args: Any) -> str:
+        response = await self.call(method, *args)
+        assert response.status == status, (method, args, response)
+        assert response.body["status"] == "error", response.body
+        message = response.body["message"]
+        assert isinstance(message, str) and message.strip(), response.body
+        assert "Traceback" not in message and 'File "' not in message, message
+        return message
+
+
 def _default_order(model):
     if model is MemoryTombstone:
         return MemoryTombstone.fact_key
@@ -283,6 +323,22 @@ async def make_ltm(tmp_path, gateway, clock):
 @pytest.fixture
 async def ltm(make_ltm) -> LTM:
     return await make_ltm({"write_policy": {"mode": "auto"}})
+
+
+@pytest.fixture
+def api_of() -> Callable[[LTM], Api]:
+    """``api_of(ltm)`` → an :class:`Api` over that engine."""
+    return Api
+
+
+@pytest.fixture
+async def make_api(make_ltm):
+    """Factory: ``await make_api({"write_policy": {"mode": "auto"}}, **make_ltm_kwargs)``."""
+
+    async def factory(overrides: dict[str, Any] | None = None, **kwargs: Any) -> Api:
+        return Api(await make_ltm(overrides or {}, **kwargs))
+
+    return factory
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from astrbot_plugin_ltm.operating.api import MAX_PAGE_SIZE, MemoryAPI
+from astrbot_plugin_ltm.operating.api import MAX_PAGE_SIZE
 from astrbot_plugin_ltm.operating.transfer import (
     EVENT_FIELDS,
     ITEM_FIELDS,
@@ -41,46 +41,6 @@ USER = "root"
 ACTOR = f"operator:{USER}"
 
 
-class Api:
-    """A MemoryAPI over a test engine, with the plugin config it would save."""
-
-    def __init__(self, ltm) -> None:
-        self.ltm = ltm
-        self.raw: dict[str, Any] = copy.deepcopy(ltm.raw_config)
-        self.saved: list[dict[str, Any]] = []
-        self.api = MemoryAPI(ltm.engine, lambda: self.raw, self._save)
-
-    async def _save(self, raw: dict[str, Any]) -> None:
-        self.saved.append(copy.deepcopy(raw))
-        self.raw = copy.deepcopy(raw)
-
-    async def call(self, method: str, *args: Any):
-        return await self.api.call(getattr(self.api, method), *args)
-
-    async def ok(self, method: str, *args: Any) -> Any:
-        response = await self.call(method, *args)
-        assert response.status == 200, response
-        assert response.body["status"] == "ok" and "data" in response.body, response.body
-        return response.body["data"]
-
-    async def err(self, status: int, method: str, *args: Any) -> str:
-        response = await self.call(method, *args)
-        assert response.status == status, (method, args, response)
-        assert response.body["status"] == "error", response.body
-        message = response.body["message"]
-        assert isinstance(message, str) and message.strip(), response.body
-        assert "Traceback" not in message and 'File "' not in message, message
-        return message
-
-
-@pytest.fixture
-async def make_api(make_ltm):
-    async def factory(overrides: dict[str, Any] | None = None, **kwargs: Any) -> Api:
-        return Api(await make_ltm(overrides or {}, **kwargs))
-
-    return factory
-
-
 def as_body(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False).encode()
 
@@ -90,7 +50,7 @@ JAZZ = {"type": "preference", "fact": "Alice likes jazz", "fact_key": "jazz", "c
 TEA = {"type": "preference", "fact": "Bob喜欢喝茶", "fact_key": "tea", "confidence": 1.0, "importance": 0.9}
 
 
-async def seed(api: Api, origin) -> dict[str, MemoryItem]:
+async def seed(api, origin) -> dict[str, MemoryItem]:
     """Three memories in two scopes (one Chinese), each with its evidence."""
     ltm = api.ltm
     await ltm.turn(origin("alice"), "I live in Paris", "Nice.", PARIS)
@@ -574,7 +534,7 @@ async def test_emergency_read_only_through_the_api_blocks_writes_immediately(mak
 # -- export / import ----------------------------------------------------------------------
 
 
-async def rich_source(api: Api, origin) -> dict[str, MemoryItem]:
+async def rich_source(api, origin) -> dict[str, MemoryItem]:
     """Memories in every state the export must carry."""
     items = await seed(api, origin)
     await api.ok("review", {"memory_ids": [items["city"].memory_id], "decision": "approve"}, USER)

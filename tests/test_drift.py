@@ -5,7 +5,6 @@ automatic rollback through a fake policy-version source."""
 
 from __future__ import annotations
 
-import copy
 import logging
 import math
 from datetime import timedelta
@@ -15,7 +14,6 @@ import numpy as np
 import pytest
 
 from astrbot_plugin_ltm.enums import AuditAction, DriftTrigger
-from astrbot_plugin_ltm.operating.api import MemoryAPI
 from astrbot_plugin_ltm.operating.drift import Features, similarity, writes_scale
 from astrbot_plugin_ltm.operating.drift_monitor import MIN_ITEMS_FOR_ALARM, daily_due
 from astrbot_plugin_ltm.storing.tables import DriftSnapshot, MemoryAudit
@@ -299,24 +297,12 @@ async def test_with_no_version_source_there_is_nothing_to_roll_back_to(make_ltm)
 # -- the API -----------------------------------------------------------------------------
 
 
-class Api:
-    def __init__(self, ltm) -> None:
-        self.raw: dict[str, Any] = copy.deepcopy(ltm.raw_config)
-        self.api = MemoryAPI(ltm.engine, lambda: self.raw, self._save)
-
-    async def _save(self, raw: dict[str, Any]) -> None:
-        self.raw = copy.deepcopy(raw)
-
-    async def call(self, method: str, *args: Any):
-        return await self.api.call(getattr(self.api, method), *args)
-
-
-async def test_get_drift_pages_snapshots_newest_first_with_the_alarms(make_ltm):
+async def test_get_drift_pages_snapshots_newest_first_with_the_alarms(make_ltm, api_of):
     ltm = await make_ltm()
     await forget_start_snapshots(ltm)
     await add_items(ltm, "user", MIN_ITEMS_FOR_ALARM)
     await alarm_under(ltm)
-    api = Api(ltm)
+    api = api_of(ltm)
     answer = await api.call("drift", {"scope": "user", "page": "1", "page_size": "1"})
     assert answer.status == 200
     data = answer.body["data"]
@@ -331,10 +317,10 @@ async def test_get_drift_pages_snapshots_newest_first_with_the_alarms(make_ltm):
         assert refused.status == 400 and refused.body["status"] == "error"
 
 
-async def test_a_policy_change_through_the_api_is_framed_by_snapshots(make_ltm):
+async def test_a_policy_change_through_the_api_is_framed_by_snapshots(make_ltm, api_of):
     ltm = await make_ltm()
     await forget_start_snapshots(ltm)
-    api = Api(ltm)
+    api = api_of(ltm)
     answer = await api.call("put_policy", {"write_policy": {"mode": "auto"}}, "root")
     assert answer.status == 200
     assert [r.trigger for r in await ltm.rows(DriftSnapshot)] == ["before", "before", "after", "after"]
@@ -342,7 +328,7 @@ async def test_a_policy_change_through_the_api_is_framed_by_snapshots(make_ltm):
     assert len(await ltm.rows(DriftSnapshot)) == 4
 
 
-async def test_a_failed_snapshot_never_fails_the_policy_change(make_ltm, caplog):
+async def test_a_failed_snapshot_never_fails_the_policy_change(make_ltm, api_of, caplog):
     ltm = await make_ltm()
     await forget_start_snapshots(ltm)
 
@@ -350,7 +336,7 @@ async def test_a_failed_snapshot_never_fails_the_policy_change(make_ltm, caplog)
         raise OSError("disk gone")
 
     ltm.engine.db.load = broken
-    api = Api(ltm)
+    api = api_of(ltm)
     with caplog.at_level(logging.ERROR, logger="astrbot.plugin.astrbot_plugin_ltm"):
         answer = await api.call("put_policy", {"write_policy": {"mode": "manual"}}, "root")
     assert answer.status == 200 and ltm.engine.config.write_policy.mode == "manual"

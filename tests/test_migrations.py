@@ -526,46 +526,43 @@ def test_0007_keeps_every_memory_and_its_row_id_and_allows_history_under_a_key(t
         conn.close()
 
 
-def test_0008_counts_every_existing_memory_as_never_used(tmp_path):
-    db = tmp_path / "usage.db"
-    migrate(str(db), target=7)
+def one_memory_at(db, target: int, row_id: int) -> None:
+    """Migrate ``db`` to ``target`` and store one memory (Alice lives in Paris) with that row id."""
+    migrate(str(db), target=target)
     conn = connect(db)
     try:
         conn.execute(
             "INSERT INTO ltm_items (id, memory_id, scope, scope_id, type, fact, fact_key, confidence, importance, "
-            "evidence_count, status, created_at, updated_at) VALUES (7, 'm-1', 'user', 'qq:1', 'profile', "
-            "'Alice lives in Paris', 'city', 0.8, 0.5, 1, 'active', '2026-01-02', '2026-01-03')")
+            "evidence_count, status, created_at, updated_at) VALUES (?, ?, 'user', 'qq:1', 'profile', "
+            "'Alice lives in Paris', 'city', 0.8, 0.5, 1, 'active', '2026-01-02', '2026-01-03')",
+            (row_id, f"m-{row_id}"))
         conn.commit()
     finally:
         conn.close()
-    assert migrate(str(db), target=8) == [8]
+
+
+def rows_of(db, sql: str) -> list[tuple]:
     conn = connect(db)
     try:
-        assert conn.execute("SELECT id, fact, updated_at, injected_count, tool_count, use_count, last_used_at "
-                            "FROM ltm_items").fetchall() == [(7, "Alice lives in Paris", "2026-01-03", 0, 0, 0, None)]
+        return conn.execute(sql).fetchall()
     finally:
         conn.close()
+
+
+def test_0008_counts_every_existing_memory_as_never_used(tmp_path):
+    db = tmp_path / "usage.db"
+    one_memory_at(db, 7, row_id=7)
+    assert migrate(str(db), target=8) == [8]
+    assert rows_of(db, "SELECT id, fact, updated_at, injected_count, tool_count, use_count, last_used_at "
+                       "FROM ltm_items") == [(7, "Alice lives in Paris", "2026-01-03", 0, 0, 0, None)]
 
 
 def test_0011_adds_the_drift_snapshots_and_touches_no_memory(tmp_path):
     db = tmp_path / "drift.db"
-    migrate(str(db), target=10)
-    conn = connect(db)
-    try:
-        conn.execute(
-            "INSERT INTO ltm_items (id, memory_id, scope, scope_id, type, fact, fact_key, confidence, importance, "
-            "evidence_count, status, created_at, updated_at) VALUES (3, 'm-3', 'user', 'qq:1', 'profile', "
-            "'Alice lives in Paris', 'city', 0.8, 0.5, 1, 'active', '2026-01-02', '2026-01-03')")
-        conn.commit()
-    finally:
-        conn.close()
+    one_memory_at(db, 10, row_id=3)
     assert migrate(str(db), target=11) == [11]
-    conn = connect(db)
-    try:
-        assert conn.execute("SELECT id, fact FROM ltm_items").fetchall() == [(3, "Alice lives in Paris")]
-        assert conn.execute("SELECT count(*) FROM ltm_drift_snapshots").fetchone() == (0,)
-    finally:
-        conn.close()
+    assert rows_of(db, "SELECT id, fact FROM ltm_items") == [(3, "Alice lives in Paris")]
+    assert rows_of(db, "SELECT count(*) FROM ltm_drift_snapshots") == [(0,)]
 
 
 def test_0012_withholds_the_turns_that_would_steer_the_bot_and_only_those(tmp_path):
@@ -592,9 +589,5 @@ def test_0012_withholds_the_turns_that_would_steer_the_bot_and_only_those(tmp_pa
     finally:
         conn.close()
     assert migrate(str(db), target=12) == [12]
-    conn = connect(db)
-    try:
-        withheld = dict(conn.execute("SELECT id, withheld FROM ltm_events").fetchall())
-        assert withheld == {1: 0, 2: 1, 3: 1, 4: 1, 5: 1, 6: 0, 7: 0}
-    finally:
-        conn.close()
+    withheld = dict(rows_of(db, "SELECT id, withheld FROM ltm_events"))
+    assert withheld == {1: 0, 2: 1, 3: 1, 4: 1, 5: 1, 6: 0, 7: 0}

@@ -23,13 +23,11 @@ from __future__ import annotations
 
 import copy
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
 
 from astrbot_plugin_ltm.config import parse_config
 from astrbot_plugin_ltm.enums import PolicySource
-from astrbot_plugin_ltm.operating.api import MemoryAPI
 from astrbot_plugin_ltm.operating.commands import Commands
 from astrbot_plugin_ltm.operating.errors import AdminError
 from astrbot_plugin_ltm.operating.policy_versions import diff, normalised, policy_of
@@ -41,42 +39,6 @@ USER = "root"
 START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 PARIS = {"type": "profile", "fact": "Alice lives in Paris", "fact_key": "city", "confidence": 0.9,
          "importance": 0.7}
-
-
-class Api:
-    """A MemoryAPI over a test engine, with the plugin config it saves."""
-
-    def __init__(self, ltm) -> None:
-        self.ltm = ltm
-        self.raw: dict[str, Any] = copy.deepcopy(ltm.raw_config)
-        self.saved: list[dict[str, Any]] = []
-        self.api = MemoryAPI(ltm.engine, lambda: self.raw, self._save)
-
-    async def _save(self, raw: dict[str, Any]) -> None:
-        self.saved.append(copy.deepcopy(raw))
-        self.raw = copy.deepcopy(raw)
-
-    async def call(self, method: str, *args: Any):
-        return await self.api.call(getattr(self.api, method), *args)
-
-    async def ok(self, method: str, *args: Any) -> Any:
-        response = await self.call(method, *args)
-        assert response.status == 200, response
-        return response.body["data"]
-
-    async def err(self, status: int, method: str, *args: Any) -> str:
-        response = await self.call(method, *args)
-        assert response.status == status, (method, args, response)
-        assert response.body["status"] == "error"
-        return str(response.body["message"])
-
-
-@pytest.fixture
-async def make_api(make_ltm):
-    async def factory(overrides: dict[str, Any] | None = None, **kwargs: Any) -> Api:
-        return Api(await make_ltm(overrides or {}, **kwargs))
-
-    return factory
 
 
 def test_diff_names_each_changed_setting_and_nothing_else():
@@ -328,11 +290,11 @@ def test_a_turn_said_while_writes_were_off_stays_skipped_through_the_crash_journ
     assert [e.extraction_status for e in replayed] == ["skipped", "pending"]
 
 
-async def test_a_start_in_read_only_records_nothing_and_the_next_change_carries_the_diff(make_ltm):
+async def test_a_start_in_read_only_records_nothing_and_the_next_change_carries_the_diff(make_ltm, api_of):
     await make_ltm({}, name="ro.db")
     # changed on AstrBot's page together with read-only on: the store takes no write at start
     ltm = await make_ltm({"emergency_read_only": True, "read_policy": {"max_items": 4}}, name="ro.db")
-    api = Api(ltm)
+    api = api_of(ltm)
     assert await ltm.engine.policy_versions.count() == 1
     await api.ok("put_policy", {"emergency_read_only": False}, USER)
     latest = (await api.ok("policy_history", {}))["versions"][0]

@@ -173,6 +173,8 @@ async def test_the_holdout_set_is_frozen_until_redrawn(ltm, origin):
     ({"policy": {"enable": True}, "set": "some"}, "set"),
     ({"policy": {"enable": True}, "since": "yesterday"}, "ISO date"),
     ({"policy": {"enable": True}, "scopes": ["bob"]}, "not a scope"),
+    # read as write_policy.disabled_scopes reads a scope: an id with spaces around it matches nothing
+    ({"policy": {"enable": True}, "scopes": ["user: qq:bob"]}, "spaces around it"),
     ({"policy": {"enable": True}, "extra": 1}, "unknown field"),
 ])
 async def test_a_bad_replay_request_is_refused_clearly(ltm, body, message):

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
+from ..config import POLICY_KEYS, policy_of
 from ..engine import LTMEngine
 from ..enums import MEMORY_TYPES, SCOPE_KINDS, ExtractionStatus, PolicySource, SourceType, Status
 from ..logs import log
@@ -30,7 +31,6 @@ from .serialize import audit_dict, event_dict, item_api_dict
 from .transfer import MAX_IMPORT_BYTES, export_items, file_bytes, file_name, import_items, parse_file, unwrap
 
 MAX_PAGE_SIZE = 200
-EDITABLE_POLICY_KEYS = ("enable", "emergency_read_only", "write_policy", "read_policy")
 POLICY_CHANGE_SOURCES = (PolicySource.API.value, PolicySource.PAGE.value)
 MAX_SEARCH_CHARS = 500
 READ_ONLY_NOTE = "emergency_read_only is on: a real import would be refused until it is turned off"
@@ -236,10 +236,7 @@ class MemoryAPI:
     async def get_policy(self) -> dict[str, Any]:
         cfg = self.engine.config
         return {
-            "enable": cfg.enable,
-            "emergency_read_only": cfg.emergency_read_only,
-            "write_policy": asdict(cfg.write_policy),
-            "read_policy": asdict(cfg.read_policy),
+            **policy_of(cfg),
             "config_warnings": self.engine.config_errors,
             "version": await self.engine.policy_versions.current_version(),
         }
@@ -250,12 +247,12 @@ class MemoryAPI:
         body = dict(_body(body, "the settings to change"))
         reason = body.pop("reason", None)
         source = PolicySource(v.choice(body.pop("source", "api"), "source", POLICY_CHANGE_SOURCES))
-        unknown = set(body) - set(EDITABLE_POLICY_KEYS)
+        unknown = set(body) - set(POLICY_KEYS)
         if unknown:
             raise AdminError(f"cannot change {', '.join(v.shown(k) for k in sorted(unknown)[:5])} here; "
-                             f"changeable: {', '.join(EDITABLE_POLICY_KEYS)}")
+                             f"changeable: {', '.join(POLICY_KEYS)}")
         if not body:
-            raise AdminError(f"send at least one of {', '.join(EDITABLE_POLICY_KEYS)} to change")
+            raise AdminError(f"send at least one of {', '.join(POLICY_KEYS)} to change")
         for key, value in body.items():
             if key in ("write_policy", "read_policy") and not isinstance(value, dict):
                 raise AdminError(f"{key} must be an object of settings, e.g. {{\"mode\": \"auto\"}}")

@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import Connection, delete, text
 
 from ..clock import Clock, as_utc, parse_stored_time
+from ..config import scope_problem
 from ..scope import Scope
 from ..storing.database import Database
 from ..storing.tables import HoldoutSession
@@ -84,9 +85,10 @@ def parse_scopes(raw: Any) -> tuple[Scope, ...]:
         raise AdminError(f"at most {MAX_SCOPES} scopes")
     out = []
     for s in raw:
+        why = scope_problem(s)  # as write_policy.disabled_scopes: one reading of a scope
+        if why is not None:
+            raise AdminError(f"{s[:80]!r} is not a scope ({why}): write user:<id> or group:<id>")
         kind, _, scope_id = s.partition(":")
-        if kind not in ("user", "group") or not scope_id or len(scope_id) > 255:
-            raise AdminError(f"{s[:80]!r} is not a scope: write user:<id> or group:<id>")
         out.append(Scope(kind, scope_id))
     return tuple(dict.fromkeys(out))
 

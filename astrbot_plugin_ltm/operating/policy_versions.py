@@ -18,13 +18,12 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict
 from typing import Any
 
 from sqlalchemy import func, select
 
 from ..clock import Clock
-from ..config import LTMConfig, parse_config, scope_problem
+from ..config import POLICY_KEYS, LTMConfig, parse_config, policy_of, refusal, scope_problem, with_policy
 from ..enums import AuditAction, PolicySource
 from ..logs import log
 from ..storing.audit import audit
@@ -32,19 +31,12 @@ from ..storing.database import Database, ReadOnlyError
 from ..storing.tables import PolicyVersion
 from .errors import AdminError
 
-POLICY_KEYS = ("enable", "emergency_read_only", "write_policy", "read_policy")
 MAX_REASON_CHARS = 500
 MAX_HISTORY_PAGE = 200
 
 PolicyListener = Callable[[str, int | None], Awaitable[None]]
 RawConfig = Callable[[], dict[str, Any]]
 SaveConfig = Callable[[dict[str, Any]], Awaitable[None]]
-
-
-def policy_of(cfg: LTMConfig) -> dict[str, Any]:
-    """The policy part of a configuration, as stored in a version."""
-    return {"enable": cfg.enable, "emergency_read_only": cfg.emergency_read_only,
-            "write_policy": asdict(cfg.write_policy), "read_policy": asdict(cfg.read_policy)}
 
 
 def normalised(policy: dict[str, Any]) -> dict[str, Any]:
@@ -189,17 +181,10 @@ class PolicyVersions:
             unknown = set(changes) - set(POLICY_KEYS)
             if unknown:
                 raise AdminError(f"not a policy setting: {', '.join(sorted(unknown)[:5])}")
-            raw = copy.deepcopy(dict(self._raw()))
-            for key, value in changes.items():
-                if isinstance(value, dict) and not replace:
-                    raw[key] = {**(raw[key] if isinstance(raw.get(key), dict) else {}), **value}
-                else:
-                    raw[key] = value
+            raw = with_policy(self._raw(), changes, replace=replace)
             new, problems = parse_config(raw)
             if problems:
-                # Through a change an invalid value is refused, not defaulted.
-                reasons = "; ".join(p.split("; using the default")[0] for p in problems)
-                raise AdminError(f"invalid settings, nothing changed: {reasons}")
+                raise AdminError(f"invalid settings, nothing changed: {refusal(problems)}")
             current = self._config()
             before, after = policy_of(current), policy_of(new)
             if before == after:

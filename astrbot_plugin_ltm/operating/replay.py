@@ -21,7 +21,7 @@ import asyncio
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -110,12 +110,6 @@ class ReplayData:
     probes: list[Probe] = field(default_factory=list)
     live: dict[str, tuple[str, bool]] = field(default_factory=dict)  # memory_id → (status, awaiting approval)
     messages: int = 0  # recorded user messages in the set (reads replay up to MAX_READS of them)
-
-
-def policy_view(cfg: LTMConfig) -> dict[str, Any]:
-    """The policy a replay compares: as operating/api.py's _policy_of."""
-    return {"enable": cfg.enable, "emergency_read_only": cfg.emergency_read_only,
-            "write_policy": asdict(cfg.write_policy), "read_policy": asdict(cfg.read_policy)}
 
 
 # -- loading (one read thread) ------------------------------------------------------

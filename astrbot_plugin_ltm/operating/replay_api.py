@@ -14,17 +14,16 @@ from datetime import datetime
 from typing import Any
 
 from ..clock import as_utc
-from ..config import LTMConfig, parse_config
+from ..config import POLICY_KEYS, LTMConfig, parse_config, policy_of, refusal, with_policy
 from ..engine import LTMEngine
 from ..storing.database import ReadOnlyError
 from . import validators as v
 from .errors import AdminError
 from .holdout import Holdout, parse_rule, parse_scopes
 from .jobs import Job
-from .replay import Selection, compare, load, policy_view
+from .replay import Selection, compare, load
 from .tuning import TUNE_READS, tune
 
-POLICY_KEYS = ("enable", "emergency_read_only", "write_policy", "read_policy")  # as PUT policy
 SETS = ("holdout", "fitting", "all")
 
 
@@ -38,18 +37,9 @@ def candidate_config(raw_config: dict[str, Any], policy: Any) -> LTMConfig:
     if unknown:
         raise AdminError(f"a candidate policy cannot set {', '.join(v.shown(k) for k in sorted(unknown)[:5])}; "
                          f"it has: {', '.join(POLICY_KEYS)}")
-    raw = copy.deepcopy(raw_config)
-    for key, value in policy.items():
-        if isinstance(value, dict):
-            if not isinstance(raw.get(key), dict):
-                raw[key] = {}
-            raw[key].update(value)
-        else:
-            raw[key] = value
-    cfg, problems = parse_config(raw)
+    cfg, problems = parse_config(with_policy(raw_config, policy))
     if problems:
-        reasons = "; ".join(p.split("; using the default")[0] for p in problems)
-        raise AdminError(f"invalid candidate policy, nothing started: {reasons}")
+        raise AdminError(f"invalid candidate policy, nothing started: {refusal(problems)}")
     return cfg
 
 
@@ -105,8 +95,8 @@ class ReplayAPI:
             job.step(0, 0, "replaying")
             report = await compare(reader, self.engine.clock, data, current, candidate,
                                    lambda done, total: job.step(done, total))
-            return {"selection": selection.as_dict(), "current_policy": policy_view(current),
-                    "candidate_policy": policy_view(candidate), **report}
+            return {"selection": selection.as_dict(), "current_policy": policy_of(current),
+                    "candidate_policy": policy_of(candidate), **report}
 
         return {"job_id": self.engine.jobs.start("replay", run).id}
 
@@ -138,7 +128,7 @@ class ReplayAPI:
             job.step(0, 0, "tuning")
             report = await tune(reader, self.engine.clock, fitting, held, current,
                                 lambda done, total: job.step(done, total))
-            return {"current_policy": policy_view(current), **report}
+            return {"current_policy": policy_of(current), **report}
 
         return {"job_id": self.engine.jobs.start("tune", run).id}
 

@@ -595,7 +595,18 @@
     return (loaders[name] || loaders.review)().catch(fail);
   }
 
-  // -- pager ---------------------------------------------------------------------
+  // -- tables and pager ---------------------------------------------------------------
+
+  /** A table body's rows; none: one muted row saying ``emptyText`` across every column of the header. */
+  function fillRows(body, rows, emptyText, emptyAttrs) {
+    if (rows.length) {
+      body.replaceChildren(...rows);
+      return;
+    }
+    const columns = body.closest("table").querySelectorAll("thead th").length || 1;
+    body.replaceChildren(h("tr", null, h("td", { colspan: String(columns), class: "muted", ...emptyAttrs }, emptyText)));
+  }
+
 
   function renderPager(box, page, pageSize, total, go, testid) {
     const pages = Math.max(1, Math.ceil(total / pageSize));
@@ -948,28 +959,23 @@
 
   function renderSearch() {
     const s = state.search;
-    const rows = $("#memory-rows");
-    if (!s.items.length) {
-      rows.replaceChildren(h("tr", null, h("td", { colspan: "9", class: "muted", "data-testid": "search-empty" }, T("search.empty"))));
-    } else {
-      rows.replaceChildren(...s.items.map((item) => h("tr", {
-        class: "clickable", tabindex: "0", "data-testid": "memory-row", "data-memory-id": item.memory_id,
-        onclick: () => openDetail(item.memory_id).catch(fail),
-        onkeydown: (e) => { if (e.key === "Enter") openDetail(item.memory_id).catch(fail); },
-      },
-        h("td", { class: "fact" }, item.fact),
-        h("td", null, typeLabel(item.type)),
-        h("td", null, item.awaiting_approval
-          ? h("span", { class: "tag pending" }, T("queue.awaiting"))
-          : h("span", { class: "tag status-" + item.status }, statusLabel(item.status))),
-        h("td", null, scopeLabel(item.scope, item.scope_id)),
-        h("td", { class: "num" }, bar(item.confidence), fmtNum(item.confidence)),
-        h("td", { class: "num" }, fmtNum(item.importance)),
-        h("td", { class: "num" }, String(item.evidence_count)),
-        h("td", { class: "num", "data-testid": "memory-uses", title: usesTitle(item) }, String(item.use_count)),
-        h("td", null, fmtTime(item.updated_at)),
-      )));
-    }
+    fillRows($("#memory-rows"), s.items.map((item) => h("tr", {
+      class: "clickable", tabindex: "0", "data-testid": "memory-row", "data-memory-id": item.memory_id,
+      onclick: () => openDetail(item.memory_id).catch(fail),
+      onkeydown: (e) => { if (e.key === "Enter") openDetail(item.memory_id).catch(fail); },
+    },
+      h("td", { class: "fact" }, item.fact),
+      h("td", null, typeLabel(item.type)),
+      h("td", null, item.awaiting_approval
+        ? h("span", { class: "tag pending" }, T("queue.awaiting"))
+        : h("span", { class: "tag status-" + item.status }, statusLabel(item.status))),
+      h("td", null, scopeLabel(item.scope, item.scope_id)),
+      h("td", { class: "num" }, bar(item.confidence), fmtNum(item.confidence)),
+      h("td", { class: "num" }, fmtNum(item.importance)),
+      h("td", { class: "num" }, String(item.evidence_count)),
+      h("td", { class: "num", "data-testid": "memory-uses", title: usesTitle(item) }, String(item.use_count)),
+      h("td", null, fmtTime(item.updated_at)),
+    )), T("search.empty"), { "data-testid": "search-empty" });
     renderPager($("#memory-pager"), s.page, s.pageSize, s.total, (p) => { s.page = p; loadSearch().catch(fail); }, "memory-pager");
   }
 
@@ -1007,7 +1013,7 @@
       h("td", null, h("button", { type: "button", class: "btn small", "data-testid": "stats-show",
         onclick: () => showScope(sc.scope, sc.scope_id) }, T("stats.show"))),
     ));
-    $("#stats-rows").replaceChildren(...(rows.length ? rows : [h("tr", null, h("td", { colspan: "7", class: "muted" }, T("stats.empty")))]));
+    fillRows($("#stats-rows"), rows, T("stats.empty"), { "data-testid": "stats-empty" });
   }
 
   function showScope(scope, scopeId) {
@@ -1186,7 +1192,7 @@
       h("td", null, e.reason || ""),
       h("td", { class: "detail" }, JSON.stringify(e.detail || {})),
     ));
-    $("#audit-rows").replaceChildren(...(rows.length ? rows : [h("tr", null, h("td", { colspan: "6", class: "muted" }, T("audit.empty")))]));
+    fillRows($("#audit-rows"), rows, T("audit.empty"));
     renderPager($("#audit-pager"), a.page, a.pageSize, data.total, (p) => { a.page = p; loadAudit().catch(fail); }, "audit-pager");
   }
 
@@ -1313,6 +1319,6 @@
     }
   }
 
-  window.LTM = { apiGet, apiPost, h, toast, fail, confirmModal, openModal, closeModal, fmtTime, locale, refreshStatus, renderPager, state };
+  window.LTM = { apiGet, apiPost, h, toast, fail, confirmModal, openModal, closeModal, fmtTime, locale, refreshStatus, renderPager, fillRows, state };
   start();
 })();

@@ -5,7 +5,8 @@
  * threshold line, the newest snapshots as a table, and a banner over the
  * page while an alarm of the last 7 days stands. Texts in both languages
  * live here; colours come from style.css's theme variables (light and dark).
- * Text only ever reaches the page through textContent.
+ * The texts' lookup, the element builder and the chart's parts are
+ * chart.js's (window.LTMChart). Text only ever reaches the page as text.
  */
 (function () {
   "use strict";
@@ -46,38 +47,13 @@
       failed: "无法加载漂移快照：{message}",
     },
   };
-  const SVG = "http://www.w3.org/2000/svg";
+  const C = window.LTMChart;
   const KINDS = ["user", "group"];
   const W = 760, H = 240, PAD = { left: 44, right: 16, top: 14, bottom: 28 };
 
   const bridge = window.AstrBotPluginPage || window.AstrBotPluginView || null;
-
-  function locale() {
-    try {
-      const loc = (bridge && bridge.getLocale()) || "en-US";
-      return String(loc).toLowerCase().startsWith("zh") ? "zh-CN" : "en-US";
-    } catch (e) {
-      return "en-US";
-    }
-  }
-
-  function T(key, vars) {
-    let text = TEXTS[locale()][key];
-    if (text === undefined) text = TEXTS["en-US"][key] !== undefined ? TEXTS["en-US"][key] : key;
-    if (vars) text = text.replace(/\{(\w+)\}/g, (m, name) => (name in vars ? String(vars[name]) : m));
-    return text;
-  }
-
-  function el(tag, attrs, text, ns) {
-    const node = ns ? document.createElementNS(ns, tag) : document.createElement(tag);
-    for (const [key, value] of Object.entries(attrs || {})) node.setAttribute(key, String(value));
-    if (text !== undefined && text !== null) node.textContent = String(text);
-    return node;
-  }
-
-  function svg(tag, attrs, text) {
-    return el(tag, attrs, text, SVG);
-  }
+  const T = C.texts(TEXTS);
+  const el = C.el, svg = C.svg, locale = C.locale;
 
   function fmtTime(iso) {
     const d = new Date(iso);
@@ -94,10 +70,8 @@
   function chart(snapshots, threshold) {
     const points = snapshots.filter((s) => s.similarity !== null && s.similarity !== undefined)
       .slice().sort((a, b) => a.id - b.id);
-    const box = svg("svg", {
-      viewBox: `0 0 ${W} ${H}`, class: "drift-chart", role: "img", "aria-label": T("chart"),
-      "data-testid": "drift-chart", "data-points": points.length,
-    });
+    const box = C.frame(W, H, T("chart"),
+      { class: "drift-chart", "data-testid": "drift-chart", "data-points": points.length });
     // One step per snapshot round (both kinds share a round's time): policy
     // changes minutes apart stay as readable as daily snapshots.
     const rounds = Array.from(new Set(points.map((p) => p.created_at)));
@@ -109,17 +83,14 @@
     };
     const y = (v) => PAD.top + (1 - (v - lo) / (1 - lo || 1)) * (H - PAD.top - PAD.bottom);
     for (const tick of [lo, (lo + 1) / 2, 1]) {  // lo is a tenth: ticks like 0.4, 0.7, 1.0
-      box.appendChild(svg("line", { x1: PAD.left, x2: W - PAD.right, y1: y(tick), y2: y(tick), class: "drift-grid" }));
-      box.appendChild(svg("text", { x: PAD.left - 6, y: y(tick) + 4, class: "drift-axis", "text-anchor": "end" }, tick.toFixed(2)));
+      box.appendChild(C.hline(PAD.left, W - PAD.right, y(tick), "drift-grid"));
+      box.appendChild(C.label(PAD.left - 6, y(tick) + 4, "drift-axis", tick.toFixed(2), "end"));
     }
-    box.appendChild(svg("line", {
-      x1: PAD.left, x2: W - PAD.right, y1: y(threshold), y2: y(threshold), class: "drift-threshold",
-      "data-testid": "drift-threshold",
-    }));
+    box.appendChild(C.hline(PAD.left, W - PAD.right, y(threshold), "drift-threshold",
+      { "data-testid": "drift-threshold" }));
     if (points.length) {
-      box.appendChild(svg("text", { x: PAD.left, y: H - 8, class: "drift-axis" }, fmtTime(points[0].created_at)));
-      box.appendChild(svg("text", { x: W - PAD.right, y: H - 8, class: "drift-axis", "text-anchor": "end" },
-        fmtTime(points[points.length - 1].created_at)));
+      box.appendChild(C.label(PAD.left, H - 8, "drift-axis", fmtTime(points[0].created_at)));
+      box.appendChild(C.label(W - PAD.right, H - 8, "drift-axis", fmtTime(points[points.length - 1].created_at), "end"));
     }
     KINDS.forEach((kind) => {
       const mine = points.filter((p) => p.scope_kind === kind);
@@ -141,18 +112,11 @@
   }
 
   function legend(threshold) {
-    const box = el("div", { class: "drift-legend" });
-    KINDS.forEach((kind) => {
-      const item = el("span", { class: "drift-key" });
-      item.appendChild(el("span", { class: "drift-swatch drift-" + kind }));
-      item.appendChild(document.createTextNode(T("kind." + kind)));
-      box.appendChild(item);
-    });
-    const th = el("span", { class: "drift-key" });
-    th.appendChild(el("span", { class: "drift-swatch drift-threshold-key" }));
-    th.appendChild(document.createTextNode(T("threshold", { value: threshold })));
-    box.appendChild(th);
-    return box;
+    const key = (swatch, text) => el("span", { class: "drift-key" }, [el("span", { class: "drift-swatch " + swatch }), text]);
+    return el("div", { class: "drift-legend" }, [
+      ...KINDS.map((kind) => key("drift-" + kind, T("kind." + kind))),
+      key("drift-threshold-key", T("threshold", { value: threshold })),
+    ]);
   }
 
   function table(snapshots) {

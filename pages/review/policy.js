@@ -5,12 +5,12 @@
  * policy/rollback) after a confirmation. On the statistics tab every scope
  * row gets a switch for its writes (POST policy/writes). Everything goes
  * through app.js's helpers (window.LTM): the dashboard bridge, the dialog,
- * toasts. Text only through textContent.
+ * toasts, tables; the texts' lookup is chart.js's. Text only through textContent.
  */
 (function () {
   "use strict";
   const L = window.LTM;
-  if (!L) return;
+  if (!L || !window.LTMChart) return;
 
   const TEXTS = {
     "en-US": {
@@ -47,27 +47,34 @@
     },
   };
 
-  function t(key, vars) {
-    const loc = String(L.locale() || "").toLowerCase().startsWith("zh") ? "zh-CN" : "en-US";
-    let text = TEXTS[loc][key] !== undefined ? TEXTS[loc][key] : (TEXTS["en-US"][key] || key);
-    if (vars) text = text.replace(/\{(\w+)\}/g, (m, name) => (name in vars ? String(vars[name]) : m));
-    return text;
-  }
+  const t = window.LTMChart.texts(TEXTS);  // chart.js: the dashboard's language, else English
 
   const $ = (sel) => document.querySelector(sel);
   const history = { page: 1, pageSize: 20 };
 
+  // Where each of this panel's texts goes in index.html.
+  const LABELS = {
+    "#tab-history": "tab", "#history-intro": "intro", "#history-h-version": "version", "#history-h-time": "time",
+    "#history-h-who": "who", "#history-h-reason": "reason", "#history-h-diff": "changes", "#stats-writes-head": "writes_head",
+  };
+
   function applyTexts() {
-    $("#tab-history").textContent = t("tab");
-    $("#history-intro").textContent = t("intro");
+    for (const [sel, key] of Object.entries(LABELS)) $(sel).textContent = t(key);
     $("#history-reason").setAttribute("placeholder", t("reason_placeholder"));
-    $("#history-h-version").textContent = t("version");
-    $("#history-h-time").textContent = t("time");
-    $("#history-h-who").textContent = t("who");
-    $("#history-h-reason").textContent = t("reason");
-    $("#history-h-diff").textContent = t("changes");
-    $("#stats-writes-head").textContent = t("writes_head");
   }
+
+  /** The operator's reason for a rollback or a switch (the box above the history), added to ``body``. */
+  function withReason(body) {
+    const reason = $("#history-reason").value.trim();
+    return reason ? { ...body, reason: reason } : body;
+  }
+
+  function button(cls, testid, text, action, disabled) {
+    return L.h("button", { type: "button", class: "btn small" + (cls ? " " + cls : ""), "data-testid": testid,
+      disabled: !!disabled, onclick: () => action().catch(L.fail) }, text);
+  }
+
+  const reloadHistory = () => loadHistory().catch(L.fail);
 
   function shown(value) {
     return typeof value === "string" ? value : JSON.stringify(value);
@@ -94,17 +101,14 @@
         L.h("td", null, row.reason || (row.rollback_of ? t("rollback_of", { n: row.rollback_of }) : "")),
         L.h("td", null, diffList(row)),
         L.h("td", null,
-          L.h("button", { type: "button", class: "btn small", "data-testid": "history-show",
-            onclick: () => showVersion(row.version).catch(L.fail) }, t("show")),
+          button("", "history-show", t("show"), () => showVersion(row.version)),
           " ",
-          L.h("button", { type: "button", class: "btn small primary", "data-testid": "history-rollback",
-            disabled: current, onclick: () => rollback(row.version).catch(L.fail) }, t("rollback"))));
+          button("primary", "history-rollback", t("rollback"), () => rollback(row.version), current)));
     });
-    $("#history-rows").replaceChildren(...(rows.length ? rows
-      : [L.h("tr", null, L.h("td", { colspan: "6", class: "muted" }, t("empty")))]));
+    L.fillRows($("#history-rows"), rows, t("empty"));
     L.renderPager($("#history-pager"), history.page, history.pageSize, data.total, (page) => {
       history.page = page;
-      loadHistory().catch(L.fail);
+      reloadHistory();
     }, "history-pager");
   }
 
@@ -119,8 +123,7 @@
     const ok = await L.confirmModal(t("confirm_title", { n: version }), t("confirm_text", { n: version }),
       t("rollback"), "primary");
     if (!ok) return;
-    const reason = $("#history-reason").value.trim();
-    const result = await L.apiPost("policy/rollback", reason ? { version: version, reason: reason } : { version: version });
+    const result = await L.apiPost("policy/rollback", withReason({ version: version }));
     L.toast(result.changed ? t("rolled", { n: version }) : t("unchanged", { n: version }));
     $("#history-reason").value = "";
     history.page = 1;
@@ -154,10 +157,7 @@
     const on = input.checked;
     input.disabled = true;
     try {
-      const reason = $("#history-reason").value.trim();
-      const body = { scope: scope, writes: on ? "on" : "off" };
-      if (reason) body.reason = reason;
-      const result = await L.apiPost("policy/writes", body);
+      const result = await L.apiPost("policy/writes", withReason({ scope: scope, writes: on ? "on" : "off" }));
       if (L.state.policy) L.state.policy.write_policy.disabled_scopes = result.disabled_scopes;
       label.textContent = on ? t("writes_on") : t("writes_off");
       L.toast(on ? t("switched_on", { scope: scope }) : t("switched_off", { scope: scope }));
@@ -169,9 +169,9 @@
   // -- wiring ------------------------------------------------------------------------
 
   applyTexts();
-  $("#tab-history").addEventListener("click", () => loadHistory().catch(L.fail));
+  $("#tab-history").addEventListener("click", reloadHistory);
   $("#refresh-all").addEventListener("click", () => {
-    if (L.state.tab === "history") loadHistory().catch(L.fail);
+    if (L.state.tab === "history") reloadHistory();
   });
   // app.js redraws the statistics rows; each redraw gets its switches.
   new MutationObserver(addSwitches).observe($("#stats-rows"), { childList: true });

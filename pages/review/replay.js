@@ -5,8 +5,9 @@
  * holdout replay set (GET policy/holdout, POST policy/holdout/redraw).
  *
  * Separate from app.js. Texts in both languages live here; colours come
- * from style.css's theme variables (light and dark). Text only ever
- * reaches the page through textContent; the chart is built node by node.
+ * from style.css's theme variables (light and dark). The texts' lookup,
+ * the element builder and the chart's parts are chart.js's
+ * (window.LTMChart). Text only ever reaches the page as text.
  */
 (function () {
   "use strict";
@@ -127,40 +128,12 @@
       discarded: "已放弃该建议。",
     },
   };
-  const SVG = "http://www.w3.org/2000/svg";
+  const C = window.LTMChart;
   const POLL_MS = 700;
   const bridge = window.AstrBotPluginPage || window.AstrBotPluginView || null;
   const state = { policy: null, jobId: null, timer: null, tune: null };
-
-  function locale() {
-    try {
-      const loc = (bridge && bridge.getLocale()) || "en-US";
-      return String(loc).toLowerCase().startsWith("zh") ? "zh-CN" : "en-US";
-    } catch (e) {
-      return "en-US";
-    }
-  }
-
-  function T(key, vars) {
-    let text = TEXTS[locale()][key];
-    if (text === undefined) text = TEXTS["en-US"][key] !== undefined ? TEXTS["en-US"][key] : key;
-    if (vars) text = text.replace(/\{(\w+)\}/g, (m, name) => (name in vars ? String(vars[name]) : m));
-    return text;
-  }
-
-  function el(tag, attrs, children, ns) {
-    const node = ns ? document.createElementNS(ns, tag) : document.createElement(tag);
-    for (const [key, value] of Object.entries(attrs || {})) {
-      if (value !== null && value !== undefined) node.setAttribute(key, String(value));
-    }
-    [].concat(children === undefined || children === null ? [] : children).forEach((c) => {
-      if (c === null || c === undefined || c === false) return;
-      node.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
-    });
-    return node;
-  }
-
-  const svg = (tag, attrs, children) => el(tag, attrs, children, SVG);
+  const T = C.texts(TEXTS);
+  const el = C.el, svg = C.svg;
   const panel = () => document.querySelector('[data-panel="replay"]');
   const q = (sel) => panel().querySelector(sel);
 
@@ -408,23 +381,21 @@
     const keys = ["active", "tokens_mean", "self_recall", "latency", "score"];
     const data = rows(report).filter((r) => keys.includes(r[0]));
     const W = 720, rowH = 44, left = 230, right = 70, H = data.length * rowH + 30;
-    const root = svg("svg", { viewBox: "0 0 " + W + " " + H, class: "replay-chart", role: "img", "aria-label": T("chart"), "data-testid": "replay-chart" });
+    const root = C.frame(W, H, T("chart"), { class: "replay-chart", "data-testid": "replay-chart" });
     root.appendChild(svg("title", null, T("chart")));
     data.forEach((r, i) => {
       const y = i * rowH + 6;
       const top = Math.max(Math.abs(r[1]) || 0, Math.abs(r[2]) || 0) || 1;
-      root.appendChild(svg("text", { x: 0, y: y + 22, class: "replay-chart-label" }, T(r[0])));
+      root.appendChild(C.label(0, y + 22, "replay-chart-label", T(r[0])));
       [[r[1], "replay-bar-current", 0], [r[2], "replay-bar-candidate", 1]].forEach(([value, cls, k]) => {
         const width = Math.max(1, (W - left - right) * Math.abs(value || 0) / top);
-        root.appendChild(svg("rect", { x: left, y: y + k * 17, width: width.toFixed(1), height: 14, rx: 3, class: cls }));
-        root.appendChild(svg("text", { x: left + width + 6, y: y + k * 17 + 12, class: "replay-chart-value" }, fmt(value)));
+        root.appendChild(C.bar(left, y + k * 17, width.toFixed(1), 14, cls, { rx: 3 }));
+        root.appendChild(C.label(left + width + 6, y + k * 17 + 12, "replay-chart-value", fmt(value)));
       });
     });
     const ly = H - 10;
-    root.appendChild(svg("rect", { x: left, y: ly - 10, width: 12, height: 10, class: "replay-bar-current" }));
-    root.appendChild(svg("text", { x: left + 18, y: ly, class: "replay-chart-value" }, T("current")));
-    root.appendChild(svg("rect", { x: left + 110, y: ly - 10, width: 12, height: 10, class: "replay-bar-candidate" }));
-    root.appendChild(svg("text", { x: left + 128, y: ly, class: "replay-chart-value" }, T("cand")));
+    root.append(...C.key(left, ly, "replay-bar-current", T("current"), "replay-chart-value"),
+      ...C.key(left + 110, ly, "replay-bar-candidate", T("cand"), "replay-chart-value"));
     return root;
   }
 

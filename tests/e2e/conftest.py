@@ -18,6 +18,9 @@ Every bot has its own fake model server (its own recorded requests and
 ``/_control`` state), its own home and dashboard port, and is stopped by its
 own process id when the ``with`` block ends, whether the tests passed or not.
 
+A browser test asks for ``tab``: a fresh headless Chromium tab
+(review_browser.py drives it and opens the review page), closed after it.
+
 ``LTM_E2E_PLUGIN_SOURCE=<dir>`` installs the plugin from another directory
 than this checkout.
 """
@@ -41,6 +44,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+from review_browser import Browser, Tab, chromium_binary  # type: ignore[import-not-found]  # noqa: E402
 
 from astrbot_plugin_ltm.recalling.block import NOTES  # noqa: E402
 from devtools import fake_openai  # noqa: E402
@@ -448,6 +453,15 @@ class Bot:
             return matched
 
         return self.wait_for(ready, timeout, f"{user}'s memories {facts} ({status})")
+
+
+@pytest.fixture
+def tab() -> Iterator[Tab]:
+    browser = Browser(chromium_binary())
+    try:
+        yield Tab(browser)
+    finally:
+        browser.close()
 
 
 @pytest.fixture(scope="session")

@@ -6,27 +6,20 @@ screenshot in tests/artifacts, light and dark)."""
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
 
 import pytest
 
-# pytest puts tests/e2e on sys.path (rootdir-less test folders); mypy does not know it.
-from test_e2e_review_page import (  # type: ignore[import-not-found]
+# Sibling modules (pytest puts tests/e2e on sys.path; mypy does not know it): the browser driver, the API helpers.
+from review_browser import (  # type: ignore[import-not-found]
     ARTIFACTS,
-    Browser,
-    Tab,
-    chromium_binary,
     open_review_page,
+    screenshot_on_failure,
 )
-
-from devtools.astrbot_home import LEGACY_DASHBOARD
+from test_e2e_dashboard_api import LEGACY, PREFIXES, ok, refused  # type: ignore[import-not-found]
 
 pytestmark = pytest.mark.e2e
 
-V1 = "/api/v1/plugins/extensions/astrbot_plugin_ltm"
-LEGACY = "/api/plug/astrbot_plugin_ltm"
-PREFIXES = (LEGACY,) if LEGACY_DASHBOARD else (V1, LEGACY)
 ITEMS = 24  # above the alarm's minimum store (drift_monitor.MIN_ITEMS_FOR_ALARM)
 
 
@@ -36,25 +29,12 @@ def bot(bot_factory):
         yield b
 
 
-@pytest.fixture
-def tab():
-    browser = Browser(chromium_binary())
-    try:
-        yield Tab(browser)
-    finally:
-        browser.close()
-
-
 def drift(bot, prefix: str = PREFIXES[0], query: str = "") -> dict:
-    answer = bot.client.request("GET", f"{prefix}/drift{query}")
-    assert answer.get("status") == "ok", answer
-    return answer["data"]
+    return ok(bot, "GET", f"drift{query}", prefix=prefix)
 
 
 def change_policy(bot, body: dict) -> dict:
-    answer = bot.client.request("POST", f"{LEGACY}/policy", body)
-    assert answer.get("status") == "ok", answer
-    return answer["data"]
+    return ok(bot, "POST", "policy", body, prefix=LEGACY)
 
 
 def seed(bot, status: str) -> None:
@@ -82,8 +62,7 @@ def test_the_daily_snapshot_is_taken_at_start_and_get_drift_answers_at_both_pref
         assert data["threshold"] == 0.9 and data["auto_rollback"] is False and data["alarms"] == []
         # compared with the snapshots around the first start's policy version: nothing changed since
         assert all(s["similarity"] is None or s["similarity"] >= data["threshold"] for s in daily), daily
-    refused = bot.client.request("GET", f"{PREFIXES[-1]}/drift?scope=planet")
-    assert refused.get("status") == "error" and "scope" in refused.get("message", "")
+    assert "scope" in refused(bot, 400, "GET", "drift?scope=planet", prefix=PREFIXES[-1])
     assert bot.client.request("GET", f"{PREFIXES[-1]}/stats")["data"]["drift"]["latest_alarm"] is None
     bot.assert_log_clean()
 
@@ -111,7 +90,7 @@ def test_a_moved_distribution_raises_an_alarm_shown_as_a_chart_and_banner(bot, t
     assert data["latest_alarm"]["id"] == alarm["id"]
     assert bot.client.request("GET", f"{PREFIXES[0]}/stats")["data"]["drift"]["latest_alarm"]["id"] == alarm["id"]
     assert "drift alarm" in bot.log_text(mark)
-    try:
+    with screenshot_on_failure(tab, "review_page_drift_failure.png"):
         for theme in ("light", "dark"):
             open_review_page(bot, tab, theme=theme)
             banner = tab.wait(lambda: tab.frame(
@@ -134,8 +113,4 @@ def test_a_moved_distribution_raises_an_alarm_shown_as_a_chart_and_banner(bot, t
             assert chart["width"] > 300 and chart["rows"] >= 8 and chart["stroke"] not in ("", "none"), chart
             tab.screenshot(ARTIFACTS / f"review_page_drift_{theme}.png")
             assert tab.page_errors() == []
-    except BaseException:
-        with contextlib.suppress(Exception):
-            tab.screenshot(ARTIFACTS / "review_page_drift_failure.png")
-        raise
     bot.assert_log_clean(since=mark)

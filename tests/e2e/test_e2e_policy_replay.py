@@ -11,15 +11,12 @@ import time
 
 import pytest
 
-# Sibling test modules (pytest puts this folder on sys.path): their API helpers and browser driver.
-from test_e2e_dashboard_api import call, ok  # type: ignore[import-not-found]
-from test_e2e_review_page import (  # type: ignore[import-not-found]
+# Sibling modules (pytest puts this folder on sys.path): the browser driver and the API helpers.
+from review_browser import (  # type: ignore[import-not-found]
     ARTIFACTS,
-    Browser,
-    Tab,
-    chromium_binary,
     open_review_page,
 )
+from test_e2e_dashboard_api import call, ok  # type: ignore[import-not-found]
 
 pytestmark = pytest.mark.e2e
 
@@ -88,15 +85,6 @@ def test_bad_replay_requests_are_refused(bot):
     assert status == 404 and payload["status"] == "error", payload
     status, payload, _ = call(bot, "POST", "policy/holdout/redraw", {"share": 2})
     assert status == 400 and "share" in payload["message"], payload
-
-
-@pytest.fixture
-def tab():
-    browser = Browser(chromium_binary())
-    try:
-        yield Tab(browser)
-    finally:
-        browser.close()
 
 
 @pytest.mark.parametrize("theme", ["light", "dark"])

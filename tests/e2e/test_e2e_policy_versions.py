@@ -16,17 +16,13 @@ AstrBot (docs/decisions.md#d51, #d52).
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
-from test_e2e_dashboard_api import ok  # type: ignore[import-not-found]  # a sibling test module
-from test_e2e_review_page import (  # type: ignore[import-not-found]
+from review_browser import (  # type: ignore[import-not-found]
     ARTIFACTS,
-    Browser,
-    Tab,
-    chromium_binary,
     open_review_page,
+    screenshot_on_failure,
 )
+from test_e2e_dashboard_api import ok  # type: ignore[import-not-found]  # a sibling test module
 
 pytestmark = pytest.mark.e2e
 
@@ -35,15 +31,6 @@ pytestmark = pytest.mark.e2e
 def bot(bot_factory):
     with bot_factory("policy-versions", {"write_policy": {"mode": "auto"}}) as b:
         yield b
-
-
-@pytest.fixture
-def tab():
-    browser = Browser(chromium_binary())
-    try:
-        yield Tab(browser)
-    finally:
-        browser.close()
 
 
 def history(bot) -> dict:
@@ -131,7 +118,7 @@ def test_a_disabled_scope_learns_nothing_while_another_scope_does(bot):
 def test_the_history_panel_rolls_back_and_the_stats_row_switches_writes_in_a_browser(bot, tab):
     before = history(bot)
     v1 = ok(bot, "GET", "policy/history/1")["policy"]
-    try:
+    with screenshot_on_failure(tab, "review_page_policy_failure.png"):
         open_review_page(bot, tab)
         tab.click("[data-testid=tab-history]")
         rows = tab.wait(lambda: tab.frame("document.querySelectorAll('[data-testid=history-row]').length"),
@@ -174,8 +161,4 @@ def test_the_history_panel_rolls_back_and_the_stats_row_switches_writes_in_a_bro
         tab.wait(lambda: tab.frame("document.querySelectorAll('[data-testid=history-row]').length"), "the versions")
         tab.screenshot(ARTIFACTS / "review_page_policy_history_dark_zh.png")
         assert tab.page_errors() == []
-    except BaseException:
-        with contextlib.suppress(Exception):
-            tab.screenshot(ARTIFACTS / "review_page_policy_failure.png")
-        raise
     bot.assert_log_clean()

@@ -1,0 +1,81 @@
+/* What the panels outside app.js share (window.LTMChart): their texts in
+ * the dashboard's language (policy.js, drift.js, replay.js), elements built
+ * node by node, and the parts of the drift and replay SVG charts (the
+ * frame, labels, lines, bars, legend keys).
+ *
+ * Loaded after app.js and before policy.js, drift.js and replay.js. Colours stay in
+ * each panel's CSS classes, which use style.css's theme variables, so the
+ * light and dark themes both hold. Text only ever reaches the page through
+ * text nodes.
+ */
+(function () {
+  "use strict";
+
+  const SVG = "http://www.w3.org/2000/svg";
+  const bridge = window.AstrBotPluginPage || window.AstrBotPluginView || null;
+
+  /** "zh-CN" when the dashboard speaks Chinese, else "en-US". */
+  function locale() {
+    try {
+      const loc = (bridge && bridge.getLocale()) || "en-US";
+      return String(loc).toLowerCase().startsWith("zh") ? "zh-CN" : "en-US";
+    } catch (e) {
+      return "en-US";
+    }
+  }
+
+  /** A panel's T(key, vars): its own texts in the dashboard's language, else English, else the key. */
+  function texts(table) {
+    return function T(key, vars) {
+      let text = table[locale()][key];
+      if (text === undefined) text = table["en-US"][key] !== undefined ? table["en-US"][key] : key;
+      if (vars) text = text.replace(/\{(\w+)\}/g, (m, name) => (name in vars ? String(vars[name]) : m));
+      return text;
+    };
+  }
+
+  /** An element; attributes left out when null; children are nodes or text. */
+  function el(tag, attrs, children, ns) {
+    const node = ns ? document.createElementNS(ns, tag) : document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (value !== null && value !== undefined) node.setAttribute(key, String(value));
+    }
+    [].concat(children === undefined || children === null ? [] : children).forEach((c) => {
+      if (c === null || c === undefined || c === false) return;
+      node.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
+    });
+    return node;
+  }
+
+  function svg(tag, attrs, children) {
+    return el(tag, attrs, children, SVG);
+  }
+
+  // -- chart parts -------------------------------------------------------------------
+
+  /** The chart's root: width × height user units, scaled by CSS; an image named ``label``. */
+  function frame(width, height, label, attrs) {
+    return svg("svg", { viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": label, ...attrs });
+  }
+
+  /** Text at (x, y); ``anchor`` "end" or "middle" aligns it there. */
+  function label(x, y, cls, text, anchor) {
+    return svg("text", { x: x, y: y, class: cls, "text-anchor": anchor || null }, text);
+  }
+
+  /** A horizontal line across the plot, at height y. */
+  function hline(x1, x2, y, cls, attrs) {
+    return svg("line", { x1: x1, x2: x2, y1: y, y2: y, class: cls, ...attrs });
+  }
+
+  function bar(x, y, width, height, cls, attrs) {
+    return svg("rect", { x: x, y: y, width: width, height: height, class: cls, ...attrs });
+  }
+
+  /** A legend entry inside the chart: a small swatch and its text, from (x, baseline y). */
+  function key(x, y, cls, text, textCls) {
+    return [bar(x, y - 10, 12, 10, cls), label(x + 18, y, textCls, text)];
+  }
+
+  window.LTMChart = { locale, texts, el, svg, frame, label, hline, bar, key };
+})();
