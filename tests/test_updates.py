@@ -268,3 +268,22 @@ async def test_a_close_cosine_alone_merges_nothing_the_facts_must_share_words(lt
     await ltm.turn(a, "My home is in Shanghai", "OK.", {"type": "profile", "fact": "小明家在上海", "fact_key": "k3"})
     assert len(await ltm.items()) == 2
     assert (await ltm.item(MemoryItem.fact_key == "k1")).evidence_count == 2
+
+
+async def test_superseded_history_does_not_count_against_the_scopes_cap(ltm, origin):
+    ltm.configure({"write_policy": {"max_items_per_scope": 4}})
+    a = origin("alice")
+    await ltm.turn(a, "I play the violin", "OK.", {"type": "profile", "fact": "Alice plays the violin",
+                                                   "fact_key": "instrument", "importance": 0.2})
+    await ltm.turn(a, "My cat is Miso", "OK.", {"type": "profile", "fact": "Alice's cat is named Miso",
+                                                "fact_key": "cat", "importance": 0.2})
+    for city in ("Paris", "Berlin", "Oslo"):
+        ltm.clock.advance(days=1)
+        await ltm.turn(a, f"I live in {city}", "OK.", {**CITY, "fact": f"Alice lives in {city}", "importance": 0.9})
+    await ltm.turn(a, "I work as a nurse", "OK.", {"type": "profile", "fact": "Alice works as a nurse",
+                                                   "fact_key": "job", "importance": 0.5})
+    current = {i.fact for i in await ltm.rows(MemoryItem, MemoryItem.status == "active")}
+    history = {i.fact for i in await ltm.rows(MemoryItem, MemoryItem.status == "superseded")}
+    assert current == {"Alice plays the violin", "Alice's cat is named Miso", "Alice lives in Oslo",
+                       "Alice works as a nurse"}
+    assert history == {"Alice lives in Paris", "Alice lives in Berlin"}

@@ -282,15 +282,16 @@ class MemoryWriter:
 
     async def _make_room(self, session: AsyncSession, scope: Scope, cap: int, actor: str, now: datetime) -> None:
         """Evict the least important, least recently confirmed memories so
-        that one more fits under ``max_items_per_scope``."""
-        count = (await session.execute(select(func.count()).select_from(MemoryItem).where(
-            MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id))).scalar_one()
+        that one more fits under ``max_items_per_scope``. A superseded
+        memory is the history of one in force: it neither counts nor goes."""
+        counted = (MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id,
+                   MemoryItem.status != Status.SUPERSEDED)
+        count = (await session.execute(select(func.count()).select_from(MemoryItem).where(*counted))).scalar_one()
         excess = count - cap + 1
         if excess <= 0:
             return
         victims = (await session.execute(
-            select(MemoryItem).where(MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id)
-            .order_by(*self.eviction_order).limit(excess)
+            select(MemoryItem).where(*counted).order_by(*self.eviction_order).limit(excess)
         )).scalars().all()
         for victim in victims:
             await remove_memory(session, victim, withhold=False)
