@@ -22,6 +22,7 @@ from .astrbot_plugin_ltm.adapter import (  # type: ignore[import-not-found]
     AstrBotModels,
     astrbot_timezone,
     inject,
+    note_persona,
     origin_from_event,
     plugin_data_dir,
     switch_tools,
@@ -101,6 +102,8 @@ class LTMPlugin(Star):
             return
         started = time.perf_counter()
         try:
+            if self.engine.config.identity.persona_scoped:
+                await note_persona(self.context, event)
             block = await asyncio.wait_for(
                 self.engine.memory_block(origin_from_event(event), event.message_str or ""),
                 READ_TIMEOUT_SECONDS,

@@ -32,13 +32,44 @@ def origin_from_event(event: Any) -> Origin:
     )
 
 
+# Where AstrBot (4.29; not 4.25) notes the persona it chose for a request,
+# and where note_persona notes it on an AstrBot that does not.
+TRACE_PERSONA_KEY = "_trace_persona_id"
+OWN_PERSONA_KEY = "ltm_persona_id"
+
+
 def _persona_of(event: Any) -> str | None:
     """The persona AstrBot resolved for this turn's request (it notes it on
     the event before the agent runs); None before that, or for none."""
     try:
-        return persona_name(event.get_extra("_trace_persona_id"))
-    except Exception:  # an AstrBot without it
+        extras = event.get_extra()
+        key = TRACE_PERSONA_KEY if TRACE_PERSONA_KEY in extras else OWN_PERSONA_KEY
+        return persona_name(extras.get(key))
+    except Exception:  # an AstrBot without extras
         return None
+
+
+async def note_persona(context: Any, event: Any) -> None:
+    """On an AstrBot that does not note the persona it chose (4.25), work
+    it out as its agent did: the session rule, else the conversation's
+    persona, else the configured default (docs/decisions.md#d66)."""
+    try:
+        extras = event.get_extra()
+        if not isinstance(extras, dict) or TRACE_PERSONA_KEY in extras or OWN_PERSONA_KEY in extras:
+            return
+        umo = event.unified_msg_origin
+        conversations = context.conversation_manager
+        cid = await conversations.get_curr_conversation_id(umo)
+        conversation = await conversations.get_conversation(umo, cid) if cid else None
+        persona_id, *_ = await context.persona_manager.resolve_selected_persona(
+            umo=umo,
+            conversation_persona_id=getattr(conversation, "persona_id", None),
+            platform_name=event.get_platform_name(),
+            provider_settings=context.get_config(umo=umo).get("provider_settings") or {},
+        )
+        event.set_extra(OWN_PERSONA_KEY, persona_id)
+    except Exception as exc:  # no persona: the turn's memory is the shared scope's
+        log.warning("ltm: could not tell which persona this turn plays (%s: %s)", type(exc).__name__, exc)
 
 
 def astrbot_timezone(context: Any) -> str | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from types import SimpleNamespace
 
-from astrbot_plugin_ltm.adapter import origin_from_event
+from astrbot_plugin_ltm.adapter import note_persona, origin_from_event
 from astrbot_plugin_ltm.config import IdentityConfig
 from astrbot_plugin_ltm.enums import Status
 from astrbot_plugin_ltm.persona import persona_name, shared_scope, target_scope, with_persona
@@ -111,10 +111,10 @@ def test_facts_about_the_person_go_to_the_shared_scope():
 
 def test_the_adapter_takes_the_persona_astrbot_chose_for_the_request():
     def event(extras: dict | None) -> SimpleNamespace:
-        def get_extra(key: str):
+        def get_extra(key: str | None = None):
             if extras is None:
                 raise AttributeError("an AstrBot without extras")
-            return extras.get(key)
+            return extras if key is None else extras.get(key)
         return SimpleNamespace(
             get_group_id=lambda: None, get_platform_id=lambda: "webchat", get_platform_name=lambda: "webchat",
             unified_msg_origin="webchat:FriendMessage:x", get_sender_id=lambda: "u1", get_sender_name=lambda: "Al",
@@ -124,6 +124,66 @@ def test_the_adapter_takes_the_persona_astrbot_chose_for_the_request():
     assert origin_from_event(event({"_trace_persona_id": "_chatui_default_"})).persona is None
     assert origin_from_event(event({})).persona is None
     assert origin_from_event(event(None)).persona is None
+    # AstrBot's own note wins over the one note_persona made on an older AstrBot
+    assert origin_from_event(event({"ltm_persona_id": "Luna"})).persona == "Luna"
+    assert origin_from_event(event({"_trace_persona_id": None, "ltm_persona_id": "Luna"})).persona is None
+
+
+class _OldAstrBot:
+    """What note_persona asks of AstrBot 4.25's Context: the session's
+    conversation and the persona its agent would choose for it."""
+
+    def __init__(self, conversation_persona: str | None, fail: bool = False) -> None:
+        self.asked: list[dict] = []
+        self.fail = fail
+        conversation = SimpleNamespace(persona_id=conversation_persona)
+
+        async def current(umo: str) -> str:
+            return "cid-1"
+
+        async def get(umo: str, cid: str) -> SimpleNamespace:
+            return conversation
+
+        async def resolve(**kwargs):
+            if self.fail:
+                raise RuntimeError("persona manager down")
+            self.asked.append(kwargs)
+            chosen = kwargs["conversation_persona_id"] or kwargs["provider_settings"]["default_personality"]
+            return chosen, None, None, False
+
+        self.conversation_manager = SimpleNamespace(get_curr_conversation_id=current, get_conversation=get)
+        self.persona_manager = SimpleNamespace(resolve_selected_persona=resolve)
+        self.get_config = lambda umo=None: {"provider_settings": {"default_personality": "Default-P"}}
+
+
+def _event_with_extras(extras: dict) -> SimpleNamespace:
+    return SimpleNamespace(
+        unified_msg_origin="webchat:FriendMessage:x", get_platform_name=lambda: "webchat",
+        get_extra=lambda key=None: extras if key is None else extras.get(key),
+        set_extra=extras.__setitem__)
+
+
+async def test_on_an_astrbot_that_does_not_note_the_persona_the_plugin_works_it_out():
+    extras: dict = {}
+    context = _OldAstrBot("Luna")
+    await note_persona(context, _event_with_extras(extras))
+    assert extras == {"ltm_persona_id": "Luna"}
+    assert context.asked[0]["umo"] == "webchat:FriendMessage:x" and context.asked[0]["platform_name"] == "webchat"
+
+    extras = {}
+    await note_persona(_OldAstrBot(None), _event_with_extras(extras))
+    assert extras == {"ltm_persona_id": "Default-P"}  # no conversation persona: the configured default
+
+    # AstrBot noted it itself (4.29): nothing asked, nothing added
+    extras = {"_trace_persona_id": "Sol"}
+    context = _OldAstrBot("Luna")
+    await note_persona(context, _event_with_extras(extras))
+    assert extras == {"_trace_persona_id": "Sol"} and context.asked == []
+
+    # a failure is no persona, not an error into AstrBot
+    extras = {}
+    await note_persona(_OldAstrBot("Luna", fail=True), _event_with_extras(extras))
+    assert extras == {}
 
 
 async def test_forgetting_a_person_forgets_what_every_persona_kept(make_ltm, origin):

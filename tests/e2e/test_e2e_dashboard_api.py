@@ -521,6 +521,66 @@ def test_export_import_round_trip_into_a_second_astrbot(bot, bot_factory, tmp_pa
     assert fields(export_file(bot)[1]) == fields(everything)
 
 
+SUMMARIES = {"write_policy": {"mode": "auto"}, "summaries": {"enable": True, "idle_minutes": 0.1}}
+
+
+def test_a_session_summary_and_a_bot_side_episode_round_trip_unchanged(bot_factory):
+    with bot_factory("dashboard-api-summaries", SUMMARIES) as source:
+        # the bot recommends a book (an episode of the bot's), the user gives
+        # a name (a profile); six idle seconds later the session is summarised
+        opening = "我叫王芳，你能给我推荐一本书吗？"
+        assert "《小王子》" in source.chat(opening, "wang", "sum-1")
+
+        def learnt():
+            items = source.items("wang")
+            pending = [e for e in source.events("wang") if e["extraction_status"] == "pending"]
+            kinds = {i["type"] for i in items if i["status"] == "active"}
+            return not pending and {"summary", "episode", "profile"} <= kinds and items
+
+        items = source.wait_for(learnt, 60, "wang's summary, the bot's episode and the name")
+        (summary,) = [i for i in items if i["type"] == "summary"]
+        (episode,) = [i for i in items if i["type"] == "episode"]
+        assert opening in summary["fact"] and episode["fact"].startswith("机器人"), (summary, episode)
+        settle(source)
+        raw, doc = export_file(source, "?scope_id=webchat:wang")
+        assert doc["count"] == len(items) and {i["type"] for i in doc["items"]} >= {"summary", "episode"}
+        by_type = {i["type"]: i for i in doc["items"]}
+        # the summary is backed by the person's line and the bot's reply; the episode by the reply
+        assert {e["event"]["source_role"] for e in by_type["summary"]["evidence"]} == {"user", "assistant"}
+        assert [e["event"]["source_role"] for e in by_type["episode"]["evidence"]] == ["assistant"]
+
+    with bot_factory("dashboard-api-summaries-copy", SUMMARIES) as copy_bot:
+        body, headers = multipart("file", "ltm-export.json", raw)
+        assert ok(copy_bot, "POST", "import?dry_run=1", body, headers=headers)["added"] == doc["count"]
+        report = ok(copy_bot, "POST", "import", body, headers=headers)
+        assert (report["added"], report["merged"], report["skipped"]) == (doc["count"], 0, 0), report
+        settle(copy_bot)
+        _, copied = export_file(copy_bot, "?scope_id=webchat:wang")
+        assert fields(copied) == fields(doc)
+        assert evidence(copied) == evidence(doc)
+        again = ok(copy_bot, "POST", "import", doc)
+        assert (again["added"], again["merged"], again["skipped"]) == (0, 0, doc["count"]), again
+
+        # the imported summary is the copy's "last time we talked"
+        since = copy_bot.mark()
+        hello = "你好，又是我"
+        assert copy_bot.chat(hello, "wang", "sum-2") == f"ECHO: {hello}"
+        (block,) = copy_bot.memory_blocks(copy_bot.turn_request(hello, since))
+        assert block["lines"][0].startswith("上次聊天（") and opening in block["lines"][1], block["text"]
+        # once that conversation is summarised, the imported turns were not summarised again
+        imported = {e["event_id"] for i in doc["items"] for e in i["evidence"]}
+
+        def summarised():
+            found = [i for i in copy_bot.items("wang") if i["type"] == "summary"]
+            return len(found) > 1 and found
+
+        found = copy_bot.wait_for(summarised, 60, "the copy's own session summary")
+        assert len(found) == 2 and found[0]["fact_key"] == summary["fact_key"], [i["fact"] for i in found]
+        links = copy_bot.query("SELECT event_id FROM ltm_evidence WHERE memory_id = ?", (found[1]["memory_id"],))
+        assert links and not {r["event_id"] for r in links} & imported, (links, imported)
+        copy_bot.assert_log_clean()
+
+
 # -- policy ---------------------------------------------------------------------------------------
 
 
