@@ -153,6 +153,9 @@ class SummariesConfig:
     idle_minutes: float = 30.0  # a conversation ends after this long without a turn
     max_events: int = 60  # a longer conversation is summarised every this many events
     rollups: bool = True  # sessions → day → week → month, one model call each
+    # A summary rolled into a coarser one is closed (superseded by it) once
+    # its period ended this long ago: 0 keeps every level in force.
+    keep_parts_days: int = 30
     last_session_in_block: bool = True  # the first turn of a new conversation gets the last summary
     max_chars: int = 1200  # a summary longer than this is cut
 
@@ -222,6 +225,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "summaries.idle_minutes": (0.05, 10080.0),
     "summaries.max_events": (4, 1000),
     "summaries.max_chars": (200, 8000),
+    "summaries.keep_parts_days": (0, 36500),
 }
 _CHOICES: dict[str, tuple[str, ...]] = {
     "write_policy.mode": MODES,

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from astrbot_plugin_ltm.clock import as_utc
 from astrbot_plugin_ltm.enums import MemoryType, Method, Status
 from astrbot_plugin_ltm.learning.summaries import level_of, period_of, summary_key
 from astrbot_plugin_ltm.learning.summary_prompt import ROLLUP_MARK, SESSION_MARK
@@ -106,6 +107,54 @@ async def test_sessions_roll_up_into_days_weeks_and_months(sltm, origin):
     assert {link.event_id for link in links} == march
     assert month.valid_from == recorded[0][0].created_at and month.valid_to == recorded[3][-1].created_at
     assert period_of("week", at[2]) == (datetime(2025, 3, 3, tzinfo=UTC), datetime(2025, 3, 10, tzinfo=UTC))
+
+
+async def test_rolled_up_summaries_retire_into_their_cover_once_old_and_nothing_is_summarised_twice(sltm, origin):
+    alice = origin("alice")
+    at = [datetime(2025, 3, 3, 10, tzinfo=UTC), datetime(2025, 3, 3, 15, tzinfo=UTC),
+          datetime(2025, 3, 4, 10, tzinfo=UTC), datetime(2025, 3, 10, 10, tzinfo=UTC),
+          datetime(2025, 4, 1, 10, tzinfo=UTC), datetime(2025, 6, 2, 10, tzinfo=UTC)]
+    for when in at:
+        sltm.clock.now = when
+        await talk(sltm, alice, f"talk on {when:%m-%d %H}")
+        sltm.clock.advance(hours=1)
+        await sltm.engine.summaries.run_once()
+    by_key = {i.fact_key: i for i in summaries(await sltm.items())}
+    day, week, month = (by_key[summary_key(level, at[0])] for level in ("day", "week", "month"))
+    session = {when: by_key[summary_key("session", when)] for when in at}
+    # each closed summary points to the finest roll-up that covers it; its period is kept
+    assert (session[at[0]].status, session[at[0]].superseded_by) == (Status.SUPERSEDED, day.memory_id)
+    assert (session[at[2]].status, session[at[2]].superseded_by) == (Status.SUPERSEDED, week.memory_id)
+    assert (day.status, day.superseded_by) == (Status.SUPERSEDED, week.memory_id)
+    assert (week.status, week.superseded_by) == (Status.SUPERSEDED, month.memory_id)
+    assert session[at[0]].valid_to is not None and as_utc(session[at[0]].valid_to) < datetime(2025, 3, 4, tzinfo=UTC)
+    in_force = {i.fact_key for i in summaries(await sltm.items()) if i.status == Status.ACTIVE}
+    assert in_force == {month.fact_key, session[at[4]].fact_key, session[at[5]].fact_key}
+    # summarising goes on from the newest session: no call for what is closed
+    calls = len(sltm.gateway.calls)
+    sltm.clock.advance(days=1)
+    await talk(sltm, alice, "talk on the next day")
+    sltm.clock.advance(hours=1)
+    await sltm.engine.summaries.run_once()
+    assert len(sltm.gateway.calls) == calls + 1
+    block = await sltm.block(alice, "what did we talk about in March? talk on 03-03")
+    shown = {s.memory_id for s in block.items}
+    assert month.memory_id in shown
+    assert not shown & {day.memory_id, week.memory_id, *(session[when].memory_id for when in at[:4])}
+
+
+async def test_keep_parts_days_0_keeps_every_summary_in_force(make_ltm, gateway, origin):
+    gateway.default = answer
+    ltm = await make_ltm({**ON, "summaries": {**ON["summaries"], "keep_parts_days": 0}})
+    alice = origin("alice")
+    for when in (datetime(2025, 3, 3, 10, tzinfo=UTC), datetime(2025, 3, 3, 15, tzinfo=UTC),
+                 datetime(2025, 6, 2, 10, tzinfo=UTC)):
+        ltm.clock.now = when
+        await talk(ltm, alice, f"talk on {when:%m-%d %H}")
+        ltm.clock.advance(hours=1)
+        await ltm.engine.summaries.run_once()
+    assert {i.status for i in summaries(await ltm.items())} == {Status.ACTIVE}
+    assert len(summaries(await ltm.items())) == 4  # three sessions and March 3's day
 
 
 @pytest.mark.parametrize(("mode", "status", "waiting"), [

@@ -40,7 +40,7 @@ from ..logs import log
 from ..scope import Scope
 from ..storing.audit import audit
 from ..storing.database import Database, ReadOnlyError
-from ..storing.memory_rows import fact_written
+from ..storing.memory_rows import fact_written, memory_changed
 from ..storing.tables import MemoryEvent, MemoryEvidence, MemoryItem, MemoryTombstone
 from .policy import GateDecision, GateInput, confidence, gate
 from .writer import MemoryWriter
@@ -328,7 +328,44 @@ class SummaryWorker:
                 results.append(result)
                 if result.ok and result.memory_id is not None:
                     stored.append(_Stored(result.memory_id, key, level, text, parts[0].start, parts[-1].end))
+        await self._retire(scope, now)
         return results
+
+    async def _retire(self, scope: Scope, now: datetime) -> int:
+        """Close, as superseded by the roll-up that covers it, each active
+        summary whose period ended ``keep_parts_days`` ago: the scope keeps
+        a bounded number of summaries in force (recent ones fine, older
+        ones coarse), and the closed ones stay as history with their
+        evidence. Their period (``valid_from``/``valid_to``) is left as it
+        is: the newest session summary's end is where summarising resumes."""
+        keep = self._config().summaries.keep_parts_days
+        if keep <= 0:
+            return 0
+        horizon = now - timedelta(days=keep)
+        retired = 0
+        try:
+            async with self._db.write() as session:
+                rows = (await session.execute(select(MemoryItem).where(
+                    MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id,
+                    MemoryItem.type == MemoryType.SUMMARY, MemoryItem.status == Status.ACTIVE))).scalars().all()
+                spans = [(row, LEVELS.index(level), as_utc(row.valid_from), as_utc(row.valid_to)) for row in rows
+                         if (level := level_of(row.fact_key)) is not None
+                         and row.valid_from is not None and row.valid_to is not None]
+                for part, rank, start, end in spans:
+                    if end > horizon or part.awaiting_approval:
+                        continue
+                    cover = _coarser_cover(rank, start, end, spans)
+                    if cover is None:
+                        continue
+                    part.status, part.superseded_by, part.updated_at = Status.SUPERSEDED, cover.memory_id, now
+                    memory_changed(session, part)
+                    audit(session, AuditAction.SUPERSEDE, ACTOR, f"rolled into the {level_of(cover.fact_key)} "
+                          f"summary, period over {keep} days ago", item=part, now=now, into=cover.memory_id,
+                          old=Status.ACTIVE, new=Status.SUPERSEDED)
+                    retired += 1
+        except ReadOnlyError:
+            return 0
+        return retired
 
     async def _stored(self, scope: Scope) -> list[_Stored]:
         async with self._db.read() as session:
@@ -428,6 +465,14 @@ class SummaryWorker:
 
     async def stop(self) -> None:
         await self._task.stop()
+
+
+def _coarser_cover(rank: int, start: datetime, end: datetime,
+                   spans: list[tuple[MemoryItem, int, datetime, datetime]]) -> MemoryItem | None:
+    """The finest summary among ``spans`` (row, level rank, period) of a
+    coarser level than ``rank`` whose period holds ``start``–``end``."""
+    covers = [(r, row) for row, r, s, e in spans if r > rank and s <= start and end <= e]
+    return min(covers, key=lambda c: c[0])[1] if covers else None
 
 
 def _parts(members: list[_Stored]) -> list[_Stored]:
