@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -12,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from astrbot_plugin_ltm.config import ReadPolicy
-from astrbot_plugin_ltm.enums import MEMORY_TYPES
+from astrbot_plugin_ltm.enums import MEMORY_TYPES, MemoryType
 from astrbot_plugin_ltm.instructions import neutralise
 from astrbot_plugin_ltm.recalling.block import (
     CUT_MIN_TOKENS,
@@ -26,6 +27,7 @@ from astrbot_plugin_ltm.recalling.block import (
 from astrbot_plugin_ltm.recalling.ranking import Ranked
 from astrbot_plugin_ltm.recalling.retrieval import KeywordRetriever, Query
 from astrbot_plugin_ltm.recalling.rows import EventRow
+from astrbot_plugin_ltm.recalling.summary_lines import ELLIPSIS
 from astrbot_plugin_ltm.recalling.tokens import EstimateCounter, default_counter
 from astrbot_plugin_ltm.scope import Scope
 from astrbot_plugin_ltm.storing.memory_rows import fact_written
@@ -53,6 +55,9 @@ async def add(ltm, fact, *, scope=ALICE, type="preference", status="active", con
     return item
 
 
+FOCUSED_SUMMARY = re.compile(r"- \[summary \d{4}-\d{2}-\d{2}\] (.*) \(confidence: ")
+
+
 def check_block(block, policy: ReadPolicy, counter):
     """The invariants every memory block must satisfy."""
     if not block:
@@ -69,7 +74,13 @@ def check_block(block, policy: ReadPolicy, counter):
     lines = block.text.split("\n")
     assert lines[0] == HEADER and lines[1] in NOTES.values() and lines[-1] == FOOTER
     for line, s in zip(lines[2:], block.items, strict=False):
-        assert line.startswith(f"- [{s.type}] {neutralise(s.fact)} (confidence: ")
+        focused = FOCUSED_SUMMARY.match(line)
+        if s.type == MemoryType.SUMMARY and focused:  # its day and some of its sentences, in order
+            shown = [p.strip() for p in focused.group(1).split(ELLIPSIS) if p.strip()]
+            whole = neutralise(s.fact)
+            assert shown and all(p in whole for p in shown)
+        else:
+            assert line.startswith(f"- [{s.type}] {neutralise(s.fact)} (confidence: ")
     # then the raw turns, each under its day's heading, oldest first
     turns, day = [], None
     for line in lines[2 + len(block.items):-1]:
