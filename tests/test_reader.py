@@ -412,3 +412,18 @@ async def test_queries_with_fts_syntax_are_safe(ltm, origin, query):
     await add(ltm, "Alice likes tea")
     block = await ltm.block(origin("alice"), query)
     assert [s.fact for s in block.items] == ["Alice likes tea"]  # found via the importance baseline
+
+
+def test_the_turns_of_one_day_make_room_for_a_nearly_as_good_turn_of_another():
+    from astrbot_plugin_ltm.recalling.ranking import DAY_SPREAD, spread
+
+    def said(n: int, day: int, score: float) -> Ranked:
+        return Ranked(score, turn=EventRow(n, f"e{n}", "user", "x", "message", "user", {"text": f"turn {n}"},
+                                           "alice", "Alice", START + timedelta(days=day, minutes=n)))
+
+    # four turns of day 0 lead a turn of day 1 by less than three spreads
+    ranked = [said(n, 0, 1.0 - n * 0.001) for n in range(4)] + [said(9, 1, 1.0 - 2.5 * DAY_SPREAD)]
+    order = [r.turn.event_id for r in spread(ranked)]
+    assert order == ["e0", "e1", "e2", "e9", "e3"]
+    # the best turn of a day keeps its score
+    assert ranked[0].score == 1.0

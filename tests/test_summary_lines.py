@@ -24,7 +24,7 @@ def about(message: str, whole: frozenset[int] = frozenset()) -> Focus:
 
 
 def test_a_summary_shows_the_sentences_the_message_is_about_in_their_order():
-    shown = focus(SUMMARY, query_tokens("Did Bob send the lasagne recipe? And how is the pottery going?"))
+    shown = focus(SUMMARY, query_tokens("Did Bob send the lasagne recipe? And how is the pottery going?"), keep=2)
     assert shown == ("… Alice told Bob about her pottery class. … "
                      "Bob promised to send Alice his lasagne recipe.")
 
@@ -36,12 +36,13 @@ def test_a_name_in_every_sentence_weighs_less_than_a_word_in_one():
 
 
 def test_a_summary_sharing_no_word_with_the_message_shows_its_opening():
-    assert focus(SUMMARY, query_tokens("hello there")) == "Alice and Bob talked on 9 June 2023. …"
+    assert focus(SUMMARY, query_tokens("hello there"), keep=2) == "Alice and Bob talked on 9 June 2023. …"
 
 
 def test_a_summary_of_few_sentences_is_shown_whole():
     short = "Alice told Bob about her pottery class. Bob went camping."
-    assert focus(short, query_tokens("camping")) == short
+    assert focus(short, query_tokens("camping"), keep=2) == short
+    assert focus(short, query_tokens("camping")) == "… Bob went camping."  # one by default
 
 
 def _summary(n: int, valid_from: datetime) -> Ranked:
@@ -70,11 +71,15 @@ def test_a_summary_of_the_period_the_message_names_is_shown_whole():
     assert SUMMARY in block.text
 
 
-def test_last_time_reads_as_what_the_message_is_about_then_the_opening():
+def test_last_time_reads_as_what_the_message_is_about_else_the_opening():
     last = LastSummary("m1", "user:x", SUMMARY, 0.9, datetime(2023, 6, 9, 19, tzinfo=UTC))
     asked = lines(last, "en", query_tokens("Did you get the lasagne recipe?"))
-    assert asked == ("Last time we talked (2023-06-09):\n- Alice and Bob talked on 9 June 2023. "
-                     "Alice told Bob about her pottery class. … Bob promised to send Alice his lasagne recipe.")
+    assert asked == "Last time we talked (2023-06-09):\n- … Bob promised to send Alice his lasagne recipe."
     greeted = lines(last, "en", query_tokens("hi"))
-    assert greeted.endswith("- Alice and Bob talked on 9 June 2023. Alice told Bob about her pottery class. "
-                            "Bob said he went camping with his kids at the lake. …")
+    assert greeted == "Last time we talked (2023-06-09):\n- Alice and Bob talked on 9 June 2023. …"
+
+
+def test_filling_adds_the_opening_sentences_to_those_the_message_is_about():
+    shown = focus(SUMMARY, query_tokens("the lasagne recipe"), keep=3, fill=True)
+    assert shown == ("Alice and Bob talked on 9 June 2023. Alice told Bob about her pottery class. … "
+                     "Bob promised to send Alice his lasagne recipe.")

@@ -30,10 +30,10 @@ from .reader import MemoryReader
 from .summary_lines import focus
 
 LABELS = {"en": "Last time we talked ({day}):", "zh": "上次聊天（{day}）："}
-# The last session's summary reads as this many of its sentences: those the
-# message is about, then its opening ones; the memory_expand tool shows the
+# The last session's summary reads as this many of its sentences: the one
+# the message is about, else its opening; the memory_expand tool shows the
 # rest (docs/decisions.md#d63).
-LAST_TIME_SENTENCES = 3
+LAST_TIME_SENTENCES = 1
 
 
 @dataclass(frozen=True)

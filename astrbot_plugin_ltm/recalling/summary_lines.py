@@ -3,7 +3,7 @@
 A session summary runs to a hundred tokens or more; shown whole, two or
 three of them take half an 800-token block, pushing out the facts and turns
 of the other sessions a question spans (docs/decisions.md#d63). So a ranked
-summary reads as its day and at most FOCUS_SENTENCES of its sentences: those
+summary reads as its day and the one of its sentences (FOCUS_SENTENCES)
 sharing the message's rarest words within the summary (a name in every
 sentence tells them apart less than a title in one). It stays one memory:
 the memory_expand tool shows the rest, and a message naming the summary's
@@ -20,7 +20,7 @@ from functools import lru_cache
 from ..clock import parse_stored_time
 from ..text import search_tokens
 
-FOCUS_SENTENCES = 2
+FOCUS_SENTENCES = 1
 ELLIPSIS = "…"
 SUMMARY_CACHE = 4096  # summaries whose sentences and tokens are kept (a read ranks a few)
 # A sentence ends at . ! ? or … followed by a space, or at a CJK full stop.
