@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -12,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from astrbot_plugin_ltm.config import ReadPolicy
-from astrbot_plugin_ltm.enums import MEMORY_TYPES
+from astrbot_plugin_ltm.enums import MEMORY_TYPES, MemoryType
 from astrbot_plugin_ltm.instructions import neutralise
 from astrbot_plugin_ltm.recalling.block import (
     CUT_MIN_TOKENS,
@@ -26,6 +27,7 @@ from astrbot_plugin_ltm.recalling.block import (
 from astrbot_plugin_ltm.recalling.ranking import Ranked
 from astrbot_plugin_ltm.recalling.retrieval import KeywordRetriever, Query
 from astrbot_plugin_ltm.recalling.rows import EventRow
+from astrbot_plugin_ltm.recalling.summary_lines import ELLIPSIS
 from astrbot_plugin_ltm.recalling.tokens import EstimateCounter, default_counter
 from astrbot_plugin_ltm.scope import Scope
 from astrbot_plugin_ltm.storing.memory_rows import fact_written
@@ -53,6 +55,9 @@ async def add(ltm, fact, *, scope=ALICE, type="preference", status="active", con
     return item
 
 
+FOCUSED_SUMMARY = re.compile(r"- \[summary \d{4}-\d{2}-\d{2}\] (.*) \(confidence: ")
+
+
 def check_block(block, policy: ReadPolicy, counter):
     """The invariants every memory block must satisfy."""
     if not block:
@@ -69,7 +74,13 @@ def check_block(block, policy: ReadPolicy, counter):
     lines = block.text.split("\n")
     assert lines[0] == HEADER and lines[1] in NOTES.values() and lines[-1] == FOOTER
     for line, s in zip(lines[2:], block.items, strict=False):
-        assert line.startswith(f"- [{s.type}] {neutralise(s.fact)} (confidence: ")
+        focused = FOCUSED_SUMMARY.match(line)
+        if s.type == MemoryType.SUMMARY and focused:  # its day and some of its sentences, in order
+            shown = [p.strip() for p in focused.group(1).split(ELLIPSIS) if p.strip()]
+            whole = neutralise(s.fact)
+            assert shown and all(p in whole for p in shown)
+        else:
+            assert line.startswith(f"- [{s.type}] {neutralise(s.fact)} (confidence: ")
     # then the raw turns, each under its day's heading, oldest first
     turns, day = [], None
     for line in lines[2 + len(block.items):-1]:
@@ -401,3 +412,18 @@ async def test_queries_with_fts_syntax_are_safe(ltm, origin, query):
     await add(ltm, "Alice likes tea")
     block = await ltm.block(origin("alice"), query)
     assert [s.fact for s in block.items] == ["Alice likes tea"]  # found via the importance baseline
+
+
+def test_the_turns_of_one_day_make_room_for_a_nearly_as_good_turn_of_another():
+    from astrbot_plugin_ltm.recalling.ranking import DAY_SPREAD, spread
+
+    def said(n: int, day: int, score: float) -> Ranked:
+        return Ranked(score, turn=EventRow(n, f"e{n}", "user", "x", "message", "user", {"text": f"turn {n}"},
+                                           "alice", "Alice", START + timedelta(days=day, minutes=n)))
+
+    # four turns of day 0 lead a turn of day 1 by less than three spreads
+    ranked = [said(n, 0, 1.0 - n * 0.001) for n in range(4)] + [said(9, 1, 1.0 - 2.5 * DAY_SPREAD)]
+    order = [r.turn.event_id for r in spread(ranked)]
+    assert order == ["e0", "e1", "e2", "e9", "e3"]
+    # the best turn of a day keeps its score
+    assert ranked[0].score == 1.0

@@ -22,6 +22,7 @@ from . import bot_lines
 from .bot_lines import BotAllowance, is_bot, small_talk
 from .ranking import Ranked
 from .rows import EventRow, ItemView
+from .summary_lines import focus, summary_day
 
 HEADER = "[Long-term Memory]"
 FOOTER = "[End Memory]"
@@ -83,11 +84,27 @@ def frame(language: str) -> tuple[str, str]:
 _neutralised = lru_cache(maxsize=COUNT_CACHE)(neutralise)
 
 
-def format_line(item: ItemView, ids: bool = False) -> str:
+def format_line(item: ItemView, ids: bool = False, about: Focus | None = None) -> str:
     """A memory; ``ids``: ending in its row id (never reused), which the
-    memory_expand tool takes: two or three tokens, where a uuid costs ten."""
-    line = f"- [{item.type}] {_neutralised(item.fact)} (confidence: {item.confidence:.2f})"
+    memory_expand tool takes: two or three tokens, where a uuid costs ten.
+    ``about``: a summary reads as its day and what the message is about
+    (summary_lines.py), unless the message names its period."""
+    if about is not None and item.type == MemoryType.SUMMARY and item.id not in about.whole:
+        said = focus(_neutralised(item.fact), about.tokens)
+        line = f"- [{item.type} {summary_day(item.valid_from, item.updated_at)}] {said} " \
+               f"(confidence: {item.confidence:.2f})"
+    else:
+        line = f"- [{item.type}] {_neutralised(item.fact)} (confidence: {item.confidence:.2f})"
     return f"{line} #{item.id}" if ids else line
+
+
+@dataclass(frozen=True)
+class Focus:
+    """What a read's summaries are shown for: the message's query tokens,
+    and the row ids of the summaries shown whole (in the period it names)."""
+
+    tokens: frozenset[str]
+    whole: frozenset[int] = frozenset()
 
 
 def format_event_line(event: MemoryEvent | EventRow) -> str:
@@ -119,7 +136,8 @@ class BlockBuilder:
         # the exact text, so a cached count is the counter's own answer.
         self._count = lru_cache(maxsize=COUNT_CACHE)(counter.count)
 
-    def fit(self, ranked: list[Ranked], policy: ReadPolicy, language: str = "en", ids: bool = False) -> MemoryBlock:
+    def fit(self, ranked: list[Ranked], policy: ReadPolicy, language: str = "en", ids: bool = False,
+            about: Focus | None = None) -> MemoryBlock:
         """The best-scored candidates under the caps and the budget.
         Memories: max_items, max_per_type, and no near-duplicate of one
         already chosen. Turns: max_events, and none behind a chosen memory
@@ -147,7 +165,7 @@ class BlockBuilder:
                 item = r.memory
                 if n_memories >= policy.max_items or per_type.get(item.type, 0) >= policy.max_per_type:
                     continue
-                line = format_line(item, ids)
+                line = format_line(item, ids, about)
             else:
                 assert r.turn is not None
                 event = r.turn

@@ -11,7 +11,7 @@ language of the message.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
@@ -24,10 +24,16 @@ from ..instructions import neutralise
 from ..scope import Scope
 from ..storing.database import Database
 from ..storing.tables import MemoryEvent, MemoryItem
+from ..text import query_tokens
 from .block import MemoryBlock, Selected, frame, language_of
 from .reader import MemoryReader
+from .summary_lines import focus
 
 LABELS = {"en": "Last time we talked ({day}):", "zh": "上次聊天（{day}）："}
+# The last session's summary reads as this many of its sentences: the one
+# the message is about, else its opening; the memory_expand tool shows the
+# rest (docs/decisions.md#d63).
+LAST_TIME_SENTENCES = 1
 
 
 @dataclass(frozen=True)
@@ -39,10 +45,11 @@ class LastSummary:
     ended: datetime
 
 
-def lines(last: LastSummary, language: str) -> str:
-    """The label and the summary, as they read in the block."""
+def lines(last: LastSummary, language: str, query: Iterable[str] = ()) -> str:
+    """The label and the summary, as they read in the block: the sentences
+    sharing ``query``'s words first, then the opening ones."""
     label = LABELS.get(language, LABELS["en"]).format(day=f"{as_utc(last.ended):%Y-%m-%d}")
-    return f"{label}\n- {neutralise(last.fact)}"
+    return f"{label}\n- {focus(neutralise(last.fact), query, LAST_TIME_SENTENCES, fill=True)}"
 
 
 class LastTime:
@@ -87,7 +94,7 @@ class LastTime:
         if last is None:
             return await reader.read(scopes, query, policy, ids=ids)
         language = language_of(query)
-        extra = lines(last, language)
+        extra = lines(last, language, query_tokens(query))
         cost = reader.counter.count("\n" + extra)
         opening, closing = frame(language)
         if reader.counter.count(f"{opening}\n{extra}\n{closing}") > policy.max_tokens:

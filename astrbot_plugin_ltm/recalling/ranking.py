@@ -27,6 +27,10 @@ RRF_K = 10
 # ranked (docs/decisions.md#d06).
 LOAD_LIMIT = 60
 RECENCY_DAYS = 30.0  # recency decays as 1 / (1 + days / 30)
+# Each turn loses this much per better-ranked turn of its own day: the day
+# lift brings a match's neighbours, this keeps one day's turns from filling
+# the block when a question spans several sessions (docs/decisions.md#d63).
+DAY_SPREAD = 0.03
 
 
 @dataclass(slots=True)
@@ -105,6 +109,20 @@ def rank(found: Sequence[Found], items: dict[int, ItemView], evidence: dict[str,
             ranked.append(Ranked(score, turn=row))
         else:
             ranked.append(Ranked(score, memory=row, covers=evidence.get(row.memory_id, frozenset())))
+    ranked.sort(key=_order)
+    return spread(ranked)
+
+
+def spread(ranked: list[Ranked]) -> list[Ranked]:
+    """``ranked`` (best first), each turn lowered by DAY_SPREAD × the turns
+    of its day ranked before it, in the new order."""
+    before: dict[date, int] = {}
+    for r in ranked:
+        if r.turn is not None:
+            day = as_utc(r.turn.created_at).date()
+            n = before.get(day, 0)
+            r.score -= DAY_SPREAD * n
+            before[day] = n + 1
     ranked.sort(key=_order)
     return ranked
 

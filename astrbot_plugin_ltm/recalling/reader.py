@@ -22,7 +22,7 @@ from ..config import ReadPolicy
 from ..extension_points import Retriever, TokenCounter
 from ..scope import Scope
 from ..storing.database import Database
-from .block import BlockBuilder, MemoryBlock, language_of
+from .block import BlockBuilder, Focus, MemoryBlock, language_of
 from .dates import Period
 from .periods import PeriodRows, load_period, resolve
 from .ranking import leading, rank
@@ -98,7 +98,7 @@ class MemoryReader:
             items = {k: i for k, i in items.items() if only.keeps_memory(i)}
             turns = {k: t for k, t in turns.items() if only.keeps_turn(t)}
         return await asyncio.to_thread(self._rank_and_fit, found, items, evidence, turns, policy, now,
-                                       language_of(query), ids, period, in_period)
+                                       language_of(query), ids, period, in_period, frozenset(q.tokens))
 
     def _named(self, conn: Connection, scopes: list[Scope], query: str, unbacked: bool, policy: ReadPolicy,
                now: datetime) -> PeriodRows | None:
@@ -127,6 +127,8 @@ class MemoryReader:
 
     def _rank_and_fit(self, found: list[Found], items: dict[int, ItemView], evidence: dict[str, frozenset[str]],
                       turns: dict[int, EventRow], policy: ReadPolicy, now: datetime, language: str,
-                      ids: bool, period: Period | None, in_period: frozenset[int]) -> MemoryBlock:
+                      ids: bool, period: Period | None, in_period: frozenset[int],
+                      tokens: frozenset[str] = frozenset()) -> MemoryBlock:
         ranked = rank(found, items, evidence, turns, policy, now, period, in_period)
-        return self.builder.fit(ranked, policy, language, ids)
+        # A summary of the period the message names is shown whole; others by what the message is about.
+        return self.builder.fit(ranked, policy, language, ids, Focus(tokens, in_period))

@@ -31,7 +31,7 @@ class ItemRow:
     """A memory: the columns the read path uses."""
 
     COLUMNS: ClassVar[str] = (
-        "id, memory_id, scope, scope_id, type, fact, confidence, importance, status, ttl_days, updated_at"
+        "id, memory_id, scope, scope_id, type, fact, confidence, importance, status, ttl_days, updated_at, valid_from"
     )
     id: int
     memory_id: str
@@ -44,12 +44,15 @@ class ItemRow:
     status: str
     ttl_days: int | None
     updated_at: datetime
+    # A summary's first event (its day in the block): parsed only where shown.
+    valid_from: datetime | str | None
 
     @classmethod
     def of(cls, row: Sequence[Any]) -> ItemRow:
-        rowid, memory_id, scope, scope_id, type_, fact, confidence, importance, status, ttl_days, updated_at = row
+        (rowid, memory_id, scope, scope_id, type_, fact, confidence, importance, status, ttl_days, updated_at,
+         valid_from) = row
         return cls(rowid, memory_id, scope, scope_id, type_, fact, confidence, importance, status, ttl_days,
-                   parse_stored_time(updated_at))
+                   parse_stored_time(updated_at), valid_from)
 
 
 # What ranking reads of a memory: a loaded row, or a MemoryItem (tests).
@@ -113,7 +116,7 @@ def load_memories(conn: Connection, scopes: list[Scope], rowids: set[int], polic
     wanted = {(s.kind, s.id) for s in scopes}
     found: dict[int, ItemRow] = {}
     for row in conn.execute(text(" UNION ALL ".join(parts)), params):
-        rowid, _, scope, scope_id, _, _, confidence, _, status, _, _ = row
+        rowid, _, scope, scope_id, _, _, confidence, _, status, _, _, _ = row
         if (scope, scope_id) in wanted and status == Status.ACTIVE \
                 and confidence >= policy.min_confidence and rowid not in found:
             found[rowid] = ItemRow.of(row)

@@ -1,0 +1,85 @@
+"""A summary in the block: its day and the sentences the message is about."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from astrbot_plugin_ltm.config import ReadPolicy
+from astrbot_plugin_ltm.enums import MemoryType
+from astrbot_plugin_ltm.recalling.block import BlockBuilder, Focus
+from astrbot_plugin_ltm.recalling.last_time import LastSummary, lines
+from astrbot_plugin_ltm.recalling.ranking import Ranked
+from astrbot_plugin_ltm.recalling.summary_lines import focus
+from astrbot_plugin_ltm.recalling.tokens import default_counter
+from astrbot_plugin_ltm.storing.tables import MemoryItem
+from astrbot_plugin_ltm.text import query_tokens
+
+SUMMARY = ("Alice and Bob talked on 9 June 2023. Alice told Bob about her pottery class. "
+           "Bob said he went camping with his kids at the lake. Alice plans to adopt a dog. "
+           "Bob promised to send Alice his lasagne recipe.")
+
+
+def about(message: str, whole: frozenset[int] = frozenset()) -> Focus:
+    return Focus(frozenset(query_tokens(message)), whole)
+
+
+def test_a_summary_shows_the_sentences_the_message_is_about_in_their_order():
+    shown = focus(SUMMARY, query_tokens("Did Bob send the lasagne recipe? And how is the pottery going?"), keep=2)
+    assert shown == ("… Alice told Bob about her pottery class. … "
+                     "Bob promised to send Alice his lasagne recipe.")
+
+
+def test_a_name_in_every_sentence_weighs_less_than_a_word_in_one():
+    # "Bob" is in four sentences, "kids" in one: the camping sentence wins
+    shown = focus(SUMMARY, query_tokens("What does Bob do with his kids?"), keep=1)
+    assert shown == "… Bob said he went camping with his kids at the lake. …"
+
+
+def test_a_summary_sharing_no_word_with_the_message_shows_its_opening():
+    assert focus(SUMMARY, query_tokens("hello there"), keep=2) == "Alice and Bob talked on 9 June 2023. …"
+
+
+def test_a_summary_of_few_sentences_is_shown_whole():
+    short = "Alice told Bob about her pottery class. Bob went camping."
+    assert focus(short, query_tokens("camping"), keep=2) == short
+    assert focus(short, query_tokens("camping")) == "… Bob went camping."  # one by default
+
+
+def _summary(n: int, valid_from: datetime) -> Ranked:
+    item = MemoryItem(id=n, memory_id=f"m{n}", scope="user", scope_id="x", type=MemoryType.SUMMARY, fact=SUMMARY,
+                      fact_key=f"summary_session_{n}", confidence=0.9, valid_from=valid_from,
+                      updated_at=datetime(2023, 6, 10, tzinfo=UTC))
+    return Ranked(1.0, memory=item)
+
+
+def test_a_ranked_summary_reads_as_its_day_and_what_the_message_is_about():
+    builder = BlockBuilder(default_counter())
+    ranked = [_summary(1, datetime(2023, 6, 9, 18, tzinfo=UTC))]
+    whole = builder.fit(ranked, ReadPolicy())
+    focused = builder.fit(ranked, ReadPolicy(), about=about("Where did they go camping?"))
+    line = focused.text.splitlines()[2]
+    assert line == ("- [summary 2023-06-09] … Bob said he went camping with his kids at the lake. … "
+                    "(confidence: 0.90)")
+    assert focused.tokens < whole.tokens - 25  # the room goes to other lines
+    assert [s.fact for s in focused.items] == [SUMMARY]  # still the whole memory
+
+
+def test_a_summary_of_the_period_the_message_names_is_shown_whole():
+    builder = BlockBuilder(default_counter())
+    block = builder.fit([_summary(1, datetime(2023, 6, 9, tzinfo=UTC))], ReadPolicy(),
+                        about=about("What did we talk about on 9 June?", whole=frozenset({1})))
+    assert SUMMARY in block.text
+
+
+def test_last_time_reads_as_what_the_message_is_about_else_the_opening():
+    last = LastSummary("m1", "user:x", SUMMARY, 0.9, datetime(2023, 6, 9, 19, tzinfo=UTC))
+    asked = lines(last, "en", query_tokens("Did you get the lasagne recipe?"))
+    assert asked == "Last time we talked (2023-06-09):\n- … Bob promised to send Alice his lasagne recipe."
+    greeted = lines(last, "en", query_tokens("hi"))
+    assert greeted == "Last time we talked (2023-06-09):\n- Alice and Bob talked on 9 June 2023. …"
+
+
+def test_filling_adds_the_opening_sentences_to_those_the_message_is_about():
+    shown = focus(SUMMARY, query_tokens("the lasagne recipe"), keep=3, fill=True)
+    assert shown == ("Alice and Bob talked on 9 June 2023. Alice told Bob about her pottery class. … "
+                     "Bob promised to send Alice his lasagne recipe.")
