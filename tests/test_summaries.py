@@ -141,6 +141,8 @@ async def test_rolled_up_summaries_retire_into_their_cover_once_old_and_nothing_
     shown = {s.memory_id for s in block.items}
     assert month.memory_id in shown
     assert not shown & {day.memory_id, week.memory_id, *(session[when].memory_id for when in at[:4])}
+    # the turns a retired summary covers are still shown: its roll-up backs them
+    assert any("talk on 03-03" in s.fact for s in block.events)
 
 
 async def test_keep_parts_days_0_keeps_every_summary_in_force(make_ltm, gateway, origin):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from ..enums import RECALLED_ROLES, Role, SourceType, Status
+from ..enums import RECALLED_ROLES, MemoryType, Role, SourceType, Status
 from ..instructions import instruction_reason
 from ..text import search_tokens, sentences
 from .tables import MemoryEvent
@@ -26,9 +26,12 @@ from .tables import MemoryEvent
 # turn's evidence is NULL when no memory cites it, 0 when one is not
 # active, else 1. CROSS JOIN keeps SQLite's join order: evidence by event
 # id (ix_ltm_evidence_event), then the item by its unique memory id.
+# A summary retired into its roll-up (superseded, learning.summaries) still
+# backs its turns: the roll-up that replaced it cites them too.
 def _backing(alias: str) -> str:
     return (
-        f"(SELECT min(i.status = '{Status.ACTIVE}') FROM ltm_evidence v CROSS JOIN ltm_items i "
+        f"(SELECT min(i.status = '{Status.ACTIVE}' OR (i.status = '{Status.SUPERSEDED}' "
+        f"AND i.type = '{MemoryType.SUMMARY}')) FROM ltm_evidence v CROSS JOIN ltm_items i "
         f"ON i.memory_id = v.memory_id WHERE v.event_id = {alias}.event_id)"
     )
 
