@@ -57,7 +57,7 @@ from .scope import Origin, Scope, ScopeResolver, display_name
 from .storing.database import Database
 from .storing.keyword_rows import backfill_turn_rows
 from .storing.tables import MemoryEvent
-from .storing.turns import withhold_steering
+from .storing.turns import withhold
 
 EXPLICIT_IMPORTANCE = 0.8  # "remember that …": the user said it matters (docs/decisions.md#d29)
 
@@ -256,7 +256,7 @@ class LTMEngine:
             session_id=origin.unified_msg_origin, sender_id=origin.sender_id, sender_name=origin.display_name or None,
             created_at=self.clock(), extraction_status=ExtractionStatus.DONE,
         )
-        withhold_steering([event])  # one short text
+        withhold([event])  # one short text
         async with self.db.write() as session:
             session.add(event)
             await session.flush()

@@ -7,6 +7,7 @@ from __future__ import annotations
 from astrbot_plugin_ltm.learning.extractor import SYSTEM_PROMPT, build_transcript, validate
 from astrbot_plugin_ltm.recalling.bot_lines import BOT_CHARS, BOT_SHARE
 from astrbot_plugin_ltm.storing.tables import MemoryEvent
+from astrbot_plugin_ltm.storing.turns import withhold
 
 BOOK = {"type": "episode", "fact": "the bot recommended 《小王子》 to the user", "by": "bot", "lines": [2],
         "confidence": 0.9, "importance": 0.6}
@@ -114,6 +115,15 @@ async def test_small_talk_and_replies_to_withheld_messages_are_never_shown(ltm, 
     await ltm.engine.admin.delete(phone.memory_id, "user:alice")
     # the person's message is withheld, and so is the bot's reply that repeats it
     assert "555-0100" not in (await ltm.block(a, "phone number 555-0100")).text
+
+
+def test_the_bots_small_talk_and_echoes_are_withheld_when_recorded_and_its_advice_is_not():
+    echo = exchange("我住在上海的浦东新区", "你住在上海的浦东新区！")
+    small = exchange("我养了一只小猫", "当然了！")
+    advice = exchange()
+    alone = exchange("x", "你住在上海的浦东新区！")[1:]  # after the bot's reply, not a message: no echo
+    assert withhold([*echo, *small, *advice, *alone]) == 2
+    assert [e.withheld for e in (*echo, *small, *advice, *alone)] == [False, True, False, True, False, False, False]
 
 
 async def test_a_reply_that_only_says_the_message_back_is_not_shown(ltm, origin):

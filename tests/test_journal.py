@@ -84,7 +84,7 @@ async def test_a_turn_recorded_before_a_crash_is_written_at_the_next_start(make_
 async def test_replay_writes_each_event_once_when_the_crash_came_after_the_commit(
         make_journaled, origin, monkeypatch):
     first = await make_journaled()
-    events = first.engine.record_turn(origin("alice"), "I like green tea", "Noted")
+    events = first.engine.record_turn(origin("alice"), "I like green tea", "Try the tea house on Elm Street")
     # The commit happened, the segment's deletion did not.
     monkeypatch.setattr(journal_of(first), "committed", lambda: None)
     assert await first.engine.recorder.flush() == 2

@@ -591,3 +591,33 @@ def test_0012_withholds_the_turns_that_would_steer_the_bot_and_only_those(tmp_pa
     assert migrate(str(db), target=12) == [12]
     withheld = dict(rows_of(db, "SELECT id, withheld FROM ltm_events"))
     assert withheld == {1: 0, 2: 1, 3: 1, 4: 1, 5: 1, 6: 0, 7: 0}
+
+
+def test_0013_withholds_the_bots_small_talk_and_echoes_and_only_those(tmp_path):
+    db = tmp_path / "replies.db"
+    migrate(str(db), target=12)
+    conn = connect(db)
+    events = [  # id, role, conversation, text
+        (1, "user", "c1", "My sister Jane visits from Lisbon next week"),
+        (2, "assistant", "c1", "Your sister Jane visits from Lisbon next week!"),  # an echo
+        (3, "user", "c1", "Any tips for Lisbon?"),
+        (4, "assistant", "c1", "Try the custard tarts at Belém and ride tram 28 in Lisbon."),
+        (5, "user", "c1", "我养了一只小猫"),
+        (6, "assistant", "c1", "当然了！"),  # small talk
+        (7, "user", "c2", "I like tram rides in Lisbon"),
+        (8, "assistant", "c1", "Lisbon tram rides, you like them"),  # answers no message of its conversation
+        (9, "assistant", "c2", "OK."),  # small talk
+    ]
+    try:
+        for rowid, role, session, said in events:
+            conn.execute(
+                "INSERT INTO ltm_events (id, event_id, scope, scope_id, source_type, source_role, content, "
+                "session_id, created_at, extraction_status, attempts, withheld) VALUES (?, ?, 'user', 'qq:a', "
+                "'message', ?, ?, ?, '2026-01-01 10:00:00.000000', 'done', 0, 0)",
+                (rowid, f"e{rowid}", role, json.dumps({"text": said}, ensure_ascii=False), session))
+        conn.commit()
+    finally:
+        conn.close()
+    assert migrate(str(db), target=13) == [13]
+    withheld = dict(rows_of(db, "SELECT id, withheld FROM ltm_events"))
+    assert withheld == {1: 0, 2: 1, 3: 0, 4: 0, 5: 0, 6: 1, 7: 0, 8: 0, 9: 1}

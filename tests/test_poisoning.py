@@ -5,6 +5,7 @@ and preferences pass."""
 
 from __future__ import annotations
 
+import random
 import re
 
 import pytest
@@ -142,6 +143,18 @@ async def test_a_statement_about_someone_else_stays_with_its_speaker_and_waits(m
 ])
 def test_neutralise_keeps_the_words_and_breaks_the_markers(text, expected):
     assert neutralise(text) == expected
+
+
+def test_neutralise_returns_a_clean_line_untouched_and_changes_every_other_as_the_full_pass_does():
+    # the fast path (a line with nothing to change) must agree with the full pass on every text
+    from astrbot_plugin_ltm.instructions import _neutralise_fully
+    rng = random.Random(7)
+    pieces = [*"ab cd é中文\n\t\u3000\xa0[]【】<>`|#:\u200b\u00ad\u2061\ufeffİ", "system:", "User :", "Human",
+              "ASSISTANT", "developer", "##", "  ", "\u212a"]
+    for _ in range(20_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        assert neutralise(text) == _neutralise_fully(text), repr(text)
+    assert neutralise("Alice lives in 上海 with her cat") == "Alice lives in 上海 with her cat"
 
 
 def test_preferences_about_the_persons_own_replies_are_facts():

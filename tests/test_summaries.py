@@ -41,7 +41,7 @@ def summaries(items: list[MemoryItem]) -> list[MemoryItem]:
 async def talk(ltm, origin, *lines: str, gap_minutes: float = 1) -> list:
     events = []
     for line in lines:
-        events += await ltm.record(origin, line, f"Bot answers: {line}")
+        events += await ltm.record(origin, line, f"Bot answers about {line} with some advice")
         ltm.clock.advance(minutes=gap_minutes)
     return events
 
@@ -65,7 +65,7 @@ async def test_an_idle_conversation_gets_one_summary_evidenced_by_every_event(sl
     assert await sltm.engine.summaries.run_once() == []
     assert len(sltm.gateway.calls) == 1
     # the transcript the model saw names the bot's lines as the bot's
-    assert "assistant: Bot answers: Recommend me a book please" in sltm.gateway.calls[0]["prompt"]
+    assert "assistant: Bot answers about Recommend me a book please with some advice" in sltm.gateway.calls[0]["prompt"]
 
 
 async def test_a_long_conversation_is_summarised_before_it_ends(make_ltm, gateway, origin):

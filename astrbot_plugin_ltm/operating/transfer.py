@@ -36,7 +36,7 @@ from ..storing.database import Database
 from ..storing.keyword_rows import index_turns
 from ..storing.memory_rows import fact_written, memory_changed
 from ..storing.tables import MemoryEvent, MemoryEvidence, MemoryItem, MemoryTombstone
-from ..storing.turns import withhold_steering
+from ..storing.turns import withhold
 from ..text import normalize_fact_key
 from . import validators as v
 from .errors import AdminError
@@ -381,7 +381,7 @@ async def _ensure_events(session: AsyncSession, record: dict[str, Any]) -> list[
                 row = MemoryEvent(**{k: event[k] for k in EVENT_FIELDS if k != "created_at"},
                                   created_at=_parse_time(event["created_at"], "event"),
                                   extraction_status=ExtractionStatus.DONE)
-                await asyncio.to_thread(withhold_steering, [row])
+                await asyncio.to_thread(withhold, [row])
                 session.add(row)
                 await session.flush()
                 await index_turns(session, [row])

@@ -19,7 +19,7 @@ from ..storing.tables import MemoryEvent
 from ..storing.turns import speaker_of, turn_text
 from ..text import is_cjk, token_set_similarity
 from . import bot_lines
-from .bot_lines import BotAllowance, is_bot, small_talk
+from .bot_lines import BotAllowance, is_bot
 from .ranking import Ranked
 from .rows import EventRow, ItemView
 from .summary_lines import focus, summary_day
@@ -170,8 +170,6 @@ class BlockBuilder:
                 assert r.turn is not None
                 event = r.turn
                 if n_turns >= policy.max_events or event.event_id in covered:
-                    continue
-                if is_bot(event) and small_talk(str((event.content or {}).get("text", ""))):
                     continue
                 line = format_event_line(event)
                 day = turn_day(event)

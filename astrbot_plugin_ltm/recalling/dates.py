@@ -319,9 +319,17 @@ _RULES: list[tuple[re.Pattern[str], Resolver]] = [
 ]
 
 
+# Every rule at once, groups unnamed: one search tells most messages, which
+# name no time, from the rest (matching each rule in turn costs ~60 µs).
+_ANY_RULE = re.compile("|".join(f"(?:{re.sub(r'[(][?]P<[a-z]+>', '(?:', pattern.pattern)})"
+                                for pattern, _ in _RULES), re.I)
+
+
 def named_period(message: str, now: datetime, tz: tzinfo = UTC) -> Period | First | None:
     """The period the message names, relative to ``now`` in ``tz``: the
     expression that comes first in the message wins; None if it names none."""
+    if _ANY_RULE.search(message) is None:
+        return None
     today = now.astimezone(tz).date()
     hits: list[tuple[int, int, Period | First]] = []
     for order, (pattern, resolve) in enumerate(_RULES):

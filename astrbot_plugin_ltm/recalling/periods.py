@@ -19,8 +19,7 @@ from ..config import ReadPolicy
 from ..enums import Status
 from ..scope import Scope
 from ..storing.turns import shown_turns
-from .bot_lines import without_echoes
-from .dates import First, Period, day_period, named_period
+from .dates import First, Period, day_period
 from .rows import EventRow, ItemRow, load_evidence, usable
 
 # At most this many turns and memories of the period, each (the same bound
@@ -58,12 +57,10 @@ def first_day(conn: Connection, scopes: list[Scope], tz: tzinfo) -> Period | Non
     return None if earliest is None else day_period(earliest.astimezone(tz).date(), tz)
 
 
-def resolve(conn: Connection, scopes: list[Scope], message: str, now: datetime, tz: tzinfo) -> Period | None:
-    """The period ``message`` names, "the first time" looked up in the scopes."""
-    named = named_period(message, now, tz)
-    if isinstance(named, First):
-        return first_day(conn, scopes, tz)
-    return named
+def resolve(conn: Connection, scopes: list[Scope], named: Period | First, tz: tzinfo) -> Period | None:
+    """The period a message names (dates.named_period), "the first time"
+    looked up in the scopes."""
+    return first_day(conn, scopes, tz) if isinstance(named, First) else named
 
 
 def load_period(conn: Connection, scopes: list[Scope], period: Period, unbacked: bool, policy: ReadPolicy,
@@ -88,6 +85,5 @@ def load_period(conn: Connection, scopes: list[Scope], period: Period, unbacked:
                 item = ItemRow.of(row)
                 if usable(item, policy, now):
                     rows.memories.setdefault(item.id, item)
-    rows.turns = without_echoes(conn, rows.turns)  # as the retrievers' turns (rows.load_turns)
     rows.evidence = load_evidence(conn, [m.memory_id for m in rows.memories.values()])
     return rows

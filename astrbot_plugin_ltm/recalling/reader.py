@@ -23,7 +23,7 @@ from ..extension_points import Retriever, TokenCounter
 from ..scope import Scope
 from ..storing.database import Database
 from .block import BlockBuilder, Focus, MemoryBlock, language_of
-from .dates import Period
+from .dates import First, Period, named_period
 from .periods import PeriodRows, load_period, resolve
 from .ranking import leading, rank
 from .retrieval import Found, Query
@@ -82,10 +82,13 @@ class MemoryReader:
         unbacked = self._unbacked_turns()
         found: list[Found] = list(
             await asyncio.gather(*(r.search(scopes, q, HITS_PER_SEARCH) for r in self.retrievers)))
+        # Most messages name no time: then no third trip to a read thread.
+        names = named_period(query, now, self.tz)
         (items, evidence), turns, named = await asyncio.gather(
             self.db.run(lambda conn: self._memories(conn, scopes, found, policy, now)),
             self.db.run(lambda conn: self._turns(conn, scopes, found, unbacked, policy)),
-            self.db.run(lambda conn: self._named(conn, scopes, query, unbacked, policy, now)),
+            self._nothing() if names is None else
+            self.db.run(lambda conn: self._named(conn, scopes, names, unbacked, policy, now)),
         )
         period: Period | None = None
         in_period: frozenset[int] = frozenset()
@@ -100,10 +103,14 @@ class MemoryReader:
         return await asyncio.to_thread(self._rank_and_fit, found, items, evidence, turns, policy, now,
                                        language_of(query), ids, period, in_period, frozenset(q.tokens))
 
-    def _named(self, conn: Connection, scopes: list[Scope], query: str, unbacked: bool, policy: ReadPolicy,
-               now: datetime) -> PeriodRows | None:
-        """The memories and turns of the period the message names, if any."""
-        period = resolve(conn, scopes, query, now, self.tz)
+    @staticmethod
+    async def _nothing() -> None:
+        return None
+
+    def _named(self, conn: Connection, scopes: list[Scope], names: Period | First, unbacked: bool,
+               policy: ReadPolicy, now: datetime) -> PeriodRows | None:
+        """The memories and turns of the period the message names."""
+        period = resolve(conn, scopes, names, self.tz)
         return None if period is None else load_period(conn, scopes, period, unbacked, policy, now)
 
     @staticmethod

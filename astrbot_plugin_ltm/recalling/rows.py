@@ -18,7 +18,6 @@ from ..enums import Status
 from ..scope import Scope
 from ..storing.tables import MemoryItem
 from ..storing.turns import shown_turns
-from .bot_lines import without_echoes
 
 # Memories with no keyword or vector hit that still compete on importance
 # and recency ("hi!" should still get the user's name); bounded so a large
@@ -134,7 +133,7 @@ def load_turns(conn: Connection, scopes: list[Scope], rowids: list[int], unbacke
              f"WHERE x.id IN (SELECT value FROM json_each(:ids)) AND {shown_turns(unbacked)}"),
         {"ids": json.dumps(rowids)},
     )
-    return without_echoes(conn, {row[0]: EventRow.of(row) for row in rows if (row[2], row[3]) in wanted})
+    return {row[0]: EventRow.of(row) for row in rows if (row[2], row[3]) in wanted}
 
 
 def load_evidence(conn: Connection, memory_ids: list[str]) -> dict[str, frozenset[str]]:

@@ -28,7 +28,7 @@ from ..scope import Origin, Scope, ScopeResolver
 from ..storing.database import Database, ReadOnlyError
 from ..storing.keyword_rows import index_turns
 from ..storing.tables import MemoryEvent
-from ..storing.turns import withhold_steering
+from ..storing.turns import withhold
 from .journal import Journal
 
 # Event ids looked up per statement when a journal is replayed (SQLite's
@@ -161,7 +161,7 @@ class EventRecorder:
         return any(e.scope == kind and e.scope_id == scope_id for e in self._queue)
 
     async def _insert(self, session: AsyncSession, batch: list[MemoryEvent]) -> None:
-        await asyncio.to_thread(withhold_steering, batch)
+        await asyncio.to_thread(withhold, batch)
         session.add_all(batch)
         await session.flush()
         await index_turns(session, batch)

@@ -36,6 +36,10 @@ def bot(bot_factory):
         b.chat("I really like green tea", "alice", "r-3")  # the same fact again: a second evidence event
         b.wait_for(lambda: any(i["fact"].endswith("likes green tea") and i["evidence_count"] == 2
                                for i in b.items("alice")), 45, "the liking confirmed")
+        # r-3's read injected the liking; its use is counted a few seconds later
+        # (recalling/usage.py): settled before the tests compare stored rows.
+        b.wait_for(lambda: any(i["fact"].endswith("likes green tea") and i["use_count"] >= 1
+                               for i in b.items("alice")), 30, "the liking's use counted")
         yield b
 
 

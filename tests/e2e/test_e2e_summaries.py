@@ -32,11 +32,14 @@ def test_an_idle_conversation_is_summarised_and_opens_the_next_one(bot):
     assert summary["status"] == "active" and summary["fact_key"].startswith("summary_session_"), summary
     assert all(text in summary["fact"] for text in first), summary["fact"]  # the fake model repeats the lines
     assert len(bot.requests(kind="summary")) == 1
-    # every event of the conversation backs it: the person's lines and the bot's replies
+    # every event of the conversation that says something backs it: the person's lines; the
+    # fake model's replies only say them back ("ECHO: …"), kept in the archive, never summarised
     events = bot.events("zhang")
-    links = bot.query("SELECT event_id FROM ltm_evidence WHERE memory_id = ?", (summary["memory_id"],))
-    assert {r["event_id"] for r in links} == {e["event_id"] for e in events}, bot.diag("evidence incomplete")
     assert {e["source_role"] for e in events} == {"user", "assistant"}
+    assert all(e["withheld"] for e in events if e["source_role"] == "assistant")
+    links = bot.query("SELECT event_id FROM ltm_evidence WHERE memory_id = ?", (summary["memory_id"],))
+    assert {r["event_id"] for r in links} == {e["event_id"] for e in events if e["source_role"] == "user"}, \
+        bot.diag("evidence incomplete")
 
     # A new conversation (the old one has been idle): its first request opens with the summary.
     since = bot.mark()
