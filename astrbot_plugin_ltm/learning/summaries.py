@@ -342,21 +342,18 @@ class SummaryWorker:
         if keep <= 0:
             return 0
         horizon = now - timedelta(days=keep)
+        active = (MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id,
+                  MemoryItem.type == MemoryType.SUMMARY, MemoryItem.status == Status.ACTIVE)
+        async with self._db.read() as session:
+            due = _due(list((await session.execute(select(MemoryItem).where(*active))).scalars()), horizon)
+        if not due:  # the usual pass: no write transaction
+            return 0
         retired = 0
         try:
             async with self._db.write() as session:
-                rows = (await session.execute(select(MemoryItem).where(
-                    MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id,
-                    MemoryItem.type == MemoryType.SUMMARY, MemoryItem.status == Status.ACTIVE))).scalars().all()
-                spans = [(row, LEVELS.index(level), as_utc(row.valid_from), as_utc(row.valid_to)) for row in rows
-                         if (level := level_of(row.fact_key)) is not None
-                         and row.valid_from is not None and row.valid_to is not None]
-                for part, rank, start, end in spans:
-                    if end > horizon or part.awaiting_approval:
-                        continue
-                    cover = _coarser_cover(rank, start, end, spans)
-                    if cover is None:
-                        continue
+                # Again inside the transaction: an operator may have changed one meanwhile.
+                for part, cover in _due(list((await session.execute(select(MemoryItem).where(*active)))
+                                             .scalars()), horizon):
                     part.status, part.superseded_by, part.updated_at = Status.SUPERSEDED, cover.memory_id, now
                     memory_changed(session, part)
                     audit(session, AuditAction.SUPERSEDE, ACTOR, f"rolled into the {level_of(cover.fact_key)} "
@@ -465,6 +462,19 @@ class SummaryWorker:
 
     async def stop(self) -> None:
         await self._task.stop()
+
+
+def _due(rows: list[MemoryItem], horizon: datetime) -> list[tuple[MemoryItem, MemoryItem]]:
+    """The active summaries among ``rows`` whose period ended before
+    ``horizon`` and that a coarser one of ``rows`` covers, with that cover."""
+    spans = [(row, LEVELS.index(level), as_utc(row.valid_from), as_utc(row.valid_to)) for row in rows
+             if (level := level_of(row.fact_key)) is not None
+             and row.valid_from is not None and row.valid_to is not None]
+    due = []
+    for part, rank, start, end in spans:
+        if end <= horizon and (cover := _coarser_cover(rank, start, end, spans)) is not None:
+            due.append((part, cover))
+    return due
 
 
 def _coarser_cover(rank: int, start: datetime, end: datetime,
