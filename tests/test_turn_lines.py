@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from astrbot_plugin_ltm.config import ReadPolicy
 from astrbot_plugin_ltm.recalling.block import TURN_SENTENCES, WHOLE_TURNS, BlockBuilder, Focus
 from astrbot_plugin_ltm.recalling.ranking import Ranked
@@ -86,3 +89,20 @@ def test_a_chinese_turn_is_focused_on_its_sentences():
     ranked = [_turn(n, said, who="小美") for n in range(WHOLE_TURNS + 1)]
     block = builder.fit(ranked, ReadPolicy(), about=about("小美去哪里露营了？"))
     assert _lines(block)[-1] == "- 小美: 谢谢你！ … 我们带孩子去湖边露营了。 …"
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    texts=st.lists(st.text(min_size=1, max_size=400).map(lambda s: " ".join(s.split())).filter(bool),
+                   min_size=0, max_size=12),
+    message=st.text(max_size=60),
+    max_tokens=st.integers(0, 400),
+)
+def test_focused_turns_keep_the_budget_and_their_speaker_for_arbitrary_text(texts, message, max_tokens):
+    counter = default_counter()
+    policy = ReadPolicy(max_tokens=max_tokens)
+    block = BlockBuilder(counter).fit([_turn(n, said) for n, said in enumerate(texts)], policy,
+                                      about=about(message))
+    assert block.tokens <= policy.max_tokens
+    assert not block.text or counter.count(block.text) == block.tokens
+    assert all(line.startswith("- Melanie: ") for line in _lines(block))
