@@ -41,6 +41,8 @@ def focus(text: str, query: Iterable[str], keep: int = FOCUS_SENTENCES, fill: bo
     in), in their order, "…" where sentences were left out; none sharing
     any: the opening one (it sets the scene). ``text`` whole when it has
     no more than ``keep`` sentences."""
+    if len(_SENTENCE_END.findall(text)) < keep:  # too few to cut: not tokenised (most turns)
+        return text
     said = _sentences(text)
     if len(said) <= keep:
         return text
