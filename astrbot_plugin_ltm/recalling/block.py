@@ -12,7 +12,7 @@ from functools import lru_cache
 
 from ..clock import as_utc
 from ..config import ReadPolicy
-from ..enums import MemoryType
+from ..enums import MemoryType, SourceType
 from ..extension_points import TokenCounter
 from ..instructions import neutralise
 from ..storing.tables import MemoryEvent
@@ -39,6 +39,12 @@ NEAR_DUPLICATE = 0.8  # token-set similarity above which a memory repeats one ch
 # fit: the block is full (docs/decisions.md#d12).
 FULL_AFTER_MISSES = 12
 EVENT_CHARS = 300  # a raw turn is cut to this many characters (docs/decisions.md#d11)
+# The first turns a block takes read whole; each one after them reads as
+# its TURN_SENTENCES sentences the message is about: a line further down
+# the ranking holds the answer less often, and a part of it leaves room
+# for the other sessions a question spans (docs/decisions.md#d71).
+WHOLE_TURNS = 3
+TURN_SENTENCES = 2
 # The room left for the last turn, cut to fit: less says too little (docs/decisions.md#d50).
 CUT_MIN_TOKENS = 16
 CUT_MIN_CHARS = 24
@@ -107,15 +113,29 @@ class Focus:
     whole: frozenset[int] = frozenset()
 
 
-def format_event_line(event: MemoryEvent | EventRow) -> str:
-    """A raw turn: who, then what (under its day's heading, turn_day)."""
+def format_event_line(event: MemoryEvent | EventRow, about: Focus | None = None) -> str:
+    """A raw turn: who, then what (under its day's heading, turn_day).
+    ``about``: what it says of the message, TURN_SENTENCES of its sentences
+    (summary_lines.focus), the opening ones filling up; a tool's result
+    is shown from its start."""
     said = turn_text(event.source_type, event.content or {}, speaker_of(event))
+    if about is not None and event.source_type != SourceType.TOOL_RESULT:
+        said = _focused(said, speaker_of(event), about.tokens)
     chars = bot_lines.BOT_CHARS if is_bot(event) else EVENT_CHARS
     # Neutralised with a margin past the cut, so a marker across it is still broken.
     body = neutralise(said[:chars * 2])
     if len(body) > chars:
         body = body[:chars] + "…"
     return f"- {body}"
+
+
+def _focused(said: str, speaker: str | None, tokens: frozenset[str]) -> str:
+    """``said`` (``who: text``, turn_text) with the text cut to the
+    sentences the message is about; the speaker always kept."""
+    who = " ".join((speaker or "someone").split()) + ": "
+    if not said.startswith(who):
+        return said
+    return who + focus(said[len(who):], tokens, TURN_SENTENCES, fill=True)
 
 
 def turn_day(event: MemoryEvent | EventRow) -> str:
@@ -171,7 +191,7 @@ class BlockBuilder:
                 event = r.turn
                 if n_turns >= policy.max_events or event.event_id in covered:
                     continue
-                line = format_event_line(event)
+                line = format_event_line(event, about if n_turns >= WHOLE_TURNS else None)
                 day = turn_day(event)
             heading = self._count("\n" + day) if r.turn is not None and day not in days else 0
             cost = self._count("\n" + line)
