@@ -242,3 +242,17 @@ async def test_a_lower_budget_applies_at_the_next_load():
     budget.limit = 150
     await store.cache.get("d")
     assert held_keys(store) == [["d"]] and store.evicted == [{1}, {2}]
+
+
+async def test_namespaces_at_hand_are_given_without_a_trip_through_the_event_loop():
+    store = Store(empty_recheck=60.0)
+    assert await store.cache.get_all(["a", "b", "c"]) == [{1}, {2}, None]  # loaded; "c" holds nothing
+    # Now every one is at hand: the coroutine ends at its first step, so a
+    # read's search is handed to its thread before anything else runs.
+    step = store.cache.get_all(["a", "c"]).__await__()
+    with pytest.raises(StopIteration) as done:
+        step.send(None)
+    assert done.value.value == [{1}, None]
+    # One that must be loaded still is, with the others.
+    store.rows["d"] = {4}
+    assert await store.cache.get_all(["a", "d"]) == [{1}, {4}] and store.loads.count("d") == 1

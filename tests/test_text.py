@@ -164,3 +164,13 @@ def test_the_estimate_counts_cjk_characters_twice_and_other_text_generously():
     est = EstimateCounter()
     assert est.count("小明") == 4
     assert est.count("hello world") == 4  # max(ceil(2 × 1.5), ceil(11 / 3))
+
+
+def test_chinese_bigrams_do_not_push_english_stems_out_of_their_cache():
+    from astrbot_plugin_ltm import text
+
+    search_tokens("reading books")
+    cached = text._english_stem.cache_info().currsize
+    search_tokens("".join(chr(0x4E00 + n) for n in range(3000)))  # ~3000 distinct bigrams
+    assert text._english_stem.cache_info().currsize == cached
+    assert search_tokens("reading books 读书") == ["read", "book", "读书"]

@@ -9,7 +9,6 @@ scope's (docs/decisions.md#d09).
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Iterable
@@ -230,25 +229,27 @@ class KeywordNamespace:
         n = len(self._slot)
         if not n or not terms or k <= 0:
             return []
-        avg = self._length_sum / n or 1.0
-        scores = np.zeros(self._used, np.float32)
-        norm = K1 * (1.0 - B + B * self._lengths[: self._used] / avg)
-        for term in dict.fromkeys(terms):
-            found = self._term(term)
-            if found is None:
-                continue
-            slots, counts = found
-            df = int(self._alive[slots].sum())
-            if not df:
-                continue
-            tfs = counts.astype(np.float32)
-            # FTS5's idf, floored the same way: a term in most rows counts
-            # for (almost) nothing.
-            idf = max(math.log((n - df + 0.5) / (df + 0.5)), 1e-6)
-            scores[slots] += idf * tfs * (K1 + 1.0) / (tfs + norm[slots])
-        scores[~self._alive[: self._used]] = 0.0
-        hit = np.flatnonzero(scores > 0)
-        if len(hit) > k:
-            hit = hit[np.argpartition(-scores[hit], k - 1)[:k]]
-        hit = hit[np.argsort(-scores[hit], kind="stable")]
+        found = [postings for term in dict.fromkeys(terms) if (postings := self._term(term)) is not None]
+        if not found:
+            return []
+        # Every term's postings in one pass: a few numpy calls per search,
+        # not a few per term (docs/decisions.md#d72).
+        sizes = np.fromiter((len(slots) for slots, _ in found), np.int64, count=len(found))
+        slots = np.concatenate([slots for slots, _ in found])
+        tfs = np.concatenate([tfs for _, tfs in found]).astype(np.float64)
+        dead = self._used > n  # else every posting is a live row's
+        alive = self._alive[slots] if dead else None
+        df = sizes if alive is None else np.add.reduceat(alive, np.cumsum(sizes) - sizes, dtype=np.int64)
+        # FTS5's idf, floored the same way: a term in most rows counts
+        # for (almost) nothing.
+        idf = np.maximum(np.log((n - df + 0.5) / (df + 0.5)), 1e-6)
+        norm = K1 * (1.0 - B + B * self._lengths[slots] / (self._length_sum / n or 1.0))
+        weights = np.repeat(idf, sizes) * tfs * (K1 + 1.0) / (tfs + norm)
+        if alive is not None:
+            weights *= alive
+        scores = np.bincount(slots, weights=weights, minlength=self._used)
+        hit = np.flatnonzero(scores)
+        if len(hit) > k:  # (argpartition over the whole array is slow on its many zeros)
+            hit = hit[np.argpartition(scores[hit], len(hit) - k)[len(hit) - k:]]
+        hit = hit[np.lexsort((hit, -scores[hit]))]  # best first; a tie in slot order
         return [(int(self._rowids[s]), float(scores[s])) for s in hit]

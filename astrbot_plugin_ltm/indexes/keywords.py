@@ -81,7 +81,7 @@ class KeywordIndex:
         if not terms or k <= 0:
             return []
         hits: list[tuple[int, float]] = []
-        found = await asyncio.gather(*(self._cache.get((scope, corpus), COLD_WAIT) for scope in scopes))
+        found = await self._cache.get_all([(scope, corpus) for scope in scopes], COLD_WAIT)
         for ns in found:
             if ns is None:
                 continue

@@ -194,20 +194,38 @@ class NamespaceCache[K: Hashable, N]:
         loading ``wait`` seconds after its load began, or if its load failed
         (logged). ``wait`` None: wait until it is loaded, and raise if that
         fails."""
-        ns = self._loaded.get(key)
-        if ns is not None:
-            self._loaded.move_to_end(key)
-            self._touch(key)
+        ready, ns = self.at_hand(key)
+        if ready:
             return ns
-        found_empty = self._empty.get(key)
-        if found_empty is not None and time.monotonic() - found_empty < self._empty_recheck:
-            return None
         try:
             return await self._loads.get(key, lambda: self._load(key), wait)
         except Exception:
             if wait is None:
                 raise
             return None
+
+    async def get_all(self, keys: Sequence[K], wait: float | None = None) -> list[N | None]:
+        """``get`` of each key. When every one is at hand, without a trip
+        through the event loop: a read's search then starts at once, and a
+        search in a thread runs while the loop does the rest
+        (docs/decisions.md#d72)."""
+        found = [self.at_hand(key) for key in keys]
+        if all(ready for ready, _ in found):
+            return [ns for _, ns in found]
+        return list(await asyncio.gather(*(self.get(key, wait) for key in keys)))
+
+    def at_hand(self, key: K) -> tuple[bool, N | None]:
+        """(True, the namespace) if it is loaded; (True, None) if it was
+        found to hold nothing lately; else (False, None): it must be loaded."""
+        ns = self._loaded.get(key)
+        if ns is not None:
+            self._loaded.move_to_end(key)
+            self._touch(key)
+            return True, ns
+        found_empty = self._empty.get(key)
+        if found_empty is not None and time.monotonic() - found_empty < self._empty_recheck:
+            return True, None
+        return False, None
 
     def peek(self, key: K) -> N | None:
         """The loaded namespace of ``key``, if any, without loading it."""

@@ -135,7 +135,7 @@ class VectorIndex:
         query = normalise(query)
         keys = [(scope, model, corpus) for corpus in corpora for scope in scopes]
         todo: list[tuple[Corpus, VectorNamespace]] = []
-        for key, ns in zip(keys, await asyncio.gather(*(self._cache.get(key, wait) for key in keys)), strict=True):
+        for key, ns in zip(keys, await self._cache.get_all(keys, wait), strict=True):
             if ns is None or ns.size == 0 or ns.dim != query.shape[1]:
                 continue
             if ns.exact and ns.size > EXACT_SEARCH_MAX and key not in self._converting:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection
 
 from ..clock import Clock
 from ..config import ReadPolicy
@@ -20,7 +20,7 @@ from ..scope import Scope
 from .ranking import leading
 from .reader import MemoryReader
 from .retrieval import Found
-from .rows import BASELINE_POOL, ItemRow, ItemView, load_evidence, usable
+from .rows import BASELINE_POOL, ItemRow, ItemView, load_evidence, select, usable
 
 
 class OverlayReader(MemoryReader):
@@ -58,7 +58,7 @@ def _load(conn: Connection, scopes: list[Scope], rowids: set[int], overlaid: set
         params[f"kind{n}"], params[f"id{n}"] = scope.kind, scope.id
     wanted = {(s.kind, s.id) for s in scopes}
     found: dict[int, ItemRow] = {}
-    for row in conn.execute(text(" UNION ALL ".join(parts)), params):
+    for row in select(conn, " UNION ALL ".join(parts), params):
         if (row[2], row[3]) in wanted and row[0] not in found:
             found[row[0]] = ItemRow.of(row)
     return list(found.values())

@@ -20,7 +20,7 @@ from ..enums import Status
 from ..scope import Scope
 from ..storing.turns import shown_turns
 from .dates import First, Period, day_period
-from .rows import EventRow, ItemRow, load_evidence, usable
+from .rows import EventRow, ItemRow, load_evidence, select, usable
 
 # At most this many turns and memories of the period, each (the same bound
 # as the hits a read ranks, ranking.LOAD_LIMIT): a long period ("上个月")
@@ -72,16 +72,15 @@ def load_period(conn: Connection, scopes: list[Scope], period: Period, unbacked:
         params = {**bounds, "kind": scope.kind, "id": scope.id}
         in_period = "x.scope = :kind AND x.scope_id = :id AND x.created_at >= :start AND x.created_at < :end"
         if policy.max_events > 0:
-            for row in conn.execute(
-                text(f"SELECT {EventRow.COLUMNS} FROM ltm_events x WHERE {in_period} AND {shown_turns(unbacked)} "
-                     "ORDER BY x.created_at LIMIT :limit"), params):
+            for row in select(conn, f"SELECT {EventRow.COLUMNS} FROM ltm_events x WHERE {in_period} "
+                                    f"AND {shown_turns(unbacked)} ORDER BY x.created_at LIMIT :limit", params):
                 rows.turns.setdefault(row[0], EventRow.of(row))
         if policy.max_items > 0:
-            for row in conn.execute(
-                text(f"SELECT {ItemRow.COLUMNS} FROM ltm_items WHERE scope = :kind AND scope_id = :id "
-                     "AND status = :active AND memory_id IN (SELECT v.memory_id FROM ltm_events x "
-                     f"CROSS JOIN ltm_evidence v ON v.event_id = x.event_id WHERE {in_period}) "
-                     "ORDER BY importance DESC LIMIT :limit"), {**params, "active": Status.ACTIVE}):
+            for row in select(conn, f"SELECT {ItemRow.COLUMNS} FROM ltm_items WHERE scope = :kind "
+                                    "AND scope_id = :id AND status = :active AND memory_id IN (SELECT v.memory_id "
+                                    "FROM ltm_events x CROSS JOIN ltm_evidence v ON v.event_id = x.event_id "
+                                    f"WHERE {in_period}) ORDER BY importance DESC LIMIT :limit",
+                              {**params, "active": Status.ACTIVE}):
                 item = ItemRow.of(row)
                 if usable(item, policy, now):
                     rows.memories.setdefault(item.id, item)
