@@ -8,6 +8,7 @@ counter that decides what fits, header and footer included.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import date
 from functools import lru_cache
 
 from ..clock import as_utc
@@ -141,7 +142,12 @@ def _focused(said: str, speaker: str | None, tokens: frozenset[str]) -> str:
 def turn_day(event: MemoryEvent | EventRow) -> str:
     """The heading the turns said on one day share: their provenance,
     written once per day instead of on every line."""
-    return f"[said {as_utc(event.created_at):%Y-%m-%d}]"
+    return _said_on(as_utc(event.created_at).date())
+
+
+@lru_cache(maxsize=4096)
+def _said_on(day: date) -> str:
+    return f"[said {day:%Y-%m-%d}]"  # formatting a date costs more than the lookup
 
 
 Chosen = tuple[Ranked, str, Selected]  # the candidate, its line, what the block reports
