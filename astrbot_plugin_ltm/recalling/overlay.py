@@ -20,7 +20,7 @@ from ..scope import Scope
 from .ranking import leading
 from .reader import MemoryReader
 from .retrieval import Found
-from .rows import BASELINE_POOL, ItemRow, ItemView, load_evidence, select, usable
+from .rows import BASELINE_POOL, ItemRow, ItemView, fetch_rows, load_evidence, usable
 
 
 class OverlayReader(MemoryReader):
@@ -58,7 +58,7 @@ def _load(conn: Connection, scopes: list[Scope], rowids: set[int], overlaid: set
         params[f"kind{n}"], params[f"id{n}"] = scope.kind, scope.id
     wanted = {(s.kind, s.id) for s in scopes}
     found: dict[int, ItemRow] = {}
-    for row in select(conn, " UNION ALL ".join(parts), params):
+    for row in fetch_rows(conn, " UNION ALL ".join(parts), params):
         if (row[2], row[3]) in wanted and row[0] not in found:
             found[row[0]] = ItemRow.of(row)
     return list(found.values())

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection
 
 from ..clock import parse_stored_time
 from ..config import ReadPolicy
@@ -20,7 +20,7 @@ from ..enums import Status
 from ..scope import Scope
 from ..storing.turns import shown_turns
 from .dates import First, Period, day_period
-from .rows import EventRow, ItemRow, load_evidence, select, usable
+from .rows import EventRow, ItemRow, fetch_rows, load_evidence, usable
 
 # At most this many turns and memories of the period, each (the same bound
 # as the hits a read ranks, ranking.LOAD_LIMIT): a long period ("上个月")
@@ -47,10 +47,8 @@ def first_day(conn: Connection, scopes: list[Scope], tz: tzinfo) -> Period | Non
     """The local day of the scopes' earliest recorded event; None if none."""
     earliest: datetime | None = None
     for scope in scopes:
-        value = conn.execute(
-            text("SELECT min(created_at) FROM ltm_events WHERE scope = :kind AND scope_id = :id"),
-            {"kind": scope.kind, "id": scope.id},
-        ).scalar()
+        [(value,)] = fetch_rows(conn, "SELECT min(created_at) FROM ltm_events WHERE scope = :kind AND scope_id = :id",
+                                {"kind": scope.kind, "id": scope.id})
         if value is not None:
             at = parse_stored_time(value)
             earliest = at if earliest is None else min(earliest, at)
@@ -72,11 +70,11 @@ def load_period(conn: Connection, scopes: list[Scope], period: Period, unbacked:
         params = {**bounds, "kind": scope.kind, "id": scope.id}
         in_period = "x.scope = :kind AND x.scope_id = :id AND x.created_at >= :start AND x.created_at < :end"
         if policy.max_events > 0:
-            for row in select(conn, f"SELECT {EventRow.COLUMNS} FROM ltm_events x WHERE {in_period} "
+            for row in fetch_rows(conn, f"SELECT {EventRow.COLUMNS} FROM ltm_events x WHERE {in_period} "
                                     f"AND {shown_turns(unbacked)} ORDER BY x.created_at LIMIT :limit", params):
                 rows.turns.setdefault(row[0], EventRow.of(row))
         if policy.max_items > 0:
-            for row in select(conn, f"SELECT {ItemRow.COLUMNS} FROM ltm_items WHERE scope = :kind "
+            for row in fetch_rows(conn, f"SELECT {ItemRow.COLUMNS} FROM ltm_items WHERE scope = :kind "
                                     "AND scope_id = :id AND status = :active AND memory_id IN (SELECT v.memory_id "
                                     "FROM ltm_events x CROSS JOIN ltm_evidence v ON v.event_id = x.event_id "
                                     f"WHERE {in_period}) ORDER BY importance DESC LIMIT :limit",

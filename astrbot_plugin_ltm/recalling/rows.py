@@ -84,7 +84,7 @@ class EventRow:
                    sender_id, sender_name, parse_stored_time(created_at))
 
 
-def select(conn: Connection, sql: str, params: Mapping[str, Any]) -> list[Any]:
+def fetch_rows(conn: Connection, sql: str, params: Mapping[str, Any]) -> list[Any]:
     """The rows of ``sql`` (named ``:parameters``) from the driver's own
     cursor: SQLAlchemy's result rows cost ~0.15 ms a statement on the read
     path, a third of what the statements take (docs/decisions.md#d72)."""
@@ -121,7 +121,7 @@ def load_memories(conn: Connection, scopes: list[Scope], rowids: set[int], polic
         params[f"kind{n}"], params[f"id{n}"] = scope.kind, scope.id
     wanted = {(s.kind, s.id) for s in scopes}
     found: dict[int, ItemRow] = {}
-    for row in select(conn, " UNION ALL ".join(parts), params):
+    for row in fetch_rows(conn, " UNION ALL ".join(parts), params):
         rowid, _, scope, scope_id, _, _, confidence, _, status, _, _, _ = row
         if (scope, scope_id) in wanted and status == Status.ACTIVE \
                 and confidence >= policy.min_confidence and rowid not in found:
@@ -135,7 +135,7 @@ def load_turns(conn: Connection, scopes: list[Scope], rowids: list[int], unbacke
     if not rowids:
         return {}
     wanted = {(s.kind, s.id) for s in scopes}
-    rows = select(conn, f"SELECT {EventRow.COLUMNS} FROM ltm_events x "
+    rows = fetch_rows(conn, f"SELECT {EventRow.COLUMNS} FROM ltm_events x "
                         f"WHERE x.id IN (SELECT value FROM json_each(:ids)) AND {shown_turns(unbacked)}",
                   {"ids": json.dumps(rowids)})
     return {row[0]: EventRow.of(row) for row in rows if (row[2], row[3]) in wanted}
@@ -145,7 +145,7 @@ def load_evidence(conn: Connection, memory_ids: list[str]) -> dict[str, frozense
     """Memory id -> the event ids of its evidence."""
     if not memory_ids:
         return {}
-    rows = select(conn, "SELECT memory_id, event_id FROM ltm_evidence "
+    rows = fetch_rows(conn, "SELECT memory_id, event_id FROM ltm_evidence "
                         "WHERE memory_id IN (SELECT value FROM json_each(:ids))", {"ids": json.dumps(memory_ids)})
     out: dict[str, set[str]] = {}
     for memory_id, event_id in rows:
