@@ -132,11 +132,13 @@ def format_event_line(event: MemoryEvent | EventRow, about: Focus | None = None)
 
 def _focused(said: str, speaker: str | None, tokens: frozenset[str]) -> str:
     """``said`` (``who: text``, turn_text) with the text cut to the
-    sentences the message is about; the speaker always kept."""
+    sentences the message is about; the speaker always kept. No "…" after
+    the last sentence: a turn has no id to expand, so the mark would only
+    cost a token (docs/decisions.md#d73)."""
     who = " ".join((speaker or "someone").split()) + ": "
     if not said.startswith(who):
         return said
-    return who + focus(said[len(who):], tokens, TURN_SENTENCES, fill=True)
+    return who + focus(said[len(who):], tokens, TURN_SENTENCES, fill=True, tail=False)
 
 
 def turn_day(event: MemoryEvent | EventRow) -> str:

@@ -77,12 +77,14 @@ def rank(found: Sequence[Found], items: dict[int, ItemView], evidence: dict[str,
     turn_sims = fuse([[r for r in f.turns if r in turns] for f in found])
     best = max([*memory_sims.values(), *turn_sims.values()], default=0.0) or 1.0
     # (row, similarity, when, importance): a memory's day is that of its
-    # last change, a turn's the day it was said.
+    # last change, a turn's the day it was said. A turn extraction read and
+    # kept nothing of (rows.NOTHING_KEPT) has no importance: small talk
+    # ("Thanks, Mel!") makes way for what was worth remembering (docs/decisions.md#d73).
     candidates: list[tuple[ItemView | EventRow, float, datetime, float]] = [
         (item, memory_sims.get(rowid, 0.0) / best, item.updated_at, item.importance)
         for rowid, item in items.items()
     ] + [
-        (turn, turn_sims.get(rowid, 0.0) / best, turn.created_at, policy.event_importance)
+        (turn, turn_sims.get(rowid, 0.0) / best, turn.created_at, 0.0 if turn.nothing_kept else policy.event_importance)
         for rowid, turn in turns.items()
     ]
     days = [as_utc(when).date() for _, _, when, _ in candidates]

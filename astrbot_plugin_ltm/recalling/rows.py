@@ -14,7 +14,7 @@ from sqlalchemy import Connection
 
 from ..clock import as_utc, parse_stored_time
 from ..config import ReadPolicy
-from ..enums import Status
+from ..enums import ExtractionStatus, MemoryType, Status
 from ..scope import Scope
 from ..storing.tables import MemoryItem
 from ..storing.turns import shown_turns
@@ -58,12 +58,24 @@ class ItemRow:
 ItemView = ItemRow | MemoryItem
 
 
+# Over an ``ltm_events`` row aliased ``x``: extraction has read the turn
+# and no fact (a memory other than a summary, which cites every turn of
+# its period) cites it: small talk, by the extractor's own judgement
+# (ranking.py, docs/decisions.md#d73). Served by ix_ltm_evidence_event.
+NOTHING_KEPT = (
+    f"(x.extraction_status = '{ExtractionStatus.DONE}' AND NOT EXISTS (SELECT 1 FROM ltm_evidence v "
+    f"CROSS JOIN ltm_items i ON i.memory_id = v.memory_id WHERE v.event_id = x.event_id "
+    f"AND i.type != '{MemoryType.SUMMARY}'))"
+)
+
+
 @dataclass(slots=True)
 class EventRow:
-    """A raw turn: the columns the read path uses."""
+    """A raw turn: the columns the read path uses (the table aliased ``x``)."""
 
     COLUMNS: ClassVar[str] = (
-        "id, event_id, scope, scope_id, source_type, source_role, content, sender_id, sender_name, created_at"
+        "x.id, x.event_id, x.scope, x.scope_id, x.source_type, x.source_role, x.content, x.sender_id, "
+        f"x.sender_name, x.created_at, {NOTHING_KEPT}"
     )
     id: int
     event_id: str
@@ -75,13 +87,15 @@ class EventRow:
     sender_id: str | None
     sender_name: str | None
     created_at: datetime
+    nothing_kept: bool = False  # extracted, and no fact cites it (NOTHING_KEPT)
 
     @classmethod
     def of(cls, row: Sequence[Any]) -> EventRow:
-        rowid, event_id, scope, scope_id, source_type, source_role, content, sender_id, sender_name, created_at = row
+        (rowid, event_id, scope, scope_id, source_type, source_role, content, sender_id, sender_name, created_at,
+         nothing_kept) = row
         return cls(rowid, event_id, scope, scope_id, source_type, source_role,
                    json.loads(content) if isinstance(content, str) else content,
-                   sender_id, sender_name, parse_stored_time(created_at))
+                   sender_id, sender_name, parse_stored_time(created_at), bool(nothing_kept))
 
 
 def fetch_rows(conn: Connection, sql: str, params: Mapping[str, Any]) -> list[Any]:

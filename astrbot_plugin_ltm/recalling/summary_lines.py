@@ -35,12 +35,13 @@ def _sentences(text: str) -> tuple[tuple[str, frozenset[str]], ...]:
     return tuple((s, frozenset(search_tokens(s))) for s in (p.strip() for p in _SENTENCE_END.split(text)) if s)
 
 
-def focus(text: str, query: Iterable[str], keep: int = FOCUS_SENTENCES, fill: bool = False) -> str:
+def focus(text: str, query: Iterable[str], keep: int = FOCUS_SENTENCES, fill: bool = False,
+          tail: bool = True) -> str:
     """The sentences of ``text`` sharing the most of ``query``'s tokens (at
     most ``keep``; a shared token weighs 1 / the number of sentences it is
-    in), in their order, "…" where sentences were left out; none sharing
-    any: the opening one (it sets the scene). ``text`` whole when it has
-    no more than ``keep`` sentences."""
+    in), in their order, "…" where sentences were left out (``tail``: after
+    the last one too); none sharing any: the opening one (it sets the
+    scene). ``text`` whole when it has no more than ``keep`` sentences."""
     if len(_SENTENCE_END.findall(text)) < keep:  # too few to cut: not tokenised (most turns)
         return text
     said = _sentences(text)
@@ -57,7 +58,7 @@ def focus(text: str, query: Iterable[str], keep: int = FOCUS_SENTENCES, fill: bo
         if n > (best[best.index(n) - 1] + 1 if parts else 0):
             parts.append(ELLIPSIS)
         parts.append(said[n][0])
-    if best[-1] < len(said) - 1:
+    if tail and best[-1] < len(said) - 1:
         parts.append(ELLIPSIS)
     return " ".join(parts)
 
