@@ -17,7 +17,7 @@ from ..enums import MemoryType, SourceType
 from ..extension_points import TokenCounter
 from ..instructions import neutralise
 from ..storing.tables import MemoryEvent
-from ..storing.turns import speaker_of, turn_text
+from ..storing.turns import speaker_of, turn_parts
 from ..text import is_cjk, token_set_similarity
 from . import bot_lines
 from .bot_lines import BotAllowance, is_bot
@@ -119,26 +119,18 @@ def format_event_line(event: MemoryEvent | EventRow, about: Focus | None = None)
     ``about``: what it says of the message, TURN_SENTENCES of its sentences
     (summary_lines.focus), the opening ones filling up; a tool's result
     is shown from its start."""
-    said = turn_text(event.source_type, event.content or {}, speaker_of(event))
+    who, said = turn_parts(event.source_type, event.content or {}, speaker_of(event))
     if about is not None and event.source_type != SourceType.TOOL_RESULT:
-        said = _focused(said, speaker_of(event), about.tokens)
+        # No "…" after the last sentence: a turn has no id to expand, so
+        # the mark would only cost a token (docs/decisions.md#d73).
+        said = focus(" ".join(said.split()), about.tokens, TURN_SENTENCES, fill=True, tail=False)
+    said = " ".join(f"{who}: {said}".split())  # as turn_text
     chars = bot_lines.BOT_CHARS if is_bot(event) else EVENT_CHARS
     # Neutralised with a margin past the cut, so a marker across it is still broken.
     body = neutralise(said[:chars * 2])
     if len(body) > chars:
         body = body[:chars] + "…"
     return f"- {body}"
-
-
-def _focused(said: str, speaker: str | None, tokens: frozenset[str]) -> str:
-    """``said`` (``who: text``, turn_text) with the text cut to the
-    sentences the message is about; the speaker always kept. No "…" after
-    the last sentence: a turn has no id to expand, so the mark would only
-    cost a token (docs/decisions.md#d73)."""
-    who = " ".join((speaker or "someone").split()) + ": "
-    if not said.startswith(who):
-        return said
-    return who + focus(said[len(who):], tokens, TURN_SENTENCES, fill=True, tail=False)
 
 
 def turn_day(event: MemoryEvent | EventRow) -> str:

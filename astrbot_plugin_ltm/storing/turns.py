@@ -101,10 +101,10 @@ def withhold(events: list[MemoryEvent]) -> int:
     About 0.1 ms a turn: call it off the event loop. Returns how many were
     withheld."""
     withheld = 0
-    last_message: dict[str | None, MemoryEvent] = {}  # by conversation
+    previous: dict[str | None, MemoryEvent] = {}  # each conversation's event before this one
     for event in events:
-        said_before = last_message.get(event.session_id)
-        last_message[event.session_id] = event
+        said_before = previous.get(event.session_id)
+        previous[event.session_id] = event
         if event.withheld or event.source_role not in RECALLED_ROLES:
             continue
         content = event.content or {}
@@ -140,7 +140,7 @@ def speaker_of(event: Any) -> str | None:
 
 
 
-def _parts(source_type: str, content: dict[str, Any], speaker: str | None) -> tuple[str, str]:
+def turn_parts(source_type: str, content: dict[str, Any], speaker: str | None) -> tuple[str, str]:
     """Who (or which tool) said it, and what."""
     if source_type == SourceType.TOOL_RESULT:
         return f"tool {content.get('tool', '?')}", str(content.get("result", ""))
@@ -149,7 +149,7 @@ def _parts(source_type: str, content: dict[str, Any], speaker: str | None) -> tu
 
 def turn_text(source_type: str, content: dict[str, Any], speaker: str | None) -> str:
     """A turn as one line, who said it first: what the model is shown."""
-    who, said = _parts(source_type, content, speaker)
+    who, said = turn_parts(source_type, content, speaker)
     return " ".join(f"{who}: {said}".split())
 
 
@@ -158,7 +158,7 @@ def turn_passages(source_type: str, content: dict[str, Any], speaker: str | None
     (text.sentences), after who said it. A turn is found by its nearest
     sentence: one vector of a whole turn blurs its topics together, and
     questions name people (docs/decisions.md#d07)."""
-    who, said = _parts(source_type, content, speaker)
+    who, said = turn_parts(source_type, content, speaker)
     return [" ".join(f"{who}: {sentence}".split()) for sentence in sentences(said)] or [f"{who}:"]
 
 
