@@ -25,6 +25,7 @@ from .clock import Clock, utcnow
 from .config import parse_config
 from .enums import CandidateSource, ExtractionStatus, Method, Role, SourceType, WriteMode
 from .extension_points import Complete, Embedder, Extractor, ModelGateway, Retriever, Summarizer, TokenCounter
+from .i18n import Message
 from .indexes.embeddings import Embeddings
 from .indexes.keywords import KeywordIndex
 from .indexes.namespaces import MemoryBudget
@@ -189,6 +190,12 @@ class LTMEngine:
         self.vector_index.max_loaded = self.config.vectors.max_loaded_namespaces
         self.index_budget.limit = self.config.vectors.max_memory_mb * 2**20  # enforced at the next load
         return self.config_errors
+
+    def notices(self) -> list[Message]:
+        """What an operator should know that limits memory right now (a
+        missing optional package, no chat or embedding provider), as
+        catalogue texts for ``/ltm status`` and the page's stats."""
+        return []
 
     # -- hooks: the hot path ---------------------------------------------
 

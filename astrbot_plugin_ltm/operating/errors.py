@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+from ..i18n import Lang, Message, render
+
 
 class AdminError(ValueError):
     """A request that cannot be carried out; the message says why, and
-    ``status`` is the HTTP status the API answers with."""
+    ``status`` is the HTTP status the API answers with. Given a
+    :class:`~astrbot_plugin_ltm.i18n.Message`, it is shown in the reader's
+    language (:meth:`message`) and its code is the machine-readable reason."""
 
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
+    def __init__(self, message: str | Message, status: int = 400) -> None:
+        super().__init__(str(message))
+        self.text = message
         self.status = status
+
+    @property
+    def code(self) -> str | None:
+        return self.text.code if isinstance(self.text, Message) else None
+
+    def message(self, lang: Lang = "en") -> str:
+        return render(self.text, lang)
