@@ -39,6 +39,8 @@
     "tabs.policy": "Policy",
     "tabs.transfer": "Import / export",
     "tabs.audit": "Audit log",
+    "tabs.user": "User",
+    "tabs.preview": "Injection preview",
     "common.refresh": "Refresh",
     "common.any": "Any",
     "common.cancel": "Cancel",
@@ -66,13 +68,13 @@
     "fields.ttl_days": "Keep for",
     "fields.created_at": "Created",
     "fields.updated_at": "Updated",
+    "fields.valid_from": "Valid from",
+    "fields.valid_to": "Valid until",
+    "fields.held_reason": "Why it waits",
     "fields.uses": "Uses",
     "fields.uses_detail": "{injected} injected · {tool} by the tool",
     "fields.last_used_at": "Last used",
     "fields.never_used": "never used",
-    "fields.valid_from": "Valid from",
-    "fields.held_reason": "Why it waits",
-    "fields.valid_to": "Valid until",
     "types.profile": "profile",
     "types.preference": "preference",
     "types.task_state": "task state",
@@ -83,8 +85,8 @@
     "status.shadow": "shadow",
     "status.disabled": "disabled",
     "status.expired": "expired",
-    "status.superseded": "superseded",
     "status.pending": "awaiting approval",
+    "status.superseded": "superseded",
     "scope.user": "User",
     "scope.group": "Group",
     "queue.show": "Show",
@@ -117,6 +119,7 @@
     "search.page_size": "Per page",
     "search.sort_note": "With a text query, results are ranked by relevance.",
     "search.empty": "No memory matches.",
+    "search.meaning": "By meaning",
     "sort.updated": "last update",
     "sort.created": "creation",
     "sort.confidence": "confidence",
@@ -126,9 +129,6 @@
     "detail.title": "Memory details",
     "detail.evidence": "Evidence and source events",
     "detail.no_evidence": "No evidence is linked to this memory.",
-    "detail.history": "Values of this fact over time",
-    "detail.current": "current",
-    "detail.is_history": "A newer value superseded this one; it is kept as history and never shown to the model.",
     "detail.event_missing": "The source event is no longer stored.",
     "detail.method": "Method",
     "detail.sender": "Sender",
@@ -141,6 +141,9 @@
     "detail.confirm_delete": "It is removed and tombstoned, so extraction cannot learn it again.",
     "detail.deleted": "Memory deleted.",
     "detail.updated": "Memory updated.",
+    "detail.history": "Values of this fact over time",
+    "detail.current": "current",
+    "detail.is_history": "A newer value superseded this one; it is kept as history and never shown to the model.",
     "edit.title": "Edit memory",
     "edit.importance_hint": "0 to 1",
     "edit.nothing": "Nothing was changed.",
@@ -166,15 +169,13 @@
     "stats.ev_done": "done {n}",
     "stats.ev_failed": "failed {n}",
     "stats.ev_skipped": "skipped {n}",
+    "stats.notices": "What limits memory right now",
     "policy.general": "General",
     "policy.enable": "Long-term memory enabled",
     "policy.readonly_hint": "The emergency read-only switch is at the top of the page.",
     "policy.write": "Write policy",
     "policy.write_enable": "Allow new memories",
     "policy.mode": "Write mode",
-    "mode.shadow": "shadow: stored for review, never injected",
-    "mode.auto": "auto: active once the thresholds pass",
-    "mode.manual": "manual: every memory waits for approval",
     "policy.thresholds": "Thresholds",
     "policy.min_confidence": "Minimum confidence (0–1)",
     "policy.min_evidence_count": "Minimum evidence",
@@ -196,12 +197,15 @@
     "policy.importance_weight": "Importance weight",
     "policy.recency_weight": "Recency weight",
     "policy.injection_position": "Where memories are injected",
-    "position.context_message": "in the user's message (not saved)",
-    "position.system_prompt": "in the system prompt",
     "policy.save": "Save policy",
     "policy.discard": "Discard changes",
     "policy.saved": "Policy saved; it applies now.",
     "policy.warnings": "Configuration warnings",
+    "mode.shadow": "shadow: stored for review, never injected",
+    "mode.auto": "auto: active once the thresholds pass",
+    "mode.manual": "manual: every memory waits for approval",
+    "position.context_message": "in the user's message (not saved)",
+    "position.system_prompt": "in the system prompt",
     "transfer.export_title": "Export",
     "transfer.export_hint": "A JSON file with every matching memory, its evidence and source events, and checksums.",
     "transfer.download": "Download export",
@@ -221,12 +225,202 @@
     "transfer.confirm": "Import now",
     "transfer.done": "Imported {name}: {added} added, {merged} merged, {skipped} skipped.",
     "transfer.nothing": "Nothing to import: every memory is already here.",
+    "transfer.for_review": "Import for review: every memory arrives as shadow, in the review queue",
+    "transfer.status_preview": "Imported memories will be: {status}.",
+    "transfer.status_done": "Imported memories are: {status}.",
     "audit.time": "Time",
     "audit.action": "Action",
     "audit.actor": "Actor",
     "audit.reason": "Reason",
     "audit.detail": "Detail",
-    "audit.empty": "No audit entries."
+    "audit.empty": "No audit entries.",
+    "audit.yes": "yes",
+    "audit.no": "no",
+    "audit.count": "{n} items",
+    "audit.raw": "Raw JSON",
+    "audit.field.fact": "Fact",
+    "audit.field.previous_fact": "Previous fact",
+    "audit.field.confidence": "Confidence",
+    "audit.field.importance": "Importance",
+    "audit.field.evidence_count": "Evidence",
+    "audit.field.status": "Status",
+    "audit.field.old": "Before",
+    "audit.field.new": "After",
+    "audit.field.events": "Events",
+    "audit.field.supersedes": "Supersedes",
+    "audit.field.version": "Policy version",
+    "audit.field.source": "Source",
+    "audit.field.rollback_of": "Rollback to",
+    "audit.field.diff": "Changes",
+    "audit.field.changes": "Changes",
+    "audit.field.type": "Type",
+    "audit.field.decision": "Decision",
+    "audit.field.fact_key": "Fact key",
+    "audit.field.into": "Merged into",
+    "audit.field.into_fact": "Merged into fact",
+    "audit.field.merged": "Merged",
+    "audit.field.merged_fact": "Merged fact",
+    "audit.field.cosine": "Similarity",
+    "audit.field.snapshot_id": "Drift snapshot",
+    "audit.field.from_version": "From version",
+    "audit.field.to_version": "To version",
+    "audit.field.imported_fact": "Imported fact",
+    "audit.field.imported_memory_id": "Imported memory",
+    "audit.field.level": "Level",
+    "audit.field.period": "Period",
+    "audit.field.raw": "Raw answer",
+    "audit.field.result": "Result",
+    "audit.field.shared_words": "Shared words",
+    "audit.actions.create": "created",
+    "audit.actions.confirm": "confirmed",
+    "audit.actions.merge": "merged",
+    "audit.actions.supersede": "superseded",
+    "audit.actions.restore": "restored",
+    "audit.actions.policy": "policy decision",
+    "audit.actions.status": "status changed",
+    "audit.actions.revive": "revived",
+    "audit.actions.evict": "evicted",
+    "audit.actions.compact": "compacted",
+    "audit.actions.approve": "approved",
+    "audit.actions.reject": "rejected",
+    "audit.actions.delete": "deleted",
+    "audit.actions.edit": "edited",
+    "audit.actions.expire": "expired",
+    "audit.actions.import": "imported",
+    "audit.actions.config": "policy changed",
+    "audit.actions.drift_rollback": "drift rollback",
+    "audit.actions.pause": "paused",
+    "audit.actions.resume": "resumed",
+    "audit.actions.lift": "pause lifted",
+    "evidence.method.llm_extract": "model extraction",
+    "evidence.method.rule": "rule",
+    "evidence.method.user_explicit": "the user said so explicitly",
+    "evidence.method.summary": "summary",
+    "evidence.source.message": "message",
+    "evidence.source.tool_result": "tool result",
+    "evidence.source.system": "system",
+    "evidence.role.user": "user",
+    "evidence.role.assistant": "assistant",
+    "evidence.role.tool": "tool",
+    "evidence.role.system": "system",
+    "user.open": "Open this user's view",
+    "user.intro": "One user's or group's memories, recent events, pause state, write switch and audit trail together. Click a scope in the statistics or the memory list to open it here.",
+    "user.scope": "Scope (user:<id> or group:<id>)",
+    "user.scope_placeholder": "e.g. user:webchat:alice",
+    "user.show": "Show",
+    "user.not_paused": "Learning (not paused)",
+    "user.paused": "Paused: learns nothing",
+    "user.paused_detail": "since {since}, by {by}",
+    "user.lift": "Lift the pause",
+    "user.lift_title": "Lift the pause of {scope}?",
+    "user.lift_text": "The bot learns from this user again from the next message. The user paused it themselves; lifting it is recorded in the audit log with your reason.",
+    "user.lift_reason": "Why (kept in the audit log)",
+    "user.lifted": "Pause of {scope} lifted.",
+    "user.was_not_paused": "{scope} was not paused.",
+    "user.writes": "Writes",
+    "user.writes_on": "writes on",
+    "user.writes_off": "writes off",
+    "user.writes_hint": "The operator's write switch for this scope (a new policy version).",
+    "user.switched_on": "Writes on for {scope}.",
+    "user.switched_off": "Writes off for {scope}.",
+    "user.memories": "Memories ({n})",
+    "user.no_memories": "No memories.",
+    "user.events": "Recent events",
+    "user.no_events": "No events recorded.",
+    "user.audit": "Audit trail",
+    "user.role": "Who",
+    "user.text": "Text",
+    "user.extraction_head": "Extraction",
+    "user.extraction.pending": "pending",
+    "user.extraction.done": "done",
+    "user.extraction.failed": "failed",
+    "user.extraction.skipped": "skipped",
+    "preview.intro": "What the bot would inject for a message, built by the same reader as a real turn: nothing is written and no use is counted.",
+    "preview.scope": "User (as the memory list shows it, e.g. user:qq:123)",
+    "preview.scope_placeholder": "user:<id>",
+    "preview.group": "Group (optional)",
+    "preview.persona": "Persona (optional)",
+    "preview.message": "Message",
+    "preview.message_placeholder": "What the user says",
+    "preview.run": "Preview",
+    "preview.block": "The injected block",
+    "preview.tokens": "{n} tokens",
+    "preview.empty": "Nothing would be injected for this message.",
+    "preview.lines": "Its lines",
+    "preview.cut": "Cut lines",
+    "preview.source_head": "Source",
+    "preview.id": "Id",
+    "preview.score": "Score",
+    "preview.tokens_head": "Tokens",
+    "preview.line": "Line",
+    "preview.why": "Why",
+    "preview.no_lines": "No lines.",
+    "preview.no_cut": "Nothing was cut.",
+    "preview.source.memory": "memory",
+    "preview.source.summary": "summary",
+    "preview.source.turn": "earlier turn",
+    "preview.source.last_time": "last time",
+    "history.tab": "Policy history",
+    "history.intro": "Every change of the write or read policy, the on/off switch and read-only is a numbered version. Rolling back makes an old version's policy current at once, as a new version.",
+    "history.reason_placeholder": "Reason for a rollback or a switch (optional, kept with the version)",
+    "history.version": "Version",
+    "history.time": "Time",
+    "history.who": "Who",
+    "history.reason": "Reason",
+    "history.changes": "Changes",
+    "history.current": "current",
+    "history.initial": "the policy at the first start",
+    "history.rollback_of": "rollback to version {n}",
+    "history.show": "Policy",
+    "history.rollback": "Roll back",
+    "history.confirm_title": "Roll back to version {n}?",
+    "history.confirm_text": "Version {n}'s policy becomes current at once and is saved to the plugin's config. This is recorded as a new version.",
+    "history.rolled": "Rolled back: version {n} is in force.",
+    "history.unchanged": "Version {n}'s policy is already in force.",
+    "history.policy_title": "Policy of version {n}",
+    "history.empty": "No policy version recorded yet.",
+    "history.writes_head": "Writes",
+    "history.writes_on": "learning",
+    "history.writes_off": "off",
+    "history.switched_off": "Writes off for {scope}.",
+    "history.switched_on": "Writes on for {scope}.",
+    "history.source.startup": "first start",
+    "history.source.api": "API",
+    "history.source.page": "this page",
+    "history.source.command": "command",
+    "history.source.webui-config": "AstrBot config page",
+    "history.source.rollback": "rollback",
+    "history.will_change": "What the rollback changes",
+    "history.no_change": "Nothing changes: that version's policy is already in force.",
+    "history.warnings": "Warnings",
+    "drift.tab": "Drift",
+    "drift.intro": "Each scope kind's memory distribution is photographed daily and right before and after every policy change. The line is the cosine similarity of each snapshot to the one before; below the threshold (dashed) is an alarm.",
+    "drift.chart": "Similarity to the previous snapshot",
+    "drift.threshold": "threshold {value}",
+    "drift.empty": "No snapshots compared yet: the first daily snapshot is taken at start, the next one a day later or at the next policy change.",
+    "drift.recent": "Newest snapshots",
+    "drift.when": "When",
+    "drift.kind_head": "Scope kind",
+    "drift.trigger_head": "Taken",
+    "drift.version": "Policy version",
+    "drift.similarity": "Similarity",
+    "drift.memories": "Memories",
+    "drift.alarm": "Alarm",
+    "drift.yes": "ALARM",
+    "drift.none": "—",
+    "drift.kind.user": "users",
+    "drift.kind.group": "groups",
+    "drift.trigger.daily": "daily",
+    "drift.trigger.before": "before a change",
+    "drift.trigger.after": "after a change",
+    "drift.trigger.manual": "on request",
+    "drift.banner": "Drift alarm: the memories of {kind} moved (similarity {similarity} < {threshold}) on {when}. Policy version in force before it: {version}.",
+    "drift.banner_unknown": "unknown (policy versions are not recorded)",
+    "drift.auto": "Automatic rollback on an alarm: {state}.",
+    "drift.on": "on",
+    "drift.off": "off",
+    "drift.failed": "Could not load the drift snapshots: {message}",
+    "drift.min_items": "An alarm needs at least {n} memories of a scope kind: with fewer, the line can dip below the threshold and no alarm is raised."
   }/*FALLBACK_EN_END*/;
 
   const PREFIX = "views.review";
@@ -251,6 +445,11 @@
     } catch (e) {
       return "en-US";
     }
+  }
+
+  /** "zh" or "en": the language the page asks the API to answer in. */
+  function lang() {
+    return String(locale()).toLowerCase().startsWith("zh") ? "zh" : "en";
   }
 
   /** The text of ``key`` in the dashboard's language, else English. */
@@ -338,9 +537,29 @@
     return ["active", "shadow", "disabled", "expired", "superseded"].includes(status) ? T("status." + status) : String(status);
   }
 
+  /** A stored enum value (a method, a source type, a role, an action) in the page's language; unknown ones as they are. */
+  function enumLabel(group, value) {
+    const key = group + "." + value;
+    return FALLBACK_EN[key] !== undefined ? T(key) : String(value);
+  }
+
+  function auditActionLabel(action) {
+    return enumLabel("audit.actions", action);
+  }
+
   function scopeLabel(scope, scopeId) {
     const kind = scope === "user" || scope === "group" ? T("scope." + scope) : String(scope);
     return kind + " · " + String(scopeId);
+  }
+
+  /** A scope that opens its per-user view (user.js) when clicked; plain text without that view. */
+  function scopeLink(scope, scopeId) {
+    const open = window.LTM && window.LTM.openUser;
+    if (!open) return scopeLabel(scope, scopeId);
+    const id = scope + ":" + scopeId;
+    return h("button", { type: "button", class: "linkish", "data-testid": "scope-link", "data-scope": id, title: T("user.open"),
+      onclick: (e) => { e.stopPropagation(); open(id); },
+      onkeydown: (e) => { e.stopPropagation(); } }, scopeLabel(scope, scopeId));
   }
 
   function ttlLabel(days) {
@@ -450,23 +669,26 @@
 
   function apiGet(endpoint, params) {
     if (!bridge) return Promise.reject(new Error(T("common.no_bridge")));
-    return bridge.apiGet(endpoint, cleanParams(params));
+    return bridge.apiGet(endpoint, Object.assign(cleanParams(params), { lang: lang() }));
   }
 
-  function uploadFile(endpoint, file) {
+  function uploadFile(endpoint, file, extra) {
     if (!bridge) return Promise.reject(new Error(T("common.no_bridge")));
     // The file as JSON in the body: for dashboards whose page bridge cannot
     // upload (AstrBot before 4.29 answers "Network Error"). Checksums are over
     // the values, so parsing and sending them again changes nothing.
-    const asJson = () => file.text().then((text) => apiPost(endpoint, { export: JSON.parse(text) }));
-    if (typeof bridge.upload !== "function") return asJson();
+    const asJson = () => file.text().then((text) => apiPost(endpoint, Object.assign({ export: JSON.parse(text) }, extra || {})));
+    // Extra fields (an import for review's status) go with the JSON body.
+    if (typeof bridge.upload !== "function" || extra) return asJson();
     return bridge.upload(endpoint, file).catch((err) =>
       /network error/i.test(String((err && err.message) || err)) ? asJson() : Promise.reject(err));
   }
 
   function apiPost(endpoint, body) {
     if (!bridge) return Promise.reject(new Error(T("common.no_bridge")));
-    return bridge.apiPost(endpoint, body || {});
+    // The page's language rides along, so messages and reasons come back in it.
+    const payload = body && typeof body === "object" && !Array.isArray(body) ? body : {};
+    return bridge.apiPost(endpoint, Object.assign({ lang: lang() }, payload));
   }
 
   // -- state ---------------------------------------------------------------------
@@ -541,6 +763,10 @@
     ];
     if (s.totals.failed_events) pills.push(pill(T("summary.failed"), s.totals.failed_events, "summary-failed"));
     box.replaceChildren(...pills);
+    // Search by meaning needs an embedding provider: offered only with one.
+    const meaning = !!(s.providers && s.providers.embedding);
+    $("#search-meaning-box").hidden = !meaning;
+    if (!meaning) $("#search-meaning").checked = false;
     const badge = h("span", { class: "badge", "data-testid": "queue-badge" }, String(s.totals.shadow));
     const tab = $("#tab-review");
     tab.replaceChildren(T("tabs.review"), badge);
@@ -583,7 +809,12 @@
     return loadTab(name);
   }
 
+  // Tabs drawn by the other scripts (preview.js, user.js): name → loader.
+  const panelLoaders = {};
+  const rerenderHooks = [];
+
   function loadTab(name) {
+    if (panelLoaders[name]) return panelLoaders[name]().catch(fail);
     const loaders = {
       review: loadQueue,
       memories: loadSearch,
@@ -607,6 +838,15 @@
     body.replaceChildren(h("tr", null, h("td", { colspan: String(columns), class: "muted", ...emptyAttrs }, emptyText)));
   }
 
+
+  /** A whole table: ``headers`` [text | {text, class}], ``rows`` <tr> nodes, ``emptyText`` when none. */
+  function table(headers, rows, emptyText, attrs) {
+    const head = h("tr", null, headers.map((c) => typeof c === "string" ? h("th", null, c) : h("th", { class: c.class || null }, c.text)));
+    const body = h("tbody");
+    const tbl = h("table", Object.assign({ class: "table" }, attrs || {}), h("thead", null, head), body);
+    fillRows(body, rows, emptyText);
+    return h("div", { class: "table-wrap" }, tbl);
+  }
 
   function renderPager(box, page, pageSize, total, go, testid) {
     const pages = Math.max(1, Math.ceil(total / pageSize));
@@ -876,8 +1116,9 @@
       const event = ev.event;
       return h("div", { class: "evidence", "data-testid": "evidence", "data-event-id": ev.event_id },
         h("div", { class: "ev-head" },
-          h("span", null, T("detail.method") + ": " + ev.extraction_method),
-          event ? h("span", null, T("detail.source") + ": " + event.source_type + " / " + event.source_role) : null,
+          h("span", null, T("detail.method") + ": " + enumLabel("evidence.method", ev.extraction_method)),
+          event ? h("span", null, T("detail.source") + ": " + enumLabel("evidence.source", event.source_type) + " / " +
+            enumLabel("evidence.role", event.source_role)) : null,
           event ? h("span", null, T("detail.sender") + ": " + (event.sender_name || "") + (event.sender_id ? " (" + event.sender_id + ")" : "")) : null,
           event && event.session_id ? h("span", null, T("detail.session") + ": " + event.session_id) : null,
           h("span", null, fmtTime(event ? event.created_at : ev.created_at)),
@@ -969,7 +1210,7 @@
       h("td", null, item.awaiting_approval
         ? h("span", { class: "tag pending" }, T("queue.awaiting"))
         : h("span", { class: "tag status-" + item.status }, statusLabel(item.status))),
-      h("td", null, scopeLabel(item.scope, item.scope_id)),
+      h("td", null, scopeLink(item.scope, item.scope_id)),
       h("td", { class: "num" }, bar(item.confidence), fmtNum(item.confidence)),
       h("td", { class: "num" }, fmtNum(item.importance)),
       h("td", { class: "num" }, String(item.evidence_count)),
@@ -997,10 +1238,16 @@
       card(T("stats.writes_last_hour"), t.writes_last_hour, false, "stat-writes"),
       card(T("stats.dropped_ro"), s.events_not_recorded_read_only, s.events_not_recorded_read_only > 0, "stat-dropped"),
     );
+    // What limits memory right now (a missing package, no provider), in the server's words.
+    const notices = s.notices || [];
+    const box = $("#stats-notices");
+    box.replaceChildren(h("strong", null, T("stats.notices")),
+      h("ul", null, notices.map((n) => h("li", { "data-testid": "stats-notice", "data-code": n.code }, n.message))));
+    box.hidden = notices.length === 0;
     const counts = (obj, label) => h("div", { class: "kv" },
       Object.entries(obj || {}).map(([k, n]) => h("span", { class: "tag" }, label(k) + " " + n)));
     const rows = (s.scopes || []).map((sc) => h("tr", { "data-testid": "stats-row", "data-scope": sc.scope, "data-scope-id": sc.scope_id },
-      h("td", null, scopeLabel(sc.scope, sc.scope_id)),
+      h("td", null, scopeLink(sc.scope, sc.scope_id)),
       h("td", null, counts(sc.by_status, statusLabel)),
       h("td", null, counts(sc.by_type, typeLabel)),
       h("td", { class: "num" }, String(sc.awaiting_approval)),
@@ -1129,7 +1376,7 @@
     // The file goes up as it is (never parsed and re-sent here), so what
     // the server checks is exactly what was exported.
     try {
-      const report = await uploadFile("import/preview", file);
+      const report = await uploadFile("import/preview", file, importExtra());
       state.importFile = file;
       state.importName = file.name;
       status.textContent = report.read_only ? file.name + " — " + T("transfer.read_only") : file.name;
@@ -1137,6 +1384,20 @@
     } catch (err) {
       status.textContent = T("common.error", { message: errorMessage(err) });
     }
+  }
+
+  /** "Import for review": every imported memory arrives as shadow, for the review queue. */
+  function importExtra() {
+    return $("#import-for-review").checked ? { status: "shadow" } : null;
+  }
+
+  /** One memory of an import report: an id (older servers) or {memory_id, fact, status}. */
+  function importLine(mark, entry, fallbackStatus) {
+    if (typeof entry === "string") return h("li", { "data-testid": "import-line" }, mark + " " + entry);
+    const status = entry.status || fallbackStatus;
+    return h("li", { "data-testid": "import-line", "data-memory-id": entry.memory_id, title: entry.memory_id },
+      mark + " ", h("span", { class: "import-fact" }, entry.fact || entry.memory_id),
+      status ? h("span", { class: "tag status-" + status, "data-testid": "import-line-status" }, statusLabel(status)) : null);
   }
 
   function renderImportReport(report, preview) {
@@ -1149,11 +1410,14 @@
     );
     const details = report.details || {};
     const list = h("ul", null,
-      (details.added || []).map((id) => h("li", null, "+ " + id)),
-      (details.merged || []).map((id) => h("li", null, "⇄ " + id)),
-      (details.skipped || []).map((s) => h("li", { class: "muted" }, "· " + s.memory_id + ": " + s.reason)),
+      (details.added || []).map((e) => importLine("+", e, report.status)),
+      (details.merged || []).map((e) => importLine("⇄", e, null)),
+      (details.skipped || []).map((s) => h("li", { class: "muted" }, "· " + (s.fact || s.memory_id) + ": " + s.reason)),
     );
-    $("#import-details").replaceChildren(list);
+    const status = report.status
+      ? h("p", { "data-testid": "import-status-note" }, T(preview ? "transfer.status_preview" : "transfer.status_done", { status: statusLabel(report.status) }))
+      : null;
+    $("#import-details").replaceChildren(...[status, list].filter(Boolean));
     $("#import-preview").hidden = false;
     const confirmBtn = $("#import-confirm");
     confirmBtn.disabled = !!state.readOnly || (report.added + report.merged === 0);
@@ -1165,11 +1429,11 @@
     const button = $("#import-confirm");
     button.disabled = true;
     try {
-      const report = await uploadFile("import", state.importFile);
+      const report = await uploadFile("import", state.importFile, importExtra());
       const result = $("#import-result");
       result.textContent = T("transfer.done", {
         name: state.importName, added: report.added, merged: report.merged, skipped: report.skipped,
-      });
+      }) + (report.status ? " " + T("transfer.status_done", { status: statusLabel(report.status) }) : "");
       result.hidden = false;
       resetImport();
       await refreshStatus();
@@ -1186,14 +1450,70 @@
     const data = await apiGet("audit", Object.assign({}, a.params, { page: a.page, page_size: a.pageSize }));
     const rows = data.entries.map((e) => h("tr", { "data-testid": "audit-row", "data-action": e.action },
       h("td", null, fmtTime(e.created_at)),
-      h("td", null, h("span", { class: "tag" }, e.action)),
+      h("td", null, h("span", { class: "tag", title: e.action }, auditActionLabel(e.action))),
       h("td", null, e.actor),
-      h("td", null, e.scope ? scopeLabel(e.scope, e.scope_id) : T("common.none")),
+      h("td", null, e.scope ? scopeLink(e.scope, e.scope_id) : T("common.none")),
       h("td", null, e.reason || ""),
-      h("td", { class: "detail" }, JSON.stringify(e.detail || {})),
+      h("td", { class: "detail" }, auditDetail(e)),
     ));
     fillRows($("#audit-rows"), rows, T("audit.empty"));
     renderPager($("#audit-pager"), a.page, a.pageSize, data.total, (p) => { a.page = p; loadAudit().catch(fail); }, "audit-pager");
+  }
+
+  // What an audit row's detail says, as fields a person reads; the raw JSON behind a toggle.
+  const AUDIT_STATUS_FIELDS = ["status", "old", "new"];
+
+  function shortValue(value) {
+    if (value === null || value === undefined) return T("common.none");
+    if (typeof value === "number") return Number.isInteger(value) ? String(value) : value.toFixed(2);
+    if (typeof value === "boolean") return T(value ? "audit.yes" : "audit.no");
+    if (typeof value === "string") return value;
+    const text = JSON.stringify(value);
+    return text.length > 120 ? text.slice(0, 117) + "…" : text;
+  }
+
+  function auditFieldLabel(key) {
+    return enumLabel("audit.field", key);
+  }
+
+  function auditDetail(entry) {
+    const detail = entry.detail || {};
+    const lines = [];
+    const line = (key, ...value) => lines.push(h("li", { "data-field": key },
+      h("span", { class: "audit-key" }, auditFieldLabel(key) + ": "), ...value));
+    const change = (path, from, to) => h("li", { class: "audit-change" },
+      h("code", null, path), ": " + shortValue(from) + " → " + shortValue(to));
+    for (const [key, value] of Object.entries(detail)) {
+      if (key === "changes" && Array.isArray(detail.diff)) continue;  // the diff says the same, path by path
+      if (key === "diff" && Array.isArray(value)) {
+        if (!value.length) continue;
+        lines.push(h("li", { "data-field": key }, h("span", { class: "audit-key" }, auditFieldLabel(key) + ":"),
+          h("ul", { class: "audit-diff", "data-testid": "audit-diff" }, value.map((c) => change(c.path, c.from, c.to)))));
+      } else if (key === "changes" && value && typeof value === "object") {
+        lines.push(h("li", { "data-field": key }, h("span", { class: "audit-key" }, auditFieldLabel(key) + ":"),
+          h("ul", { class: "audit-diff" }, Object.entries(value).map(([k, v]) =>
+            Array.isArray(v) && v.length === 2 ? change(k, v[0], v[1]) : h("li", null, h("code", null, k), ": " + shortValue(v))))));
+      } else if (key === "snapshot" && value && typeof value === "object") {
+        line("fact", h("q", { class: "audit-fact" }, String(value.fact || "")),
+          value.status ? " · " + statusLabel(value.status) : "", value.type ? " · " + typeLabel(value.type) : "");
+      } else if ((key === "fact" || key === "previous_fact") && typeof value === "string") {
+        line(key, h("q", { class: "audit-fact" }, value));
+      } else if (AUDIT_STATUS_FIELDS.includes(key) && typeof value === "string") {
+        line(key, statusLabel(value));
+      } else if (key === "type" && typeof value === "string") {
+        line(key, typeLabel(value));
+      } else if (key === "source" && typeof value === "string") {
+        line(key, enumLabel("history.source", value));
+      } else if (Array.isArray(value) && value.every((v) => v === null || typeof v !== "object")) {
+        line(key, value.length <= 3 ? value.map(shortValue).join(", ") || T("common.none") : T("audit.count", { n: value.length }));
+      } else {
+        line(key, shortValue(value));
+      }
+    }
+    const raw = h("details", { class: "audit-raw", "data-testid": "audit-raw" },
+      h("summary", null, T("audit.raw")), h("pre", null, JSON.stringify(detail, null, 2)));
+    return h("div", { class: "audit-detail", "data-testid": "audit-detail" },
+      lines.length ? h("ul", { class: "audit-fields", "data-testid": "audit-fields" }, lines) : null, raw);
   }
 
   // -- wiring ----------------------------------------------------------------------------
@@ -1264,6 +1584,10 @@
     $("#import-file").addEventListener("change", onImportFile);
     $("#import-confirm").addEventListener("click", confirmImport);
     $("#import-cancel").addEventListener("click", resetImport);
+    // The preview says which status the memories get: ask again when that choice changes.
+    $("#import-for-review").addEventListener("change", () => {
+      if (state.importFile) onImportFile({ target: { files: [state.importFile] } });
+    });
 
     $("#audit-form").addEventListener("submit", (e) => {
       e.preventDefault();
@@ -1275,6 +1599,7 @@
 
   function rerender() {
     applyI18n();
+    rerenderHooks.forEach((hook) => hook());
     fillTypeControls();
     renderBanner();
     renderSummary();
@@ -1307,6 +1632,7 @@
     });
     applyI18n();
     fillTypeControls();
+    rerenderHooks.forEach((hook) => hook());  // the other scripts' texts, now in the dashboard's language
     try {
       await refreshStatus();
       await showTab("review");
@@ -1319,6 +1645,16 @@
     }
   }
 
-  window.LTM = { apiGet, apiPost, h, toast, fail, confirmModal, openModal, closeModal, fmtTime, locale, refreshStatus, renderPager, fillRows, state };
+  window.LTM = {
+    apiGet, apiPost, h, el: h, T, lang, toast, fail, errorMessage, confirmModal, openModal, closeModal, fmtTime, fmtNum,
+    locale, refreshStatus, renderPager, fillRows, table, state, showTab, typeLabel, statusLabel, scopeLabel, bar,
+    openDetail: (id) => openDetail(id).catch(fail), auditDetail, auditActionLabel, enumLabel,
+    /** A tab of another script: its loader runs each time the tab is shown. */
+    addTab: (name, loader) => { panelLoaders[name] = loader; },
+    /** Run ``hook`` when the dashboard's language changes. */
+    onLanguage: (hook) => { rerenderHooks.push(hook); },
+    /** The per-user view (user.js sets it). */
+    openUser: null,
+  };
   start();
 })();

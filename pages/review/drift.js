@@ -3,62 +3,25 @@
  * Separate from app.js: the similarity of each scope kind's consecutive
  * memory-distribution snapshots over time as an inline SVG chart with the
  * threshold line, the newest snapshots as a table, and a banner over the
- * page while an alarm of the last 7 days stands. Texts in both languages
- * live here; colours come from style.css's theme variables (light and dark).
- * The texts' lookup, the element builder and the chart's parts are
- * chart.js's (window.LTMChart). Text only ever reaches the page as text.
+ * page while an alarm of the last 7 days stands. Texts are in
+ * .astrbot-plugin/i18n/*.json under views.review.drift; colours come from
+ * style.css's theme variables (light and dark). The API, texts, element and
+ * table builders are app.js's (window.LTM), the chart's parts chart.js's
+ * (window.LTMChart). Text only ever reaches the page as text.
  */
 (function () {
   "use strict";
 
-  const TEXTS = {
-    "en-US": {
-      tab: "Drift",
-      intro: "Each scope kind's memory distribution is photographed daily and right before and after every policy change. The line is the cosine similarity of each snapshot to the one before; below the threshold (dashed) is an alarm.",
-      chart: "Similarity to the previous snapshot",
-      threshold: "threshold {value}",
-      empty: "No snapshots compared yet: the first daily snapshot is taken at start, the next one a day later or at the next policy change.",
-      recent: "Newest snapshots",
-      when: "When", kind: "Scope kind", trigger: "Taken", version: "Policy version", similarity: "Similarity",
-      memories: "Memories", alarm: "Alarm", yes: "ALARM", none: "—",
-      "kind.user": "users", "kind.group": "groups",
-      "trigger.daily": "daily", "trigger.before": "before a change", "trigger.after": "after a change", "trigger.manual": "on request",
-      banner: "Drift alarm: the memories of {kind} moved (similarity {similarity} < {threshold}) on {when}. Policy version in force before it: {version}.",
-      banner_unknown: "unknown (policy versions are not recorded)",
-      auto: "Automatic rollback on an alarm: {state}.",
-      on: "on", off: "off",
-      failed: "Could not load the drift snapshots: {message}",
-    },
-    "zh-CN": {
-      tab: "漂移",
-      intro: "每天以及每次策略变更前后，分别为用户和群的记忆分布拍一次快照。曲线是每次快照与上一次的余弦相似度；低于阈值（虚线）即告警。",
-      chart: "与上一次快照的相似度",
-      threshold: "阈值 {value}",
-      empty: "还没有可比较的快照：启动时拍第一次每日快照，一天后或下次策略变更时再拍。",
-      recent: "最新快照",
-      when: "时间", kind: "范围类别", trigger: "触发", version: "策略版本", similarity: "相似度",
-      memories: "记忆数", alarm: "告警", yes: "告警", none: "—",
-      "kind.user": "用户", "kind.group": "群",
-      "trigger.daily": "每日", "trigger.before": "变更前", "trigger.after": "变更后", "trigger.manual": "手动",
-      banner: "漂移告警：{kind}记忆在 {when} 发生明显变化（相似度 {similarity} < {threshold}）。此前生效的策略版本：{version}。",
-      banner_unknown: "未知（未记录策略版本）",
-      auto: "告警时自动回滚：{state}。",
-      on: "开", off: "关",
-      failed: "无法加载漂移快照：{message}",
-    },
-  };
   const C = window.LTMChart;
+  const L = window.LTM;
+  if (!C || !L) return;
   const KINDS = ["user", "group"];
   const W = 760, H = 240, PAD = { left: 44, right: 16, top: 14, bottom: 28 };
 
-  const bridge = window.AstrBotPluginPage || window.AstrBotPluginView || null;
-  const T = C.texts(TEXTS);
-  const el = C.el, svg = C.svg, locale = C.locale;
-
-  function fmtTime(iso) {
-    const d = new Date(iso);
-    return isNaN(d.getTime()) ? String(iso) : d.toLocaleString(locale());
-  }
+  // An alarm needs this many memories in a scope kind (operating/drift_monitor.py MIN_ITEMS_FOR_ALARM).
+  const MIN_ITEMS_FOR_ALARM = 20;
+  const T = (key, vars) => L.T("drift." + key, vars);
+  const el = L.h, svg = C.svg, fmtTime = L.fmtTime;
 
   function fmtSim(value) {
     return value === null || value === undefined ? T("none") : Number(value).toFixed(3);
@@ -120,25 +83,16 @@
   }
 
   function table(snapshots) {
-    const wrap = el("div", { class: "table-wrap" });
-    const t = el("table", { class: "table", "data-testid": "drift-table" });
-    const head = el("tr");
-    for (const key of ["when", "kind", "trigger", "version", "memories", "similarity", "alarm"]) head.appendChild(el("th", {}, T(key)));
-    t.appendChild(el("thead")).appendChild(head);
-    const body = t.appendChild(el("tbody"));
-    for (const s of snapshots.slice(0, 20)) {
-      const row = el("tr", { "data-alarm": s.alarm ? "1" : "0" });
-      row.appendChild(el("td", {}, fmtTime(s.created_at)));
-      row.appendChild(el("td", {}, T("kind." + s.scope_kind)));
-      row.appendChild(el("td", {}, T("trigger." + s.trigger)));
-      row.appendChild(el("td", { class: "num" }, s.policy_version === null ? T("none") : s.policy_version));
-      row.appendChild(el("td", { class: "num" }, (s.features && s.features.items) || 0));
-      row.appendChild(el("td", { class: "num" }, fmtSim(s.similarity)));
-      row.appendChild(el("td", { class: s.alarm ? "drift-alarm-cell" : "" }, s.alarm ? T("yes") : ""));
-      body.appendChild(row);
-    }
-    wrap.appendChild(t);
-    return wrap;
+    const rows = snapshots.slice(0, 20).map((s) => el("tr", { "data-alarm": s.alarm ? "1" : "0" },
+      el("td", {}, fmtTime(s.created_at)),
+      el("td", {}, T("kind." + s.scope_kind)),
+      el("td", {}, T("trigger." + s.trigger)),
+      el("td", { class: "num" }, s.policy_version === null ? T("none") : s.policy_version),
+      el("td", { class: "num" }, (s.features && s.features.items) || 0),
+      el("td", { class: "num" }, fmtSim(s.similarity)),
+      el("td", { class: s.alarm ? "drift-alarm-cell" : "" }, s.alarm ? T("yes") : "")));
+    return L.table(["when", "kind_head", "trigger_head", "version", "memories", "similarity", "alarm"].map((key) => T(key)), rows,
+      T("none"), { "data-testid": "drift-table" });
   }
 
   // -- the banner ----------------------------------------------------------------
@@ -169,6 +123,8 @@
     if (!panel) return;
     panel.replaceChildren();
     panel.appendChild(el("p", { class: "muted" }, T("intro")));
+    panel.appendChild(el("p", { class: "muted", "data-testid": "drift-min-items" },
+      T("min_items", { n: data.min_items_for_alarm || MIN_ITEMS_FOR_ALARM })));
     panel.appendChild(el("p", { class: "muted", "data-testid": "drift-auto" },
       T("auto", { state: data.auto_rollback ? T("on") : T("off") })));
     panel.appendChild(el("h2", {}, T("chart")));
@@ -182,11 +138,10 @@
   }
 
   async function load() {
-    if (!bridge) return;
     const tab = document.getElementById("tab-drift");
     if (tab) tab.textContent = T("tab");  // the dashboard's language may have changed
     try {
-      const data = await bridge.apiGet("drift", { page_size: "200" });
+      const data = await L.apiGet("drift", { page_size: "200" });
       banner(data);
       render(data);
     } catch (err) {
@@ -204,6 +159,7 @@
     }
     const refresh = document.getElementById("refresh-all");
     if (refresh) refresh.addEventListener("click", load);
+    const bridge = window.AstrBotPluginPage || window.AstrBotPluginView || null;
     if (!bridge) return;
     Promise.resolve(bridge.ready()).then(() => {
       if (tab) tab.textContent = T("tab");

@@ -5,49 +5,15 @@
  * policy/rollback) after a confirmation. On the statistics tab every scope
  * row gets a switch for its writes (POST policy/writes). Everything goes
  * through app.js's helpers (window.LTM): the dashboard bridge, the dialog,
- * toasts, tables; the texts' lookup is chart.js's. Text only through textContent.
+ * toasts, tables, texts. Text only through textContent.
  */
 (function () {
   "use strict";
   const L = window.LTM;
-  if (!L || !window.LTMChart) return;
+  if (!L) return;
 
-  const TEXTS = {
-    "en-US": {
-      tab: "Policy history",
-      intro: "Every change of the write or read policy, the on/off switch and read-only is a numbered version. Rolling back makes an old version's policy current at once, as a new version.",
-      reason_placeholder: "Reason for a rollback or a switch (optional, kept with the version)",
-      version: "Version", time: "Time", who: "Who", reason: "Reason", changes: "Changes",
-      current: "current", initial: "the policy at the first start", rollback_of: "rollback to version {n}",
-      show: "Policy", rollback: "Roll back",
-      confirm_title: "Roll back to version {n}?",
-      confirm_text: "Version {n}'s policy becomes current at once and is saved to the plugin's config. This is recorded as a new version.",
-      rolled: "Rolled back: version {n} is in force.", unchanged: "Version {n}'s policy is already in force.",
-      policy_title: "Policy of version {n}", empty: "No policy version recorded yet.",
-      writes_head: "Writes", writes_on: "learning", writes_off: "off",
-      switched_off: "Writes off for {scope}.", switched_on: "Writes on for {scope}.",
-      source_startup: "first start", source_api: "API", source_page: "this page", source_command: "command",
-      "source_webui-config": "AstrBot config page", source_rollback: "rollback",
-    },
-    "zh-CN": {
-      tab: "策略历史",
-      intro: "写入策略、读取策略、总开关和只读模式的每次变更都会生成一个编号版本。回滚会让旧版本的策略立即生效，并记为一个新版本。",
-      reason_placeholder: "回滚或切换的原因（可选，随版本保存）",
-      version: "版本", time: "时间", who: "操作者", reason: "原因", changes: "变更",
-      current: "当前", initial: "首次启动时的策略", rollback_of: "回滚到版本 {n}",
-      show: "策略", rollback: "回滚",
-      confirm_title: "回滚到版本 {n}？",
-      confirm_text: "版本 {n} 的策略将立即生效并保存到插件配置，并记为一个新版本。",
-      rolled: "已回滚：版本 {n} 的策略已生效。", unchanged: "版本 {n} 的策略已在生效。",
-      policy_title: "版本 {n} 的策略", empty: "尚无策略版本。",
-      writes_head: "写入", writes_on: "学习中", writes_off: "已关闭",
-      switched_off: "已关闭 {scope} 的写入。", switched_on: "已开启 {scope} 的写入。",
-      source_startup: "首次启动", source_api: "API", source_page: "本页面", source_command: "命令",
-      "source_webui-config": "AstrBot 配置页", source_rollback: "回滚",
-    },
-  };
-
-  const t = window.LTMChart.texts(TEXTS);  // chart.js: the dashboard's language, else English
+  // Texts: .astrbot-plugin/i18n/*.json under views.review.history (app.js's T).
+  const t = (key, vars) => L.T("history." + key, vars);
 
   const $ = (sel) => document.querySelector(sel);
   const history = { page: 1, pageSize: 20 };
@@ -80,10 +46,14 @@
     return typeof value === "string" ? value : JSON.stringify(value);
   }
 
+  function changes(diff, testid) {
+    return L.h("ul", { class: "history-diff", "data-testid": testid }, diff.map((c) =>
+      L.h("li", null, L.h("code", null, c.path), ": ", shown(c.from), " → ", shown(c.to))));
+  }
+
   function diffList(row) {
     if (!row.diff.length) return L.h("span", { class: "muted small" }, t("initial"));
-    return L.h("ul", { class: "history-diff", "data-testid": "history-diff" }, row.diff.map((c) =>
-      L.h("li", null, L.h("code", null, c.path), " ", shown(c.from), " → ", shown(c.to))));
+    return changes(row.diff, "history-diff");
   }
 
   // -- the history tab -----------------------------------------------------------
@@ -97,7 +67,7 @@
         L.h("td", null, L.h("b", null, "v" + row.version),
           current ? L.h("span", { class: "tag status-active", "data-testid": "history-current" }, t("current")) : null),
         L.h("td", null, L.fmtTime(row.created_at)),
-        L.h("td", null, row.actor, L.h("div", { class: "muted small" }, t("source_" + row.source))),
+        L.h("td", null, row.actor, L.h("div", { class: "muted small" }, L.enumLabel("history.source", row.source))),
         L.h("td", null, row.reason || (row.rollback_of ? t("rollback_of", { n: row.rollback_of }) : "")),
         L.h("td", null, diffList(row)),
         L.h("td", null,
@@ -119,15 +89,32 @@
       []);
   }
 
+  /** First a dry run (what would change, and the warnings), then the operator confirms the rollback. */
   async function rollback(version) {
-    const ok = await L.confirmModal(t("confirm_title", { n: version }), t("confirm_text", { n: version }),
-      t("rollback"), "primary");
-    if (!ok) return;
-    const result = await L.apiPost("policy/rollback", withReason({ version: version }));
-    L.toast(result.changed ? t("rolled", { n: version }) : t("unchanged", { n: version }));
-    $("#history-reason").value = "";
-    history.page = 1;
-    await Promise.all([loadHistory(), L.refreshStatus()]);
+    const planned = await L.apiPost("policy/rollback", { version: version, dry_run: true });
+    const diff = planned.diff || [];
+    const warnings = planned.warnings || [];
+    const body = [
+      L.h("p", null, t("confirm_text", { n: version })),
+      L.h("h3", null, t("will_change")),
+      diff.length ? changes(diff, "rollback-diff") : L.h("p", { class: "muted", "data-testid": "rollback-no-change" }, t("no_change")),
+      warnings.length
+        ? L.h("div", { class: "notice warn", "data-testid": "rollback-warnings" }, L.h("strong", null, t("warnings")),
+          L.h("ul", null, warnings.map((w) => L.h("li", { "data-testid": "rollback-warning", "data-code": w.code }, w.message))))
+        : null,
+    ];
+    L.openModal(t("confirm_title", { n: version }), body, [
+      { label: L.T("common.cancel"), testid: "modal-cancel" },
+      { label: t("rollback"), kind: "primary", testid: "modal-confirm",
+        run: async () => {
+          const result = await L.apiPost("policy/rollback", withReason({ version: version }));
+          L.toast(result.changed ? t("rolled", { n: version }) : t("unchanged", { n: version }));
+          $("#history-reason").value = "";
+          history.page = 1;
+          await Promise.all([loadHistory(), L.refreshStatus()]);
+          return false;
+        } },
+    ]);
   }
 
   // -- the write switch on the statistics rows ----------------------------------
@@ -176,5 +163,5 @@
   // app.js redraws the statistics rows; each redraw gets its switches.
   new MutationObserver(addSwitches).observe($("#stats-rows"), { childList: true });
   // The dashboard's language can change while the page is open.
-  new MutationObserver(applyTexts).observe(document.documentElement, { attributes: true, attributeFilter: ["lang"] });
+  L.onLanguage(applyTexts);
 })();

@@ -130,22 +130,15 @@
   };
   const C = window.LTMChart;
   const POLL_MS = 700;
-  const bridge = window.AstrBotPluginPage || window.AstrBotPluginView || null;
   const state = { policy: null, jobId: null, timer: null, tune: null };
   const T = C.texts(TEXTS);
   const el = C.el, svg = C.svg;
   const panel = () => document.querySelector('[data-panel="replay"]');
   const q = (sel) => panel().querySelector(sel);
 
-  function apiGet(endpoint, params) {
-    if (!bridge) return Promise.reject(new Error("no dashboard bridge"));
-    return bridge.apiGet(endpoint, params || {});
-  }
-
-  function apiPost(endpoint, body) {
-    if (!bridge) return Promise.reject(new Error("no dashboard bridge"));
-    return bridge.apiPost(endpoint, body || {});
-  }
+  // app.js's calls: the page's language goes with each one.
+  const apiGet = (endpoint, params) => window.LTM.apiGet(endpoint, params);
+  const apiPost = (endpoint, body) => window.LTM.apiPost(endpoint, body);
 
   function message(err) {
     return (err && err.message) || String(err);
