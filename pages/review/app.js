@@ -390,6 +390,7 @@
     "history.source.command": "command",
     "history.source.webui-config": "AstrBot config page",
     "history.source.rollback": "rollback",
+    "history.source.pauses-moved": "users' pauses moved out of the policy",
     "history.will_change": "What the rollback changes",
     "history.no_change": "Nothing changes: that version's policy is already in force.",
     "history.warnings": "Warnings",
@@ -823,7 +824,8 @@
       transfer: () => Promise.resolve(),
       audit: loadAudit,
     };
-    return (loaders[name] || loaders.review)().catch(fail);
+    // Tabs of policy.js, drift.js and replay.js load themselves on their own clicks.
+    return (loaders[name] || (() => Promise.resolve()))().catch(fail);
   }
 
   // -- tables and pager ---------------------------------------------------------------
@@ -1656,5 +1658,7 @@
     /** The per-user view (user.js sets it). */
     openUser: null,
   };
-  start();
+  // After every script of the page has run: the tabs of user.js and preview.js are there before the first load.
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
 })();
