@@ -65,7 +65,7 @@
   }
 
   function linesTable(lines) {
-    const rows = lines.map((line) => h("tr", { "data-testid": "preview-line", "data-source": line.source },
+    const rows = lines.map((line) => h("tr", { "data-testid": "preview-line", "data-source": line.source, "data-id": line.id },
       h("td", null, h("span", { class: "tag" }, sourceLabel(line.source))),
       idCell(line),
       h("td", { class: "num" }, score(line.score)),
@@ -76,7 +76,7 @@
   }
 
   function cutTable(cut) {
-    const rows = cut.map((line) => h("tr", { "data-testid": "preview-cut", "data-source": line.source, "data-why": line.why_code || "" },
+    const rows = cut.map((line) => h("tr", { "data-testid": "preview-cut", "data-source": line.source, "data-id": line.id, "data-why": line.why_code || "" },
       h("td", null, h("span", { class: "tag" }, sourceLabel(line.source))),
       idCell(line),
       h("td", { class: "num" }, score(line.score)),

@@ -29,6 +29,7 @@ from review_browser import (  # type: ignore[import-not-found]
     open_review_page,
     screenshot_on_failure,
 )
+from test_e2e_dashboard_api import ok  # type: ignore[import-not-found]  # a sibling test module
 
 from devtools.astrbot_home import LEGACY_DASHBOARD, Client
 
@@ -297,4 +298,151 @@ def test_the_page_downloads_an_export_file_that_its_upload_imports_into_another_
             assert copied[dana[0]["memory_id"]]["importance"] == 1.0
             assert tab.page_errors() == []
             copy_bot.assert_log_clean()
+    bot.assert_log_clean()
+
+
+# -- the injection preview, the per-user view, the rollback dialog, the audit details ----------------------
+
+
+def zh_texts() -> dict[str, str]:
+    return flatten(json.loads((I18N_DIR / "zh-CN.json").read_text(encoding="utf-8"))["views"]["review"])
+
+
+def approve(bot, memories: list[dict]) -> None:
+    ok(bot, "POST", "items/review", {"memory_ids": [m["memory_id"] for m in memories], "decision": "approve"})
+
+
+def set_field(tab: Tab, selector: str, value: str) -> None:
+    """Type into a field of the page: its input event fires as a keyboard's would."""
+    tab.frame(f"(() => {{ const el = document.querySelector({json.dumps(selector)}); el.value = {json.dumps(value)};"
+              " el.dispatchEvent(new Event('input', {bubbles: true})); return true; })()")
+
+
+def test_the_preview_tab_shows_the_block_a_user_with_a_memory_would_get(bot, tab, tmp_path):
+    bot.chat("My name is Erin and I live in Lisbon", "erin", "page-preview")
+    memories = bot.wait_extracted("erin", ["name is Erin", "lives in Lisbon"], "shadow")
+    approve(bot, memories)
+    lisbon = next(m for m in memories if "Lisbon" in m["fact"])
+    zh = zh_texts()
+    with screenshot_on_failure(tab, "review_page_preview_failure.png"):
+        open_review_page(bot, tab, locale="zh-CN")
+        assert tab.frame("document.querySelector('#tab-preview').textContent") == zh["tabs.preview"]
+        tab.click("[data-testid=tab-preview]")
+        tab.wait(lambda: tab.frame("!!document.querySelector('[data-testid=preview-form]')"), "the preview form")
+        set_field(tab, "[data-testid=preview-scope]", "user:webchat:erin")
+        set_field(tab, "[data-testid=preview-message]", "Where do I live?")
+        tab.click("[data-testid=preview-run]")
+        block = tab.wait(lambda: tab.frame("document.querySelector('[data-testid=preview-block]')?.textContent"),
+                         "the injected block")
+        assert "Lisbon" in block, block
+        tokens = int(tab.frame("document.querySelector('[data-testid=preview-tokens]').getAttribute('data-tokens')"))
+        assert tokens > 0
+        lines = tab.frame("Array.from(document.querySelectorAll('[data-testid=preview-line]')).map(r => ({"
+                          " source: r.getAttribute('data-source'), id: r.getAttribute('data-id'),"
+                          " text: r.querySelector('td.fact').textContent }))")
+        assert any(line["source"] == "memory" and line["id"] == lisbon["memory_id"] for line in lines), lines
+        assert all(line["text"] in block for line in lines), (lines, block)
+        tab.screenshot(tmp_path / "preview_zh.png")
+        # A preview counts no use and writes nothing.
+        assert db_item(bot, lisbon["memory_id"])["use_count"] == 0
+        assert tab.page_errors() == []
+    bot.assert_log_clean()
+
+
+def test_the_user_view_shows_a_pause_and_the_operator_lifts_it_with_a_reason(bot, tab, tmp_path):
+    bot.chat("My name is Frank", "frank", "page-pause")
+    bot.wait_extracted("frank", ["name is Frank"], "shadow")
+    bot.chat("/ltm pause", "frank", "page-pause")
+    scope = "user:webchat:frank"
+    bot.wait_for(lambda: any(p["scope"] == scope for p in ok(bot, "GET", "pauses")["items"]), 15, "frank's pause")
+    zh = zh_texts()
+    with screenshot_on_failure(tab, "review_page_user_failure.png"):
+        open_review_page(bot, tab, locale="zh-CN")
+        # Reached by clicking the user in the statistics.
+        tab.click("[data-testid=tab-stats]")
+        link = f'[data-testid=stats-row] [data-testid=scope-link][data-scope="{scope}"]'
+        tab.wait(lambda: tab.frame(f"!!document.querySelector('{link}')"), "frank's row in the statistics")
+        tab.click(link)
+        tab.wait(lambda: tab.frame("document.querySelector('[data-testid=user-title]')?.getAttribute('data-scope')")
+                 == scope, "frank's view")
+        assert tab.frame("document.querySelector('[data-testid=user-pause]').getAttribute('data-paused')") == "1"
+        assert tab.frame("document.querySelectorAll('[data-testid=user-memory]').length") == 1
+        assert tab.frame("document.querySelector('[data-testid=user-writes-toggle]').checked") is True
+        assert tab.frame("document.querySelector('[data-testid=user-lift]').textContent") == zh["user.lift"]
+        tab.screenshot(tmp_path / "user_zh.png")
+
+        # Lifting is explicit: a dialog, a reason, then the API; nothing changes before the confirmation.
+        tab.click("[data-testid=user-lift]")
+        tab.wait(lambda: tab.frame("!document.querySelector('#modal').hidden"), "the lift dialog")
+        assert any(p["scope"] == scope for p in ok(bot, "GET", "pauses")["items"])
+        set_field(tab, "[data-testid=user-lift-reason]", "the user asked support to learn again")
+        tab.screenshot(tmp_path / "user_lift_dialog_zh.png")
+        tab.click("[data-testid=modal-confirm]")
+        tab.wait(lambda: tab.frame("document.querySelector('[data-testid=user-pause]')?.getAttribute('data-paused')")
+                 == "0", "the view to say learning")
+        assert not any(p["scope"] == scope for p in ok(bot, "GET", "pauses")["items"])
+        lifted = bot.query("SELECT actor, reason FROM ltm_audit WHERE action='lift' AND scope_id='webchat:frank'")
+        assert len(lifted) == 1 and lifted[0]["actor"] == "operator:astrbot", [tuple(r) for r in lifted]
+        assert "the user asked support to learn again" in lifted[0]["reason"]
+        tab.wait(lambda: tab.frame("!!document.querySelector('[data-testid=user-audit-row][data-action=lift]')"),
+                 "the lift in the user's audit trail")
+        assert tab.page_errors() == []
+    bot.assert_log_clean()
+
+
+def test_the_rollback_dialog_shows_the_diff_and_warnings_before_anything_changes(bot, tab, tmp_path):
+    auto = ok(bot, "POST", "policy", {"write_policy": {"mode": "auto"}, "reason": "try auto"})["version"]
+    ok(bot, "POST", "policy", {"write_policy": {"mode": "shadow"}, "reason": "back to shadow"})
+    versions = ok(bot, "GET", "policy/history")["total"]
+    with screenshot_on_failure(tab, "review_page_rollback_failure.png"):
+        open_review_page(bot, tab, locale="zh-CN")
+        tab.click("[data-testid=tab-history]")
+        row = f'[data-testid=history-row][data-version="{auto}"]'
+        tab.wait(lambda: tab.frame(f"!!document.querySelector('{row}')"), "the version with auto mode")
+        tab.click(f"{row} [data-testid=history-rollback]")
+        tab.wait(lambda: tab.frame("!document.querySelector('#modal').hidden"), "the rollback dialog")
+        diff = tab.frame("Array.from(document.querySelectorAll('[data-testid=rollback-diff] li'))"
+                         ".map(li => li.textContent)")
+        assert "write_policy.mode: shadow → auto" in diff, diff
+        warnings = tab.frame("Array.from(document.querySelectorAll('[data-testid=rollback-warning]'))"
+                             ".map(li => li.textContent)")
+        assert warnings and all(re.search(r"[\u4e00-\u9fff]", w) for w in warnings), warnings  # in the page's language
+        tab.screenshot(tmp_path / "rollback_dialog_zh.png")
+        # The dry run changed nothing.
+        assert ok(bot, "GET", "policy/history")["total"] == versions
+        assert ok(bot, "GET", "policy")["write_policy"]["mode"] == "shadow"
+        tab.click("[data-testid=modal-confirm]")
+        bot.wait_for(lambda: ok(bot, "GET", "policy")["write_policy"]["mode"] == "auto", 15, "the rollback")
+        assert ok(bot, "GET", "policy/history")["versions"][0]["rollback_of"] == auto
+        assert tab.page_errors() == []
+    ok(bot, "POST", "policy", {"write_policy": {"mode": "shadow"}, "reason": "the module's default again"})
+    bot.assert_log_clean()
+
+
+@pytest.mark.parametrize("locale", ["en-US", "zh-CN"])
+def test_the_audit_log_shows_details_as_fields_with_the_raw_json_folded(bot, tab, tmp_path, locale):
+    ok(bot, "POST", "policy", {"read_policy": {"max_items": 9}, "reason": "fewer memories per turn"})
+    with screenshot_on_failure(tab, f"review_page_audit_{locale}_failure.png"):
+        open_review_page(bot, tab, locale=locale)
+        tab.click("[data-testid=tab-audit]")
+        config = '[data-testid=audit-row][data-action=config]'
+        tab.wait(lambda: tab.frame(f"!!document.querySelector('{config}')"), "a policy change in the audit log")
+        changes = tab.frame(f"Array.from(document.querySelector('{config}')"
+                            ".querySelectorAll('[data-testid=audit-diff] li')).map(li => li.textContent)")
+        assert any(re.fullmatch(r"read_policy\.max_items: \d+ → 9", c) for c in changes), changes
+        facts = tab.frame("Array.from(document.querySelectorAll('[data-testid=audit-row] [data-field=fact]'))"
+                          ".map(li => li.textContent)")
+        assert any("Erin" in f for f in facts), facts
+        # No cell is a JSON dump; the raw JSON is there, folded.
+        assert not tab.frame("Array.from(document.querySelectorAll('[data-testid=audit-fields]'))"
+                             ".some(el => el.textContent.trim().startsWith('{'))")
+        assert tab.frame("Array.from(document.querySelectorAll('[data-testid=audit-raw]')).every(d => !d.open)")
+        tallest = tab.frame("Math.max(...Array.from(document.querySelectorAll('[data-testid=audit-row]'))"
+                            ".map(r => r.getBoundingClientRect().height))")
+        assert tallest < 400, tallest
+        action = tab.frame(f"document.querySelector('{config} .tag').textContent")
+        expected = zh_texts()["audit.actions.config"] if locale == "zh-CN" else page_fallback()["audit.actions.config"]
+        assert action == expected
+        tab.screenshot(tmp_path / f"audit_{locale}.png")
+        assert tab.page_errors() == []
     bot.assert_log_clean()
