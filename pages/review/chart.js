@@ -1,7 +1,7 @@
-/* What the panels outside app.js share (window.LTMChart): their texts in
- * the dashboard's language (policy.js, drift.js, replay.js), elements built
- * node by node, and the parts of the drift and replay SVG charts (the
- * frame, labels, lines, bars, legend keys).
+/* The parts of the drift and replay SVG charts (window.LTMChart): the
+ * frame, labels, lines, bars, legend keys, and replay.js's element builder
+ * (attributes set as written). Texts, the API and the other builders are
+ * app.js's (window.LTM).
  *
  * Loaded after app.js and before policy.js, drift.js and replay.js. Colours stay in
  * each panel's CSS classes, which use style.css's theme variables, so the
@@ -12,27 +12,6 @@
   "use strict";
 
   const SVG = "http://www.w3.org/2000/svg";
-  const bridge = window.AstrBotPluginPage || window.AstrBotPluginView || null;
-
-  /** "zh-CN" when the dashboard speaks Chinese, else "en-US". */
-  function locale() {
-    try {
-      const loc = (bridge && bridge.getLocale()) || "en-US";
-      return String(loc).toLowerCase().startsWith("zh") ? "zh-CN" : "en-US";
-    } catch (e) {
-      return "en-US";
-    }
-  }
-
-  /** A panel's T(key, vars): its own texts in the dashboard's language, else English, else the key. */
-  function texts(table) {
-    return function T(key, vars) {
-      let text = table[locale()][key];
-      if (text === undefined) text = table["en-US"][key] !== undefined ? table["en-US"][key] : key;
-      if (vars) text = text.replace(/\{(\w+)\}/g, (m, name) => (name in vars ? String(vars[name]) : m));
-      return text;
-    };
-  }
 
   /** An element; attributes left out when null; children are nodes or text. */
   function el(tag, attrs, children, ns) {
@@ -77,5 +56,5 @@
     return [bar(x, y - 10, 12, 10, cls), label(x + 18, y, textCls, text)];
   }
 
-  window.LTMChart = { locale, texts, el, svg, frame, label, hline, bar, key };
+  window.LTMChart = { el, svg, frame, label, hline, bar, key };
 })();

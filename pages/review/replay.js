@@ -4,134 +4,20 @@
  * tune the thresholds (POST policy/tune) and show the proposal; the
  * holdout replay set (GET policy/holdout, POST policy/holdout/redraw).
  *
- * Separate from app.js. Texts in both languages live here; colours come
- * from style.css's theme variables (light and dark). The texts' lookup,
- * the element builder and the chart's parts are chart.js's
- * (window.LTMChart). Text only ever reaches the page as text.
+ * Separate from app.js. Texts are in .astrbot-plugin/i18n/*.json under
+ * views.review.replay; colours come from style.css's theme variables (light
+ * and dark). The API calls and texts are app.js's (window.LTM), the element
+ * builder and the chart's parts chart.js's (window.LTMChart). Text only
+ * ever reaches the page as text.
  */
 (function () {
   "use strict";
 
-  const TEXTS = {
-    "en-US": {
-      tab: "Replay",
-      intro: "Replay the recorded history under a candidate policy before switching: the write gate and the reader run on the candidates already extracted and the users' recorded messages, with no model call and nothing written. By default on the holdout set, sessions kept apart for judging.",
-      holdout: "Holdout replay set",
-      holdout_none: "Not drawn yet: the first replay draws a random 20 % of the recent sessions and keeps it.",
-      holdout_info: "{size} of {recorded} recent sessions, drawn {when} ({rule}).",
-      rule_share: "a random {share} %",
-      rule_scopes: "the sessions of {scopes}",
-      share: "Share (%)",
-      redraw: "Redraw",
-      redrawn: "Holdout set drawn again: {size} sessions.",
-      candidate: "Candidate policy (starts from the current one)",
-      mode: "Write mode",
-      w_min_confidence: "Write: minimum confidence",
-      w_min_evidence: "Write: minimum evidence",
-      r_max_tokens: "Read: max tokens",
-      r_max_items: "Read: max memories",
-      r_max_events: "Read: max turns",
-      r_min_confidence: "Read: minimum confidence",
-      set: "Replay set",
-      "set.holdout": "holdout set",
-      "set.fitting": "the other sessions (fitting part)",
-      "set.all": "all recorded history",
-      scopes: "Scopes (optional, comma-separated: user:<id>, group:<id>)",
-      since: "Since (optional)",
-      start: "Start replay",
-      cancel: "Cancel",
-      tune: "Tune thresholds",
-      running: "{kind}: {stage} {done} / {total}",
-      cancelled: "The job was cancelled.",
-      failed: "The job failed: {message}",
-      error: "Failed: {message}",
-      report: "Replay report",
-      verdict: "Verdict",
-      speed: "{events} events replayed in {seconds} s: {rate} events/second.",
-      figure: "Figure", current: "Current", cand: "Candidate",
-      active: "Writes: active", shadow: "Writes: shadow", awaiting: "Writes: awaiting approval", refused: "Writes: refused",
-      tokens_mean: "Injected tokens per turn (mean)", tokens_p95: "Injected tokens per turn (p95)",
-      memories: "Memories per block", turns: "Turns per block", violations: "Budget violations",
-      latency: "Read latency p95 (ms)", self_recall: "Self-recall (share)", unsafe: "Unsafe candidates going live",
-      score: "Combined score",
-      chart: "Key figures, current vs candidate",
-      differs: "Memories whose status would differ: {n}",
-      fact: "Fact", type: "Type", scope: "Scope",
-      none: "—",
-      tune_report: "Tuning report",
-      outcome: "Outcome",
-      "outcome.proposed": "proposed",
-      "outcome.overfitted": "overfitted: not proposed",
-      "outcome.keep": "keep the current policy",
-      setting: "Setting",
-      fit_score: "Score on the fitting part", hold_score: "Score on the holdout set",
-      apply: "Apply as the new policy",
-      discard: "Discard",
-      applied: "Policy changed.",
-      discarded: "Proposal discarded.",
-    },
-    "zh-CN": {
-      tab: "回放",
-      intro: "切换策略前，先用候选策略回放已记录的历史：写入闸门和读取器只使用已抽取的候选和用户的历史消息，不调用模型，也不写入任何内容。默认在留出集上回放——这些会话专门留作评估。",
-      holdout: "留出回放集",
-      holdout_none: "尚未抽取：第一次回放会随机抽取最近 20% 的会话并固定下来。",
-      holdout_info: "最近 {recorded} 个会话中的 {size} 个，抽取于 {when}（{rule}）。",
-      rule_share: "随机 {share}%",
-      rule_scopes: "{scopes} 的会话",
-      share: "比例（%）",
-      redraw: "重新抽取",
-      redrawn: "已重新抽取留出集：{size} 个会话。",
-      candidate: "候选策略（从当前策略开始）",
-      mode: "写入模式",
-      w_min_confidence: "写入：最低置信度",
-      w_min_evidence: "写入：最少证据数",
-      r_max_tokens: "读取：最多 token",
-      r_max_items: "读取：最多记忆数",
-      r_max_events: "读取：最多原始对话数",
-      r_min_confidence: "读取：最低置信度",
-      set: "回放集",
-      "set.holdout": "留出集",
-      "set.fitting": "其余会话（拟合部分）",
-      "set.all": "全部历史",
-      scopes: "范围（可选，逗号分隔：user:<id>, group:<id>）",
-      since: "起始时间（可选）",
-      start: "开始回放",
-      cancel: "取消",
-      tune: "调优阈值",
-      running: "{kind}：{stage} {done} / {total}",
-      cancelled: "任务已取消。",
-      failed: "任务失败：{message}",
-      error: "失败：{message}",
-      report: "回放报告",
-      verdict: "结论",
-      speed: "回放 {events} 个事件，用时 {seconds} 秒：每秒 {rate} 个事件。",
-      figure: "指标", current: "当前", cand: "候选",
-      active: "写入：生效", shadow: "写入：影子", awaiting: "写入：待审批", refused: "写入：拒绝",
-      tokens_mean: "每轮注入 token（平均）", tokens_p95: "每轮注入 token（p95）",
-      memories: "每块记忆数", turns: "每块原始对话数", violations: "超出预算次数",
-      latency: "读取延迟 p95（毫秒）", self_recall: "自召回（比例）", unsafe: "将生效的不安全候选",
-      score: "综合得分",
-      chart: "关键指标：当前 vs 候选",
-      differs: "状态会变化的记忆：{n}",
-      fact: "事实", type: "类型", scope: "范围",
-      none: "—",
-      tune_report: "调优报告",
-      outcome: "结果",
-      "outcome.proposed": "建议采用",
-      "outcome.overfitted": "过拟合：不建议",
-      "outcome.keep": "保持当前策略",
-      setting: "设置",
-      fit_score: "拟合部分得分", hold_score: "留出集得分",
-      apply: "应用为新策略",
-      discard: "放弃",
-      applied: "策略已更改。",
-      discarded: "已放弃该建议。",
-    },
-  };
   const C = window.LTMChart;
   const POLL_MS = 700;
   const state = { policy: null, jobId: null, timer: null, tune: null };
-  const T = C.texts(TEXTS);
+  // Texts: .astrbot-plugin/i18n/*.json under views.review.replay (app.js's T).
+  const T = (key, vars) => window.LTM.T("replay." + key, vars);
   const el = C.el, svg = C.svg;
   const panel = () => document.querySelector('[data-panel="replay"]');
   const q = (sel) => panel().querySelector(sel);
@@ -194,7 +80,7 @@
           field(T("r_max_items"), number("read_policy.max_items", "1", "0")),
           field(T("r_max_events"), number("read_policy.max_events", "1", "0")),
           field(T("r_min_confidence"), number("read_policy.min_confidence", "0.05", "0", "1")),
-          field(T("set"), set),
+          field(T("set_head"), set),
           field(T("scopes"), el("input", { type: "text", name: "scopes", maxlength: "2000", "data-testid": "replay-scopes" })),
           field(T("since"), el("input", { type: "date", name: "since", "data-testid": "replay-since" })),
         ]),
@@ -429,7 +315,7 @@
     q("#replay-report").replaceChildren(
       el("h2", null, T("tune_report")),
       el("p", { class: "replay-verdict", "data-testid": "replay-tune-outcome", "data-outcome": report.outcome },
-        [el("strong", null, T("outcome") + ": " + T("outcome." + report.outcome) + ". "), report.message]),
+        [el("strong", null, T("outcome_head") + ": " + T("outcome." + report.outcome) + ". "), report.message]),
       table([T("setting"), T("current"), T("cand")], diff, "replay-tune-diff"),
       table([T("figure"), T("current"), T("cand")], [
         [T("fit_score"), fmt(s.fitting.current), fmt(s.fitting.candidate)],

@@ -286,9 +286,15 @@ def test_the_page_downloads_an_export_file_that_its_upload_imports_into_another_
                 "the empty statistics row")
             assert spans == [8, 8], spans
             tab.click("[data-testid=tab-transfer]")
+            tab.click("[data-testid=import-for-review]")  # every memory arrives as shadow, for the review queue
             tab.choose_file("[data-testid=import-file]", file)
             tab.wait(lambda: tab.frame("!document.querySelector('#import-preview').hidden"), "the import preview")
             assert tab.frame("document.querySelector('[data-testid=import-added] b').textContent") == "2"
+            # Each memory's fact and the status it will get, not bare ids.
+            facts = tab.frame("Array.from(document.querySelectorAll('[data-testid=import-line] .import-fact'))"
+                              ".map(el => el.textContent)")
+            assert sorted(facts) == sorted(d["fact"] for d in dana), facts
+            assert "shadow" in tab.frame("document.querySelector('[data-testid=import-status-note]').textContent")
             assert copy_bot.items() == []  # a preview writes nothing
             tab.click("[data-testid=import-confirm]")
             tab.wait(lambda: tab.frame("!document.querySelector('#import-result').hidden"), "the import result")
@@ -296,6 +302,7 @@ def test_the_page_downloads_an_export_file_that_its_upload_imports_into_another_
             copied = {i["memory_id"]: i for i in copy_bot.items()}
             assert set(copied) == {d["memory_id"] for d in dana}
             assert copied[dana[0]["memory_id"]]["importance"] == 1.0
+            assert {i["status"] for i in copied.values()} == {"shadow"}
             assert tab.page_errors() == []
             copy_bot.assert_log_clean()
     bot.assert_log_clean()
