@@ -15,9 +15,12 @@ What is proven here:
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from astrbot_plugin_ltm.enums import PolicySource
+from astrbot_plugin_ltm.learning.summary_prompt import SESSION_MARK
 from astrbot_plugin_ltm.operating.commands import Commands
 from astrbot_plugin_ltm.operating.errors import AdminError
 from astrbot_plugin_ltm.storing.tables import MemoryEvent, MemoryItem
@@ -218,3 +221,20 @@ async def test_old_pauses_in_the_policy_become_pause_rows_at_the_first_start(mak
     count = await engine.policy_versions.count()
     again = await make_ltm(engine.policy_versions._raw(), name="old.db")  # nothing left to move
     assert await again.engine.policy_versions.count() == count and again.engine.paused(origin("alice"))
+
+
+async def test_what_a_paused_user_says_is_in_no_summary(make_ltm, gateway, origin):
+    def summarise(system: str, prompt: str) -> str:
+        return json.dumps({"summary": "Summary: " + " / ".join(prompt.splitlines()[1:])}) \
+            if system.startswith(SESSION_MARK) else "[]"
+
+    gateway.default = summarise
+    ltm = await make_ltm({"write_policy": {"mode": "auto"}, "summaries": {"enable": True, "idle_minutes": 30}})
+    alice, bob = origin("alice", group="g1"), origin("bob", group="g1")
+    await Commands(ltm.engine).pause(alice)
+    await ltm.record(alice, "I live in Paris", "Paris, lovely!")
+    await ltm.record(bob, "I like tea", "Tea is great.")
+    ltm.clock.advance(minutes=31)
+    await ltm.engine.summaries.run_once()
+    (summary,) = [i.fact for i in await ltm.items(MemoryItem.type == "summary")]
+    assert "I like tea" in summary and "Paris" not in summary
