@@ -20,11 +20,13 @@ from typing import Any
 from ..config import POLICY_KEYS, policy_of
 from ..engine import LTMEngine
 from ..enums import MEMORY_TYPES, SCOPE_KINDS, ExtractionStatus, PolicySource, SourceType, Status
+from ..i18n import lang_of
 from ..logs import log
 from ..scope import Scope
 from ..storing.database import ReadOnlyError
 from . import validators as v
 from .errors import AdminError
+from .preview import preview as preview_block
 from .queries import SORTS, AuditFilter, EventFilter, ItemFilter
 from .replay_api import ReplayAPI
 from .serialize import audit_dict, event_dict, item_api_dict
@@ -186,6 +188,12 @@ class MemoryAPI:
         full = [await self._full_id(i) for i in ids]
         results = await self.engine.admin.review(list(dict.fromkeys(full)), decision, _actor(user), reason)
         return {"reviewed": results}
+
+    async def preview(self, body: Any) -> dict[str, Any]:
+        """The block the bot would be given for a message from a user
+        (operating/preview.py): same reader, nothing written or counted."""
+        lang = lang_of(body.get("lang")) if isinstance(body, dict) else "en"
+        return await preview_block(self.engine, body, lang)
 
     # -- events, stats, audit --------------------------------------------------
 
