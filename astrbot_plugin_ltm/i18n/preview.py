@@ -50,7 +50,6 @@ TEXTS: dict[str, tuple[str, str]] = {
     "preview.cut.expired": ("It is past its retention (ttl_days).", "已超过保留期限（ttl_days）。"),
     # -- search --------------------------------------------------------------
     "search.no_words": ("The search text has no searchable words.", "搜索文本中没有可搜索的词。"),
-    "search.bad_kind": ("search must be \"words\" or \"meaning\".", "search 须为 \"words\" 或 \"meaning\"。"),
     "search.no_embeddings": ("Searching by meaning needs an embedding provider; none is configured "
                              "(search by words instead).",
                              "按语义搜索需要嵌入（embedding）服务商，当前未配置（请改用关键词搜索）。"),

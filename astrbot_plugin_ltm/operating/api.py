@@ -20,12 +20,13 @@ from typing import Any
 from ..config import POLICY_KEYS, policy_of
 from ..engine import LTMEngine
 from ..enums import MEMORY_TYPES, SCOPE_KINDS, ExtractionStatus, PolicySource, SourceType, Status
-from ..i18n import lang_of
+from ..i18n import lang_of, msg
 from ..logs import log
 from ..scope import Scope
 from ..storing.database import ReadOnlyError
 from . import validators as v
 from .errors import AdminError
+from .meaning_search import search_by_meaning
 from .preview import preview as preview_block
 from .queries import SORTS, AuditFilter, EventFilter, ItemFilter
 from .replay_api import ReplayAPI
@@ -35,6 +36,7 @@ from .transfer import MAX_IMPORT_BYTES, export_items, file_bytes, file_name, imp
 MAX_PAGE_SIZE = 200
 POLICY_CHANGE_SOURCES = (PolicySource.API.value, PolicySource.PAGE.value)
 MAX_SEARCH_CHARS = 500
+SEARCH_KINDS = ("words", "meaning")  # GET items: by the words of q (keyword rows), or by its meaning (embeddings)
 READ_ONLY_NOTE = "emergency_read_only is on: a real import would be refused until it is turned off"
 
 
@@ -153,6 +155,12 @@ class MemoryAPI:
         sort = _choice(query, "sort", tuple(SORTS)) or "updated"
         text = (_text(query, "q", MAX_SEARCH_CHARS) or "").strip()
         offset = (page - 1) * size
+        if _choice(query, "search", SEARCH_KINDS) == "meaning":  # nearest first (operating/meaning_search.py)
+            if not text:
+                raise AdminError(msg("search.no_words"))
+            near, total = await search_by_meaning(self.engine.db, self.engine.embeddings, f, text, offset, size)
+            return {"items": [{**item_api_dict(i), "similarity": round(sim, 4)} for i, sim in near],
+                    "total": total, "page": page, "page_size": size, "search": "meaning"}
         if text:  # ranked by relevance
             items, total = await self.engine.admin.search_items(f, text, offset, size)
         else:
