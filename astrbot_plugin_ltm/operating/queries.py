@@ -206,13 +206,14 @@ class AdminQueries:
         read of the facts the filters leave, which for one character costs
         milliseconds at 10,000 memories (docs/decisions.md#d74)."""
         holds = or_(*(MemoryItem.fact.contains(n, autoescape=True) for n in needles))
-        where = _where([*f.conditions(), holds])
         async with self._db.read() as session:
-            total = (await session.execute(select(func.count()).select_from(
-                select(MemoryItem.id).where(where).limit(TEXT_SEARCH_HITS).subquery()))).scalar_one()
-            rows = await session.execute(select(MemoryItem).where(where).order_by(*SORTS["updated"])
-                                         .offset(offset).limit(max(0, min(limit, TEXT_SEARCH_HITS - offset))))
-            return list(rows.scalars()), total
+            # One walk down the newest-first index, ending at the cap.
+            ids = list((await session.execute(select(MemoryItem.id).where(*f.conditions(), holds)
+                                              .order_by(*SORTS["updated"]).limit(TEXT_SEARCH_HITS))).scalars())
+            window = ids[offset:offset + limit]
+            found = {i.id: i for i in (await session.execute(
+                select(MemoryItem).where(MemoryItem.id.in_(window)))).scalars()}
+        return [found[i] for i in window if i in found], len(ids)
 
     async def get_item(self, memory_id: str) -> dict[str, Any]:
         """One memory with its evidence and the events it points to."""
