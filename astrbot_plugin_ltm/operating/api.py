@@ -27,8 +27,10 @@ from ..storing.database import ReadOnlyError
 from . import rollback_preview
 from . import validators as v
 from .errors import AdminError
+from .meaning_search import search_by_meaning
 from .pauses import Pause
 from .policy_versions import reason_text, scope_name
+from .preview import preview as preview_block
 from .queries import SORTS, AuditFilter, EventFilter, ItemFilter
 from .replay_api import ReplayAPI
 from .serialize import audit_dict, event_dict, item_api_dict
@@ -38,6 +40,7 @@ MAX_PAGE_SIZE = 200
 POLICY_CHANGE_SOURCES = (PolicySource.API.value, PolicySource.PAGE.value)
 MAX_SEARCH_CHARS = 500
 USER_VIEW_ROWS = 20  # events and audit rows on a user's page, newest first
+SEARCH_KINDS = ("words", "meaning")  # GET items: by the words of q (keyword rows), or by its meaning (embeddings)
 READ_ONLY_NOTE = "emergency_read_only is on: a real import would be refused until it is turned off"
 
 
@@ -170,6 +173,12 @@ class MemoryAPI:
         sort = _choice(query, "sort", tuple(SORTS)) or "updated"
         text = (_text(query, "q", MAX_SEARCH_CHARS) or "").strip()
         offset = (page - 1) * size
+        if _choice(query, "search", SEARCH_KINDS) == "meaning":  # nearest first (operating/meaning_search.py)
+            if not text:
+                raise AdminError(msg("search.no_words"))
+            near, total = await search_by_meaning(self.engine.db, self.engine.embeddings, f, text, offset, size)
+            return {"items": [{**item_api_dict(i), "similarity": round(sim, 4)} for i, sim in near],
+                    "total": total, "page": page, "page_size": size, "search": "meaning"}
         if text:  # ranked by relevance
             items, total = await self.engine.admin.search_items(f, text, offset, size)
         else:
@@ -205,6 +214,12 @@ class MemoryAPI:
         full = [await self._full_id(i) for i in ids]
         results = await self.engine.admin.review(list(dict.fromkeys(full)), decision, _actor(user), reason)
         return {"reviewed": results}
+
+    async def preview(self, body: Any) -> dict[str, Any]:
+        """The block the bot would be given for a message from a user
+        (operating/preview.py): same reader, nothing written or counted."""
+        lang = lang_of(body.get("lang")) if isinstance(body, dict) else "en"
+        return await preview_block(self.engine, body, lang)
 
     # -- events, stats, audit --------------------------------------------------
 
