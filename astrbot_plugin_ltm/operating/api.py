@@ -20,6 +20,7 @@ from typing import Any
 from ..config import POLICY_KEYS, policy_of
 from ..engine import LTMEngine
 from ..enums import MEMORY_TYPES, SCOPE_KINDS, ExtractionStatus, PolicySource, SourceType, Status
+from ..i18n import lang_of
 from ..logs import log
 from ..scope import Scope
 from ..storing.database import ReadOnlyError
@@ -222,6 +223,10 @@ class MemoryAPI:
             "emergency_read_only": self.engine.config.emergency_read_only,
             "mode": self.engine.config.write_policy.mode,
             "drift": await self.engine.drift.status(),
+            # what limits memory now (a missing package, no chat / embedding provider), in the page's language
+            "notices": [{"code": n.code, "message": n.render(lang_of(query.get("lang")))}
+                        for n in self.engine.notices()],
+            "providers": self.engine.providers(),
         }
 
     async def audit_log(self, query: Mapping[str, Any]) -> dict[str, Any]:
