@@ -14,9 +14,11 @@ from functools import lru_cache
 from importlib import metadata
 from typing import Any
 
-# The plugin's logger by name: this module is also loaded on its own, by a
-# migration (0013), where the package's relative imports do not work.
-_log = logging.getLogger("astrbot.plugin.astrbot_plugin_ltm")
+try:
+    from .logs import log as _log  # with the filter AstrBot's log handlers need
+except ImportError:  # loaded on its own by a migration (0013, 0014), which says nothing: the plugin has said it
+    _log = logging.getLogger("astrbot.plugin.astrbot_plugin_ltm.migrations")
+    _log.setLevel(logging.ERROR)
 
 FACT_KEY_MAX_CHARS = 128
 

@@ -27,7 +27,7 @@ ALICE = Scope("user", "qq:alice")
 def load_text_module_without_snowballstemmer(monkeypatch) -> ModuleType:
     """A fresh copy of text.py imported where ``import snowballstemmer`` fails."""
     monkeypatch.setitem(sys.modules, "snowballstemmer", None)  # None in sys.modules: ImportError
-    spec = importlib.util.spec_from_file_location("ltm_text_without_stemmer", tokenizing.__file__)
+    spec = importlib.util.spec_from_file_location("astrbot_plugin_ltm.text_without_stemmer", tokenizing.__file__)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -71,6 +71,17 @@ def test_without_snowballstemmer_english_words_are_keywords_as_they_are_with_one
     assert bare.search_tokens("She reads books about cats 猫咪") == ["she", "reads", "books", "about", "cats", "猫咪"]
     warnings = [r.getMessage() for r in caplog.records if "snowballstemmer" in r.getMessage()]
     assert len(warnings) == 1 and "not installed" in warnings[0] and "reload" in warnings[0]
+
+
+def test_a_migration_loading_the_text_rules_without_snowballstemmer_says_nothing_more(monkeypatch, caplog):
+    monkeypatch.setitem(sys.modules, "snowballstemmer", None)
+    spec = importlib.util.spec_from_file_location("ltm_migration_text", tokenizing.__file__)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    with caplog.at_level(logging.WARNING):
+        spec.loader.exec_module(module)
+    assert module.KEYWORD_STEMMER == module.NO_STEMMER
+    assert not [r for r in caplog.records if "snowballstemmer" in r.getMessage()]
 
 
 def test_with_snowballstemmer_english_words_are_stemmed_and_the_stemmer_is_named_by_its_release():
