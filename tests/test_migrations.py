@@ -124,6 +124,8 @@ def test_target_stops_at_that_version(tmp_path):
 # Caches that a migration empties, to be filled again in the background:
 # table -> the migration's version.
 CLEARED_BY = {"ltm_event_vectors": 6}
+# tables a migration creates with rows of its own in them (0015: the keywords' stemmer).
+SEEDED = {"ltm_index_builds"}
 
 
 @pytest.mark.parametrize("start", range(1, LATEST + 1))
@@ -166,6 +168,8 @@ def test_upgrading_from_every_earlier_version_keeps_the_data(tmp_path, start):
             assert present, f"{table} lost all of its columns"
             names = ", ".join(f'"{n}"' for n in present)
             found = conn.execute(f'SELECT {names} FROM "{table}"').fetchall()
+            if table in SEEDED:
+                found = [f for f in found if f[0] == row[present[0]]]
             assert found == [tuple(row[n] for n in present)], table
     finally:
         conn.close()
