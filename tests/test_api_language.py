@@ -357,3 +357,21 @@ def test_the_instruction_rule_writes_its_catalogue_text():
     reason = instruction_reason(HOSTILE)
     assert reason is not None and code_of(reason) == "reason.instruction"
     assert code_of(f"held for review: {reason}") == "held.instruction"
+
+
+async def test_a_refused_setting_is_explained_in_chinese(make_api):
+    api = await make_api()
+    body = await refused_in_chinese(api, 400, "put_policy", {"write_policy": {"min_confidence": 7}}, USER)
+    assert body["code"] == "api.invalid_settings"
+    assert body["message"] == "设置无效，未做任何修改：write_policy.min_confidence: 7 超出允许范围 0–1"
+    body = await refused_in_chinese(api, 400, "policy_writes", {"scope": "channel:x", "writes": "off"}, USER)
+    assert body["message"] == "scope 'channel:x' 无效（必须以 user: 或 group: 开头）：请写 user:<id> 或 group:<id>"
+
+
+async def test_the_settings_warnings_are_shown_in_chinese_with_their_codes(make_api):
+    api = await make_api({"write_policy": {"mode": "sometimes"}, "colour": "blue"})
+    policy = await chinese_data(api, "get_policy")
+    warnings = dict(zip(policy["config_warnings_codes"], policy["config_warnings"], strict=True))
+    assert warnings["config.unknown_setting"] == "colour：未知设置，已忽略"
+    assert warnings["config.default"].startswith("write_policy.mode: 'sometimes' 不是以下之一：")
+    assert (await api.ok("get_policy"))["config_warnings"] == api.ltm.engine.config_errors  # stored: English

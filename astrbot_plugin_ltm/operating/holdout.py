@@ -21,7 +21,7 @@ from sqlalchemy import Connection, delete, text
 
 from ..clock import Clock, as_utc, parse_stored_time
 from ..config import scope_problem
-from ..i18n import msg
+from ..i18n import msg, parse
 from ..scope import Scope
 from ..storing.database import Database
 from ..storing.tables import HoldoutSession
@@ -89,7 +89,7 @@ def parse_scopes(raw: Any) -> tuple[Scope, ...]:
     for s in raw:
         why = scope_problem(s)  # as write_policy.disabled_scopes: one reading of a scope
         if why is not None:
-            raise AdminError(msg("api.not_scope", scope=repr(s[:80]), why=why))
+            raise AdminError(msg("api.not_scope", scope=repr(s[:80]), why=parse(why) or why))
         kind, _, scope_id = s.partition(":")
         out.append(Scope(kind, scope_id))
     return tuple(dict.fromkeys(out))

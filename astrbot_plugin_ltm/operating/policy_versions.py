@@ -23,9 +23,9 @@ from typing import Any
 from sqlalchemy import func, select
 
 from ..clock import Clock
-from ..config import POLICY_KEYS, LTMConfig, parse_config, policy_of, refusal, scope_problem, with_policy
+from ..config import POLICY_KEYS, LTMConfig, parse_config, policy_of, refusal_message, scope_problem, with_policy
 from ..enums import AuditAction, PolicySource
-from ..i18n import msg
+from ..i18n import msg, parse
 from ..logs import log
 from ..storing.audit import audit
 from ..storing.database import Database, ReadOnlyError
@@ -81,7 +81,7 @@ def scope_name(target: Any) -> str:
         raise AdminError(msg("api.scope_text"))
     why = scope_problem(target.strip())
     if why is not None:
-        raise AdminError(msg("api.scope_bad", scope=repr(target[:80]), why=why))
+        raise AdminError(msg("api.scope_bad", scope=repr(target[:80]), why=parse(why) or why))
     return target.strip()
 
 
@@ -185,7 +185,7 @@ class PolicyVersions:
             raw = with_policy(self._raw(), changes, replace=replace)
             new, problems = parse_config(raw)
             if problems:
-                raise AdminError(msg("api.invalid_settings", problems=refusal(problems)))
+                raise AdminError(msg("api.invalid_settings", problems=refusal_message(problems)))
             current = self._config()
             before, after = policy_of(current), policy_of(new)
             if before == after:

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from ..clock import as_utc
-from ..config import POLICY_KEYS, LTMConfig, parse_config, policy_of, refusal, with_policy
+from ..config import POLICY_KEYS, LTMConfig, parse_config, policy_of, refusal_message, with_policy
 from ..engine import LTMEngine
 from ..i18n import msg
 from ..storing.database import ReadOnlyError
@@ -40,7 +40,7 @@ def candidate_config(raw_config: dict[str, Any], policy: Any) -> LTMConfig:
                              keys=", ".join(POLICY_KEYS)))
     cfg, problems = parse_config(with_policy(raw_config, policy))
     if problems:
-        raise AdminError(msg("api.candidate_invalid", problems=refusal(problems)))
+        raise AdminError(msg("api.candidate_invalid", problems=refusal_message(problems)))
     return cfg
 
 

@@ -68,6 +68,8 @@ def evidence_dict(link: MemoryEvidence, event: MemoryEvent | None,
 # Fields whose text a person reads, stored in English from catalogue
 # templates (reasons, verdicts, notes): shown translated, with "<field>_code".
 SHOWN_TEXT_FIELDS = ("reason", "held_reason", "message", "verdict")
+# Lists of such texts: shown translated, with "<field>_codes" (GET policy's warnings).
+SHOWN_TEXT_LISTS = ("config_warnings",)
 
 
 @lru_cache(maxsize=4096)
@@ -98,6 +100,9 @@ def shown(data: Any, lang: Lang) -> Any:
         if key in SHOWN_TEXT_FIELDS and isinstance(value, str | None) and f"{key}_code" not in data:
             out[key] = translate(value, lang) if value else value
             out[f"{key}_code"] = _code(value) if value else None
+        elif key in SHOWN_TEXT_LISTS and isinstance(value, list) and all(isinstance(t, str) for t in value):
+            out[key] = [translate(t, lang) for t in value]
+            out[f"{key}_codes"] = [_code(t) for t in value]
         elif key == "progress" and isinstance(value, dict) and "stage" in value:
             out[key] = _progress_text(value, lang)
         else:
