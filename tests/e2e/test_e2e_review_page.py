@@ -197,7 +197,8 @@ def test_review_page_approves_a_shadow_memory_in_a_real_browser(bot, tab):
         rows = tab.wait(lambda: (r := memory_rows(tab)) and [x["id"] for x in r] == [
             city["memory_id"], name["memory_id"]] and r, "the memories, least used first")
         assert [x["uses"] for x in rows] == ["0", str(uses)]
-        tab.click(f'[data-testid=memory-row][data-memory-id="{name["memory_id"]}"]')
+        # The fact opens the detail (the scope cell opens the user's view).
+        tab.click(f'[data-testid=memory-row][data-memory-id="{name["memory_id"]}"] td.fact')
         shown = tab.wait(lambda: tab.frame("document.querySelector('[data-testid=detail-uses]')?.textContent"),
                          "the detail's usage")
         assert shown.startswith(f"{uses} ({uses} injected")
