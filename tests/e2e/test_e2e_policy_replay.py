@@ -17,6 +17,7 @@ from review_browser import (  # type: ignore[import-not-found]
     open_review_page,
 )
 from test_e2e_dashboard_api import call, ok  # type: ignore[import-not-found]
+from test_e2e_review_page import flatten  # type: ignore[import-not-found]  # the locale files' keys, flat
 
 pytestmark = pytest.mark.e2e
 
@@ -127,13 +128,15 @@ def test_the_review_page_shows_the_replay_report(bot, tab, theme):
 
 
 def test_the_replay_panel_has_every_text_in_both_languages_and_writes_no_html():
-    source = (ARTIFACTS.parent.parent / "pages" / "review" / "replay.js").read_text(encoding="utf-8")
-    en, zh = (source.split(f'"{loc}": {{', 1)[1].split("\n    },", 1)[0] for loc in ("en-US", "zh-CN"))
-    keys = [set(re.findall(r'(?:^|,)\s*"?([\w.]+)"?:\s', block, re.M)) for block in (en, zh)]
-    assert keys[0] == keys[1] and len(keys[0]) > 50, keys[0] ^ keys[1]
-    used = set(re.findall(r'\bT\("([\w.]+)"', source)) - {"outcome.", "set."}
-    assert used <= keys[0], used - keys[0]
-    assert sum(1 for line in zh.splitlines() if re.search(r"[\u4e00-\u9fff]", line)) > 40
+    repo = ARTIFACTS.parent.parent
+    source = (repo / "pages" / "review" / "replay.js").read_text(encoding="utf-8")
+    # The panel's texts: the locale files under views.review.replay (app.js's T).
+    en, zh = (flatten(json.loads((repo / ".astrbot-plugin" / "i18n" / f"{loc}.json").read_text(encoding="utf-8"))
+                      ["views"]["review"]["replay"]) for loc in ("en-US", "zh-CN"))
+    assert set(en) == set(zh) and len(en) > 50, set(en) ^ set(zh)
+    used = set(re.findall(r'\bT\("([\w.]+)"', source)) - {"outcome.", "set.", "replay."}
+    assert used <= set(en), used - set(en)
+    assert sum(1 for text in zh.values() if re.search(r"[\u4e00-\u9fff]", text)) > 40
     for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"):
         assert sink not in source, sink
     assert "http://" not in source.replace('"http://www.w3.org/2000/svg"', "")
