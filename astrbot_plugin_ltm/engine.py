@@ -249,7 +249,7 @@ class LTMEngine:
 
     def pauses_since(self, origin: Origin) -> str:
         pause = self.pauses.get(self.resolver.user_scope(origin))
-        return "" if pause is None else pause.since.strftime("%Y-%m-%d %H:%M UTC")
+        return "" if pause is None else pause.since_text
 
     # -- hooks: the hot path ---------------------------------------------
 

@@ -16,6 +16,7 @@ What is proven here:
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -23,6 +24,7 @@ from astrbot_plugin_ltm.enums import PolicySource
 from astrbot_plugin_ltm.learning.summary_prompt import SESSION_MARK
 from astrbot_plugin_ltm.operating.commands import Commands
 from astrbot_plugin_ltm.operating.errors import AdminError
+from astrbot_plugin_ltm.operating.replay_api import ReplayAPI
 from astrbot_plugin_ltm.storing.tables import MemoryEvent, MemoryItem
 
 OPERATOR = "root"
@@ -83,10 +85,25 @@ async def test_pausing_makes_no_policy_version_and_no_config_save(make_api, orig
     assert [a.action for a in await api.ltm.audit() if a.scope == "user"] == ["pause", "resume"]
 
 
-async def test_a_config_save_a_policy_change_or_a_restart_does_not_undo_a_pause(make_api, make_ltm, origin):
+async def finished(replay: ReplayAPI, started: dict) -> dict:
+    job = replay.engine.jobs.get(started["job_id"])
+    assert job.task is not None
+    await job.task
+    answer = await replay.job(started["job_id"])
+    assert answer["status"] == "done", answer["error"]
+    return answer
+
+
+async def test_a_config_save_a_replay_tuning_or_a_restart_does_not_undo_a_pause(make_api, make_ltm, origin):
     api = await make_api({"write_policy": {"mode": "auto"}}, name="p.db")
     engine, alice = api.ltm.engine, origin("alice")
+    await api.ltm.turn(origin("bob"), "I like tea", "OK.", TEA)
     await Commands(engine).pause(alice)
+    replay = api.api.replay
+    await replay.draw_holdout({"share": 1.0})
+    await finished(replay, await replay.start_replay({"policy": {"write_policy": {"disabled_scopes": []}}}))
+    await finished(replay, await replay.start_tune({}))
+    assert engine.paused(alice)
     await api.ok("put_policy", {"write_policy": {"disabled_scopes": [], "mode": "shadow"}}, OPERATOR)
     engine.apply_config({"write_policy": {"mode": "auto"}})  # AstrBot's config page saved
     assert engine.paused(alice)
@@ -187,7 +204,9 @@ async def test_a_rollback_dry_run_shows_the_diff_and_warnings_and_writes_nothing
     assert (await api.ok("policy_rollback", {"version": 3, "dry_run": True}, OPERATOR)) == {
         "version": 3, "diff": [], "warnings": []}
     await api.err(404, "policy_rollback", {"version": 42, "dry_run": True}, OPERATOR)
-    await api.err(400, "policy_rollback", {"version": 1, "dry_run": "maybe"}, OPERATOR)
+    for unreadable in ("maybe", "", None):
+        await api.err(400, "policy_rollback", {"version": 1, "dry_run": unreadable}, OPERATOR)
+    assert await api.ltm.table_snapshot() == before
 
 
 async def test_old_pauses_in_the_policy_become_pause_rows_at_the_first_start(make_api, make_ltm, origin):
@@ -238,3 +257,13 @@ async def test_what_a_paused_user_says_is_in_no_summary(make_ltm, gateway, origi
     await ltm.engine.summaries.run_once()
     (summary,) = [i.fact for i in await ltm.items(MemoryItem.type == "summary")]
     assert "I like tea" in summary and "Paris" not in summary
+
+
+async def test_a_pause_covers_the_users_persona_scopes_too(make_ltm, origin):
+    ltm = await make_ltm({"write_policy": {"mode": "auto"}, "identity": {"persona_scoped": True}})
+    alice = origin("alice")
+    as_bard = replace(alice, persona="Bard")
+    await Commands(ltm.engine).pause(alice)
+    assert ltm.engine.resolver.write_scope(as_bard).id != "qq:alice"  # a scope of its own
+    events = await ltm.record(as_bard, "I live in Paris")
+    assert {e.extraction_status for e in events} == {"skipped"}

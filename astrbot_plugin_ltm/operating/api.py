@@ -350,7 +350,8 @@ class MemoryAPI:
         unknown = set(body) - {"version", "reason", "dry_run", "lang"}
         if unknown:
             raise AdminError(msg("api.unknown_fields", fields=", ".join(v.shown(k) for k in sorted(unknown)[:5])))
-        if v.optional_flag(body.get("dry_run"), "dry_run"):
+        # Present, it must say yes or no: an unreadable flag is no reason to roll back for real.
+        if "dry_run" in body and v.flag(body["dry_run"], "dry_run"):
             return await rollback_preview.preview(self.engine.policy_versions, self.engine.config,
                                                   _version_number(body["version"]), _asked_lang(body))
         result = await self.engine.policy_versions.rollback(

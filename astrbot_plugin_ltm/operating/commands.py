@@ -100,7 +100,7 @@ class Commands:
             except AdminError:
                 pause = None
             if pause is not None:
-                reply += "\n" + say("pause.status_target", lang, scope=pause.scope, since=_when(pause.since))
+                reply += "\n" + say("pause.status_target", lang, scope=pause.scope, since=pause.since_text)
         return reply
 
     async def _status(self, origin: Origin, target: str = "") -> str:
@@ -366,10 +366,6 @@ class Commands:
                     "What was said while it was off stays unlearned.")
         return (f"Learning {subject} is off (policy version {result['version']}): nothing new is learned "
                 "from what is said now; what is already known is still used.")
-
-
-def _when(at: datetime) -> str:
-    return at.strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _version_line(row: dict) -> str:

@@ -41,6 +41,11 @@ class Pause:
     by: str
     reason: str
 
+    @property
+    def since_text(self) -> str:
+        """When, as a chat reply says it."""
+        return self.since.strftime("%Y-%m-%d %H:%M UTC")
+
     def as_dict(self) -> dict[str, Any]:
         return {"scope": self.scope, "since": self.since.isoformat(), "by": self.by, "reason": self.reason}
 
