@@ -91,3 +91,11 @@ async def test_an_unknown_import_status_is_refused_and_nothing_is_written(make_a
     assert "status" in await target.err(400, "import_", as_body(doc), {"status": "active"}, USER)
     assert "status" in await target.err(400, "import_", as_body({"status": ["x"], "export": doc}), {}, USER)
     assert await target.ltm.table_counts() == before
+
+
+async def test_import_for_review_may_be_asked_in_the_file_itself(make_api, origin) -> None:
+    doc = await _export(make_api, origin)
+    target = await make_api({"write_policy": {"mode": "shadow"}}, name="target.db")
+    report = await target.ok("import_", as_body({**doc, "status": "shadow"}), {}, USER)
+    assert report["status"] == "shadow" and report["added_by_status"] == {"shadow": 3}
+    assert {(i.status, i.awaiting_approval) for i in await target.ltm.items()} == {(Status.SHADOW, True)}

@@ -114,6 +114,16 @@ def _version_number(raw: Any) -> int:
     return int(raw)
 
 
+def _import_status(asked: list[Any]) -> str:
+    """The status an import gives its memories, from every place it may be
+    asked (query, wrapper, file): any asking for review makes it one (the
+    safe reading); anything else named must be a status."""
+    given = [a for a in asked if a is not None and a != ""]
+    if any(a not in IMPORT_STATUSES for a in given):
+        raise AdminError(msg("import.bad_status"))
+    return FOR_REVIEW if FOR_REVIEW in given else AS_EXPORTED
+
+
 def _actor(user: str | None) -> str:
     return f"operator:{user or 'dashboard'}"
 
@@ -371,18 +381,18 @@ class MemoryAPI:
         if len(raw_body) > MAX_IMPORT_BYTES:
             raise AdminError(f"import is larger than {MAX_IMPORT_BYTES // (1024 * 1024)} MiB", 413)
         dry_run = preview or v.optional_flag(query.get("dry_run"), "dry_run")
-        status, lang = query.get("status"), lang_of(query.get("lang"))
+        asked, lang = [query.get("status")], lang_of(query.get("lang"))
         payload = unwrap(await asyncio.to_thread(parse_file, raw_body))  # up to 20 MiB: off the event loop
         if isinstance(payload, dict) and "export" in payload and "format" not in payload:
             # Either flag asking for a dry run makes it one (the safe reading).
             dry_run = v.optional_flag(payload.get("dry_run"), "dry_run") or dry_run
-            # Either asking for review makes it one (the safe reading too).
-            status = FOR_REVIEW if FOR_REVIEW in (status, payload.get("status")) else payload.get("status", status)
+            asked.append(payload.get("status"))
             lang = lang_of(payload.get("lang"), lang)
             payload = payload["export"]
-        status = status or AS_EXPORTED
-        if status not in IMPORT_STATUSES:
-            raise AdminError(msg("import.bad_status"))
+        if isinstance(payload, dict) and "format" in payload:  # set beside the file's own keys (it has neither)
+            asked.append(payload.get("status"))
+            lang = lang_of(payload.get("lang"), lang)
+        status = _import_status(asked)
         max_fact_chars = self.engine.config.extraction.max_fact_chars
         report = await import_items(self.engine.db, payload, _actor(user), dry_run, self.engine.clock,
                                     max_fact_chars, status)
