@@ -5,11 +5,13 @@ counted as used."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from astrbot_plugin_ltm.operating.preview import MAX_MESSAGE_CHARS
+from astrbot_plugin_ltm.storing.tables import MemoryItem
 
 PARIS = {"type": "profile", "fact": "Alice lives in Paris", "fact_key": "city", "confidence": 0.9, "importance": 0.7}
 JAZZ = {"type": "preference", "fact": "Alice likes jazz music in Paris", "fact_key": "jazz", "confidence": 0.9,
@@ -126,3 +128,49 @@ async def test_a_scope_the_bot_would_not_read_for_that_user_is_refused(make_api)
     # The account an alias joins reads the alias's scope, not its own.
     message = await api.err(400, "preview", {"scope": "user:qq:alice", "message": "hi"})
     assert "user:qq:alice" in message
+
+
+async def test_a_new_conversation_previews_the_last_time_summary_first(make_api, origin) -> None:
+    api = await make_api({"write_policy": {"mode": "auto"}, "summaries": {"enable": True}})
+    await _alice(api, origin)
+    ltm = api.ltm
+    async with ltm.engine.db.write() as session:
+        session.add(MemoryItem(
+            scope="user", scope_id="qq:alice", type="summary", fact="Alice planned a trip to Lyon by train.",
+            fact_key="summary_session_1", confidence=0.9, importance=0.5, status="active", created_at=ltm.clock(),
+            updated_at=ltm.clock(), valid_from=ltm.clock(), valid_to=ltm.clock()))
+    ltm.clock.advance(hours=3)  # the conversation went quiet: the next message starts a new one
+    question = "Any news about my trip?"
+    shown = await api.ok("preview", {"scope": "user:qq:alice", "message": question})
+    given = await ltm.block(origin("alice"), question)
+    assert shown["text"] == given.text and "Lyon" in shown["text"]
+    first = shown["lines"][0]
+    assert first["source"] == "last_time" and "Lyon" in first["text"] and first["tokens"] > 0
+    assert [line["id"] for line in shown["lines"]].count(first["id"]) == 1
+
+
+async def test_with_reading_off_the_preview_is_empty_and_says_why(make_api, origin) -> None:
+    api = await make_api({"write_policy": {"mode": "auto"}})
+    await _alice(api, origin)
+    api.ltm.configure({"read_policy": {"enable": False}})
+    shown = await api.ok("preview", {"scope": "user:qq:alice", "message": "Where do I live?", "lang": "zh"})
+    assert shown["text"] == "" and shown["lines"] == [] and shown["tokens"] == 0
+    (notice,) = shown["notices"]
+    assert notice["code"] == "preview.reading_off" and "记忆读取已关闭" in notice["message"]
+
+
+async def test_a_persona_previews_its_own_memory_before_the_shared_one(make_api, origin) -> None:
+    api = await make_api({"write_policy": {"mode": "auto"}, "identity": {"persona_scoped": True}})
+    tutor = replace(origin("alice"), persona="tutor")
+    await api.ltm.turn(tutor, "We practised French verbs in Paris today", "Bien!",
+                       {"type": "episode", "fact": "Alice practised French verbs with the tutor",
+                        "fact_key": "verbs", "confidence": 0.9, "importance": 0.6})
+    question = "What did we practise in French?"
+    shown = await api.ok("preview", {"scope": "user:qq:alice", "persona": "tutor", "message": question})
+    assert shown["read_scopes"][:2] == ["user:qq:alice#persona:tutor", "user:qq:alice"]
+    assert shown["text"] == (await api.ltm.block(tutor, question)).text and "French verbs" in shown["text"]
+    plain = await api.ok("preview", {"scope": "user:qq:alice", "message": question})
+    assert "French verbs" not in plain["text"]
+    # The persona's scope as the list shows it names the persona too.
+    named = await api.ok("preview", {"scope": "user:qq:alice#persona:tutor", "message": question})
+    assert named["text"] == shown["text"]

@@ -64,4 +64,8 @@ TEXTS: dict[str, tuple[str, str]] = {
     "import.for_review": ("Imported memories are stored as shadow, awaiting approval: none is used until an "
                           "operator approves it.",
                           "导入的记忆将以 shadow 状态保存并等待审核：在操作员批准前不会被使用。"),
+    "import.active_past_review": ("This bot is in mode {mode}, but {count} imported memories would be active at "
+                                  "once, unreviewed; import for review (status shadow) to review them first.",
+                                  "此机器人处于 {mode} 模式，但有 {count} 条导入的记忆会立即生效且未经审核；"
+                                  "如需先审核，请选择导入待审核（status 为 shadow）。"),
 }

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..config import POLICY_KEYS, policy_of
 from ..engine import LTMEngine
-from ..enums import MEMORY_TYPES, SCOPE_KINDS, ExtractionStatus, PolicySource, ScopeKind, SourceType, Status
+from ..enums import MEMORY_TYPES, SCOPE_KINDS, ExtractionStatus, PolicySource, ScopeKind, SourceType, Status, WriteMode
 from ..i18n import Lang, Message, code_of, lang_of, msg, say, translate
 from ..logs import log
 from ..scope import Scope
@@ -39,7 +39,18 @@ from .preview import preview as preview_block
 from .queries import SORTS, AuditFilter, EventFilter, ItemFilter
 from .replay_api import ReplayAPI
 from .serialize import audit_dict, event_dict, item_api_dict, shown
-from .transfer import MAX_IMPORT_BYTES, export_items, file_bytes, file_name, import_items, parse_file, unwrap
+from .transfer import (
+    AS_EXPORTED,
+    FOR_REVIEW,
+    IMPORT_STATUSES,
+    MAX_IMPORT_BYTES,
+    export_items,
+    file_bytes,
+    file_name,
+    import_items,
+    parse_file,
+    unwrap,
+)
 
 MAX_PAGE_SIZE = 200
 POLICY_CHANGE_SOURCES = (PolicySource.API.value, PolicySource.PAGE.value)
@@ -131,6 +142,16 @@ def _version_number(raw: Any) -> int:
             or len(str(raw).strip()) > 12 or int(raw) < 1:
         raise AdminError(msg("api.version_number"))
     return int(raw)
+
+
+def _import_status(asked: list[Any]) -> str:
+    """The status an import gives its memories, from every place it may be
+    asked (query, wrapper, file): any asking for review makes it one (the
+    safe reading); anything else named must be a status."""
+    given = [a for a in asked if a is not None and a != ""]
+    if any(a not in IMPORT_STATUSES for a in given):
+        raise AdminError(msg("import.bad_status"))
+    return FOR_REVIEW if FOR_REVIEW in given else AS_EXPORTED
 
 
 def _actor(user: str | None) -> str:
@@ -466,15 +487,28 @@ class MemoryAPI:
         if len(raw_body) > MAX_IMPORT_BYTES:
             raise AdminError(msg("api.import_too_large", mib=MAX_IMPORT_BYTES // (1024 * 1024)), 413)
         dry_run = preview or v.optional_flag(query.get("dry_run"), "dry_run")
+        asked, lang = [query.get("status")], lang_of(query.get("lang"))
         payload = unwrap(await asyncio.to_thread(parse_file, raw_body))  # up to 20 MiB: off the event loop
         if isinstance(payload, dict) and "export" in payload and "format" not in payload:
             # Either flag asking for a dry run makes it one (the safe reading).
             dry_run = v.optional_flag(payload.get("dry_run"), "dry_run") or dry_run
+            asked.append(payload.get("status"))
+            lang = lang_of(payload.get("lang"), lang)
             payload = payload["export"]
+        if isinstance(payload, dict) and "format" in payload:  # set beside the file's own keys (it has neither)
+            asked.append(payload.get("status"))
+            lang = lang_of(payload.get("lang"), lang)
+        status = _import_status(asked)
         max_fact_chars = self.engine.config.extraction.max_fact_chars
         report = await import_items(self.engine.db, payload, _actor(user), dry_run, self.engine.clock,
-                                    max_fact_chars)
+                                    max_fact_chars, status)
         out = report.as_dict()
+        out["status_message"] = say("import.for_review" if status == FOR_REVIEW else "import.as_exported", lang)
+        mode = self.engine.config.write_policy.mode
+        if status == AS_EXPORTED and mode != WriteMode.AUTO and out["added_by_status"].get(Status.ACTIVE):
+            # This bot reviews what it learns; the file's active memories would skip that.
+            out["warnings"] = [{"code": "import.active_past_review", "message": say(
+                "import.active_past_review", lang, count=out["added_by_status"][Status.ACTIVE], mode=mode)}]
         if dry_run and self.engine.config.emergency_read_only:
             out["read_only"] = True
             out["message"] = READ_ONLY_NOTE

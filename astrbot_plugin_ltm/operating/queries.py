@@ -202,14 +202,20 @@ class AdminQueries:
     async def _containing(self, f: ItemFilter, needles: list[str], offset: int,
                           limit: int) -> tuple[list[MemoryItem], int]:
         """Memories whose fact holds any of ``needles`` (literally; Latin
-        letters in any case), newest first, at most TEXT_SEARCH_HITS: a
-        read of the facts the filters leave, which for one character costs
-        milliseconds at 10,000 memories (docs/decisions.md#d74)."""
-        holds = or_(*(MemoryItem.fact.contains(n, autoescape=True) for n in needles))
+        letters in any case), newest first, at most TEXT_SEARCH_HITS.
+
+        One read of the table, the few matches sorted after: ~4 ms at
+        10,000 memories, where walking the newest-first index looked up
+        every row on the way, ten times the cost (docs/decisions.md#d74).
+        The filters are written ``+col`` (``by_id``) to keep it that way.
+        """
+        folded = ["".join(ch.lower() if ch.isascii() else ch for ch in n) for n in needles]
+        holds = or_(*(func.instr(func.lower(MemoryItem.fact), n) > 0 for n in folded))
         async with self._db.read() as session:
-            # One walk down the newest-first index, ending at the cap.
-            ids = list((await session.execute(select(MemoryItem.id).where(*f.conditions(), holds)
-                                              .order_by(*SORTS["updated"]).limit(TEXT_SEARCH_HITS))).scalars())
+            ids = list((await session.execute(
+                select(MemoryItem.id).where(holds, *f.conditions(by_id=True))
+                .order_by(literal_column("+ltm_items.updated_at").desc(), MemoryItem.id.desc())
+                .limit(TEXT_SEARCH_HITS))).scalars())
             window = ids[offset:offset + limit]
             found = {i.id: i for i in (await session.execute(
                 select(MemoryItem).where(MemoryItem.id.in_(window)))).scalars()}
