@@ -226,8 +226,6 @@
     "transfer.done": "Imported {name}: {added} added, {merged} merged, {skipped} skipped.",
     "transfer.nothing": "Nothing to import: every memory is already here.",
     "transfer.for_review": "Import for review: every memory arrives as shadow, in the review queue",
-    "transfer.status_preview": "Imported memories will be: {status}.",
-    "transfer.status_done": "Imported memories are: {status}.",
     "audit.time": "Time",
     "audit.action": "Action",
     "audit.actor": "Actor",
@@ -1461,13 +1459,25 @@
     return $("#import-for-review").checked ? { status: "shadow" } : null;
   }
 
-  /** One memory of an import report: an id (older servers) or {memory_id, fact, status}. */
-  function importLine(mark, entry, fallbackStatus) {
-    if (typeof entry === "string") return h("li", { "data-testid": "import-line" }, mark + " " + entry);
-    const status = entry.status || fallbackStatus;
-    return h("li", { "data-testid": "import-line", "data-memory-id": entry.memory_id, title: entry.memory_id },
-      mark + " ", h("span", { class: "import-fact" }, entry.fact || entry.memory_id),
-      status ? h("span", { class: "tag status-" + status, "data-testid": "import-line-status" }, statusLabel(status)) : null);
+  const IMPORT_MARKS = { add: "+", merge: "⇄", skip: "·" };
+
+  /** One memory of an import report: {memory_id, fact, action, status, awaiting_approval, reason}. */
+  function importLine(entry) {
+    const status = entry.action === "skip" && entry.status === "deleted" ? null : entry.status;
+    return h("li", { "data-testid": "import-line", "data-action": entry.action, "data-memory-id": entry.memory_id,
+      title: entry.memory_id, class: entry.action === "skip" ? "muted" : null },
+      (IMPORT_MARKS[entry.action] || "·") + " ", h("span", { class: "import-fact" }, entry.fact),
+      status ? h("span", { class: "tag status-" + status, "data-testid": "import-line-status", "data-status": status },
+        entry.awaiting_approval ? statusLabel(status) + " · " + T("queue.awaiting") : statusLabel(status)) : null,
+      entry.reason ? h("span", { class: "muted" }, " " + entry.reason) : null);
+  }
+
+  /** The ids of an older server's report, which lists no facts. */
+  function importIds(details) {
+    return [].concat(
+      (details.added || []).map((id) => h("li", { "data-testid": "import-line" }, "+ " + id)),
+      (details.merged || []).map((id) => h("li", { "data-testid": "import-line" }, "⇄ " + id)),
+      (details.skipped || []).map((s) => h("li", { class: "muted", "data-testid": "import-line" }, "· " + s.memory_id + ": " + s.reason)));
   }
 
   function renderImportReport(report, preview) {
@@ -1478,16 +1488,14 @@
       count("merged", T(preview ? "transfer.merged" : "transfer.merged_done"), report.merged),
       count("skipped", T(preview ? "transfer.skipped" : "transfer.skipped_done"), report.skipped),
     );
-    const details = report.details || {};
-    const list = h("ul", null,
-      (details.added || []).map((e) => importLine("+", e, report.status)),
-      (details.merged || []).map((e) => importLine("⇄", e, null)),
-      (details.skipped || []).map((s) => h("li", { class: "muted" }, "· " + (s.fact || s.memory_id) + ": " + s.reason)),
-    );
-    const status = report.status
-      ? h("p", { "data-testid": "import-status-note" }, T(preview ? "transfer.status_preview" : "transfer.status_done", { status: statusLabel(report.status) }))
+    const list = h("ul", null, Array.isArray(report.memories) ? report.memories.map(importLine) : importIds(report.details || {}));
+    // Which status the imported memories get, in the server's words; and what it warns about.
+    const status = report.status_message ? h("p", { "data-testid": "import-status-note" }, report.status_message) : null;
+    const warnings = (report.warnings || []).length
+      ? h("div", { class: "notice warn", "data-testid": "import-warnings" },
+        h("ul", null, report.warnings.map((w) => h("li", { "data-code": w.code }, w.message))))
       : null;
-    $("#import-details").replaceChildren(...[status, list].filter(Boolean));
+    $("#import-details").replaceChildren(...[status, warnings, list].filter(Boolean));
     $("#import-preview").hidden = false;
     const confirmBtn = $("#import-confirm");
     confirmBtn.disabled = !!state.readOnly || (report.added + report.merged === 0);
@@ -1503,7 +1511,7 @@
       const result = $("#import-result");
       result.textContent = T("transfer.done", {
         name: state.importName, added: report.added, merged: report.merged, skipped: report.skipped,
-      }) + (report.status ? " " + T("transfer.status_done", { status: statusLabel(report.status) }) : "");
+      }) + (report.status_message ? " " + report.status_message : "");
       result.hidden = false;
       resetImport();
       await refreshStatus();

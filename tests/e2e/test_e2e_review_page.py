@@ -292,10 +292,11 @@ def test_the_page_downloads_an_export_file_that_its_upload_imports_into_another_
             tab.wait(lambda: tab.frame("!document.querySelector('#import-preview').hidden"), "the import preview")
             assert tab.frame("document.querySelector('[data-testid=import-added] b').textContent") == "2"
             # Each memory's fact and the status it will get, not bare ids.
-            facts = tab.frame("Array.from(document.querySelectorAll('[data-testid=import-line] .import-fact'))"
-                              ".map(el => el.textContent)")
-            assert sorted(facts) == sorted(d["fact"] for d in dana), facts
-            assert "shadow" in tab.frame("document.querySelector('[data-testid=import-status-note]').textContent")
+            lines = tab.frame("Array.from(document.querySelectorAll('[data-testid=import-line][data-action=add]'))"
+                              ".map(li => [li.querySelector('.import-fact').textContent,"
+                              " li.querySelector('[data-testid=import-line-status]').getAttribute('data-status')])")
+            assert sorted(lines) == sorted([d["fact"], "shadow"] for d in dana), lines
+            assert tab.frame("document.querySelector('[data-testid=import-status-note]').textContent.trim()")
             assert copy_bot.items() == []  # a preview writes nothing
             tab.click("[data-testid=import-confirm]")
             tab.wait(lambda: tab.frame("!document.querySelector('#import-result').hidden"), "the import result")
