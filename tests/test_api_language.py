@@ -362,6 +362,8 @@ def test_the_instruction_rule_writes_its_catalogue_text():
 
 async def test_a_refused_setting_is_explained_in_chinese(make_api):
     api = await make_api()
+    assert await api.err(400, "put_policy", {"read_policy": 5}, USER) == (
+        'read_policy must be an object of settings, e.g. {"mode": "auto"}')
     body = await refused_in_chinese(api, 400, "put_policy", {"write_policy": {"min_confidence": 7}}, USER)
     assert body["code"] == "api.invalid_settings"
     assert body["message"] == "设置无效，未做任何修改：write_policy.min_confidence: 7 超出允许范围 0–1"
