@@ -382,11 +382,13 @@ async def test_the_settings_warnings_are_shown_in_chinese_with_their_codes(make_
 
 def test_an_answers_texts_are_translated_at_any_depth_and_a_given_code_is_kept():
     answer = {"cut": [{"why": "already present", "why_code": "import.already_present"}],
-              "notices": [{"code": "x.y", "message": "already merged"}], "fact": "already present"}
+              "notices": [{"code": "x.y", "message": "already merged"}], "fact": "already present",
+              "event": {"content": {"text": "approved", "message": "approved"}}}
     assert shown(answer, "zh") == {
         "cut": [{"why": "已存在", "why_code": "import.already_present"}],
         "notices": [{"code": "x.y", "message": "已合并过", "message_code": "import.already_merged"}],
         "fact": "already present",  # a memory's own words are never translated
+        "event": {"content": {"text": "approved", "message": "approved"}},  # nor what someone said
     }
 
 

@@ -68,6 +68,8 @@ def evidence_dict(link: MemoryEvidence, event: MemoryEvent | None,
 # Fields whose text a person reads, stored in English from catalogue
 # templates (reasons, verdicts, notes): shown translated, with "<field>_code".
 SHOWN_TEXT_FIELDS = ("reason", "held_reason", "message", "verdict", "why")
+# What people said, recorded as they said it: never translated, whatever its keys.
+KEPT_AS_SAID_FIELDS = ("content", "extraction_meta")
 # Lists of such texts: shown translated, with "<field>_codes" (GET policy's warnings).
 SHOWN_TEXT_LISTS = ("config_warnings",)
 
@@ -98,7 +100,9 @@ def shown(data: Any, lang: Lang) -> Any:
         return data
     out: dict[str, Any] = {}
     for key, value in data.items():
-        if key in SHOWN_TEXT_FIELDS and isinstance(value, str | None):
+        if key in KEPT_AS_SAID_FIELDS:
+            out[key] = value
+        elif key in SHOWN_TEXT_FIELDS and isinstance(value, str | None):
             out[key] = translate(value, lang) if value else value
             if f"{key}_code" not in data:
                 out[f"{key}_code"] = _code(value) if value else None
