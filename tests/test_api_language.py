@@ -20,7 +20,8 @@ import dashboard_routes
 from astrbot_plugin_ltm.enums import AuditAction, PolicySource
 from astrbot_plugin_ltm.i18n import code_of, parse, say
 from astrbot_plugin_ltm.instructions import instruction_reason
-from astrbot_plugin_ltm.operating.api import request_lang, without_lang
+from astrbot_plugin_ltm.operating.api import answer_lang, request_lang, without_lang
+from astrbot_plugin_ltm.operating.serialize import shown
 from astrbot_plugin_ltm.storing.audit import audit
 from astrbot_plugin_ltm.storing.tables import MemoryItem
 
@@ -361,6 +362,8 @@ def test_the_instruction_rule_writes_its_catalogue_text():
 
 async def test_a_refused_setting_is_explained_in_chinese(make_api):
     api = await make_api()
+    assert await api.err(400, "put_policy", {"read_policy": 5}, USER) == (
+        'read_policy must be an object of settings, e.g. {"mode": "auto"}')
     body = await refused_in_chinese(api, 400, "put_policy", {"write_policy": {"min_confidence": 7}}, USER)
     assert body["code"] == "api.invalid_settings"
     assert body["message"] == "设置无效，未做任何修改：write_policy.min_confidence: 7 超出允许范围 0–1"
@@ -375,3 +378,25 @@ async def test_the_settings_warnings_are_shown_in_chinese_with_their_codes(make_
     assert warnings["config.unknown_setting"] == "colour：未知设置，已忽略"
     assert warnings["config.default"].startswith("write_policy.mode: 'sometimes' 不是以下之一：")
     assert (await api.ok("get_policy"))["config_warnings"] == api.ltm.engine.config_errors  # stored: English
+
+
+def test_an_answers_texts_are_translated_at_any_depth_and_a_given_code_is_kept():
+    answer = {"cut": [{"why": "already present", "why_code": "import.already_present"}],
+              "notices": [{"code": "x.y", "message": "already merged"}], "fact": "already present",
+              "event": {"content": {"text": "approved", "message": "approved"}}}
+    assert shown(answer, "zh") == {
+        "cut": [{"why": "已存在", "why_code": "import.already_present"}],
+        "notices": [{"code": "x.y", "message": "已合并过", "message_code": "import.already_merged"}],
+        "fact": "already present",  # a memory's own words are never translated
+        "event": {"content": {"text": "approved", "message": "approved"}},  # nor what someone said
+    }
+
+
+async def test_a_method_knows_the_language_it_answers_in(make_api):
+    api = await make_api()
+
+    async def which() -> str:
+        return answer_lang()
+
+    assert (await api.api.call(which, lang="zh")).body["data"] == "zh"
+    assert (await api.api.call(which)).body["data"] == "en" and answer_lang() == "en"

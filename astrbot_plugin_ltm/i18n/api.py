@@ -52,8 +52,8 @@ TEXTS: dict[str, tuple[str, str]] = {
                         '请发送 {"scope": "user:<id>" 或 "group:<id>", "writes": "on" 或 "off"}'),
     "api.policy_unknown": ("cannot change {names} here; changeable: {keys}", "这里不能修改 {names}；可修改：{keys}"),
     "api.policy_nothing": ("send at least one of {keys} to change", "请至少发送 {keys} 中的一项来修改"),
-    "api.policy_object": ('{key} must be an object of settings, e.g. {{"mode": "auto"}}',
-                          '{key} 必须是设置对象，例如 {{"mode": "auto"}}'),
+    "api.policy_object": ('{key} must be an object of settings, e.g. {"mode": "auto"}',
+                          '{key} 必须是设置对象，例如 {"mode": "auto"}'),
     "api.no_version": ("there is no policy version {version}", "没有策略版本 {version}"),
     # -- memories (queries, admin) ---------------------------------------------
     "api.status_or_pending": ("status must be one of {options} or pending", "status 必须是 {options} 之一或 pending"),

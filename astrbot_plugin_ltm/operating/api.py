@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,6 +91,16 @@ def request_lang(query: Mapping[str, Any] | None, body_lang: Any = None, accept_
     if isinstance(accept_language, str) and accept_language.strip():
         return lang_of(accept_language.split(",")[0].split(";")[0][:20])
     return "en"
+
+
+# The language of the request being answered, for a method that renders
+# text itself (most need not: MemoryAPI.call translates the answer).
+_ANSWER_LANG: ContextVar[Lang] = ContextVar("ltm_answer_lang", default="en")
+
+
+def answer_lang() -> Lang:
+    """The language the current request is answered in."""
+    return _ANSWER_LANG.get()
 
 
 def without_lang(body: Any) -> tuple[Any, Any]:
@@ -192,6 +203,7 @@ class MemoryAPI:
         ``lang``; ``localize``: show the answer's stored reasons in ``lang``
         with their codes — never an export document, a file whose checksums
         cover its text as stored."""
+        token = _ANSWER_LANG.set(lang)
         try:
             data = await method(*args)
             return ok(shown(data, lang) if localize and method != self.export else data)
@@ -202,6 +214,8 @@ class MemoryAPI:
         except Exception as exc:  # never a stack trace to the client
             log.exception("ltm: API error")
             return error(500, say("api.internal", lang, kind=type(exc).__name__), code="api.internal")
+        finally:
+            _ANSWER_LANG.reset(token)
 
     # -- items -------------------------------------------------------------
 

@@ -67,7 +67,9 @@ def evidence_dict(link: MemoryEvidence, event: MemoryEvent | None,
 
 # Fields whose text a person reads, stored in English from catalogue
 # templates (reasons, verdicts, notes): shown translated, with "<field>_code".
-SHOWN_TEXT_FIELDS = ("reason", "held_reason", "message", "verdict")
+SHOWN_TEXT_FIELDS = ("reason", "held_reason", "message", "verdict", "why")
+# What people said, recorded as they said it: never translated, whatever its keys.
+KEPT_AS_SAID_FIELDS = ("content", "extraction_meta")
 # Lists of such texts: shown translated, with "<field>_codes" (GET policy's warnings).
 SHOWN_TEXT_LISTS = ("config_warnings",)
 
@@ -89,17 +91,21 @@ def _progress_text(progress: dict[str, Any], lang: Lang) -> dict[str, Any]:
 def shown(data: Any, lang: Lang) -> Any:
     """An API answer as a reader in ``lang`` sees it: every stored reason,
     verdict or note in ``lang`` with its machine-readable code beside it
-    (None for an operator's own words), at any depth. Old rows translate
-    too: the code is found from the stored English."""
+    (None for an operator's own words; a code the answer already gives is
+    kept), at any depth. Old rows translate too: the code is found from the
+    stored English."""
     if isinstance(data, list):
         return [shown(value, lang) for value in data]
     if not isinstance(data, dict):
         return data
     out: dict[str, Any] = {}
     for key, value in data.items():
-        if key in SHOWN_TEXT_FIELDS and isinstance(value, str | None) and f"{key}_code" not in data:
+        if key in KEPT_AS_SAID_FIELDS:
+            out[key] = value
+        elif key in SHOWN_TEXT_FIELDS and isinstance(value, str | None):
             out[key] = translate(value, lang) if value else value
-            out[f"{key}_code"] = _code(value) if value else None
+            if f"{key}_code" not in data:
+                out[f"{key}_code"] = _code(value) if value else None
         elif key in SHOWN_TEXT_LISTS and isinstance(value, list) and all(isinstance(t, str) for t in value):
             out[key] = [translate(t, lang) for t in value]
             out[f"{key}_codes"] = [_code(t) for t in value]

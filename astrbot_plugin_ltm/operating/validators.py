@@ -57,13 +57,10 @@ def unit(value: Any, name: str) -> float:
 
 def whole(value: Any, name: str, lo: int, hi: int) -> int:
     """A whole number in [lo, hi]; 30.0 is 30 (JSON does not tell them apart)."""
-    refused = AdminError(msg("api.whole_range", name=name, lo=lo, hi=hi, value=shown(value)))
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise refused
-    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
-        raise refused
-    if not lo <= value <= hi:
-        raise refused
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or (isinstance(value, float) and not (math.isfinite(value) and value.is_integer())) \
+            or not lo <= value <= hi:
+        raise AdminError(msg("api.whole_range", name=name, lo=lo, hi=hi, value=shown(value)))
     return int(value)
 
 
