@@ -53,13 +53,13 @@ WANT="$(cat "$ROOT/requirements.txt" "$ROOT/requirements-dev.txt" | sha256sum | 
 # takes two to three minutes, which should not look like a hang.
 pip_progress() {
   awk '/^Collecting /{n++; printf "setup:   [%d] %s\n", n, $2; fflush(); next}
-       /^Installing collected packages/{print "setup:   installing " n " packages (the longest step, about a minute) …"; fflush(); next}
+       /^Installing collected packages/{print "setup:   installing " n " packages (the longest step) …"; fflush(); next}
        /^Successfully installed/{print "setup:   done"; fflush(); next}
        /^(ERROR|error)/{print; fflush()}'
 }
 
 if [ "$(cat "$STAMP" 2>/dev/null || true)" != "$WANT" ]; then
-  echo "setup: installing AstrBot and test requirements into $VENV (2 to 3 minutes the first time)"
+  echo "setup: installing AstrBot and test requirements into $VENV (a few minutes the first time)"
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null
   "$VENV/bin/python" -m pip install --disable-pip-version-check --progress-bar off \
     -r "$ROOT/requirements-dev.txt" 2>&1 | pip_progress
