@@ -11,12 +11,14 @@ import sys
 from types import ModuleType
 
 import pytest
+from sqlalchemy import text
 
 from astrbot_plugin_ltm import text as tokenizing
 from astrbot_plugin_ltm.enums import Corpus
 from astrbot_plugin_ltm.recalling import tokens
 from astrbot_plugin_ltm.recalling.tokens import EstimateCounter, TiktokenCounter
 from astrbot_plugin_ltm.scope import Scope
+from astrbot_plugin_ltm.storing.keyword_rows import match_stemmer
 from astrbot_plugin_ltm.storing.memory_rows import fact_written
 from astrbot_plugin_ltm.storing.tables import MemoryItem
 from astrbot_plugin_ltm.text import query_tokens
@@ -110,6 +112,25 @@ async def test_an_index_built_without_the_stemmer_is_rebuilt_with_stems_once_the
     assert await found(after, "book") == [item.id]  # the stem finds the fact written as "books"
     turn = await after.sql("SELECT id FROM ltm_events WHERE source_role = 'user'")
     assert await found(after, "novel", Corpus.TURNS) == [turn[0][0]]
+
+
+async def test_stemming_unstemmed_turn_rows_in_place_gives_what_tokenising_them_again_does(
+        make_ltm, origin, monkeypatch):
+    without_stemmer(monkeypatch)
+    before = await make_ltm({"write_policy": {"mode": "auto"}}, name="shared.db")
+    for n, said in enumerate(["I was reading detective novels all night", "The cats were chasing mice",
+                              "我们周末去爬山 and went hiking", "Running shoes, running tracks"]):
+        await before.record(origin("alice" if n % 2 else "bob"), said, "Sounds like fun, tell me more about it")
+    await before.engine.stop()
+    monkeypatch.undo()
+    clear_token_caches()
+    after = await make_ltm({"write_policy": {"mode": "auto"}}, name="shared.db")
+    stemmed_in_place = await after.sql("SELECT rowid, scoped FROM ltm_events_fts ORDER BY rowid")
+    assert any(token.endswith("novel") for row in stemmed_in_place for token in row[1].split())
+    async with after.engine.db.write() as session:
+        await session.execute(text("UPDATE ltm_index_builds SET built_with = 'unknown'"))
+        assert await match_stemmer(session)  # tokenises every turn again
+    assert await after.sql("SELECT rowid, scoped FROM ltm_events_fts ORDER BY rowid") == stemmed_in_place
 
 
 async def test_an_index_built_with_stems_is_rebuilt_unstemmed_when_the_stemmer_is_gone(make_ltm, monkeypatch):

@@ -11,6 +11,7 @@ over to the real package once it is gone (the install that came later).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -55,7 +56,8 @@ def stubs(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def bot(bot_factory, stubs):
     with pytest.MonkeyPatch.context() as env:
-        env.setenv("PYTHONPATH", str(stubs))  # the bot's Python: astrbot_home.astrbot_env copies os.environ
+        # The bot's Python (astrbot_home.astrbot_env copies os.environ): the stubs first.
+        env.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(stubs), os.environ.get("PYTHONPATH")])))
         # AstrBot's pip mirror unreachable, as the tester had it: nothing may be installed behind our back.
         unreachable = {"pypi_index_url": "http://127.0.0.1:9/simple/"}
         with bot_factory("missing-packages", {"write_policy": {"mode": "auto"}}, astrbot_config=unreachable) as b:
