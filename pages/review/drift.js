@@ -159,12 +159,8 @@
     }
     const refresh = document.getElementById("refresh-all");
     if (refresh) refresh.addEventListener("click", load);
-    const bridge = window.AstrBotPluginPage || window.AstrBotPluginView || null;
-    if (!bridge) return;
-    Promise.resolve(bridge.ready()).then(() => {
-      if (tab) tab.textContent = T("tab");
-      return load();
-    }).catch(() => {});
+    // Once the dashboard is connected, and again when its language changes: the banner and the texts.
+    L.onLanguage(load);
   }
 
   start();

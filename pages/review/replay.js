@@ -134,7 +134,7 @@
     const rule = h.rule && h.rule.scopes && h.rule.scopes.length
       ? T("rule_scopes", { scopes: h.rule.scopes.join(", ") })
       : T("rule_share", { share: Math.round(((h.rule && h.rule.share) || 0) * 100) });
-    info.textContent = T("holdout_info", { size: h.size, recorded: h.recorded_sessions, when: new Date(h.drawn_at).toLocaleString(), rule: rule });
+    info.textContent = T("holdout_info", { size: h.size, recorded: h.recorded_sessions, when: window.LTM.fmtTime(h.drawn_at), rule: rule });
   }
 
   async function redraw() {

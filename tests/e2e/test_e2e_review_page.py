@@ -297,6 +297,8 @@ def test_the_page_downloads_an_export_file_that_its_upload_imports_into_another_
                               " li.querySelector('[data-testid=import-line-status]').getAttribute('data-status')])")
             assert sorted(lines) == sorted([d["fact"], "shadow"] for d in dana), lines
             assert tab.frame("document.querySelector('[data-testid=import-status-note]').textContent.trim()")
+            tab.frame("document.querySelector('#import-preview').scrollIntoView({block: 'center'}); true")
+            tab.screenshot(tmp_path / "import_preview.png")
             assert copy_bot.items() == []  # a preview writes nothing
             tab.click("[data-testid=import-confirm]")
             tab.wait(lambda: tab.frame("!document.querySelector('#import-result').hidden"), "the import result")
