@@ -423,7 +423,7 @@ class MemoryAPI:
         v.json_depth(body)
         unknown = set(body) - {"scope", "reason", "lang"}
         if unknown:
-            raise AdminError(f"unknown field(s): {', '.join(v.shown(k) for k in sorted(unknown)[:5])}")
+            raise AdminError(msg("api.unknown_fields", fields=", ".join(v.shown(k) for k in sorted(unknown)[:5])))
         scope = _scope(body["scope"])
         if scope.kind != ScopeKind.USER:
             raise AdminError(msg("pause.users_only", scope=scope))
