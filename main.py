@@ -254,5 +254,5 @@ class LTMPlugin(Star):
         yield event.plain_result(await self._reply(event, lambda c, o: c.pause(o)))
 
     @ltm.command("resume")
-    async def ltm_resume(self, event: AstrMessageEvent):
-        yield event.plain_result(await self._reply(event, lambda c, o: c.resume(o)))
+    async def ltm_resume(self, event: AstrMessageEvent, target: str = ""):
+        yield event.plain_result(await self._reply(event, lambda c, o: c.resume(o, target)))

@@ -25,7 +25,7 @@ from .clock import Clock, utcnow
 from .config import parse_config
 from .enums import CandidateSource, ExtractionStatus, Method, Role, SourceType, WriteMode
 from .extension_points import Complete, Embedder, Extractor, ModelGateway, Retriever, Summarizer, TokenCounter
-from .i18n import Message
+from .i18n import Message, msg
 from .indexes.embeddings import Embeddings
 from .indexes.keywords import KeywordIndex
 from .indexes.namespaces import MemoryBudget
@@ -44,6 +44,7 @@ from .operating.admin import Admin
 from .operating.drift_monitor import DriftMonitor
 from .operating.errors import AdminError
 from .operating.jobs import Jobs
+from .operating.pauses import Pauses
 from .operating.policy_versions import PolicyVersions
 from .recalling.block import MemoryBlock
 from .recalling.dates import time_zone
@@ -100,18 +101,22 @@ class LTMEngine:
         self.embeddings = Embeddings(embedder, self.vector_index, self.config.vectors.query_timeout_seconds)
         self.vector_fill = VectorFill(self.db, self.embeddings, lambda: self.config.vectors.embed_turns, clock)
         with_vectors = embedder is not None
-        self.writer = MemoryWriter(lambda: self.config, clock, matcher=self.embeddings if with_vectors else None)
+        # Users' own pauses (/ltm pause): their state, not the policy; checked without I/O.
+        self.pauses = Pauses(self.db, clock)
+        self.writer = MemoryWriter(lambda: self.config, clock, matcher=self.embeddings if with_vectors else None,
+                                   paused=self.pauses.covers)
         self.admin = Admin(self.db, lambda: self.config, clock)
         # Every effective policy change is a numbered version (rollback, listeners).
         self.policy_versions = PolicyVersions(self.db, lambda: self.config, self.apply_config, clock, raw_config)
         self.recorder = EventRecorder(
             self.db, lambda: self.config, lambda: self.resolver, clock, on_inserted=self._capture_explicit,
-            journal_dir=Path(data_dir) / "journal" if data_dir else None)
+            journal_dir=Path(data_dir) / "journal" if data_dir else None, paused=self.pauses.covers)
         self.last_time = LastTime(self.db, clock, self.recorder.speaking)
         self.worker = ExtractionWorker(
             self.db, self.writer, extractor_for or self._extractor_for, lambda: self.config, clock,
             embeddings=self.embeddings if with_vectors else None, fill=self.vector_fill if with_vectors else None,
             known=KnownFacts(self.db, self.keyword_index, self.embeddings if with_vectors else None),
+            paused=self.pauses.covers,
         )
         self.summaries = SummaryWorker(self.db, self.writer, summarizer_for or self._summarizer_for,
                                        lambda: self.config, clock)
@@ -147,6 +152,11 @@ class LTMEngine:
             await self.policy_versions.record_start()
         except Exception:  # memory works on; the next change records the policy
             log.exception("ltm: could not record the policy version at start")
+        await self.pauses.load()  # before any turn is recorded
+        try:  # pauses made through the policy before they had their own state
+            await self.pauses.adopt_policy_pauses(self.policy_versions, self.config)
+        except Exception:  # they stay in disabled_scopes (still off); tried again at the next start
+            log.exception("ltm: could not move users' old pauses out of the policy")
         # Before AstrBot calls a hook: from here on every turn is journaled.
         await self.recorder.open_journal()
         counter: TokenCounter = self._counter if self._counter is not None else await asyncio.to_thread(default_counter)
@@ -196,6 +206,16 @@ class LTMEngine:
         missing optional package, no chat or embedding provider), as
         catalogue texts for ``/ltm status`` and the page's stats."""
         return []
+
+    # -- a user's own pause -----------------------------------------------
+
+    def paused(self, origin: Origin) -> bool:
+        """Whether the sender paused learning about themselves (in a group too)."""
+        return self.pauses.covers(self.resolver.user_scope(origin))
+
+    def pauses_since(self, origin: Origin) -> str:
+        pause = self.pauses.get(self.resolver.user_scope(origin))
+        return "" if pause is None else pause.since_text
 
     # -- hooks: the hot path ---------------------------------------------
 
@@ -254,6 +274,8 @@ class LTMEngine:
         if not fact:
             raise ValueError("nothing to remember")
         scope = self.resolver.write_scope(origin)
+        if self.paused(origin):
+            raise AdminError(msg("pause.status", since=self.pauses_since(origin)))
         if self.config.write_policy.writes_off(scope):
             resume = " (/ltm resume switches learning back on)" if scope.kind == "user" else ""
             raise AdminError(f"writes are switched off for {scope}{resume}")

@@ -113,6 +113,9 @@ class AuditAction(StrEnum):
     IMPORT = "import"
     CONFIG = "config"  # the policy changed (a new policy version; operating/policy_versions.py)
     DRIFT_ROLLBACK = "drift_rollback"  # a drift alarm rolled the policy back (drift.auto_rollback)
+    PAUSE = "pause"  # a user paused learning about themselves (operating/pauses.py)
+    RESUME = "resume"  # the user resumed it
+    LIFT = "lift"  # an operator lifted a user's pause
 
 
 class PolicySource(StrEnum):
@@ -124,6 +127,7 @@ class PolicySource(StrEnum):
     WEBUI_CONFIG = "webui-config"  # AstrBot's plugin config page (seen when the plugin reloads)
     ROLLBACK = "rollback"
     STARTUP = "startup"  # version 1: the policy in force at the first start
+    PAUSES_MOVED = "pauses-moved"  # users' old pauses taken out of disabled_scopes (operating/pauses.py)
 
 
 # Actions that count as a new memory for the rate limits: an item created,

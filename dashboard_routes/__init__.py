@@ -183,6 +183,15 @@ def routes(api: Callable[[], Any]) -> list[tuple[str, Callable[..., Awaitable[An
     async def policy_writes(a, **_):
         return await a.policy_writes(await _json(), _user())
 
+    async def pauses(a, **_):
+        return await a.pauses(req.query())
+
+    async def pauses_lift(a, **_):
+        return await a.lift_pause(await _json(), _user())
+
+    async def user_view(a, **_):
+        return await a.user_view(req.query())
+
     async def audit(a, **_):
         return await a.audit_log(req.query())
 
@@ -233,6 +242,9 @@ def routes(api: Callable[[], Any]) -> list[tuple[str, Callable[..., Awaitable[An
         (f"{p}/policy/history/<version>", handler(policy_version), ["GET"], "one policy version, whole"),
         (f"{p}/policy/rollback", handler(policy_rollback), ["POST"], "make a policy version current again"),
         (f"{p}/policy/writes", handler(policy_writes), ["POST"], "switch one scope's writes off or on"),
+        (f"{p}/pauses", handler(pauses), ["GET"], "users who paused learning about themselves"),
+        (f"{p}/pauses/lift", handler(pauses_lift), ["POST"], "lift one user's pause (audited)"),
+        (f"{p}/user", handler(user_view), ["GET"], "one user's or group's memories, pause, events, audit"),
         (f"{p}/policy/replay", handler(replay), ["POST"], "start a policy replay (writes nothing)"),
         (f"{p}/policy/replay/<job_id>", handler(replay_job), ["GET"], "a replay or tuning job and its report"),
         (f"{p}/policy/replay/<job_id>/cancel", handler(replay_cancel), ["POST"], "cancel a replay or tuning job"),

@@ -56,6 +56,8 @@ QUERY_PARAMS = {
     "audit_log": ("page", "page_size", "action", "memory_id", "scope", "scope_id", "session_id", "actor"),
     "export": ("scope", "scope_id", "status", "type"),
     "export_file": ("scope", "scope_id", "status", "type"),
+    "user_view": ("scope", "page", "page_size", "lang"),
+    "pauses": ("lang",),
 }
 
 
@@ -204,6 +206,11 @@ async def test_hostile_inputs_never_get_a_500_a_traceback_or_a_write(make_ltm, o
                 continue
             await through_api(f"policy {section}.{setting}={short(value)}", api.put_policy,
                               {section: {setting: value}}, "root")
+        for body in ({"scope": value}, {"scope": "user:qq:alice", "reason": value}, value):
+            await through_api(f"pauses/lift {short(body)}", api.lift_pause, body, "root")
+        for body in ({"version": value, "dry_run": True}, {"version": 1, "dry_run": value},
+                     {"version": 1, "dry_run": True, "lang": value}):
+            await through_api(f"rollback dry run {short(body)}", api.policy_rollback, body, "root")
     for what, body in hostile_imports(doc):
         await through_api(f"import {what}", api.import_, body, {}, "root")
         await through_api(f"import/preview {what}", api.import_, body, {}, "root", True)
@@ -218,6 +225,7 @@ async def test_hostile_inputs_never_get_a_500_a_traceback_or_a_write(make_ltm, o
             await through_command(f"list {short(text)}", cmd.list(who, text))
             await through_command(f"forget {short(text)}", cmd.forget(who, text))
             await through_command(f"forget-all {short(text)}", cmd.forget_all(who, text))
+            await through_command(f"resume {short(text)}", cmd.resume(who, text))
         await through_command(f"approve {short(text)}", cmd.review(op, text, "approve"))
         await through_command(f"reject {short(text)}", cmd.review(op, text, "reject"))
 

@@ -621,3 +621,11 @@ def test_0013_withholds_the_bots_small_talk_and_echoes_and_only_those(tmp_path):
     assert migrate(str(db), target=13) == [13]
     withheld = dict(rows_of(db, "SELECT id, withheld FROM ltm_events"))
     assert withheld == {1: 0, 2: 1, 3: 0, 4: 0, 5: 0, 6: 1, 7: 0, 8: 0, 9: 1}
+
+
+def test_0014_adds_the_users_pauses_and_touches_no_memory(tmp_path):
+    db = tmp_path / "pauses.db"
+    one_memory_at(db, 13, row_id=5)
+    assert migrate(str(db), target=14) == [14]
+    assert rows_of(db, "SELECT id, fact FROM ltm_items") == [(5, "Alice lives in Paris")]
+    assert rows_of(db, "SELECT count(*) FROM ltm_user_pauses") == [(0,)]

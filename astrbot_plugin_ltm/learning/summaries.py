@@ -33,7 +33,16 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from ..background import BackgroundTask
 from ..clock import Clock, as_utc, utcnow
 from ..config import LTMConfig
-from ..enums import SHOWN_ROLES, AuditAction, CandidateSource, MemoryType, Method, Status, SummaryLevel
+from ..enums import (
+    SHOWN_ROLES,
+    AuditAction,
+    CandidateSource,
+    ExtractionStatus,
+    MemoryType,
+    Method,
+    Status,
+    SummaryLevel,
+)
 from ..extension_points import Summarizer
 from ..instructions import instruction_reason
 from ..logs import log
@@ -83,6 +92,24 @@ def period_of(level: str, at: datetime) -> tuple[datetime, datetime]:
         start = day.replace(day=1)
         return start, (start + timedelta(days=32)).replace(day=1)
     raise ValueError(f"no period for level {level!r}")
+
+
+def learnable(events: Sequence[MemoryEvent]) -> list[MemoryEvent]:
+    """Without what was said while learning was off (a user's pause, a
+    scope's writes off, a forgotten scope: recorded as skipped), nor the
+    bot's replies to it — a summary would learn it all the same."""
+    out: list[MemoryEvent] = []
+    unlearned: set[str | None] = set()  # conversations whose last message is not to be learnt
+    for event in events:
+        if event.source_role in SHOWN_ROLES:
+            if event.extraction_status == ExtractionStatus.SKIPPED:
+                unlearned.add(event.session_id)
+                continue
+            unlearned.discard(event.session_id)
+        elif event.session_id in unlearned:
+            continue
+        out.append(event)
+    return out
 
 
 def split_sessions(events: Sequence[MemoryEvent], idle: timedelta, max_events: int) -> list[list[MemoryEvent]]:
@@ -236,7 +263,7 @@ class SummaryWorker:
             query = query.where(MemoryEvent.created_at > after)
         async with self._db.read() as session:
             rows = await session.execute(query.order_by(MemoryEvent.created_at, MemoryEvent.id).limit(limit))
-            return list(rows.scalars())
+            return learnable(list(rows.scalars()))
 
     async def _taken(self, scope: Scope, key: str) -> bool:
         """A summary with this key exists, or an operator deleted one."""

@@ -62,8 +62,10 @@ class ExtractionWorker:
         embeddings: Embeddings | None = None,
         fill: VectorFill | None = None,
         known: KnownFacts | None = None,
+        paused: Callable[[Scope], bool] = lambda scope: False,
     ) -> None:
         self._db = db
+        self._paused = paused  # a user's own pause (operating/pauses.py)
         self._writer = writer
         self._embeddings = embeddings  # candidates' facts embedded before their write (semantic dedup)
         self._fill = fill
@@ -101,7 +103,7 @@ class ExtractionWorker:
                 for kind, sid, count, latest in rows
                 if (ignore_idle or count >= cfg.batch_size or as_utc(latest) <= quiet_since)
                 # writes off: what was pending before waits until they are back on
-                and not policy.writes_off(Scope(kind, sid))
+                and not policy.writes_off(Scope(kind, sid)) and not self._paused(Scope(kind, sid))
             ]
 
     async def run_once(self, ignore_idle: bool = False) -> list[BatchResult]:

@@ -22,6 +22,7 @@ from ..clock import Clock, utcnow
 from ..config import LTMConfig
 from ..enums import WRITE_ACTIONS, AuditAction, CandidateSource, Method, Outcome, Status
 from ..extension_points import SemanticMatcher
+from ..i18n import say
 from ..instructions import instruction_reason
 from ..persona import target_scope
 from ..scope import Scope
@@ -73,8 +74,10 @@ class MemoryWriter:
     eviction_rule = "lowest importance, oldest"
 
     def __init__(self, config: Callable[[], LTMConfig], clock: Clock = utcnow,
-                 matcher: SemanticMatcher | None = None) -> None:
+                 matcher: SemanticMatcher | None = None,
+                 paused: Callable[[Scope], bool] = lambda scope: False) -> None:
         self._config = config
+        self._paused = paused  # a user's own pause (operating/pauses.py)
         self._clock = clock
         self.matcher = matcher
 
@@ -94,8 +97,10 @@ class MemoryWriter:
                          counts: WriteCounts) -> WriteOutcome:
         cfg, now = self._config(), self._clock()
         explicit = method == Method.USER_EXPLICIT
-        if cfg.write_policy.writes_off(scope):  # switched off by an operator or the user
+        if cfg.write_policy.writes_off(scope):  # switched off by an operator
             return self._drop(session, scope, c, f"writes are switched off for {scope}", actor, now)
+        if self._paused(scope):  # the user paused learning about themselves
+            return self._drop(session, scope, c, say("pause.reason.dropped", "en", scope=scope), actor, now)
         decided = await self._decide(session, scope, c, explicit, cfg)
         if not isinstance(decided, Plan):
             return self._drop(session, scope, c, decided, actor, now) if isinstance(decided, str) else decided

@@ -19,12 +19,16 @@ from typing import Any
 
 from ..config import POLICY_KEYS, policy_of
 from ..engine import LTMEngine
-from ..enums import MEMORY_TYPES, SCOPE_KINDS, ExtractionStatus, PolicySource, SourceType, Status
+from ..enums import MEMORY_TYPES, SCOPE_KINDS, ExtractionStatus, PolicySource, ScopeKind, SourceType, Status
+from ..i18n import Lang, code_of, lang_of, msg, translate
 from ..logs import log
 from ..scope import Scope
 from ..storing.database import ReadOnlyError
+from . import rollback_preview
 from . import validators as v
 from .errors import AdminError
+from .pauses import Pause
+from .policy_versions import reason_text, scope_name
 from .queries import SORTS, AuditFilter, EventFilter, ItemFilter
 from .replay_api import ReplayAPI
 from .serialize import audit_dict, event_dict, item_api_dict
@@ -33,6 +37,7 @@ from .transfer import MAX_IMPORT_BYTES, export_items, file_bytes, file_name, imp
 MAX_PAGE_SIZE = 200
 POLICY_CHANGE_SOURCES = (PolicySource.API.value, PolicySource.PAGE.value)
 MAX_SEARCH_CHARS = 500
+USER_VIEW_ROWS = 20  # events and audit rows on a user's page, newest first
 READ_ONLY_NOTE = "emergency_read_only is on: a real import would be refused until it is turned off"
 
 
@@ -101,6 +106,20 @@ def _version_number(raw: Any) -> int:
 
 def _actor(user: str | None) -> str:
     return f"operator:{user or 'dashboard'}"
+
+
+def _asked_lang(values: Any) -> Lang:
+    """The language a request asks for (``lang`` in its query or body); English by default."""
+    return lang_of(values.get("lang")) if isinstance(values, Mapping) else "en"
+
+
+def _pause_dict(pause: Pause, lang: Lang) -> dict[str, Any]:
+    return {**pause.as_dict(), "reason": translate(pause.reason, lang), "reason_code": code_of(pause.reason)}
+
+
+def _scope(raw: Any) -> Scope:
+    kind, _, scope_id = scope_name(raw).partition(":")
+    return Scope(kind, scope_id)
 
 
 class MemoryAPI:
@@ -272,12 +291,18 @@ class MemoryAPI:
         return found
 
     async def policy_rollback(self, body: Any, user: str | None) -> dict[str, Any]:
+        """``{"version", "reason"}`` rolls back; with ``"dry_run": true`` only
+        the diff it would apply and warnings about it (writes nothing)."""
         if not isinstance(body, dict) or "version" not in body:
             raise AdminError('send {"version": N, "reason": "…"}')
         v.json_depth(body)
-        unknown = set(body) - {"version", "reason"}
+        unknown = set(body) - {"version", "reason", "dry_run", "lang"}
         if unknown:
             raise AdminError(f"unknown field(s): {', '.join(v.shown(k) for k in sorted(unknown)[:5])}")
+        # Present, it must say yes or no: an unreadable flag is no reason to roll back for real.
+        if "dry_run" in body and v.flag(body["dry_run"], "dry_run"):
+            return await rollback_preview.preview(self.engine.policy_versions, self.engine.config,
+                                                  _version_number(body["version"]), _asked_lang(body))
         result = await self.engine.policy_versions.rollback(
             _version_number(body["version"]), _actor(user), body.get("reason"))
         return {**result, "current": await self.get_policy()}
@@ -296,6 +321,53 @@ class MemoryAPI:
         result = await self.engine.policy_versions.set_writes(
             body.get("scope"), writes == "on", _actor(user), source, body.get("reason"))
         return {**result, "disabled_scopes": self.engine.config.write_policy.disabled_scopes}
+
+    # -- users' own pauses (operating/pauses.py) ----------------------------------
+
+    async def pauses(self, query: Mapping[str, Any]) -> dict[str, Any]:
+        """Every user's pause, newest first."""
+        lang = _asked_lang(query)
+        return {"items": [_pause_dict(p, lang) for p in self.engine.pauses.listing()]}
+
+    async def lift_pause(self, body: Any, user: str | None) -> dict[str, Any]:
+        """``{"scope": "user:<id>", "reason"}``: an operator lifts one user's
+        pause, audited as such. ``{"lifted": false}``: there was none."""
+        if not isinstance(body, dict) or "scope" not in body:
+            raise AdminError(msg("pause.api.lift_body"))
+        v.json_depth(body)
+        unknown = set(body) - {"scope", "reason", "lang"}
+        if unknown:
+            raise AdminError(f"unknown field(s): {', '.join(v.shown(k) for k in sorted(unknown)[:5])}")
+        scope = _scope(body["scope"])
+        if scope.kind != ScopeKind.USER:
+            raise AdminError(msg("pause.users_only", scope=scope))
+        reason = reason_text(body.get("reason"))
+        why = msg("pause.reason.lift_why", reason=reason) if reason else msg("pause.reason.lift")
+        return {"lifted": await self.engine.pauses.resume(scope, _actor(user), str(why), lifted=True)}
+
+    async def user_view(self, query: Mapping[str, Any]) -> dict[str, Any]:
+        """One user's (or group's) page: pause, write switch, memories, the
+        latest events and audit rows."""
+        if not query.get("scope"):
+            raise AdminError(msg("pause.api.scope_query"))
+        scope, lang = _scope(query.get("scope")), _asked_lang(query)
+        page, size = _page(query)
+        items, total = await self.engine.admin.list_items(ItemFilter(scope=scope.kind, scope_id=scope.id),
+                                                          offset=(page - 1) * size, limit=size)
+        events, _ = await self.engine.admin.list_events(EventFilter(scope=scope.kind, scope_id=scope.id), 0,
+                                                        USER_VIEW_ROWS)
+        audits, _ = await self.engine.admin.audit_log(AuditFilter(scope=scope.kind, scope_id=scope.id), 0,
+                                                      USER_VIEW_ROWS)
+        pause = self.engine.pauses.get(scope) if scope.kind == ScopeKind.USER else None
+        paused = None if pause is None else {k: x for k, x in _pause_dict(pause, lang).items() if k != "scope"}
+        return {
+            "scope": str(scope),
+            "paused": paused,
+            "writes_off": self.engine.config.write_policy.writes_off(scope),  # the operator's switch
+            "memories": {"items": [item_api_dict(i) for i in items], "total": total},
+            "events": [event_dict(e) for e in events],
+            "audit": [audit_dict(a) for a in audits],
+        }
 
     # -- drift ---------------------------------------------------------------
 

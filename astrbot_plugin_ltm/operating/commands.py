@@ -13,7 +13,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from ..engine import LTMEngine
-from ..enums import SCOPE_KINDS, Outcome, PolicySource, Status
+from ..enums import SCOPE_KINDS, Outcome, PolicySource, ScopeKind, Status
+from ..i18n import Lang, say
 from ..scope import Origin, Scope
 from ..storing.database import ReadOnlyError
 from ..storing.tables import MemoryItem
@@ -28,12 +29,13 @@ HELP = f"""/ltm status — what the bot keeps about you
 /ltm remember <fact> — store a fact now
 /ltm forget <id> — delete one of your memories
 /ltm forget-all — delete all your memories (asks to confirm)
-/ltm pause, /ltm resume — stop or restart learning about you (what you say while paused is never learned)
+/ltm pause, /ltm resume — stop or restart learning about you
+(what you say while paused, in groups too, is never learned)
 Operators: /ltm pending, /ltm approve <id>, /ltm reject <id>,
 /ltm status <target>, /ltm list <target>, /ltm forget <id> (any memory),
 /ltm forget-all <target> (asks to confirm),
 /ltm policy, /ltm policy history, /ltm policy rollback <version>,
-/ltm writes off|on <target>
+/ltm writes off|on <target>, /ltm resume <target> (lift a user's pause)
 <target> is {TARGET_SYNTAX}"""
 
 CONFIRM_WINDOW = timedelta(seconds=120)
@@ -64,6 +66,10 @@ class Commands:
         # in the same role, can confirm.
         self._forget_all_asked: dict[tuple[Scope, str], datetime] = {}
 
+    def _lang(self, origin: Origin) -> Lang:
+        """The language to answer ``origin`` in."""
+        return "en"
+
     def _own_scope(self, origin: Origin) -> Scope:
         return self.engine.resolver.user_scope(origin)
 
@@ -83,6 +89,21 @@ class Commands:
         return f"I keep no memories in {scope}. (Target: {TARGET_SYNTAX}.)"
 
     async def status(self, origin: Origin, target: str = "") -> str:
+        reply = await self._status(origin, target)
+        lang = self._lang(origin)
+        if not target.strip():
+            if self.engine.paused(origin):
+                reply += "\n" + say("pause.status", lang, since=self.engine.pauses_since(origin))
+        elif origin.is_admin:
+            try:
+                pause = self.engine.pauses.get(parse_target(target))
+            except AdminError:
+                pause = None
+            if pause is not None:
+                reply += "\n" + say("pause.status_target", lang, scope=pause.scope, since=pause.since_text)
+        return reply
+
+    async def _status(self, origin: Origin, target: str = "") -> str:
         try:
             scope = self._target(origin, target, "see")
         except AdminError as exc:
@@ -130,6 +151,8 @@ class Commands:
     async def remember(self, origin: Origin, fact: str) -> str:
         if not fact.strip():
             return "Usage: /ltm remember <fact>"
+        if self.engine.paused(origin):
+            return say("pause.status", self._lang(origin), since=self.engine.pauses_since(origin))
         try:
             fact = validators.fact(fact, self.engine.config.extraction.max_fact_chars)
             outcome = await self.engine.remember(origin, fact)
@@ -282,11 +305,50 @@ class Commands:
         return await self._switch(str(scope), state == "on", f"operator:{origin.sender_id}", "")
 
     async def pause(self, origin: Origin) -> str:
-        """``/ltm pause``: a user stops learning about themselves."""
-        return await self._switch(str(self._own_scope(origin)), False, f"user:{origin.sender_id}", "you")
+        """``/ltm pause``: a user stops learning about themselves — their own
+        state (operating/pauses.py), which no policy change undoes."""
+        lang = self._lang(origin)
+        try:
+            made = await self.engine.pauses.pause(self._own_scope(origin), f"user:{origin.sender_id}",
+                                                  say("pause.reason.user", "en"))
+        except ReadOnlyError:
+            return say("pause.read_only", lang)
+        if made is None:
+            return say("pause.already", lang, since=self.engine.pauses_since(origin))
+        return say("pause.on", lang)
 
-    async def resume(self, origin: Origin) -> str:
-        return await self._switch(str(self._own_scope(origin)), True, f"user:{origin.sender_id}", "you")
+    async def resume(self, origin: Origin, target: str = "") -> str:
+        """``/ltm resume``: the user's pause ends. ``/ltm resume <target>``:
+        an operator lifts that user's pause (audited)."""
+        lang = self._lang(origin)
+        if target.strip():
+            return await self._lift(origin, target, lang)
+        scope = self._own_scope(origin)
+        try:
+            resumed = await self.engine.pauses.resume(scope, f"user:{origin.sender_id}",
+                                                      say("pause.reason.resume", "en"))
+        except ReadOnlyError:
+            return say("pause.read_only", lang)
+        reply = say("pause.resumed" if resumed else "pause.not_paused", lang)
+        if self.engine.config.write_policy.writes_off(scope):  # the operator's switch is theirs to turn
+            reply += "\n" + say("pause.operator_off", lang, scope=scope)
+        return reply
+
+    async def _lift(self, origin: Origin, target: str, lang: Lang) -> str:
+        if not origin.is_admin:
+            return say("pause.only_operator", lang)
+        try:
+            scope = parse_target(target)
+        except AdminError as exc:
+            return exc.message(lang)
+        if scope.kind != ScopeKind.USER:
+            return say("pause.users_only", lang, scope=scope)
+        try:
+            lifted = await self.engine.pauses.resume(scope, f"operator:{origin.sender_id}",
+                                                     say("pause.reason.lift", "en"), lifted=True)
+        except ReadOnlyError:
+            return say("pause.read_only", lang)
+        return say("pause.lifted" if lifted else "pause.not_paused_target", lang, scope=scope)
 
     async def _switch(self, scope: str, on: bool, actor: str, whom: str) -> str:
         reason = f"{'/ltm resume' if on else '/ltm pause'} by the user" if whom else None

@@ -53,8 +53,10 @@ class EventRecorder:
         clock: Clock = utcnow,
         on_inserted: OnInserted | None = None,
         journal_dir: Path | None = None,
+        paused: Callable[[Scope], bool] = lambda scope: False,
     ) -> None:
         self._db = db
+        self._paused = paused  # a user's own pause (operating/pauses.py): an in-memory lookup
         self._config = config
         self._resolver = resolver
         self._clock = clock
@@ -74,8 +76,10 @@ class EventRecorder:
     def _event(self, scope: Scope, origin: Origin, source_type: str, role: str, content: dict[str, Any],
                 created_at: datetime | None) -> MemoryEvent:
         is_human = role == Role.USER
-        # Said while the scope's writes are off: recorded, never extracted (docs/decisions.md#d52).
-        writes_off = self._config().write_policy.writes_off(scope)
+        # Said while the scope's writes are off, or by (or to) a user who paused
+        # learning, in a group too: recorded, never extracted (docs/decisions.md#d52).
+        writes_off = self._config().write_policy.writes_off(scope) or self._paused(scope) or (
+            origin.is_group and self._paused(self._resolver().user_scope(origin)))
         return MemoryEvent(
             scope=scope.kind,
             scope_id=scope.id,

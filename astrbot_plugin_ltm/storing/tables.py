@@ -261,6 +261,20 @@ class PolicyVersion(LTMBase, kw_only=True):
     rollback_of: Mapped[int | None] = mapped_column(default=None)
 
 
+class UserPause(LTMBase, kw_only=True):
+    """A user's own ``/ltm pause``: nothing new is learnt about them until
+    they resume or an operator lifts it (operating/pauses.py). The user's
+    state, not part of the policy: no rollback touches it."""
+
+    __tablename__ = "ltm_user_pauses"
+
+    scope: Mapped[str] = mapped_column(String(16), primary_key=True)
+    scope_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    since: Mapped[datetime] = mapped_column(default_factory=utcnow)
+    actor: Mapped[str] = mapped_column(String(255))  # user:<id> (or the operator who moved an old pause)
+    reason: Mapped[str] = mapped_column(String, default="")
+
+
 class DriftSnapshot(LTMBase, kw_only=True):
     """One scope kind's memory distribution at one moment (operating.drift_monitor)."""
 
