@@ -26,7 +26,7 @@ from typing import Any, Literal
 Lang = Literal["en", "zh"]
 LANGS: tuple[Lang, ...] = ("en", "zh")
 # The area modules whose TEXTS make the catalogue.
-AREAS = ("common", "commands", "api", "reasons", "notices", "preview")
+AREAS = ("common", "commands", "api", "reasons", "notices", "preview", "updates")
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
