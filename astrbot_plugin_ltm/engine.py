@@ -52,6 +52,7 @@ from .recalling.last_time import LastTime
 from .recalling.reader import MemoryReader
 from .recalling.retrieval import KeywordRetriever, VectorRetriever
 from .recalling.tokens import default_counter
+from .recalling.trace import Trace
 from .recalling.usage import Usage
 from .recording.explicit import attribute, explicit_fact, guess_type, unnamed
 from .recording.recorder import EventRecorder
@@ -233,13 +234,16 @@ class LTMEngine:
             return None
         return self.recorder.record_tool(origin, tool, args, result)
 
-    async def memory_block(self, origin: Origin, query: str) -> MemoryBlock:
-        """What to inject before the model call for this message."""
+    async def memory_block(self, origin: Origin, query: str, *, trace: Trace | None = None) -> MemoryBlock:
+        """What to inject before the model call for this message.
+        ``trace``: the operators' preview — filled with each line's source
+        and what was cut, and why; then nothing is counted as used."""
         if not (self.config.enable and self.config.read_policy.enable) or self.reader is None:
             return MemoryBlock()
         block = await self.last_time.read(self.reader, self.resolver.read_scopes(origin), query, self.config,
-                                          ids=self.config.tools.expand)
-        self.usage.note(block, via="block")
+                                          ids=self.config.tools.expand, trace=trace)
+        if trace is None:
+            self.usage.note(block, via="block")
         return block
 
     # -- explicit memories -------------------------------------------------

@@ -160,6 +160,9 @@ def routes(api: Callable[[], Any]) -> list[tuple[str, Callable[..., Awaitable[An
     async def delete_item(a, memory_id: str):
         return await a.delete_item(memory_id, _user())
 
+    async def preview(a, **_):
+        return await a.preview(await _json())
+
     async def events(a, **_):
         return await a.list_events(req.query())
 
@@ -235,6 +238,7 @@ def routes(api: Callable[[], Any]) -> list[tuple[str, Callable[..., Awaitable[An
         (f"{p}/items/<memory_id>", handler(change_item), ["PATCH", "DELETE"], "edit or delete a memory"),
         (f"{p}/items/<memory_id>/update", handler(update_item), ["POST"], "edit a memory (page bridge)"),
         (f"{p}/items/<memory_id>/delete", handler(delete_item), ["POST"], "delete a memory (page bridge)"),
+        (f"{p}/preview", handler(preview), ["POST"], "the memory block the bot would be given; writes nothing"),
         (f"{p}/events", handler(events), ["GET"], "list raw events"),
         (f"{p}/stats", handler(stats), ["GET"], "statistics per scope"),
         (f"{p}/policy", handler(policy), ["GET", "PUT", "POST"], "read or change the policy"),

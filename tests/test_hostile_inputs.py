@@ -50,7 +50,8 @@ HOSTILE_VALUES: list[Any] = [
 ]
 
 QUERY_PARAMS = {
-    "list_items": ("page", "page_size", "scope", "scope_id", "type", "status", "min_confidence", "q", "sort"),
+    "list_items": ("page", "page_size", "scope", "scope_id", "type", "status", "min_confidence", "q", "sort",
+                   "search"),
     "list_events": ("page", "page_size", "scope", "scope_id", "status", "source_type", "session_id"),
     "stats": ("scope", "scope_id"),
     "audit_log": ("page", "page_size", "action", "memory_id", "scope", "scope_id", "session_id", "actor"),
@@ -185,6 +186,16 @@ async def test_hostile_inputs_never_get_a_500_a_traceback_or_a_write(make_ltm, o
         await through_api(f"patch_item {short(text)}", api.patch_item, text, {"importance": 0.5}, "root")
         await through_api(f"import dry_run={short(text)}", api.import_, json.dumps(doc).encode(),
                           {"dry_run": text}, "root")
+    for text in HOSTILE_TEXT:  # the injection preview reads only: any answer below 500, nothing written
+        await through_api(f"items?q={short(text)}&search=meaning", api.list_items, {"q": text, "search": "meaning"})
+        for body in ({"scope": text, "message": "tea?"}, {"scope": "user:qq:alice", "message": text},
+                     {"scope": "user:qq:alice", "message": "tea?", "group": text},
+                     {"scope": "user:qq:alice", "message": "tea?", "persona": text}):
+            await through_api(f"preview {short(body)}", api.preview, body)
+    for value in HOSTILE_VALUES:
+        for body in ({"scope": value, "message": "tea?"}, {"scope": "user:qq:alice", "message": value},
+                     {"scope": "user:qq:alice", "message": "tea?", "group": value}, value):
+            await through_api(f"preview {short(body)}", api.preview, body)
     for value in HOSTILE_VALUES:
         for change in ("status", "importance", "ttl_days", "fact", "type", "owner"):
             if change == "fact" and not is_refused_fact(value, limit):

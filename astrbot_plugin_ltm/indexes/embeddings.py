@@ -58,6 +58,11 @@ class Embeddings:
         """The vector space: vectors of another model are never compared."""
         return (getattr(self.embedder, "model_id", "") or "") if self.embedder else ""
 
+    @property
+    def provider_missing(self) -> bool:
+        """The last call found no embedding provider (none configured in AstrBot)."""
+        return self._absent is not None
+
     def _unavailable(self, why: str) -> None:
         if not self._warned:
             log.warning("ltm: vector search unavailable (%s); keyword-only", why)

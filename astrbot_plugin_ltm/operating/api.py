@@ -19,25 +19,48 @@ from typing import Any
 
 from ..config import POLICY_KEYS, policy_of
 from ..engine import LTMEngine
-from ..enums import MEMORY_TYPES, SCOPE_KINDS, ExtractionStatus, PolicySource, ScopeKind, SourceType, Status
-from ..i18n import Lang, code_of, lang_of, msg, translate
+from ..enums import (
+    MEMORY_TYPES,
+    SCOPE_KINDS,
+    ExtractionStatus,
+    PolicySource,
+    ScopeKind,
+    SourceType,
+    Status,
+    WriteMode,
+)
+from ..i18n import Lang, code_of, lang_of, msg, say, translate
 from ..logs import log
 from ..scope import Scope
 from ..storing.database import ReadOnlyError
 from . import rollback_preview
 from . import validators as v
 from .errors import AdminError
+from .meaning_search import search_by_meaning
 from .pauses import Pause
 from .policy_versions import reason_text, scope_name
+from .preview import preview as preview_block
 from .queries import SORTS, AuditFilter, EventFilter, ItemFilter
 from .replay_api import ReplayAPI
 from .serialize import audit_dict, event_dict, item_api_dict
-from .transfer import MAX_IMPORT_BYTES, export_items, file_bytes, file_name, import_items, parse_file, unwrap
+from .transfer import (
+    AS_EXPORTED,
+    FOR_REVIEW,
+    IMPORT_STATUSES,
+    MAX_IMPORT_BYTES,
+    export_items,
+    file_bytes,
+    file_name,
+    import_items,
+    parse_file,
+    unwrap,
+)
 
 MAX_PAGE_SIZE = 200
 POLICY_CHANGE_SOURCES = (PolicySource.API.value, PolicySource.PAGE.value)
 MAX_SEARCH_CHARS = 500
 USER_VIEW_ROWS = 20  # events and audit rows on a user's page, newest first
+SEARCH_KINDS = ("words", "meaning")  # GET items: by the words of q (keyword rows), or by its meaning (embeddings)
 READ_ONLY_NOTE = "emergency_read_only is on: a real import would be refused until it is turned off"
 
 
@@ -102,6 +125,16 @@ def _version_number(raw: Any) -> int:
             or len(str(raw).strip()) > 12 or int(raw) < 1:
         raise AdminError("version must be a whole number from 1")
     return int(raw)
+
+
+def _import_status(asked: list[Any]) -> str:
+    """The status an import gives its memories, from every place it may be
+    asked (query, wrapper, file): any asking for review makes it one (the
+    safe reading); anything else named must be a status."""
+    given = [a for a in asked if a is not None and a != ""]
+    if any(a not in IMPORT_STATUSES for a in given):
+        raise AdminError(msg("import.bad_status"))
+    return FOR_REVIEW if FOR_REVIEW in given else AS_EXPORTED
 
 
 def _actor(user: str | None) -> str:
@@ -170,6 +203,12 @@ class MemoryAPI:
         sort = _choice(query, "sort", tuple(SORTS)) or "updated"
         text = (_text(query, "q", MAX_SEARCH_CHARS) or "").strip()
         offset = (page - 1) * size
+        if _choice(query, "search", SEARCH_KINDS) == "meaning":  # nearest first (operating/meaning_search.py)
+            if not text:
+                raise AdminError(msg("search.no_words"))
+            near, total = await search_by_meaning(self.engine.db, self.engine.embeddings, f, text, offset, size)
+            return {"items": [{**item_api_dict(i), "similarity": round(sim, 4)} for i, sim in near],
+                    "total": total, "page": page, "page_size": size, "search": "meaning"}
         if text:  # ranked by relevance
             items, total = await self.engine.admin.search_items(f, text, offset, size)
         else:
@@ -205,6 +244,12 @@ class MemoryAPI:
         full = [await self._full_id(i) for i in ids]
         results = await self.engine.admin.review(list(dict.fromkeys(full)), decision, _actor(user), reason)
         return {"reviewed": results}
+
+    async def preview(self, body: Any) -> dict[str, Any]:
+        """The block the bot would be given for a message from a user
+        (operating/preview.py): same reader, nothing written or counted."""
+        lang = lang_of(body.get("lang")) if isinstance(body, dict) else "en"
+        return await preview_block(self.engine, body, lang)
 
     # -- events, stats, audit --------------------------------------------------
 
@@ -416,15 +461,28 @@ class MemoryAPI:
         if len(raw_body) > MAX_IMPORT_BYTES:
             raise AdminError(f"import is larger than {MAX_IMPORT_BYTES // (1024 * 1024)} MiB", 413)
         dry_run = preview or v.optional_flag(query.get("dry_run"), "dry_run")
+        asked, lang = [query.get("status")], lang_of(query.get("lang"))
         payload = unwrap(await asyncio.to_thread(parse_file, raw_body))  # up to 20 MiB: off the event loop
         if isinstance(payload, dict) and "export" in payload and "format" not in payload:
             # Either flag asking for a dry run makes it one (the safe reading).
             dry_run = v.optional_flag(payload.get("dry_run"), "dry_run") or dry_run
+            asked.append(payload.get("status"))
+            lang = lang_of(payload.get("lang"), lang)
             payload = payload["export"]
+        if isinstance(payload, dict) and "format" in payload:  # set beside the file's own keys (it has neither)
+            asked.append(payload.get("status"))
+            lang = lang_of(payload.get("lang"), lang)
+        status = _import_status(asked)
         max_fact_chars = self.engine.config.extraction.max_fact_chars
         report = await import_items(self.engine.db, payload, _actor(user), dry_run, self.engine.clock,
-                                    max_fact_chars)
+                                    max_fact_chars, status)
         out = report.as_dict()
+        out["status_message"] = say("import.for_review" if status == FOR_REVIEW else "import.as_exported", lang)
+        mode = self.engine.config.write_policy.mode
+        if status == AS_EXPORTED and mode != WriteMode.AUTO and out["added_by_status"].get(Status.ACTIVE):
+            # This bot reviews what it learns; the file's active memories would skip that.
+            out["warnings"] = [{"code": "import.active_past_review", "message": say(
+                "import.active_past_review", lang, count=out["added_by_status"][Status.ACTIVE], mode=mode)}]
         if dry_run and self.engine.config.emergency_read_only:
             out["read_only"] = True
             out["message"] = READ_ONLY_NOTE

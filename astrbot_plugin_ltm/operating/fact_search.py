@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlalchemy import Connection, text
 
 from ..storing.keyword_rows import scope_prefix
-from ..text import fts_match_expression
+from ..text import fts_match_expression, is_cjk
 
 Scopes = list[tuple[str, str]] | None  # None: every scope (the plain tokens column)
 
@@ -18,8 +18,17 @@ def _terms(token: str, scopes: Scopes) -> list[str]:
 
 
 def _match(tokens: list[str], scopes: Scopes) -> str:
-    terms = [term for token in tokens for term in _terms(token, scopes)]
-    return f"{'tokens' if scopes is None else 'scoped'} : ({fts_match_expression(terms)})"
+    """The MATCH of any token. A lone CJK character beside longer words
+    ("猫 python") is a prefix: the bigrams it starts are found too."""
+    words = [term for token in tokens if not _lone_cjk(token) for term in _terms(token, scopes)]
+    lone = [term for token in tokens if _lone_cjk(token) for term in _terms(token, scopes)]
+    parts = [p for p in (fts_match_expression(words), " OR ".join(f"{fts_match_expression([t])}*" for t in lone))
+             if p]
+    return f"{'tokens' if scopes is None else 'scoped'} : ({' OR '.join(parts)})"
+
+
+def _lone_cjk(token: str) -> bool:
+    return len(token) == 1 and is_cjk(token)
 
 
 def _ranked(conn: Connection, match: str, rank: str, accept: str, params: dict[str, object],

@@ -30,6 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..clock import Clock, as_utc, utcnow
 from ..enums import AuditAction, ExtractionStatus, MemoryType, Method, Role, SourceType, Status
+from ..i18n import msg
 from ..instructions import instruction_reason
 from ..storing.audit import audit
 from ..storing.database import Database
@@ -49,6 +50,11 @@ MAX_IMPORT_BYTES = 20 * 1024 * 1024
 MAX_IMPORT_ITEMS = 100_000
 MAX_EVIDENCE_PER_ITEM = 10_000
 SUMMARY_MAX_CHARS = 8000  # the upper bound of summaries.max_chars: a summary is longer than a fact
+# The status imported memories get: the one they were exported with, or
+# shadow awaiting approval ("import for review": nothing is used until approved).
+AS_EXPORTED, FOR_REVIEW = "as_exported", "shadow"
+IMPORT_STATUSES = (AS_EXPORTED, FOR_REVIEW)
+REVIEW_REASON = "imported for review"
 
 
 def _normal_number(value: Any) -> Any:
@@ -173,18 +179,50 @@ def _sealed(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 @dataclass
 class ImportReport:
     dry_run: bool
+    status: str = AS_EXPORTED  # what imported memories get: AS_EXPORTED or FOR_REVIEW
     added: list[str] = field(default_factory=list)
     merged: list[str] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
+    # Each memory of the file: its fact, what the import does with it and the status it has after.
+    memories: list[dict[str, Any]] = field(default_factory=list)
+
+    def note(self, record: dict[str, Any], action: str, status: str, awaiting_approval: bool,
+             reason: str | None = None) -> None:
+        entry = {"memory_id": record["memory_id"], "fact": record["fact"], "type": record["type"],
+                 "scope": f"{record['scope']}:{record['scope_id']}", "action": action, "status": status,
+                 "awaiting_approval": awaiting_approval}
+        self.memories.append({**entry, "reason": reason} if reason else entry)
 
     def as_dict(self) -> dict[str, Any]:
+        by_status: dict[str, int] = {}
+        for m in self.memories:
+            if m["action"] == "add":
+                by_status[m["status"]] = by_status.get(m["status"], 0) + 1
         return {
             "dry_run": self.dry_run,
+            "status": self.status,
             "added": len(self.added),
             "merged": len(self.merged),
             "skipped": len(self.skipped),
+            "added_by_status": by_status,
+            "memories": self.memories,
             "details": {"added": self.added, "merged": self.merged, "skipped": self.skipped},
         }
+
+
+def status_on_import(record: dict[str, Any], status: str) -> tuple[str, bool, str | None]:
+    """(status, awaiting approval, held reason) a memory the import adds
+    gets. History stays history; text that would steer the bot waits for
+    a reviewer (a file is none); with FOR_REVIEW an active or shadow
+    memory waits as shadow until approved (disabled and expired stay so)."""
+    if record["status"] == Status.SUPERSEDED:
+        return record["status"], bool(record["awaiting_approval"]), record.get("held_reason")
+    held = instruction_reason(record["fact"])
+    if held:
+        return Status.SHADOW, True, f"held for review: {held}"
+    if status == FOR_REVIEW and record["status"] in (Status.ACTIVE, Status.SHADOW):
+        return Status.SHADOW, True, None
+    return record["status"], bool(record["awaiting_approval"]), record.get("held_reason")
 
 
 def _parse_time(value: Any, where: str) -> datetime:
@@ -323,11 +361,14 @@ def validate_export(payload: Any, max_fact_chars: int = 2000) -> list[dict[str, 
 
 
 async def import_items(db: Database, payload: Any, actor: str, dry_run: bool,
-                       clock: Clock = utcnow, max_fact_chars: int = 2000) -> ImportReport:
-    """Validate everything first; then, unless dry-run, write in one transaction."""
+                       clock: Clock = utcnow, max_fact_chars: int = 2000, status: str = AS_EXPORTED) -> ImportReport:
+    """Validate everything first; then, unless dry-run, write in one
+    transaction. ``status``: AS_EXPORTED, or FOR_REVIEW (status_on_import)."""
+    if status not in IMPORT_STATUSES:
+        raise AdminError(msg("import.bad_status"))
     # Checksums and fields of up to 100,000 items: CPU work, off the event loop.
     items = await asyncio.to_thread(validate_export, payload, max_fact_chars)
-    report = ImportReport(dry_run=dry_run)
+    report = ImportReport(dry_run=dry_run, status=status)
     now = clock()
     # A dry run reads; a real import holds the write lock for the whole plan,
     # so what it reports is exactly what it writes.
@@ -350,22 +391,29 @@ async def import_items(db: Database, payload: Any, actor: str, dry_run: bool,
             tomb = await session.get(MemoryTombstone, (record["scope"], record["scope_id"], record["fact_key"]))
             if existing is not None and existing.fact == record["fact"]:
                 report.skipped.append({"memory_id": record["memory_id"], "reason": "already present"})
+                report.note(record, "skip", existing.status, existing.awaiting_approval, "already present")
                 continue
             if tomb is not None:
                 report.skipped.append({"memory_id": record["memory_id"], "reason": "deleted here by an operator"})
+                report.note(record, "skip", "deleted", False, "deleted here by an operator")
                 continue
             target = existing or same_key
             if target is not None:
                 if not await _merge_changes_anything(session, target, record):
                     report.skipped.append({"memory_id": record["memory_id"], "reason": "already merged"})
+                    report.note(record, "skip", target.status, target.awaiting_approval, "already merged")
                     continue
                 report.merged.append(record["memory_id"])
+                # The local memory stays as it is, with the import's support added.
+                report.note(record, "merge", target.status, target.awaiting_approval)
                 if not dry_run:
                     await _merge(session, target, record, actor, now)
                 continue
             report.added.append(record["memory_id"])
+            given, waiting, _ = status_on_import(record, status)
+            report.note(record, "add", given, waiting)
             if not dry_run:
-                await _add(session, record, actor, now)
+                await _add(session, record, actor, now, status)
     return report
 
 
@@ -409,7 +457,8 @@ async def _link(session: AsyncSession, memory_id: str, linked: list[tuple[str, d
     return added
 
 
-async def _add(session: AsyncSession, record: dict[str, Any], actor: str, now: datetime) -> None:
+async def _add(session: AsyncSession, record: dict[str, Any], actor: str, now: datetime,
+               status: str = AS_EXPORTED) -> None:
     linked = await _ensure_events(session, record)
     times = ("created_at", "updated_at", "valid_from", "valid_to")
     given: dict[str, Any] = {k: record.get(k) for k in ITEM_FIELDS if k not in times}
@@ -420,12 +469,11 @@ async def _add(session: AsyncSession, record: dict[str, Any], actor: str, now: d
         valid_from=_parse_time(record.get("valid_from") or record["created_at"], "valid_from"),
         valid_to=_parse_time(record["valid_to"], "valid_to") if record.get("valid_to") else None,
     )
-    reason = "imported"
-    held = instruction_reason(item.fact)
-    if held and item.status != Status.SUPERSEDED:
-        # A file is no reviewer: text that would steer the bot waits for one here.
-        item.status, item.awaiting_approval = Status.SHADOW, True
-        item.held_reason = reason = f"held for review: {held}"
+    # A file is no reviewer: text that would steer the bot waits for one
+    # here, and "import for review" makes every memory wait.
+    item.status, item.awaiting_approval, item.held_reason = status_on_import(record, status)
+    reason = item.held_reason if item.held_reason and item.held_reason != record.get("held_reason") else \
+        REVIEW_REASON if item.awaiting_approval and status == FOR_REVIEW else "imported"
     session.add(item)
     await session.flush()
     await fact_written(session, item, created=True)

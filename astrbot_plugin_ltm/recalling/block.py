@@ -24,6 +24,7 @@ from .bot_lines import BotAllowance, is_bot
 from .ranking import Ranked
 from .rows import EventRow, ItemView
 from .summary_lines import focus, summary_day
+from .trace import BOT_SHARE, BUDGET, COVERED, DUPLICATE, FULL, MAX_EVENTS, MAX_ITEMS, PER_TYPE, Trace, candidate_of
 
 HEADER = "[Long-term Memory]"
 FOOTER = "[End Memory]"
@@ -157,15 +158,27 @@ class BlockBuilder:
         self._count = lru_cache(maxsize=COUNT_CACHE)(counter.count)
 
     def fit(self, ranked: list[Ranked], policy: ReadPolicy, language: str = "en", ids: bool = False,
-            about: Focus | None = None) -> MemoryBlock:
+            about: Focus | None = None, trace: Trace | None = None) -> MemoryBlock:
         """The best-scored candidates under the caps and the budget.
         Memories: max_items, max_per_type, and no near-duplicate of one
         already chosen. Turns: max_events, and none behind a chosen memory
         (one chosen before its memory goes when the memory comes). A line
-        that does not fit is skipped, as a shorter one may still fit."""
+        that does not fit is skipped, as a shorter one may still fit.
+        ``trace``: filled with the lines taken and the candidates left out, and why."""
         opening, closing = frame(language)
         frame_cost = self._count(opening + "\n" + closing)
+
+        def left_out(r: Ranked, why: str, line: str | None = None) -> None:
+            if trace is not None:
+                source, id_ = candidate_of(r.memory, r.turn)
+                if line is None:
+                    line = format_line(r.memory, ids, about) if r.memory is not None else \
+                        format_event_line(r.turn, about) if r.turn is not None else ""
+                trace.leave_out(line, source, id_, r.score, why)
+
         if frame_cost > policy.max_tokens:
+            for r in ranked:
+                left_out(r, BUDGET)
             return MemoryBlock()
         used = frame_cost
         chosen: list[Chosen] = []
@@ -177,25 +190,30 @@ class BlockBuilder:
         bot = BotAllowance(policy.max_tokens)
         misses = 0
         cut = False  # a turn was cut to fit
-        for r in ranked:
+        for at, r in enumerate(ranked):
             if n_memories >= policy.max_items and n_turns >= policy.max_events:
+                for rest in ranked[at:] if trace is not None else ():
+                    left_out(rest, MAX_ITEMS if rest.memory is not None else MAX_EVENTS)
                 break
             day = ""
             if r.memory is not None:
                 item = r.memory
                 if n_memories >= policy.max_items or per_type.get(item.type, 0) >= policy.max_per_type:
+                    left_out(r, MAX_ITEMS if n_memories >= policy.max_items else PER_TYPE)
                     continue
                 line = format_line(item, ids, about)
             else:
                 assert r.turn is not None
                 event = r.turn
                 if n_turns >= policy.max_events or event.event_id in covered:
+                    left_out(r, MAX_EVENTS if n_turns >= policy.max_events else COVERED)
                     continue
                 line = format_event_line(event, about if n_turns >= WHOLE_TURNS else None)
                 day = turn_day(event)
             heading = self._count("\n" + day) if r.turn is not None and day not in days else 0
             cost = self._count("\n" + line)
             if r.turn is not None and is_bot(r.turn) and not bot.admits(cost):
+                left_out(r, BOT_SHARE, line)
                 continue
             cost += heading
             if used + cost > policy.max_tokens:
@@ -203,8 +221,11 @@ class BlockBuilder:
                 # rather than leaving it empty (docs/decisions.md#d50).
                 shorter = None if cut or r.turn is None else self._cut(line, policy.max_tokens - used - heading)
                 if shorter is None:
+                    left_out(r, BUDGET, line)
                     misses += 1
                     if misses >= FULL_AFTER_MISSES:
+                        for rest in ranked[at + 1:] if trace is not None else ():
+                            left_out(rest, FULL)
                         break
                     continue
                 line, cost, cut = shorter, self.counter.count("\n" + shorter) + heading, True
@@ -213,6 +234,7 @@ class BlockBuilder:
                 # Last, as it is the dearest check: most candidates fail the
                 # caps or the budget first.
                 if any(token_set_similarity(item.fact, fact) >= NEAR_DUPLICATE for fact in chosen_facts):
+                    left_out(r, DUPLICATE, line)
                     continue
                 chosen_facts.append(item.fact)
                 selected = Selected(item.memory_id, item.type, item.fact, item.confidence, round(r.score, 4),
@@ -229,6 +251,8 @@ class BlockBuilder:
                         if c[0].turn is not None and is_bot(c[0].turn):
                             bot.give_back(self._count("\n" + c[1]))
                     chosen = [c for c in chosen if c not in repeated]
+                    for c in repeated:
+                        left_out(c[0], COVERED, c[1])
                     n_turns -= len(repeated)
                     days = {turn_day(c[0].turn) for c in chosen if c[0].turn is not None}
                     used = self._cost(chosen, days) + frame_cost
@@ -241,7 +265,7 @@ class BlockBuilder:
                     bot.take(self._count("\n" + line))
             used += cost
             chosen.append((r, line, selected))
-        return self._assemble(chosen, policy, opening, closing)
+        return self._assemble(chosen, policy, opening, closing, trace)
 
     def _cut(self, line: str, room: int) -> str | None:
         """``line`` (a turn's) cut at a word to fit ``room`` tokens, if at
@@ -265,7 +289,8 @@ class BlockBuilder:
         """The tokens of the chosen lines and of the turns' day headings."""
         return sum(self._count("\n" + line) for _, line, _ in chosen) + sum(self._count("\n" + d) for d in days)
 
-    def _assemble(self, chosen: list[Chosen], policy: ReadPolicy, opening: str, closing: str) -> MemoryBlock:
+    def _assemble(self, chosen: list[Chosen], policy: ReadPolicy, opening: str, closing: str,
+                  trace: Trace | None = None) -> MemoryBlock:
         """Memories best first, then turns oldest first under their days'
         headings (a conversation reads in order), measured whole: BPE
         merges across lines can make the block dearer than the sum of its
@@ -284,9 +309,17 @@ class BlockBuilder:
             text = "\n".join([*lines, closing])
             tokens = self._count(text)
             if tokens <= policy.max_tokens:
+                if trace is not None:
+                    for r, line, _ in [*memories, *turns]:
+                        source, id_ = candidate_of(r.memory, r.turn)
+                        trace.take(line, source, id_, r.score, self._count("\n" + line))
                 return MemoryBlock(text=text, tokens=tokens, items=[s for _, _, s in memories],
                                    events=[s for _, _, s in turns])
-            chosen.remove(min(chosen, key=lambda c: c[0].score))
+            lowest = min(chosen, key=lambda c: c[0].score)
+            chosen.remove(lowest)
+            if trace is not None:
+                source, id_ = candidate_of(lowest[0].memory, lowest[0].turn)
+                trace.leave_out(lowest[1], source, id_, lowest[0].score, BUDGET)
         return MemoryBlock()
 
 

@@ -28,6 +28,7 @@ from ..text import query_tokens
 from .block import MemoryBlock, Selected, frame, language_of
 from .reader import MemoryReader
 from .summary_lines import focus
+from .trace import BUDGET, LAST_TIME, Line, Trace
 
 LABELS = {"en": "Last time we talked ({day}):", "zh": "上次聊天（{day}）："}
 # The last session's summary reads as this many of its sentences: the one
@@ -85,22 +86,24 @@ class LastTime:
         return max(found, key=lambda s: s.ended, default=None)
 
     async def read(self, reader: MemoryReader, scopes: list[Scope], query: str, config: LTMConfig,
-                   ids: bool = False) -> MemoryBlock:
+                   ids: bool = False, trace: Trace | None = None) -> MemoryBlock:
         """The reader's block, with the last session's summary when this
-        message starts a new conversation."""
+        message starts a new conversation. ``trace``: as the reader's."""
         policy = config.read_policy
         wanted = config.summaries.enable and config.summaries.last_session_in_block
         last = await self.find(scopes, timedelta(minutes=config.summaries.idle_minutes)) if wanted else None
         if last is None:
-            return await reader.read(scopes, query, policy, ids=ids)
+            return await reader.read(scopes, query, policy, ids=ids, trace=trace)
         language = language_of(query)
         extra = lines(last, language, query_tokens(query))
         cost = reader.counter.count("\n" + extra)
         opening, closing = frame(language)
         if reader.counter.count(f"{opening}\n{extra}\n{closing}") > policy.max_tokens:
-            return await reader.read(scopes, query, policy, ids=ids)  # it does not fit at all
+            if trace is not None:
+                trace.leave_out(extra, LAST_TIME, last.memory_id, 1.0, BUDGET)
+            return await reader.read(scopes, query, policy, ids=ids, trace=trace)  # it does not fit at all
         block = await reader.read(scopes, query, replace(policy, max_tokens=max(0, policy.max_tokens - cost)),
-                                  ids=ids)
+                                  ids=ids, trace=trace)
         body = block.text.split("\n")[2:-1] if block.text else []  # between the opening and the closing
         items = list(block.items)
         # Ranked in already: its line (memories come first, in order) moves under the label.
@@ -110,6 +113,11 @@ class LastTime:
         text = "\n".join([opening, extra, *body, closing])
         tokens = reader.counter.count(text)
         if tokens > policy.max_tokens:
+            if trace is not None:
+                trace.leave_out(extra, LAST_TIME, last.memory_id, 1.0, BUDGET)
             return block  # BPE merges across the joined lines: the block as read
+        if trace is not None:  # its line, if ranked in, moved under the label
+            trace.drop(last.memory_id)
+            trace.lines.insert(0, Line(extra, LAST_TIME, last.memory_id, 1.0, cost))
         selected = Selected(last.memory_id, MemoryType.SUMMARY, last.fact, last.confidence, 1.0, last.scope)
         return MemoryBlock(text=text, items=[selected, *items], tokens=tokens, events=block.events)

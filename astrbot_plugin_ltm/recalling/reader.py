@@ -24,10 +24,12 @@ from ..scope import Scope
 from ..storing.database import Database
 from .block import BlockBuilder, Focus, MemoryBlock, language_of
 from .dates import First, Period, named_period
+from .explain import explain_hits
 from .periods import PeriodRows, load_period, resolve
 from .ranking import leading, rank
 from .retrieval import Found, Query
 from .rows import EventRow, ItemView, load_evidence, load_memories, load_turns, usable
+from .trace import Trace
 
 # Hits each retriever returns per corpus, best first (docs/decisions.md#d06).
 HITS_PER_SEARCH = 50
@@ -72,9 +74,10 @@ class MemoryReader:
         return self.builder.counter
 
     async def read(self, scopes: list[Scope], query: str, policy: ReadPolicy, *, only: Only | None = None,
-                   ids: bool = False) -> MemoryBlock:
+                   ids: bool = False, trace: Trace | None = None) -> MemoryBlock:
         """The block for ``query``; ``ids``: each memory line carries its
-        short id (for the memory_expand tool)."""
+        short id (for the memory_expand tool); ``trace``: filled with the
+        lines taken and the hits and candidates left out, and why."""
         if not policy.enable or not scopes or (policy.max_items <= 0 and policy.max_events <= 0):
             return MemoryBlock()
         now = self._clock()
@@ -100,8 +103,12 @@ class MemoryReader:
         if only is not None:
             items = {k: i for k, i in items.items() if only.keeps_memory(i)}
             turns = {k: t for k, t in turns.items() if only.keeps_turn(t)}
+        if trace is not None:  # the hits that never became candidates, and why
+            memory_hits = leading([f.memories for f in found]) - set(items) if policy.max_items > 0 else set()
+            turn_hits = leading([f.turns for f in found]) - set(turns) if policy.max_events > 0 else set()
+            await self.db.run(lambda conn: explain_hits(conn, scopes, memory_hits, turn_hits, policy, now, trace))
         return await asyncio.to_thread(self._rank_and_fit, found, items, evidence, turns, policy, now,
-                                       language_of(query), ids, period, in_period, frozenset(q.tokens))
+                                       language_of(query), ids, period, in_period, frozenset(q.tokens), trace)
 
     @staticmethod
     async def _nothing() -> None:
@@ -135,7 +142,7 @@ class MemoryReader:
     def _rank_and_fit(self, found: list[Found], items: dict[int, ItemView], evidence: dict[str, frozenset[str]],
                       turns: dict[int, EventRow], policy: ReadPolicy, now: datetime, language: str,
                       ids: bool, period: Period | None, in_period: frozenset[int],
-                      tokens: frozenset[str] = frozenset()) -> MemoryBlock:
+                      tokens: frozenset[str] = frozenset(), trace: Trace | None = None) -> MemoryBlock:
         ranked = rank(found, items, evidence, turns, policy, now, period, in_period)
         # A summary of the period the message names is shown whole; others by what the message is about.
-        return self.builder.fit(ranked, policy, language, ids, Focus(tokens, in_period))
+        return self.builder.fit(ranked, policy, language, ids, Focus(tokens, in_period), trace)

@@ -1,0 +1,73 @@
+"""Why a search hit never became a candidate (the injection preview): a
+memory that is not active, awaits approval, is below the policy's
+confidence or past its retention; a turn withheld, or one no reviewed
+memory backs. Read only when the reader is given a Trace."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from sqlalchemy import Connection
+
+from ..config import ReadPolicy
+from ..enums import Status
+from ..scope import Scope
+from .block import format_event_line
+from .rows import EventRow, ItemRow, fetch_rows, usable
+from .trace import (
+    AWAITING_APPROVAL,
+    EXPIRED,
+    LOW_CONFIDENCE,
+    NOT_ACTIVE,
+    TURN,
+    UNREVIEWED,
+    WITHHELD,
+    Trace,
+    memory_source,
+)
+
+
+def explain_memories(conn: Connection, scopes: list[Scope], rowids: set[int], policy: ReadPolicy,
+                     now: datetime, trace: Trace) -> None:
+    """Note each of the memories ``rowids`` (hits the reader did not keep) with why."""
+    if not rowids:
+        return
+    wanted = {(s.kind, s.id) for s in scopes}
+    rows = fetch_rows(conn, f"SELECT {ItemRow.COLUMNS}, awaiting_approval FROM ltm_items "
+                            "WHERE id IN (SELECT value FROM json_each(:ids)) ORDER BY id",
+                      {"ids": json.dumps(sorted(rowids))})
+    for row in rows:
+        item, waiting = ItemRow.of(row[:-1]), bool(row[-1])
+        if (item.scope, item.scope_id) not in wanted or usable(item, policy, now):
+            continue
+        line = f"- [{item.type}] {item.fact}"
+        if waiting:
+            trace.leave_out(line, memory_source(item), item.memory_id, 0.0, AWAITING_APPROVAL)
+        elif item.status != Status.ACTIVE:
+            trace.leave_out(line, memory_source(item), item.memory_id, 0.0, NOT_ACTIVE, status=str(item.status))
+        elif item.confidence < policy.min_confidence:
+            trace.leave_out(line, memory_source(item), item.memory_id, 0.0, LOW_CONFIDENCE)
+        else:
+            trace.leave_out(line, memory_source(item), item.memory_id, 0.0, EXPIRED)
+
+
+def explain_turns(conn: Connection, scopes: list[Scope], rowids: set[int], trace: Trace) -> None:
+    """Note each of the turns ``rowids`` (hits the block may not show) with why."""
+    if not rowids:
+        return
+    wanted = {(s.kind, s.id) for s in scopes}
+    rows = fetch_rows(conn, f"SELECT {EventRow.COLUMNS}, x.withheld FROM ltm_events x "
+                            "WHERE x.id IN (SELECT value FROM json_each(:ids)) ORDER BY x.id",
+                      {"ids": json.dumps(sorted(rowids))})
+    for row in rows:
+        turn, withheld = EventRow.of(row[:-1]), bool(row[-1])
+        if (turn.scope, turn.scope_id) in wanted:
+            trace.leave_out(format_event_line(turn), TURN, turn.event_id, 0.0, WITHHELD if withheld else UNREVIEWED)
+
+
+def explain_hits(conn: Connection, scopes: list[Scope], memories: set[int], turns: set[int], policy: ReadPolicy,
+                 now: datetime, trace: Trace) -> None:
+    """Both of the above, in one trip to a read thread."""
+    explain_memories(conn, scopes, memories, policy, now, trace)
+    explain_turns(conn, scopes, turns, trace)
