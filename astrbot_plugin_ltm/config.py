@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from .enums import MEMORY_TYPES, InjectionPosition, WriteMode
+from .i18n import Lang, Message, msg, translate
 from .operating.errors import AdminError
 from .operating.validators import flag, shown
 from .persona import PERSONA_MARK
@@ -241,68 +242,68 @@ def scope_problem(entry: str) -> str | None:
     """Why ``entry`` is not a ``user:<id>`` or ``group:<id>`` scope, or None."""
     kind, colon, scope_id = entry.partition(":")
     if not colon or kind not in ("user", "group"):
-        return "must start with user: or group:"
+        return str(msg("config.scope_kind"))
     if not scope_id.strip() or scope_id != scope_id.strip():
-        return "has no id after the kind (or spaces around it)"
+        return str(msg("config.scope_no_id"))
     if len(scope_id) > MAX_SCOPE_ID_CHARS:
-        return f"has an id longer than {MAX_SCOPE_ID_CHARS} characters"
+        return str(msg("config.scope_long", max=MAX_SCOPE_ID_CHARS))
     return None
 
 
 def _coerce(path: str, value: Any, default: Any, errors: list[str]) -> Any:
-    def bad(why: str) -> Any:
-        errors.append(f"{path}: {why}; using the default {default!r}")
+    def bad(why: Message) -> Any:
+        errors.append(str(msg("config.default", problem=f"{path}: {why}", default=repr(default))))
         return default
 
     if isinstance(default, bool):
         try:  # the one reading of a yes/no, as the API and imports have it
             return flag(value, path)
         except AdminError:
-            return bad(f"{_short(value)} is not true/false")
+            return bad(msg("config.not_flag", value=_short(value)))
     if isinstance(default, (int, float)):
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            return bad(f"{_short(value)} is not a number")
+            return bad(msg("config.not_number", value=_short(value)))
         try:
             number = float(value)
         except (ValueError, OverflowError):
-            return bad(f"{_short(value)} is not a number in range")
+            return bad(msg("config.not_number_in_range", value=_short(value)))
         if not math.isfinite(number):
-            return bad(f"{_short(value)} is not a finite number")
+            return bad(msg("config.not_finite", value=_short(value)))
         if isinstance(default, int):
             if number != int(number):
-                return bad(f"{_short(value)} is not a whole number")
+                return bad(msg("config.not_whole", value=_short(value)))
             number = int(number)
         lo, hi = _RANGES.get(path, (float("-inf"), float("inf")))
         if not lo <= number <= hi:
-            return bad(f"{_short(value)} is outside the allowed range {lo:g}–{hi:g}")
+            return bad(msg("config.out_of_range", value=_short(value), lo=f"{lo:g}", hi=f"{hi:g}"))
         return number
     if isinstance(default, str):
         if not isinstance(value, str):
-            return bad(f"{_short(value)} is not text")
+            return bad(msg("config.not_text", value=_short(value)))
         value = value.strip()
         choices = _CHOICES.get(path)
         if choices and value not in choices:
-            return bad(f"{_short(value)} is not one of {', '.join(choices)}")
+            return bad(msg("config.not_choice", value=_short(value), choices=", ".join(choices)))
         return value
     if isinstance(default, list):
         if isinstance(value, str):  # a comma-separated list typed by hand
             value = [v for v in (s.strip() for s in value.split(",")) if v]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            return bad(f"{_short(value)} is not a list of text")
+            return bad(msg("config.not_text_list", value=_short(value)))
         if path in _TYPE_LISTS:
             unknown = [v for v in value if v not in MEMORY_TYPES]
             if unknown:
-                return bad(f"unknown memory type(s) {unknown}; known: {', '.join(MEMORY_TYPES)}")
+                return bad(msg("config.unknown_types", unknown=unknown, known=", ".join(MEMORY_TYPES)))
         if path == "identity.cross_platform_aliases":
             malformed = [v for v in value if "=" not in v or ":" not in v.partition("=")[0]]
             if malformed:
-                return bad(f"{malformed} are not of the form platform:sender_id=alias")
+                return bad(msg("config.alias_form", malformed=malformed))
         if path == "write_policy.disabled_scopes":
             bad_scopes = [f"{_short(v)} {why}" for v in value if (why := scope_problem(v.strip()))]
             if bad_scopes:
-                return bad(f"{'; '.join(bad_scopes[:3])} (each is user:<id> or group:<id>)")
+                return bad(msg("config.bad_scopes", scopes="; ".join(bad_scopes[:3])))
             if len(value) > MAX_DISABLED_SCOPES:
-                return bad(f"more than {MAX_DISABLED_SCOPES} scopes")
+                return bad(msg("config.too_many_scopes", max=MAX_DISABLED_SCOPES))
             return list(dict.fromkeys(v.strip() for v in value))
         return list(value)
     raise TypeError(f"no coercion for {path}")  # a programming error, not input
@@ -317,11 +318,11 @@ def _parse_section(cls: type[Any], raw: Any, prefix: str, errors: list[str]) -> 
     if raw is None:
         return obj
     if not isinstance(raw, dict):
-        errors.append(f"{prefix}: expected an object, got {_short(raw)}; using defaults")
+        errors.append(str(msg("config.defaults", problem=msg("config.not_object", name=prefix, value=_short(raw)))))
         return obj
     known = {f.name for f in fields(cls)}
     for name in sorted(set(raw) - known):
-        errors.append(f"{prefix}.{name}: unknown setting, ignored")
+        errors.append(str(msg("config.unknown_setting", name=f"{prefix}.{name}")))
     for f in fields(cls):
         if f.name in raw:
             setattr(obj, f.name, _coerce(f"{prefix}.{f.name}", raw[f.name], getattr(obj, f.name), errors))
@@ -352,7 +353,8 @@ def parse_config(raw: dict[str, Any] | None) -> tuple[LTMConfig, list[str]]:
     retention = raw.get("retention_days")
     if retention is not None:
         if not isinstance(retention, dict):
-            errors.append(f"retention_days: expected an object, got {_short(retention)}; using defaults")
+            errors.append(str(msg("config.defaults",
+                                  problem=msg("config.not_object", name="retention_days", value=_short(retention)))))
         else:
             for memory_type in MEMORY_TYPES:
                 if memory_type in retention:
@@ -363,21 +365,16 @@ def parse_config(raw: dict[str, Any] | None) -> tuple[LTMConfig, list[str]]:
                         errors,
                     )
                     if value < -1:
-                        errors.append(
-                            f"retention_days.{memory_type}: {value} days makes no sense "
-                            "(-1 = keep forever); using the default"
-                        )
+                        errors.append(str(msg("config.default_plain", problem=msg(
+                            "config.retention_days", setting=f"retention_days.{memory_type}", value=value))))
                     else:
                         cfg.retention_days[memory_type] = value
     ignored = set(raw) - {f.name for f in fields(LTMConfig)}
-    errors.extend(f"{name}: unknown setting, ignored" for name in sorted(ignored))
+    errors.extend(str(msg("config.unknown_setting", name=name)) for name in sorted(ignored))
     wp = cfg.write_policy
     stray = [t for t in wp.require_approval_types if t not in wp.allowed_types]
     if stray:
-        errors.append(
-            f"write_policy.require_approval_types: {stray} are not in allowed_types, "
-            "so they can never be written; check both lists"
-        )
+        errors.append(str(msg("config.stray_approval", stray=stray)))
     return cfg, errors
 
 
@@ -408,4 +405,24 @@ def with_policy(raw: dict[str, Any], changes: dict[str, Any], *, replace: bool =
 def refusal(problems: list[str]) -> str:
     """``parse_config``'s messages as reasons to refuse a change (through a
     change an invalid value is refused, not defaulted)."""
-    return "; ".join(p.split("; using the default")[0] for p in problems)
+    return "; ".join(_refused(problems))
+
+
+def _refused(problems: list[str]) -> list[str]:
+    return [p.split("; using the default")[0] for p in problems]
+
+
+@dataclass(frozen=True)
+class Problems(Message):
+    """``parse_config``'s problems as one value of a refusal, each shown in
+    the reader's language (they are made from the catalogue's config.* texts)."""
+
+    items: tuple[str, ...] = ()
+
+    def render(self, lang: Lang = "en") -> str:
+        return "; ".join(translate(p, lang) for p in self.items)
+
+
+def refusal_message(problems: list[str]) -> Message:
+    """:func:`refusal` as a message value: ``msg(..., problems=refusal_message(p))``."""
+    return Problems("config.problems", items=tuple(_refused(problems)))

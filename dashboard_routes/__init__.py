@@ -9,6 +9,10 @@ both without a dashboard login. The page bridge can only GET and POST, so
 updates and deletions also have POST forms, and its uploads carry no query,
 so an import's dry run has its own route (``import/preview``).
 
+Every request is answered in one language: ``lang`` in the query, or a
+top-level ``lang`` in a JSON body (taken out before the API sees the body),
+or Accept-Language; English otherwise (``MemoryAPI.call``).
+
 Answers are JSON envelopes, except a successful export: the file itself,
 with a download name (AstrBot passes a ``(bytes, status, headers)`` view
 result through as it is, in both its ASGI and its Quart dashboards).
@@ -17,9 +21,24 @@ result through as it is, in both its ASGI and its Quart dashboards).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from importlib import import_module
 from typing import Any
 
 PLUGIN = "astrbot_plugin_ltm"
+
+
+def _core(module: str) -> Any:
+    """A module of the core: inside AstrBot this package sits in the
+    plugin's package beside it; in the checkout both are top-level."""
+    parent = (__package__ or "").rpartition(".")[0]
+    return import_module(f"{parent}.{PLUGIN}.{module}" if parent else f"{PLUGIN}.{module}")
+
+
+say: Callable[..., str] = _core("i18n").say
+request_lang: Callable[..., str] = _core("operating.api").request_lang
+without_lang: Callable[[Any], tuple[Any, Any]] = _core("operating.api").without_lang
+
 
 class _WebRequest:
     """Newer AstrBot (an ASGI dashboard): the plugin web API's request proxy."""
@@ -84,11 +103,40 @@ except ImportError:
     req = _QuartRequest(_request)
 
 
-async def _json() -> Any:
+# This request's JSON body without its ``lang``, read once by the route's view.
+_BODY: ContextVar[tuple[Any] | None] = ContextVar("ltm_request_body", default=None)
+
+
+async def _read_json() -> Any:
     try:
         return await req.json()
     except Exception:  # a body that is not JSON is answered as missing
         return None
+
+
+async def _json() -> Any:
+    read = _BODY.get()
+    return read[0] if read is not None else await _read_json()
+
+
+async def _lang(read_body: bool) -> Any:
+    """The request's language; reading the JSON body (not an upload) for
+    its ``lang`` keeps the body without it for the route."""
+    body_lang = None
+    if read_body and _method() not in ("GET", "HEAD"):
+        body, body_lang = without_lang(await _read_json())
+        _BODY.set((body,))
+    else:
+        _BODY.set(None)
+    try:
+        accept = req.r.headers.get("accept-language")
+    except Exception:
+        accept = None
+    return request_lang(req.query(), body_lang, accept)
+
+
+def _not_running(lang: Any) -> dict[str, Any]:
+    return {"status": "error", "code": "common.not_running", "message": say("common.not_running", lang)}
 
 
 async def _raw_body() -> bytes | None:
@@ -118,22 +166,27 @@ def routes(api: Callable[[], Any]) -> list[tuple[str, Callable[..., Awaitable[An
     running (then every route answers 503).
     """
 
-    def handler(run: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    def handler(run: Callable[..., Awaitable[Any]], upload: bool = False) -> Callable[..., Awaitable[Any]]:
+        """``upload``: the body is a file, not JSON (its language comes from
+        the query or Accept-Language)."""
+
         async def view(**path: str) -> Any:
+            lang = await _lang(read_body=not upload)
             current = api()
             if current is None:
-                return {"status": "error", "message": "long-term memory is not running; see the AstrBot log"}, 503
-            response = await current.call(lambda: run(current, **path))
+                return _not_running(lang), 503
+            response = await current.call(lambda: run(current, **path), lang=lang)
             return response.body, response.status
 
         return view
 
     def file_handler(run: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
         async def view(**path: str) -> Any:
+            lang = await _lang(read_body=False)
             current = api()
             if current is None:
-                return {"status": "error", "message": "long-term memory is not running; see the AstrBot log"}, 503
-            response = await run(current, **path)
+                return _not_running(lang), 503
+            response = await run(current, lang, **path)
             if response.file is None:
                 return response.body, response.status
             return response.file, response.status, response.headers
@@ -201,8 +254,8 @@ def routes(api: Callable[[], Any]) -> list[tuple[str, Callable[..., Awaitable[An
     async def drift(a, **_):
         return await a.drift(req.query())
 
-    async def export(a, **_):
-        return await a.export_file(req.query())
+    async def export(a, lang, **_):
+        return await a.export_file(req.query(), lang)
 
     async def import_(a, **_):
         return await a.import_(await _raw_body(), req.query(), _user())
@@ -259,8 +312,9 @@ def routes(api: Callable[[], Any]) -> list[tuple[str, Callable[..., Awaitable[An
         (f"{p}/audit", handler(audit), ["GET"], "the audit log"),
         (f"{p}/drift", handler(drift), ["GET"], "drift snapshots and alarms"),
         (f"{p}/export", file_handler(export), ["GET"], "export memories: the file ltm-export-<date>.json"),
-        (f"{p}/import", handler(import_), ["POST"], "import an export (dry_run=1 to preview)"),
-        (f"{p}/import/preview", handler(import_preview), ["POST"], "what an import would do; writes nothing"),
+        (f"{p}/import", handler(import_, upload=True), ["POST"], "import an export (dry_run=1 to preview)"),
+        (f"{p}/import/preview", handler(import_preview, upload=True), ["POST"],
+         "what an import would do; writes nothing"),
     ]
 
 

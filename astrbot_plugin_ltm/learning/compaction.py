@@ -29,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from ..background import BackgroundTask
 from ..clock import Clock, utcnow
 from ..enums import AuditAction, Status
+from ..i18n import msg
 from ..indexes.embeddings import SEMANTIC_MATCH
 from ..logs import log
 from ..scope import Scope
@@ -162,10 +163,10 @@ async def apply_merge(session: AsyncSession, merge: Merge, now: datetime) -> boo
     merged.valid_to = merged.updated_at = now
     memory_changed(session, survivor)
     memory_changed(session, merged)
-    audit(session, AuditAction.COMPACT, ACTOR, "a near-duplicate was merged into it", item=survivor, now=now,
+    audit(session, AuditAction.COMPACT, ACTOR, str(msg("learn.near_duplicate_merged")), item=survivor, now=now,
           merged=merged.memory_id, merged_fact=merged.fact, events=added, cosine=merge.cosine,
           shared_words=merge.shared_words, evidence_count=survivor.evidence_count)
-    audit(session, AuditAction.COMPACT, ACTOR, "merged into a memory that says the same", item=merged, now=now,
+    audit(session, AuditAction.COMPACT, ACTOR, str(msg("learn.merged_into")), item=merged, now=now,
           into=survivor.memory_id, into_fact=survivor.fact, old=before, new=Status.SUPERSEDED,
           cosine=merge.cosine, shared_words=merge.shared_words)
     return True

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from ..config import WritePolicy
 from ..enums import CandidateSource, Status, WriteMode
+from ..i18n import msg
 
 # How much a source is trusted: the confidence formula's first factor.
 # Tool results are weighed by where the evidence came from, not by method.
@@ -54,36 +55,36 @@ class GateDecision:
 def gate(policy: WritePolicy, c: GateInput) -> GateDecision:
     """Decide what happens to one candidate. Every outcome carries a reason."""
     if not policy.enable:
-        return GateDecision(False, reason="write policy disabled")
+        return GateDecision(False, reason=str(msg("gate.disabled")))
     if c.type not in policy.allowed_types:
-        return GateDecision(False, reason=f"type {c.type!r} not in allowed_types")
+        return GateDecision(False, reason=str(msg("gate.type_not_allowed", type=repr(c.type))))
     if c.is_new and c.writes_this_session >= policy.max_writes_per_session:
-        return GateDecision(False, reason=f"max_writes_per_session ({policy.max_writes_per_session}) reached")
+        return GateDecision(False, reason=str(msg("gate.session_cap", max=policy.max_writes_per_session)))
     if c.is_new and c.writes_this_hour >= policy.max_writes_per_hour:
-        return GateDecision(False, reason=f"max_writes_per_hour ({policy.max_writes_per_hour}) reached")
+        return GateDecision(False, reason=str(msg("gate.hour_cap", max=policy.max_writes_per_hour)))
     # Text that would steer the bot waits for a person in every mode, an
     # explicit request included: stored, never injected unreviewed.
     if c.instruction:
-        return GateDecision(True, Status.SHADOW, True, reason=f"held for review: {c.instruction}")
+        return GateDecision(True, Status.SHADOW, True, reason=str(msg("held.for_review", why=c.instruction)))
 
     if policy.mode == WriteMode.SHADOW:
-        return GateDecision(True, Status.SHADOW, reason="mode shadow: stored, not injected")
+        return GateDecision(True, Status.SHADOW, reason=str(msg("gate.shadow")))
     if policy.mode == WriteMode.MANUAL:
-        return GateDecision(True, Status.SHADOW, True, reason="mode manual: awaiting approval")
+        return GateDecision(True, Status.SHADOW, True, reason=str(msg("gate.manual")))
 
     # mode auto
     if c.type in policy.require_approval_types:
-        return GateDecision(True, Status.SHADOW, True, reason=f"type {c.type!r} requires approval")
+        return GateDecision(True, Status.SHADOW, True, reason=str(msg("gate.type_approval", type=repr(c.type))))
     # An explicit "remember this" is the user's own decision; thresholds that
     # guard against noisy extraction do not apply to it.
     if not c.explicit and c.confidence < policy.min_confidence:
         return GateDecision(
             True, Status.SHADOW,
-            reason=f"confidence {c.confidence:.2f} < min_confidence {policy.min_confidence}",
+            reason=str(msg("gate.confidence", confidence=f"{c.confidence:.2f}", min=policy.min_confidence)),
         )
     if not c.explicit and c.evidence_count < policy.min_evidence_count:
         return GateDecision(
             True, Status.SHADOW,
-            reason=f"evidence {c.evidence_count} < min_evidence_count {policy.min_evidence_count}",
+            reason=str(msg("gate.evidence", count=c.evidence_count, min=policy.min_evidence_count)),
         )
-    return GateDecision(True, Status.ACTIVE, reason="mode auto: thresholds met")
+    return GateDecision(True, Status.ACTIVE, reason=str(msg("gate.auto")))

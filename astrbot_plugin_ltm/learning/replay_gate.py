@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 
 from ..config import WritePolicy
 from ..enums import Status
+from ..i18n import msg
 from .policy import GateDecision, GateInput, gate
 
 ACTIVE, SHADOW, AWAITING, REFUSED = "active", "shadow", "awaiting_approval", "refused"
@@ -93,7 +94,8 @@ def replay_gate(candidates: Iterable[LoggedCandidate], switches: Switches) -> Ga
     for c in sorted(candidates, key=lambda c: (c.created_at, c.id)):
         memory = memories[c.chain]
         if not switches.enable or switches.read_only:
-            decision = GateDecision(False, reason="memory off" if not switches.enable else "emergency_read_only")
+            off = "gate.memory_off" if not switches.enable else "gate.read_only"
+            decision = GateDecision(False, reason=str(msg(off)))
         else:
             session, hour = by_session[c.session_id], by_scope[(c.scope, c.scope_id)]
             _drop_before(session, c.created_at - SESSION_WINDOW)

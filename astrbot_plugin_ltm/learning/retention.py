@@ -7,6 +7,7 @@ from sqlalchemy import select, text
 
 from ..clock import Clock
 from ..enums import AuditAction, Status
+from ..i18n import msg
 from ..storing.audit import audit
 from ..storing.database import Database, ReadOnlyError
 from ..storing.memory_rows import memory_changed
@@ -32,7 +33,7 @@ async def sweep_expired(db: Database, clock: Clock) -> int:
                 old = item.status
                 item.status = Status.EXPIRED
                 memory_changed(session, item)
-                audit(session, AuditAction.EXPIRE, ACTOR, f"older than its retention of {item.ttl_days} days",
+                audit(session, AuditAction.EXPIRE, ACTOR, str(msg("learn.expired", days=item.ttl_days)),
                       item=item, now=now, old=old, new=Status.EXPIRED)
             return len(rows)
     except ReadOnlyError:

@@ -44,6 +44,7 @@ from ..enums import (
     SummaryLevel,
 )
 from ..extension_points import Summarizer
+from ..i18n import msg
 from ..instructions import instruction_reason
 from ..logs import log
 from ..scope import Scope
@@ -383,8 +384,8 @@ class SummaryWorker:
                                              .scalars()), horizon):
                     part.status, part.superseded_by, part.updated_at = Status.SUPERSEDED, cover.memory_id, now
                     memory_changed(session, part)
-                    audit(session, AuditAction.SUPERSEDE, ACTOR, f"rolled into the {level_of(cover.fact_key)} "
-                          f"summary, period over {keep} days ago", item=part, now=now, into=cover.memory_id,
+                    rolled = msg("learn.rolled_into_summary", level=level_of(cover.fact_key), days=keep)
+                    audit(session, AuditAction.SUPERSEDE, ACTOR, str(rolled), item=part, now=now, into=cover.memory_id,
                           old=Status.ACTIVE, new=Status.SUPERSEDED)
                     retired += 1
         except ReadOnlyError:

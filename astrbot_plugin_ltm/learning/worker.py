@@ -25,6 +25,7 @@ from ..clock import Clock, as_utc, utcnow
 from ..config import LTMConfig
 from ..enums import SHOWN_ROLES, AuditAction, ExtractionStatus, Method
 from ..extension_points import Extractor
+from ..i18n import msg
 from ..indexes.embeddings import Embeddings
 from ..indexes.vector_fill import VectorFill
 from ..logs import log
@@ -188,7 +189,8 @@ class ExtractionWorker:
                 )
                 for rejection in result.rejected:
                     audit(
-                        session, AuditAction.POLICY, ACTOR, f"invalid candidate: {rejection.reason}",
+                        session, AuditAction.POLICY, ACTOR,
+                        str(msg("learn.invalid_candidate", reason=rejection.reason)),
                         scope=scope, decision="rejected", raw=repr(rejection.raw)[:500],
                     )
                 await self._set_status(session, events, ExtractionStatus.DONE)

@@ -22,7 +22,7 @@ from ..clock import Clock, utcnow
 from ..config import LTMConfig
 from ..enums import WRITE_ACTIONS, AuditAction, CandidateSource, Method, Outcome, Status
 from ..extension_points import SemanticMatcher
-from ..i18n import say
+from ..i18n import msg, say
 from ..instructions import instruction_reason
 from ..persona import target_scope
 from ..scope import Scope
@@ -99,7 +99,7 @@ class MemoryWriter:
         cfg, now = self._config(), self._clock()
         explicit = method == Method.USER_EXPLICIT
         if cfg.write_policy.writes_off(scope):  # switched off by an operator
-            return self._drop(session, scope, c, f"writes are switched off for {scope}", actor, now)
+            return self._drop(session, scope, c, str(msg("learn.writes_off", scope=scope)), actor, now)
         if self._paused(scope):  # the user paused learning about themselves
             return self._drop(session, scope, c, say("pause.reason.dropped", "en", scope=scope), actor, now)
         decided = await self._decide(session, scope, c, explicit, cfg)
@@ -134,13 +134,13 @@ class MemoryWriter:
         evidence already linked, the outcome."""
         key = normalize_fact_key(c.fact_key or c.fact)
         if not key:
-            return "empty fact key"
+            return str(msg("learn.empty_key"))
         # One limit for every source: extraction, explicit requests, imports.
         if len(c.fact) > cfg.extraction.max_fact_chars:
-            return f"fact longer than {cfg.extraction.max_fact_chars} characters"
+            return str(msg("learn.fact_too_long", max=cfg.extraction.max_fact_chars))
         tomb = await session.get(MemoryTombstone, (scope.kind, scope.id, key))
         if tomb is not None and not explicit:
-            return f"tombstoned by {tomb.actor}: {tomb.reason}"
+            return str(msg("learn.tombstoned", actor=tomb.actor, reason=tomb.reason))
 
         item = await _current(session, scope, key)
         action, replaces, unsure = await self._relate(session, scope, c, item)
@@ -210,7 +210,7 @@ class MemoryWriter:
                        method: Method, actor: str, now: datetime, cfg: LTMConfig) -> WriteOutcome:
         if plan.revive is not None:
             await session.delete(plan.revive)
-            audit(session, AuditAction.REVIVE, actor, "the user explicitly restated a deleted fact",
+            audit(session, AuditAction.REVIVE, actor, str(msg("learn.restated")),
                   scope=scope, session_id=c.session_id, now=now, fact_key=plan.key, fact=c.fact)
         previous_fact = None
         if plan.item is None:
@@ -257,7 +257,7 @@ class MemoryWriter:
             reason = say("updates.unsure", "en", reason=reason)
         if (item.status, item.awaiting_approval) != (verdict.status or Status.SHADOW, verdict.awaiting_approval):
             # The gate's word was about a new memory; this one keeps its status.
-            reason = f"new evidence; the memory stays {_status_words(item)}"
+            reason = str(msg("learn.new_evidence", status=_status_words(item)))
         audit(session, plan.action, actor, reason, item=item, session_id=c.session_id, now=now, **detail)
         return WriteOutcome(_DONE[plan.action], item.memory_id, item.status, reason, item.fact)
 
@@ -269,7 +269,7 @@ class MemoryWriter:
         old.status, old.awaiting_approval, old.held_reason = Status.SUPERSEDED, False, None
         old.valid_to, old.updated_at = now, now
         memory_changed(session, old)
-        audit(session, AuditAction.STATUS, actor, "a newer value superseded it", item=old,
+        audit(session, AuditAction.STATUS, actor, str(msg("learn.superseded")), item=old,
               session_id=c.session_id, now=now, old=before, new=Status.SUPERSEDED, fact=old.fact)
         return old.fact
 
@@ -313,7 +313,7 @@ class MemoryWriter:
         )).scalars().all()
         for victim in victims:
             await remove_memory(session, victim, withhold=False)
-            audit(session, AuditAction.EVICT, actor, f"max_items_per_scope ({cap}) reached; {self.eviction_rule}",
+            audit(session, AuditAction.EVICT, actor, str(msg("learn.evicted", cap=cap, rule=self.eviction_rule)),
                   item=victim, now=now, fact=victim.fact, importance=victim.importance)
 
     @staticmethod

@@ -11,6 +11,7 @@ from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..enums import AuditAction, MemoryType, Status
+from ..i18n import msg
 from ..persona import with_persona
 from ..scope import Scope
 from ..storing.audit import audit
@@ -32,27 +33,29 @@ class Admin(AdminQueries):
     async def review(self, memory_ids: list[str], decision: str, actor: str, reason: str = "") -> list[dict[str, str]]:
         """Approve (→ active) or reject (→ deleted, tombstoned) memories."""
         if decision not in ("approve", "reject"):
-            raise AdminError("decision must be approve or reject")
+            raise AdminError(msg("api.decision"))
         if not memory_ids:
-            raise AdminError("no memory ids given")
+            raise AdminError(msg("api.no_ids"))
         now = self._clock()
         results = []
         async with self._db.write() as session:
             items = [await self._item(session, mid) for mid in memory_ids]
             for item in items:
                 if item.status == Status.SUPERSEDED:
-                    raise AdminError(f"memory {item.memory_id} is history: {item.superseded_by} superseded it", 409)
+                    raise AdminError(msg("api.history_review", memory_id=item.memory_id, newer=item.superseded_by),
+                                     409)
                 if decision == "approve":
                     old = item.status
                     item.status, item.awaiting_approval, item.updated_at = Status.ACTIVE, False, now
                     item.held_reason = None
                     memory_changed(session, item)
-                    audit(session, AuditAction.APPROVE, actor, reason or "approved", item=item, now=now,
+                    audit(session, AuditAction.APPROVE, actor, reason or str(msg("audit.approved")), item=item, now=now,
                           old=old, new=Status.ACTIVE, fact=item.fact)
                 elif item.supersedes:
-                    await self._reject_update(session, item, actor, reason or "rejected", now)
+                    await self._reject_update(session, item, actor, reason or str(msg("audit.rejected")), now)
                 else:
-                    await self._remove(session, item, actor, reason or "rejected", AuditAction.REJECT, now)
+                    await self._remove(session, item, actor, reason or str(msg("audit.rejected")),
+                                       AuditAction.REJECT, now)
                 results.append({"memory_id": item.memory_id, "decision": decision})
         return results
 
@@ -62,18 +65,17 @@ class Admin(AdminQueries):
         unknown = set(changes) - set(CHANGEABLE)
         if unknown:
             named = ", ".join(validators.shown(k) for k in sorted(unknown)[:5])
-            raise AdminError(f"cannot change {named}; changeable: {sorted(CHANGEABLE)}")
+            raise AdminError(msg("api.not_changeable", names=named, changeable=sorted(CHANGEABLE)))
         now = self._clock()
         async with self._db.write() as session:
             item = await self._item(session, memory_id)
             if item.status == Status.SUPERSEDED:
-                raise AdminError(f"memory {item.memory_id} is history ({item.superseded_by} superseded it): "
-                                 "edit the current one, or delete this one", 409)
+                raise AdminError(msg("api.history_edit", memory_id=item.memory_id, newer=item.superseded_by), 409)
             before = item_dict(item)
             if "status" in changes:
                 status = validators.status(changes["status"])
                 if status == Status.SUPERSEDED:
-                    raise AdminError("status superseded is set by a newer value, not by hand")
+                    raise AdminError(msg("api.superseded_by_hand"))
                 item.status = status
                 item.awaiting_approval, item.held_reason = False, None
             if "importance" in changes:
@@ -91,7 +93,7 @@ class Admin(AdminQueries):
                 memory_changed(session, item)
             after = item_dict(item)
             changed = {k: [before[k], after[k]] for k in after if before[k] != after[k] and k != "updated_at"}
-            audit(session, AuditAction.EDIT, actor, "edited", item=item, now=now, changes=changed)
+            audit(session, AuditAction.EDIT, actor, str(msg("audit.edited")), item=item, now=now, changes=changed)
         return item
 
     async def _change_fact(self, session: AsyncSession, item: MemoryItem, fact: Any) -> bool:
@@ -107,12 +109,12 @@ class Admin(AdminQueries):
             MemoryItem.status != Status.SUPERSEDED,
         ).limit(1))).scalar_one_or_none()
         if clash:
-            raise AdminError(f"another memory ({clash}) already has this fact", 409)
+            raise AdminError(msg("api.fact_clash", clash=clash), 409)
         changed = fact != item.fact
         item.fact, item.fact_key = fact, key
         return changed
 
-    async def delete(self, memory_id: str, actor: str, reason: str = "deleted") -> dict[str, Any]:
+    async def delete(self, memory_id: str, actor: str, reason: str = str(msg("audit.deleted"))) -> dict[str, Any]:
         async with self._db.write() as session:
             item = await self._item(session, memory_id)
             await self._remove(session, item, actor, reason, AuditAction.DELETE, self._clock())
@@ -121,7 +123,7 @@ class Admin(AdminQueries):
     async def audit_config(self, changes: dict[str, Any], actor: str) -> None:
         """Record a policy change made in the dashboard."""
         async with self._db.write() as session:
-            audit(session, AuditAction.CONFIG, actor, "policy changed in the dashboard", now=self._clock(),
+            audit(session, AuditAction.CONFIG, actor, str(msg("audit.policy_dashboard")), now=self._clock(),
                   changes=changes)
 
     async def forget_scope(self, scope: Scope, actor: str) -> int:
@@ -135,7 +137,7 @@ class Admin(AdminQueries):
                 items = (await session.execute(select(MemoryItem).where(
                     MemoryItem.scope == part.kind, MemoryItem.scope_id == part.id))).scalars().all()
                 for item in items:
-                    await self._remove(session, item, actor, "forget-all", AuditAction.DELETE, now)
+                    await self._remove(session, item, actor, str(msg("audit.forget_all")), AuditAction.DELETE, now)
                 await forget_turns(session, part)
                 count += len(items)
         return count
@@ -155,7 +157,7 @@ class Admin(AdminQueries):
         back = await _status_before_superseded(session, previous)
         previous.status, previous.valid_to, previous.superseded_by, previous.updated_at = back, None, None, now
         memory_changed(session, previous)
-        audit(session, AuditAction.RESTORE, actor, f"the value that superseded it was rejected: {reason}",
+        audit(session, AuditAction.RESTORE, actor, str(msg("audit.restored", reason=reason)),
               item=previous, now=now, old=Status.SUPERSEDED, new=back, fact=previous.fact)
 
     @staticmethod

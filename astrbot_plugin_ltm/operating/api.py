@@ -3,17 +3,23 @@ framework: each method takes plain values (path parameters, query strings,
 a JSON body, the dashboard user) and returns an :class:`ApiResponse`.
 
 Every answer is ``{"status": "ok", "data": …}`` or ``{"status": "error",
-"message": …}`` with a fitting HTTP status — except a successful export,
+"code": …, "message": …}`` with a fitting HTTP status — except a successful export,
 which is the export file itself (:meth:`MemoryAPI.export_file`). Bad input
 never produces a stack trace, every field goes through ``validators``, and
 nothing is written unless the whole request is valid. A memory is named by
 its id or any unique prefix of it (at least 4 characters).
+
+Language: each request is answered in one language (:func:`request_lang`:
+``lang`` in the query or the JSON body, else Accept-Language, else
+English); :meth:`MemoryAPI.call` renders error messages in it and shows the
+stored reasons in the answer in it, each with its code (serialize.shown).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +35,7 @@ from ..enums import (
     Status,
     WriteMode,
 )
-from ..i18n import Lang, code_of, lang_of, msg, say, translate
+from ..i18n import Lang, Message, code_of, lang_of, msg, say, translate
 from ..logs import log
 from ..scope import Scope
 from ..storing.database import ReadOnlyError
@@ -42,7 +48,7 @@ from .policy_versions import reason_text, scope_name
 from .preview import preview as preview_block
 from .queries import SORTS, AuditFilter, EventFilter, ItemFilter
 from .replay_api import ReplayAPI
-from .serialize import audit_dict, event_dict, item_api_dict
+from .serialize import audit_dict, event_dict, item_api_dict, shown
 from .transfer import (
     AS_EXPORTED,
     FOR_REVIEW,
@@ -61,7 +67,7 @@ POLICY_CHANGE_SOURCES = (PolicySource.API.value, PolicySource.PAGE.value)
 MAX_SEARCH_CHARS = 500
 USER_VIEW_ROWS = 20  # events and audit rows on a user's page, newest first
 SEARCH_KINDS = ("words", "meaning")  # GET items: by the words of q (keyword rows), or by its meaning (embeddings)
-READ_ONLY_NOTE = "emergency_read_only is on: a real import would be refused until it is turned off"
+READ_ONLY_NOTE = str(msg("api.import_read_only"))
 
 
 @dataclass(frozen=True)
@@ -77,11 +83,42 @@ def ok(data: Any) -> ApiResponse:
     return ApiResponse(200, {"status": "ok", "data": data})
 
 
-def error(status: int, message: str, data: Any = None) -> ApiResponse:
-    body: dict[str, Any] = {"status": "error", "message": message}
+def error(status: int, message: str, data: Any = None, code: str = "api.error") -> ApiResponse:
+    body: dict[str, Any] = {"status": "error", "code": code, "message": message}
     if data is not None:
         body["data"] = data
     return ApiResponse(status, body)
+
+
+def request_lang(query: Mapping[str, Any] | None, body_lang: Any = None, accept_language: Any = None) -> Lang:
+    """The language a request is answered in: ``lang`` in the query, else
+    the body's ``lang``, else the first language of Accept-Language, else
+    English. Anything not Chinese or English is English."""
+    for asked in ((query or {}).get("lang"), body_lang):
+        if isinstance(asked, str) and asked.strip():
+            return lang_of(asked[:20])
+    if isinstance(accept_language, str) and accept_language.strip():
+        return lang_of(accept_language.split(",")[0].split(";")[0][:20])
+    return "en"
+
+
+# The language of the request being answered, for a method that renders
+# text itself (most need not: MemoryAPI.call translates the answer).
+_ANSWER_LANG: ContextVar[Lang] = ContextVar("ltm_answer_lang", default="en")
+
+
+def answer_lang() -> Lang:
+    """The language the current request is answered in."""
+    return _ANSWER_LANG.get()
+
+
+def without_lang(body: Any) -> tuple[Any, Any]:
+    """A JSON body without its top-level ``lang`` (the answer's language,
+    not a field of the request), and that ``lang``."""
+    if isinstance(body, dict) and "lang" in body:
+        body = dict(body)
+        return body, body.pop("lang")
+    return body, None
 
 
 def _int(query: Mapping[str, Any], name: str, default: int, lo: int, hi: int) -> int:
@@ -91,9 +128,9 @@ def _int(query: Mapping[str, Any], name: str, default: int, lo: int, hi: int) ->
     try:
         value = int(str(raw)[:20])  # longer is out of range anyway
     except ValueError:
-        raise AdminError(f"{name} must be a whole number") from None
+        raise AdminError(msg("api.whole_number", name=name)) from None
     if len(str(raw)) > 20 or not lo <= value <= hi:
-        raise AdminError(f"{name} must be between {lo} and {hi}")
+        raise AdminError(msg("api.between", name=name, lo=lo, hi=hi))
     return value
 
 
@@ -112,10 +149,10 @@ def _text(query: Mapping[str, Any], name: str, max_chars: int = v.MAX_TEXT_CHARS
     return v.optional_text(query.get(name), name, max_chars)
 
 
-def _body(body: Any, what: str) -> dict[str, Any]:
+def _body(body: Any, what: Message) -> dict[str, Any]:
     """A JSON object body, not nested beyond reason."""
     if not isinstance(body, dict) or not body:
-        raise AdminError(f"send a JSON object with {what}")
+        raise AdminError(msg("api.send_object", what=what))
     v.json_depth(body)
     return body
 
@@ -123,7 +160,7 @@ def _body(body: Any, what: str) -> dict[str, Any]:
 def _version_number(raw: Any) -> int:
     if isinstance(raw, bool) or not isinstance(raw, (int, str)) or not str(raw).strip().isdigit() \
             or len(str(raw).strip()) > 12 or int(raw) < 1:
-        raise AdminError("version must be a whole number from 1")
+        raise AdminError(msg("api.version_number"))
     return int(raw)
 
 
@@ -139,11 +176,6 @@ def _import_status(asked: list[Any]) -> str:
 
 def _actor(user: str | None) -> str:
     return f"operator:{user or 'dashboard'}"
-
-
-def _asked_lang(values: Any) -> Lang:
-    """The language a request asks for (``lang`` in its query or body); English by default."""
-    return lang_of(values.get("lang")) if isinstance(values, Mapping) else "en"
 
 
 def _pause_dict(pause: Pause, lang: Lang) -> dict[str, Any]:
@@ -169,17 +201,25 @@ class MemoryAPI:
         engine.policy_versions.bind(raw_config, save_config)
         self.replay = ReplayAPI(engine, raw_config)  # policy replay, tuning, the holdout set
 
-    async def call(self, method: Callable[..., Awaitable[Any]], *args: Any) -> ApiResponse:
-        """Run one API method, turning every failure into a clear answer."""
+    async def call(self, method: Callable[..., Awaitable[Any]], *args: Any, lang: Lang = "en",
+                   localize: bool = True) -> ApiResponse:
+        """Run one API method, turning every failure into a clear answer in
+        ``lang``; ``localize``: show the answer's stored reasons in ``lang``
+        with their codes — never an export document, a file whose checksums
+        cover its text as stored."""
+        token = _ANSWER_LANG.set(lang)
         try:
-            return ok(await method(*args))
+            data = await method(*args)
+            return ok(shown(data, lang) if localize and method != self.export else data)
         except AdminError as exc:
-            return error(exc.status, str(exc))
+            return error(exc.status, exc.message(lang), code=exc.code or code_of(str(exc)) or "api.error")
         except ReadOnlyError as exc:
-            return error(409, str(exc))
+            return error(409, translate(str(exc), lang), code=code_of(str(exc)) or "api.read_only")
         except Exception as exc:  # never a stack trace to the client
             log.exception("ltm: API error")
-            return error(500, f"internal error ({type(exc).__name__}); see the AstrBot log")
+            return error(500, say("api.internal", lang, kind=type(exc).__name__), code="api.internal")
+        finally:
+            _ANSWER_LANG.reset(token)
 
     # -- items -------------------------------------------------------------
 
@@ -189,9 +229,9 @@ class MemoryAPI:
         try:
             min_confidence = float(min_conf) if min_conf not in (None, "") else None
         except ValueError:
-            raise AdminError("min_confidence must be a number") from None
+            raise AdminError(msg("api.number", name="min_confidence")) from None
         if min_confidence is not None and not 0 <= min_confidence <= 1:
-            raise AdminError("min_confidence must be between 0 and 1")
+            raise AdminError(msg("api.between", name="min_confidence", lo=0, hi=1))
         scope = _choice(query, "scope", SCOPE_KINDS)
         f = ItemFilter(
             scope=scope,
@@ -223,22 +263,23 @@ class MemoryAPI:
         return await self.engine.admin.get_item(await self._full_id(memory_id))
 
     async def patch_item(self, memory_id: str, body: Any, user: str | None) -> dict[str, Any]:
-        changes = _body(body, "the fields to change")
+        changes = _body(body, msg("api.what.changes"))
         item = await self.engine.admin.update_item(await self._full_id(memory_id), changes, _actor(user))
         return item_api_dict(item)
 
     async def delete_item(self, memory_id: str, user: str | None) -> dict[str, Any]:
-        return await self.engine.admin.delete(await self._full_id(memory_id), _actor(user), "deleted in the dashboard")
+        return await self.engine.admin.delete(await self._full_id(memory_id), _actor(user),
+                                              str(msg("audit.deleted_dashboard")))
 
     async def review(self, body: Any, user: str | None) -> dict[str, Any]:
         if not isinstance(body, dict):
-            raise AdminError('send {"memory_ids": [...], "decision": "approve" | "reject"}')
+            raise AdminError(msg("api.send_review"))
         v.json_depth(body)
         ids = body.get("memory_ids")
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-            raise AdminError("memory_ids must be a list of ids")
+            raise AdminError(msg("api.ids_list"))
         if len(ids) > 1000:
-            raise AdminError("at most 1000 memories per review")
+            raise AdminError(msg("api.review_max", max=1000))
         decision = v.choice(body.get("decision"), "decision", ("approve", "reject"))
         reason = "" if body.get("reason") is None else v.text(body["reason"], "reason")
         full = [await self._full_id(i) for i in ids]
@@ -248,8 +289,7 @@ class MemoryAPI:
     async def preview(self, body: Any) -> dict[str, Any]:
         """The block the bot would be given for a message from a user
         (operating/preview.py): same reader, nothing written or counted."""
-        lang = lang_of(body.get("lang")) if isinstance(body, dict) else "en"
-        return await preview_block(self.engine, body, lang)
+        return await preview_block(self.engine, body, answer_lang())
 
     # -- events, stats, audit --------------------------------------------------
 
@@ -308,18 +348,18 @@ class MemoryAPI:
     async def put_policy(self, body: Any, user: str | None) -> dict[str, Any]:
         """Change the policy: a new policy version (operating/policy_versions.py).
         ``reason`` (text) and ``source`` ("api" or "page") go with it."""
-        body = dict(_body(body, "the settings to change"))
+        body = dict(_body(body, msg("api.what.settings")))
         reason = body.pop("reason", None)
         source = PolicySource(v.choice(body.pop("source", "api"), "source", POLICY_CHANGE_SOURCES))
         unknown = set(body) - set(POLICY_KEYS)
         if unknown:
-            raise AdminError(f"cannot change {', '.join(v.shown(k) for k in sorted(unknown)[:5])} here; "
-                             f"changeable: {', '.join(POLICY_KEYS)}")
+            raise AdminError(msg("api.policy_unknown", names=", ".join(v.shown(k) for k in sorted(unknown)[:5]),
+                                 keys=", ".join(POLICY_KEYS)))
         if not body:
-            raise AdminError(f"send at least one of {', '.join(POLICY_KEYS)} to change")
+            raise AdminError(msg("api.policy_nothing", keys=", ".join(POLICY_KEYS)))
         for key, value in body.items():
             if key in ("write_policy", "read_policy") and not isinstance(value, dict):
-                raise AdminError(f"{key} must be an object of settings, e.g. {{\"mode\": \"auto\"}}")
+                raise AdminError(msg("api.policy_object", key=key))
         await self.engine.policy_versions.change(body, _actor(user), source, reason)
         return await self.get_policy()
 
@@ -332,22 +372,22 @@ class MemoryAPI:
     async def policy_version(self, version: str) -> dict[str, Any]:
         found = await self.engine.policy_versions.get(_version_number(version))
         if found is None:
-            raise AdminError(f"there is no policy version {version}", 404)
+            raise AdminError(msg("api.no_version", version=version), 404)
         return found
 
     async def policy_rollback(self, body: Any, user: str | None) -> dict[str, Any]:
         """``{"version", "reason"}`` rolls back; with ``"dry_run": true`` only
         the diff it would apply and warnings about it (writes nothing)."""
         if not isinstance(body, dict) or "version" not in body:
-            raise AdminError('send {"version": N, "reason": "…"}')
+            raise AdminError(msg("api.send_rollback"))
         v.json_depth(body)
-        unknown = set(body) - {"version", "reason", "dry_run", "lang"}
+        unknown = set(body) - {"version", "reason", "dry_run"}
         if unknown:
-            raise AdminError(f"unknown field(s): {', '.join(v.shown(k) for k in sorted(unknown)[:5])}")
+            raise AdminError(msg("api.unknown_fields", fields=", ".join(v.shown(k) for k in sorted(unknown)[:5])))
         # Present, it must say yes or no: an unreadable flag is no reason to roll back for real.
         if "dry_run" in body and v.flag(body["dry_run"], "dry_run"):
             return await rollback_preview.preview(self.engine.policy_versions, self.engine.config,
-                                                  _version_number(body["version"]), _asked_lang(body))
+                                                  _version_number(body["version"]), answer_lang())
         result = await self.engine.policy_versions.rollback(
             _version_number(body["version"]), _actor(user), body.get("reason"))
         return {**result, "current": await self.get_policy()}
@@ -356,11 +396,11 @@ class MemoryAPI:
         """``{"scope": "user:<id>" | "group:<id>", "writes": "on" | "off", "reason"}``:
         one scope's write switch, changed atomically (a new policy version)."""
         if not isinstance(body, dict):
-            raise AdminError('send {"scope": "user:<id>" or "group:<id>", "writes": "on" or "off"}')
+            raise AdminError(msg("api.send_writes"))
         v.json_depth(body)
         unknown = set(body) - {"scope", "writes", "reason", "source"}
         if unknown:
-            raise AdminError(f"unknown field(s): {', '.join(v.shown(k) for k in sorted(unknown)[:5])}")
+            raise AdminError(msg("api.unknown_fields", fields=", ".join(v.shown(k) for k in sorted(unknown)[:5])))
         writes = v.choice(body.get("writes"), "writes", ("on", "off"))
         source = PolicySource(v.choice(body.get("source", "page"), "source", POLICY_CHANGE_SOURCES))
         result = await self.engine.policy_versions.set_writes(
@@ -371,7 +411,7 @@ class MemoryAPI:
 
     async def pauses(self, query: Mapping[str, Any]) -> dict[str, Any]:
         """Every user's pause, newest first."""
-        lang = _asked_lang(query)
+        lang = answer_lang()
         return {"items": [_pause_dict(p, lang) for p in self.engine.pauses.listing()]}
 
     async def lift_pause(self, body: Any, user: str | None) -> dict[str, Any]:
@@ -380,9 +420,9 @@ class MemoryAPI:
         if not isinstance(body, dict) or "scope" not in body:
             raise AdminError(msg("pause.api.lift_body"))
         v.json_depth(body)
-        unknown = set(body) - {"scope", "reason", "lang"}
+        unknown = set(body) - {"scope", "reason"}
         if unknown:
-            raise AdminError(f"unknown field(s): {', '.join(v.shown(k) for k in sorted(unknown)[:5])}")
+            raise AdminError(msg("api.unknown_fields", fields=", ".join(v.shown(k) for k in sorted(unknown)[:5])))
         scope = _scope(body["scope"])
         if scope.kind != ScopeKind.USER:
             raise AdminError(msg("pause.users_only", scope=scope))
@@ -395,7 +435,7 @@ class MemoryAPI:
         latest events and audit rows."""
         if not query.get("scope"):
             raise AdminError(msg("pause.api.scope_query"))
-        scope, lang = _scope(query.get("scope")), _asked_lang(query)
+        scope, lang = _scope(query.get("scope")), answer_lang()
         page, size = _page(query)
         items, total = await self.engine.admin.list_items(ItemFilter(scope=scope.kind, scope_id=scope.id),
                                                           offset=(page - 1) * size, limit=size)
@@ -436,10 +476,10 @@ class MemoryAPI:
         )
         return await export_items(self.engine.db, f, self.engine.clock())
 
-    async def export_file(self, query: Mapping[str, Any]) -> ApiResponse:
+    async def export_file(self, query: Mapping[str, Any], lang: Lang = "en") -> ApiResponse:
         """The export as a download: the document itself (no envelope), named
         ltm-export-<date>.json; a refused request is an error envelope."""
-        answer = await self.call(self.export, query)
+        answer = await self.call(self.export, query, lang=lang, localize=False)
         if answer.status != 200:
             return answer
         document = answer.body["data"]
@@ -456,22 +496,19 @@ class MemoryAPI:
         import/preview route) or ``?dry_run=1`` only reports. ``raw_body``
         None: the request could not be read."""
         if raw_body is None:
-            raise AdminError("could not read the upload; send the export file as the body or as the "
-                             "multipart field 'file'")
+            raise AdminError(msg("api.upload_unreadable"))
         if len(raw_body) > MAX_IMPORT_BYTES:
-            raise AdminError(f"import is larger than {MAX_IMPORT_BYTES // (1024 * 1024)} MiB", 413)
+            raise AdminError(msg("api.import_too_large", mib=MAX_IMPORT_BYTES // (1024 * 1024)), 413)
         dry_run = preview or v.optional_flag(query.get("dry_run"), "dry_run")
-        asked, lang = [query.get("status")], lang_of(query.get("lang"))
+        asked, lang = [query.get("status")], answer_lang()
         payload = unwrap(await asyncio.to_thread(parse_file, raw_body))  # up to 20 MiB: off the event loop
         if isinstance(payload, dict) and "export" in payload and "format" not in payload:
             # Either flag asking for a dry run makes it one (the safe reading).
             dry_run = v.optional_flag(payload.get("dry_run"), "dry_run") or dry_run
             asked.append(payload.get("status"))
-            lang = lang_of(payload.get("lang"), lang)
             payload = payload["export"]
         if isinstance(payload, dict) and "format" in payload:  # set beside the file's own keys (it has neither)
             asked.append(payload.get("status"))
-            lang = lang_of(payload.get("lang"), lang)
         status = _import_status(asked)
         max_fact_chars = self.engine.config.extraction.max_fact_chars
         report = await import_items(self.engine.db, payload, _actor(user), dry_run, self.engine.clock,

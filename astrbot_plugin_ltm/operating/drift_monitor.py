@@ -27,6 +27,7 @@ from ..clock import Clock, as_utc, utcnow
 from ..config import LTMConfig
 from ..enums import SCOPE_KINDS, WRITE_ACTIONS, AuditAction, Corpus, DriftTrigger, Status
 from ..extension_points import PolicyVersionSource
+from ..i18n import msg
 from ..logs import log
 from ..storing.audit import audit
 from ..storing.database import Database, ReadOnlyError
@@ -272,8 +273,8 @@ class DriftMonitor:
         if target is None:
             log.warning("ltm: drift auto rollback skipped: no earlier policy version without an alarm")
             return
-        reason = (f"drift alarm on {row.scope_kind} memories: similarity {row.similarity:.3f} < "
-                  f"{row.threshold:.3f} under policy version {row.policy_version}")
+        reason = str(msg("audit.drift_rollback", kind=row.scope_kind, similarity=f"{row.similarity:.3f}",
+                         threshold=f"{row.threshold:.3f}", version=row.policy_version))
         result = await self.versions.rollback(target, ACTOR, reason)
         async with self._db.write() as session:
             audit(session, AuditAction.DRIFT_ROLLBACK, ACTOR, reason, now=self._clock(), snapshot_id=row.id,

@@ -21,6 +21,7 @@ from sqlalchemy import Connection, delete, text
 
 from ..clock import Clock, as_utc, parse_stored_time
 from ..config import scope_problem
+from ..i18n import msg, parse
 from ..scope import Scope
 from ..storing.database import Database
 from ..storing.tables import HoldoutSession
@@ -62,16 +63,17 @@ def parse_rule(body: Any) -> Rule:
     if body is None:
         return Rule()
     if not isinstance(body, dict):
-        raise AdminError('send {"share": 0.2} or {"scopes": ["user:<id>", …]}')
+        raise AdminError(msg("api.send_share"))
     unknown = set(body) - {"share", "scopes", "seed"}
     if unknown:
-        raise AdminError(f"unknown field(s) {', '.join(sorted(unknown))[:200]}; known: share, scopes, seed")
+        raise AdminError(msg("api.unknown_fields_known", fields=", ".join(sorted(unknown))[:200],
+                             known="share, scopes, seed"))
     share = body.get("share", DEFAULT_SHARE)
     if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
-        raise AdminError("share must be a number above 0 and at most 1 (0.2 = a fifth of the sessions)")
+        raise AdminError(msg("api.share"))
     seed = body.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise AdminError("seed must be a whole number")
+        raise AdminError(msg("api.whole_number", name="seed"))
     return Rule(float(share), parse_scopes(body.get("scopes")), seed)
 
 
@@ -80,14 +82,14 @@ def parse_scopes(raw: Any) -> tuple[Scope, ...]:
     if raw is None:
         return ()
     if not isinstance(raw, list) or not all(isinstance(s, str) for s in raw):
-        raise AdminError('scopes must be a list like ["user:<id>", "group:<id>"]')
+        raise AdminError(msg("api.scopes_list"))
     if len(raw) > MAX_SCOPES:
-        raise AdminError(f"at most {MAX_SCOPES} scopes")
+        raise AdminError(msg("api.scopes_max", max=MAX_SCOPES))
     out = []
     for s in raw:
         why = scope_problem(s)  # as write_policy.disabled_scopes: one reading of a scope
         if why is not None:
-            raise AdminError(f"{s[:80]!r} is not a scope ({why}): write user:<id> or group:<id>")
+            raise AdminError(msg("api.not_scope", scope=repr(s[:80]), why=parse(why) or why))
         kind, _, scope_id = s.partition(":")
         out.append(Scope(kind, scope_id))
     return tuple(dict.fromkeys(out))

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from ..clock import Clock, utcnow
+from ..i18n import msg
 from ..logs import log
 from .errors import AdminError
 
@@ -65,7 +66,7 @@ class Jobs:
     def start(self, kind: str, run: Callable[[Job], Awaitable[dict[str, Any]]]) -> Job:
         busy = self.running()
         if busy is not None:
-            raise AdminError(f"a {busy.kind} job is running ({busy.id}); wait for it or cancel it", 409)
+            raise AdminError(msg("api.job_busy", kind=busy.kind, job_id=busy.id), 409)
         job = Job(uuid.uuid4().hex[:12], kind, self._clock())
         self._jobs[job.id] = job
         job.task = asyncio.create_task(self._run(job, run), name=f"ltm-{kind}-{job.id}")
@@ -87,7 +88,7 @@ class Jobs:
     def get(self, job_id: str) -> Job:
         job = self._jobs.get(job_id)
         if job is None:
-            raise AdminError(f"no job {job_id[:40]!r} (jobs are kept in memory until the plugin restarts)", 404)
+            raise AdminError(msg("api.no_job", job_id=repr(job_id[:40])), 404)
         return job
 
     def cancel(self, job_id: str) -> Job:

@@ -23,8 +23,9 @@ from typing import Any
 from sqlalchemy import func, select
 
 from ..clock import Clock
-from ..config import POLICY_KEYS, LTMConfig, parse_config, policy_of, refusal, scope_problem, with_policy
+from ..config import POLICY_KEYS, LTMConfig, parse_config, policy_of, refusal_message, scope_problem, with_policy
 from ..enums import AuditAction, PolicySource
+from ..i18n import msg, parse
 from ..logs import log
 from ..storing.audit import audit
 from ..storing.database import Database, ReadOnlyError
@@ -67,20 +68,20 @@ def reason_text(reason: Any) -> str:
     if reason is None:
         return ""
     if not isinstance(reason, str):
-        raise AdminError("reason must be text")
+        raise AdminError(msg("api.reason_text"))
     reason = " ".join(reason.split())
     if len(reason) > MAX_REASON_CHARS:
-        raise AdminError(f"reason is longer than {MAX_REASON_CHARS} characters")
+        raise AdminError(msg("api.reason_long", max=MAX_REASON_CHARS))
     return reason
 
 
 def scope_name(target: Any) -> str:
     """A validated ``user:<id>`` / ``group:<id>`` for the write switch."""
     if not isinstance(target, str):
-        raise AdminError("scope must be text: user:<id> or group:<id>")
+        raise AdminError(msg("api.scope_text"))
     why = scope_problem(target.strip())
     if why is not None:
-        raise AdminError(f"scope {target[:80]!r} {why}: give user:<id> or group:<id>")
+        raise AdminError(msg("api.scope_bad", scope=repr(target[:80]), why=parse(why) or why))
     return target.strip()
 
 
@@ -180,20 +181,17 @@ class PolicyVersions:
             changes = build(self._config())
             unknown = set(changes) - set(POLICY_KEYS)
             if unknown:
-                raise AdminError(f"not a policy setting: {', '.join(sorted(unknown)[:5])}")
+                raise AdminError(msg("api.not_policy", names=", ".join(sorted(unknown)[:5])))
             raw = with_policy(self._raw(), changes, replace=replace)
             new, problems = parse_config(raw)
             if problems:
-                raise AdminError(f"invalid settings, nothing changed: {refusal(problems)}")
+                raise AdminError(msg("api.invalid_settings", problems=refusal_message(problems)))
             current = self._config()
             before, after = policy_of(current), policy_of(new)
             if before == after:
                 return {"changed": False, "version": await self.current_version(), "policy": before}
             if current.emergency_read_only and new.emergency_read_only:
-                raise ReadOnlyError(
-                    "emergency_read_only is on: the store cannot record this change, so it is refused; "
-                    "turn it off (emergency_read_only: false, alone or with your other changes, or roll back "
-                    "to a version where it is off) first; nothing changed")
+                raise ReadOnlyError(str(msg("api.read_only_change")))
             for key, value in changes.items():  # saved as parsed: "yes" is stored as true
                 if isinstance(value, dict) and not replace:
                     raw[key].update({name: getattr(getattr(new, key), name) for name in value})
@@ -222,7 +220,8 @@ class PolicyVersions:
             session.add(row)
             await session.flush()
             assert row.id is not None
-            audit(session, AuditAction.CONFIG, actor, reason or f"policy version {row.id} ({source})",
+            audit(session, AuditAction.CONFIG, actor,
+                  reason or str(msg("policy.version", version=row.id, source=source)),
                   now=self._clock(), version=row.id, source=str(source), rollback_of=rollback_of, diff=changes,
                   # each changed part whole, before and after (as the audit has always shown it)
                   changes={k: [previous[k], policy[k]] for k in POLICY_KEYS
@@ -237,17 +236,15 @@ class PolicyVersions:
         says it is a rollback. Returns as :meth:`change` does."""
         target = await self.get(version)
         if target is None:
-            raise AdminError(f"there is no policy version {version}", 404)
+            raise AdminError(msg("api.no_version", version=version), 404)
         reason = reason_text(reason)
-        why = f"rollback to version {version}" + (f": {reason}" if reason else "")
+        why = str(msg("policy.rollback_why", version=version, reason=reason) if reason
+                  else msg("policy.rollback", version=version))
         try:
             result = await self.change(target["policy"], actor, PolicySource.ROLLBACK, why, replace=True,
                                        rollback_of=version)
         except ReadOnlyError:
-            raise ReadOnlyError(
-                f"emergency_read_only is on and version {version} keeps it on: the store cannot record the "
-                "rollback, so it is refused; roll back to a version where it is off, or turn it off first; "
-                "nothing changed") from None
+            raise ReadOnlyError(str(msg("api.read_only_rollback", version=version))) from None
         return {**result, "rollback_of": version}
 
     async def set_writes(self, scope: object, on: bool, actor: str, source: PolicySource,
@@ -263,7 +260,7 @@ class PolicyVersions:
                 disabled.append(name)
             return {"write_policy": {"disabled_scopes": disabled}}
 
-        why = reason or f"writes {'on' if on else 'off'} for {name}"
+        why = reason or str(msg("policy.writes_on" if on else "policy.writes_off", scope=name))
         return await self._change(build, actor, source, why)
 
     # -- at start ---------------------------------------------------------------
@@ -286,10 +283,9 @@ class PolicyVersions:
         async with self._lock:
             if latest is None:
                 version = await self._record(policy, "system:startup", PolicySource.STARTUP,
-                                             "the policy in force at the first start", None)
+                                             str(msg("policy.first_start")), None)
             else:
                 version = await self._record(policy, "operator:webui", PolicySource.WEBUI_CONFIG,
-                                             "changed in AstrBot's plugin config (seen when the plugin loaded)",
-                                             None)
+                                             str(msg("policy.webui")), None)
         await self._notify("after", version)
         return version

@@ -78,13 +78,13 @@ class ItemFilter:
             conditions.append(col("scope_id") == self.scope_id)
         if self.type:
             if self.type not in MEMORY_TYPES:
-                raise AdminError(f"type must be one of {', '.join(MEMORY_TYPES)}")
+                raise AdminError(msg("api.choice", name="type", options=", ".join(MEMORY_TYPES)))
             conditions.append(col("type") == self.type)
         if self.status == "pending":
             conditions.append(col("awaiting_approval").is_(True))
         elif self.status:
             if self.status not in tuple(Status):
-                raise AdminError(f"status must be one of {', '.join(Status)} or pending")
+                raise AdminError(msg("api.status_or_pending", options=", ".join(Status)))
             conditions.append(col("status") == self.status)
         if self.min_confidence is not None:
             conditions.append(col("confidence") >= self.min_confidence)
@@ -171,7 +171,7 @@ class AdminQueries:
     async def list_items(self, f: ItemFilter, sort: str = "updated", offset: int = 0,
                          limit: int = 50) -> tuple[list[MemoryItem], int]:
         if sort not in SORTS:
-            raise AdminError(f"sort must be one of {', '.join(SORTS)}")
+            raise AdminError(msg("api.choice", name="sort", options=", ".join(SORTS)))
         return await self._page(MemoryItem, f.conditions(), SORTS[sort], offset, limit)
 
     async def search_items(self, f: ItemFilter, text: str, offset: int = 0,
@@ -239,7 +239,7 @@ class AdminQueries:
         item = (await session.execute(
             select(MemoryItem).where(MemoryItem.memory_id == memory_id))).scalar_one_or_none()
         if item is None:
-            raise AdminError(f"no memory with id {memory_id}", 404)
+            raise AdminError(msg("api.no_memory_id", memory_id=memory_id), 404)
         return item
 
     async def find_by_prefix(self, prefix: str, scopes: list[Scope] | None = None,
@@ -258,14 +258,14 @@ class AdminQueries:
         async with self._db.read() as session:
             rows = (await session.execute(query)).scalars().all()
         if not rows:
-            raise AdminError(f"no memory {prefix} here", 404)
+            raise AdminError(msg("api.no_memory", prefix=prefix), 404)
         exact = [r for r in rows if r.memory_id == prefix]
         if exact:
             return exact[0]
         if len(rows) > 1:
             shown = ", ".join(r.memory_id[:12] for r in rows[:AMBIGUOUS_SHOWN])
             more = " and more" if len(rows) > AMBIGUOUS_SHOWN else ""
-            raise AdminError(f"{prefix} is ambiguous: it matches {shown}{more}; give more of the id")
+            raise AdminError(msg("api.ambiguous", prefix=prefix, matches=shown, more=more))
         return rows[0]
 
     # -- events and audit -------------------------------------------------------------

@@ -30,6 +30,7 @@ from sqlalchemy import Connection, text
 from ..clock import Clock, parse_stored_time
 from ..config import LTMConfig, ReadPolicy
 from ..enums import Role, SourceType, WriteMode
+from ..i18n import msg
 from ..learning.replay_gate import (
     ACTIVE,
     AWAITING,
@@ -371,16 +372,15 @@ def differing(data: ReplayData, current: GateReplay, candidate: GateReplay) -> d
 
 def verdict(current: Side, candidate: Side) -> str:
     if candidate.figures.budget_violations:
-        return f"do not switch: {candidate.figures.budget_violations} reads would exceed the token budget"
+        return str(msg("replay.budget", count=candidate.figures.budget_violations))
     if candidate.unsafe_live > current.unsafe_live:
-        return (f"do not switch: {candidate.unsafe_live} instruction-like or cross-scope candidates would go live "
-                f"(current: {current.unsafe_live})")
+        return str(msg("replay.unsafe", count=candidate.unsafe_live, current=current.unsafe_live))
     delta = round(candidate.score - current.score, 4)
     if delta > MARGIN:
-        return f"the candidate scores better ({candidate.score} vs {current.score}, +{delta})"
+        return str(msg("replay.better", candidate=candidate.score, current=current.score, delta=delta))
     if delta < -MARGIN:
-        return f"the candidate scores worse ({candidate.score} vs {current.score}, {delta}): keep the current policy"
-    return f"no material difference ({candidate.score} vs {current.score}; |Δ| ≤ {MARGIN})"
+        return str(msg("replay.worse", candidate=candidate.score, current=current.score, delta=delta))
+    return str(msg("replay.same", candidate=candidate.score, current=current.score, margin=MARGIN))
 
 
 def weights() -> dict[str, float]:

@@ -14,8 +14,9 @@ from datetime import datetime
 from typing import Any
 
 from ..clock import as_utc
-from ..config import POLICY_KEYS, LTMConfig, parse_config, policy_of, refusal, with_policy
+from ..config import POLICY_KEYS, LTMConfig, parse_config, policy_of, refusal_message, with_policy
 from ..engine import LTMEngine
+from ..i18n import msg
 from ..storing.database import ReadOnlyError
 from . import validators as v
 from .errors import AdminError
@@ -31,15 +32,15 @@ def candidate_config(raw_config: dict[str, Any], policy: Any) -> LTMConfig:
     """The saved settings with ``policy`` (a PUT policy body) applied, or a
     clear refusal."""
     if not isinstance(policy, dict) or not policy:
-        raise AdminError('send {"policy": {…}} with the candidate\'s write_policy / read_policy changes')
+        raise AdminError(msg("api.send_candidate"))
     v.json_depth(policy)
     unknown = set(policy) - set(POLICY_KEYS)
     if unknown:
-        raise AdminError(f"a candidate policy cannot set {', '.join(v.shown(k) for k in sorted(unknown)[:5])}; "
-                         f"it has: {', '.join(POLICY_KEYS)}")
+        raise AdminError(msg("api.candidate_keys", names=", ".join(v.shown(k) for k in sorted(unknown)[:5]),
+                             keys=", ".join(POLICY_KEYS)))
     cfg, problems = parse_config(with_policy(raw_config, policy))
     if problems:
-        raise AdminError(f"invalid candidate policy, nothing started: {refusal(problems)}")
+        raise AdminError(msg("api.candidate_invalid", problems=refusal_message(problems)))
     return cfg
 
 
@@ -47,11 +48,11 @@ def _since(raw: Any) -> datetime | None:
     if raw in (None, ""):
         return None
     if not isinstance(raw, str) or len(raw) > 40:
-        raise AdminError("since must be an ISO date or time, e.g. 2026-11-01 or 2026-11-01T08:00:00Z")
+        raise AdminError(msg("api.since"))
     try:
         return as_utc(datetime.fromisoformat(raw.replace("Z", "+00:00")))
     except ValueError:
-        raise AdminError("since must be an ISO date or time, e.g. 2026-11-01 or 2026-11-01T08:00:00Z") from None
+        raise AdminError(msg("api.since")) from None
 
 
 class ReplayAPI:
@@ -64,23 +65,22 @@ class ReplayAPI:
         found = await self.holdout.current()
         if found.drawn_at is None:
             if self.engine.config.emergency_read_only:
-                raise AdminError('the holdout set has not been drawn and emergency_read_only is on, so it cannot '
-                                 'be stored: replay with "set": "all", or draw it once read-only is off', 409)
+                raise AdminError(msg("api.holdout_read_only"), 409)
             found = await self.holdout.ensure()
         return tuple(found.sessions)
 
     def _reader(self) -> Any:
         if self.engine.reader is None:
-            raise AdminError("long-term memory is still starting; try again in a moment", 503)
+            raise AdminError(msg("api.starting"), 503)
         return self.engine.reader
 
     async def start_replay(self, body: Any) -> dict[str, Any]:
         if not isinstance(body, dict):
-            raise AdminError('send {"policy": {…candidate…}, "scopes": [optional], "since": "optional", '
-                             '"set": "holdout" | "fitting" | "all"}')
+            raise AdminError(msg("api.send_replay"))
         unknown = set(body) - {"policy", "scopes", "since", "set"}
         if unknown:
-            raise AdminError(f"unknown field(s) {', '.join(sorted(unknown))[:200]}; known: policy, scopes, since, set")
+            raise AdminError(msg("api.unknown_fields_known", fields=", ".join(sorted(unknown))[:200],
+                                 known="policy, scopes, since, set"))
         candidate = candidate_config(self._raw_config(), body.get("policy"))
         chosen = v.choice(body.get("set") or "holdout", "set", SETS)
         scopes, since = parse_scopes(body.get("scopes")), _since(body.get("since"))
@@ -109,10 +109,11 @@ class ReplayAPI:
     async def start_tune(self, body: Any) -> dict[str, Any]:
         body = {} if body is None else body
         if not isinstance(body, dict):
-            raise AdminError('send {} or {"scopes": [...], "since": "…"}')
+            raise AdminError(msg("api.send_tune"))
         unknown = set(body) - {"scopes", "since"}
         if unknown:
-            raise AdminError(f"unknown field(s) {', '.join(sorted(unknown))[:200]}; known: scopes, since")
+            raise AdminError(msg("api.unknown_fields_known", fields=", ".join(sorted(unknown))[:200],
+                                 known="scopes, since"))
         scopes, since = parse_scopes(body.get("scopes")), _since(body.get("since"))
         reader = self._reader()
         current = copy.deepcopy(self.engine.config)
@@ -138,5 +139,5 @@ class ReplayAPI:
     async def draw_holdout(self, body: Any) -> dict[str, Any]:
         rule = parse_rule(body if body not in ({}, None) else None)
         if self.engine.config.emergency_read_only:
-            raise ReadOnlyError("emergency_read_only is on: the holdout set cannot be stored; nothing changed")
+            raise ReadOnlyError(str(msg("api.holdout_store_read_only")))
         return (await self.holdout.draw(rule)).as_dict()

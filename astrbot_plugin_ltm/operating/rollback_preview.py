@@ -66,7 +66,7 @@ async def preview(versions: PolicyVersions, config: LTMConfig, version: int, lan
     """``{"diff", "warnings"}`` of rolling back to ``version``; writes nothing."""
     target = await versions.get(version)
     if target is None:
-        raise AdminError(f"there is no policy version {version}", 404)
+        raise AdminError(msg("api.no_version", version=version), 404)
     changes = diff(policy_of(config), target["policy"])
     return {"version": version, "diff": changes,
             "warnings": [{"code": m.code, "message": m.render(lang)} for m in warnings(changes)]}

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
+from ..i18n import CATALOGUE, Lang, code_of, say, translate
 from ..storing.tables import MemoryAudit, MemoryEvent, MemoryEvidence, MemoryItem
 
 ITEM_FIELDS = ("memory_id", "scope", "scope_id", "type", "fact", "fact_key", "confidence", "importance",
@@ -59,3 +61,56 @@ def evidence_dict(link: MemoryEvidence, event: MemoryEvent | None,
         "created_at": _json_value(link.created_at),
         "event": None if event is None else row_dict(event, event_fields),
     }
+
+
+# -- answers in the reader's language ------------------------------------------
+
+# Fields whose text a person reads, stored in English from catalogue
+# templates (reasons, verdicts, notes): shown translated, with "<field>_code".
+SHOWN_TEXT_FIELDS = ("reason", "held_reason", "message", "verdict", "why")
+# What people said, recorded as they said it: never translated, whatever its keys.
+KEPT_AS_SAID_FIELDS = ("content", "extraction_meta")
+# Lists of such texts: shown translated, with "<field>_codes" (GET policy's warnings).
+SHOWN_TEXT_LISTS = ("config_warnings",)
+
+
+@lru_cache(maxsize=4096)
+def _code(text: str) -> str | None:
+    return code_of(text)
+
+
+def _progress_text(progress: dict[str, Any], lang: Lang) -> dict[str, Any]:
+    """A job's progress with its stage as words ("replaying 6 / 6")."""
+    code = f"progress.{progress.get('stage') or 'waiting'}"
+    if code not in CATALOGUE:
+        return progress
+    return {**progress, "stage_code": code,
+            "text": say(code, lang, done=progress.get("done", 0), total=progress.get("total", 0))}
+
+
+def shown(data: Any, lang: Lang) -> Any:
+    """An API answer as a reader in ``lang`` sees it: every stored reason,
+    verdict or note in ``lang`` with its machine-readable code beside it
+    (None for an operator's own words; a code the answer already gives is
+    kept), at any depth. Old rows translate too: the code is found from the
+    stored English."""
+    if isinstance(data, list):
+        return [shown(value, lang) for value in data]
+    if not isinstance(data, dict):
+        return data
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key in KEPT_AS_SAID_FIELDS:
+            out[key] = value
+        elif key in SHOWN_TEXT_FIELDS and isinstance(value, str | None):
+            out[key] = translate(value, lang) if value else value
+            if f"{key}_code" not in data:
+                out[f"{key}_code"] = _code(value) if value else None
+        elif key in SHOWN_TEXT_LISTS and isinstance(value, list) and all(isinstance(t, str) for t in value):
+            out[key] = [translate(t, lang) for t in value]
+            out[f"{key}_codes"] = [_code(t) for t in value]
+        elif key == "progress" and isinstance(value, dict) and "stage" in value:
+            out[key] = _progress_text(value, lang)
+        else:
+            out[key] = shown(value, lang)
+    return out

@@ -54,14 +54,14 @@ SUMMARY_MAX_CHARS = 8000  # the upper bound of summaries.max_chars: a summary is
 # shadow awaiting approval ("import for review": nothing is used until approved).
 AS_EXPORTED, FOR_REVIEW = "as_exported", "shadow"
 IMPORT_STATUSES = (AS_EXPORTED, FOR_REVIEW)
-REVIEW_REASON = "imported for review"
+REVIEW_REASON = str(msg("audit.imported_for_review"))
 
 
 def _normal_number(value: Any) -> Any:
     """1.0 and 1 are one value in JSON (JavaScript cannot tell them apart)."""
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise AdminError("numbers must be finite (NaN and Infinity are not JSON)")
+            raise AdminError(msg("api.not_finite"))
         if value.is_integer():
             return int(value)
     return value
@@ -115,19 +115,19 @@ def parse_file(raw: bytes) -> Any:
     try:
         textual = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise AdminError(f"not valid JSON: the file is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+        raise AdminError(msg("api.not_utf8", why=exc.reason, at=exc.start)) from None
     if not textual.strip():
-        raise AdminError("not valid JSON: the body is empty; send an export file")
+        raise AdminError(msg("api.empty_body"))
 
     def no_constants(name: str) -> Any:
-        raise AdminError(f"not valid JSON: {name} is not a JSON number")
+        raise AdminError(msg("api.json_constant", name=name))
 
     try:
         payload = json.loads(textual, parse_constant=no_constants)
     except json.JSONDecodeError as exc:
-        raise AdminError(f"not valid JSON: {exc}") from None
+        raise AdminError(msg("api.bad_json", error=str(exc))) from None
     except RecursionError:
-        raise AdminError(f"the JSON is nested more than {v.MAX_JSON_DEPTH} levels deep") from None
+        raise AdminError(msg("api.json_depth", limit=v.MAX_JSON_DEPTH)) from None
     v.json_depth(payload)
     return payload
 
@@ -219,7 +219,7 @@ def status_on_import(record: dict[str, Any], status: str) -> tuple[str, bool, st
         return record["status"], bool(record["awaiting_approval"]), record.get("held_reason")
     held = instruction_reason(record["fact"])
     if held:
-        return Status.SHADOW, True, f"held for review: {held}"
+        return Status.SHADOW, True, str(msg("held.for_review", why=held))
     if status == FOR_REVIEW and record["status"] in (Status.ACTIVE, Status.SHADOW):
         return Status.SHADOW, True, None
     return record["status"], bool(record["awaiting_approval"]), record.get("held_reason")
@@ -227,11 +227,11 @@ def status_on_import(record: dict[str, Any], status: str) -> tuple[str, bool, st
 
 def _parse_time(value: Any, where: str) -> datetime:
     if not isinstance(value, str) or len(value) > 64:
-        raise AdminError(f"{where}: expected an ISO timestamp")
+        raise AdminError(msg("api.at", where=where, error=msg("api.iso_time")))
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError as exc:
-        raise AdminError(f"{where}: {exc}") from exc
+        raise AdminError(msg("api.at", where=where, error=str(exc))) from exc
     return parsed if parsed.utcoffset() is not None else parsed.replace(tzinfo=UTC)
 
 
@@ -240,12 +240,12 @@ def _field(where: str, check: Callable[[], Any]) -> Any:
     try:
         return check()
     except AdminError as exc:
-        raise AdminError(f"{where}: {exc}") from None
+        raise AdminError(msg("api.at", where=where, error=exc.text)) from None
 
 
 def _clean_event(event: Any, where: str) -> dict[str, Any]:
     if not isinstance(event, dict) or any(k not in event for k in EVENT_FIELDS):
-        raise AdminError(f"{where}: incomplete event (needs {', '.join(EVENT_FIELDS)})")
+        raise AdminError(msg("api.at", where=where, error=msg("api.incomplete_event", fields=", ".join(EVENT_FIELDS))))
     return _field(where, lambda: {
         "event_id": v.memory_id(event["event_id"], "event_id"),
         "scope": v.scope_kind(event["scope"]),
@@ -260,12 +260,12 @@ def _clean_event(event: Any, where: str) -> dict[str, Any]:
 
 
 def _not_object(name: str) -> Any:
-    raise AdminError(f"{name} must be a JSON object")
+    raise AdminError(msg("api.must_be_object", name=name))
 
 
 def _clean_evidence(ev: Any, where: str) -> dict[str, Any]:
     if not isinstance(ev, dict):
-        raise AdminError(f"{where}: not an object")
+        raise AdminError(msg("api.at", where=where, error=msg("api.not_an_object")))
     meta = ev.get("extraction_meta")
     method = ev.get("extraction_method")
     return _field(where, lambda: {
@@ -282,12 +282,12 @@ def _clean_item(item: dict[str, Any], where: str, max_fact_chars: int) -> dict[s
     become ints, so what is stored is what an edit would store."""
     missing = [k for k in ITEM_FIELDS if k not in item and k not in HISTORY_FIELDS]
     if missing:
-        raise AdminError(f"{where}: missing {missing}")
+        raise AdminError(msg("api.at", where=where, error=msg("api.missing_fields", fields=missing)))
     evidence = item.get("evidence", [])
     if not isinstance(evidence, list):
-        raise AdminError(f"{where}: evidence must be a list")
+        raise AdminError(msg("api.at", where=where, error=msg("api.evidence_list")))
     if len(evidence) > MAX_EVIDENCE_PER_ITEM:
-        raise AdminError(f"{where}: more than {MAX_EVIDENCE_PER_ITEM} evidence links")
+        raise AdminError(msg("api.at", where=where, error=msg("api.evidence_max", max=MAX_EVIDENCE_PER_ITEM)))
 
     def fact() -> str:
         limit = SUMMARY_MAX_CHARS if item.get("type") == MemoryType.SUMMARY else max_fact_chars
@@ -297,7 +297,7 @@ def _clean_item(item: dict[str, Any], where: str, max_fact_chars: int) -> dict[s
     def fact_key() -> str:
         key = v.text(item["fact_key"], "fact_key", v.MAX_TEXT_CHARS, required=True)
         if normalize_fact_key(key) != key:
-            raise AdminError("fact_key is not normalised")
+            raise AdminError(msg("api.fact_key_normal"))
         return key
 
     clean = _field(where, lambda: {
@@ -332,31 +332,30 @@ def validate_export(payload: Any, max_fact_chars: int = 2000) -> list[dict[str, 
     v.json_depth(payload)
     payload = unwrap(payload)
     if not isinstance(payload, dict):
-        raise AdminError("an export is a JSON object")
+        raise AdminError(msg("api.export_object"))
     if payload.get("format") != FORMAT:
-        raise AdminError(f"not an export of this plugin (format must be {FORMAT!r})")
+        raise AdminError(msg("api.export_format", format=repr(FORMAT)))
     if payload.get("version") != VERSION:
-        raise AdminError(f"unsupported export version {v.shown(payload.get('version'))} "
-                         f"(this plugin reads {VERSION})")
+        raise AdminError(msg("api.export_version", version=v.shown(payload.get("version")), supported=VERSION))
     items = payload.get("items")
     if not isinstance(items, list):
-        raise AdminError("items must be a list")
+        raise AdminError(msg("api.items_list"))
     if len(items) > MAX_IMPORT_ITEMS:
-        raise AdminError(f"too many items ({len(items)}; at most {MAX_IMPORT_ITEMS} per import)", 413)
+        raise AdminError(msg("api.too_many_items", count=len(items), max=MAX_IMPORT_ITEMS), 413)
     cleaned = []
     for n, item in enumerate(items):
         where = f"items[{n}]"
         if not isinstance(item, dict):
-            raise AdminError(f"{where}: not an object")
+            raise AdminError(msg("api.at", where=where, error=msg("api.not_an_object")))
         body = {k: x for k, x in item.items() if k != "checksum"}
         if not _checksum_matches(item.get("checksum"), body):
-            raise AdminError(f"{where}: checksum mismatch (the file was changed after export)")
+            raise AdminError(msg("api.at", where=where, error=msg("api.item_checksum")))
         cleaned.append(_clean_item(item, where, max_fact_chars))
     if not _checksum_matches(payload.get("checksum"), [i["checksum"] for i in items]):
-        raise AdminError("file checksum mismatch (items were added, removed or reordered)")
+        raise AdminError(msg("api.file_checksum"))
     ids = [i["memory_id"] for i in cleaned]
     if len(set(ids)) != len(ids):
-        raise AdminError("duplicate memory_id in the export")
+        raise AdminError(msg("api.duplicate_id"))
     return cleaned
 
 
@@ -390,18 +389,21 @@ async def import_items(db: Database, payload: Any, actor: str, dry_run: bool,
             ).scalar_one_or_none()
             tomb = await session.get(MemoryTombstone, (record["scope"], record["scope_id"], record["fact_key"]))
             if existing is not None and existing.fact == record["fact"]:
-                report.skipped.append({"memory_id": record["memory_id"], "reason": "already present"})
-                report.note(record, "skip", existing.status, existing.awaiting_approval, "already present")
+                why = str(msg("import.already_present"))
+                report.skipped.append({"memory_id": record["memory_id"], "reason": why})
+                report.note(record, "skip", existing.status, existing.awaiting_approval, why)
                 continue
             if tomb is not None:
-                report.skipped.append({"memory_id": record["memory_id"], "reason": "deleted here by an operator"})
-                report.note(record, "skip", "deleted", False, "deleted here by an operator")
+                why = str(msg("import.deleted_here"))
+                report.skipped.append({"memory_id": record["memory_id"], "reason": why})
+                report.note(record, "skip", "deleted", False, why)
                 continue
             target = existing or same_key
             if target is not None:
                 if not await _merge_changes_anything(session, target, record):
-                    report.skipped.append({"memory_id": record["memory_id"], "reason": "already merged"})
-                    report.note(record, "skip", target.status, target.awaiting_approval, "already merged")
+                    why = str(msg("import.already_merged"))
+                    report.skipped.append({"memory_id": record["memory_id"], "reason": why})
+                    report.note(record, "skip", target.status, target.awaiting_approval, why)
                     continue
                 report.merged.append(record["memory_id"])
                 # The local memory stays as it is, with the import's support added.
@@ -473,7 +475,7 @@ async def _add(session: AsyncSession, record: dict[str, Any], actor: str, now: d
     # here, and "import for review" makes every memory wait.
     item.status, item.awaiting_approval, item.held_reason = status_on_import(record, status)
     reason = item.held_reason if item.held_reason and item.held_reason != record.get("held_reason") else \
-        REVIEW_REASON if item.awaiting_approval and status == FOR_REVIEW else "imported"
+        REVIEW_REASON if item.awaiting_approval and status == FOR_REVIEW else str(msg("audit.imported"))
     session.add(item)
     await session.flush()
     await fact_written(session, item, created=True)

@@ -21,6 +21,7 @@ from typing import Any
 
 from ..clock import Clock
 from ..config import LTMConfig
+from ..i18n import msg
 from ..learning.replay_gate import GateReplay, replay_gate
 from ..recalling.reader import MemoryReader
 from .replay import MARGIN, ReadFigures, ReplayData, overlay, reads, side, switches
@@ -103,16 +104,13 @@ async def tune(live: MemoryReader, clock: Clock, fitting: ReplayData, holdout: R
     step(total, total)  # reads done once for several points were counted once
 
     if not diff or best_fit <= current_fit + MARGIN:
-        outcome, message = "keep", (f"no grid point beats the current policy on the fitting part by more than "
-                                    f"{MARGIN}; nothing to propose")
+        outcome, message = "keep", str(msg("tune.keep", margin=MARGIN))
     elif best_hold < current_hold - MARGIN:
-        outcome, message = "overfitted", (
-            f"better on the fitting part ({best_fit} vs {current_fit}) but worse on the holdout set "
-            f"({best_hold} vs {current_hold}): overfitted, not proposed")
+        outcome, message = "overfitted", str(msg("tune.overfitted", fit=best_fit, current_fit=current_fit,
+                                                 hold=best_hold, current_hold=current_hold))
     else:
-        outcome, message = "proposed", (
-            f"better on the fitting part ({best_fit} vs {current_fit}) and not worse on the holdout set "
-            f"({best_hold} vs {current_hold}); apply it as a new policy or discard it")
+        outcome, message = "proposed", str(msg("tune.proposed", fit=best_fit, current_fit=current_fit,
+                                               hold=best_hold, current_hold=current_hold))
     return {
         "outcome": outcome,
         "message": message,

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..enums import MEMORY_TYPES, SCOPE_KINDS, Status
+from ..i18n import msg
 from .errors import AdminError
 
 MAX_TTL_DAYS = 36_500  # a hundred years; further is "permanent" (null)
@@ -38,8 +39,7 @@ def flag(value: Any, name: str) -> bool:
         return value
     if isinstance(value, str) and value.strip().lower() in TRUE_WORDS + FALSE_WORDS:
         return value.strip().lower() in TRUE_WORDS
-    raise AdminError(f"{name} must be true or false (or one of {', '.join(TRUE_WORDS + FALSE_WORDS)}), "
-                     f"not {shown(value)}")
+    raise AdminError(msg("api.flag", name=name, words=", ".join(TRUE_WORDS + FALSE_WORDS), value=shown(value)))
 
 
 def optional_flag(value: Any, name: str, default: bool = False) -> bool:
@@ -51,18 +51,16 @@ def unit(value: Any, name: str) -> float:
     """A number from 0 to 1 (confidence, importance)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
             or not 0 <= value <= 1:
-        raise AdminError(f"{name} must be a number from 0 to 1, not {shown(value)}")
+        raise AdminError(msg("api.unit", name=name, value=shown(value)))
     return float(value)
 
 
 def whole(value: Any, name: str, lo: int, hi: int) -> int:
     """A whole number in [lo, hi]; 30.0 is 30 (JSON does not tell them apart)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise AdminError(f"{name} must be a whole number from {lo} to {hi}, not {shown(value)}")
-    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
-        raise AdminError(f"{name} must be a whole number from {lo} to {hi}, not {shown(value)}")
-    if not lo <= value <= hi:
-        raise AdminError(f"{name} must be a whole number from {lo} to {hi}, not {shown(value)}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or (isinstance(value, float) and not (math.isfinite(value) and value.is_integer())) \
+            or not lo <= value <= hi:
+        raise AdminError(msg("api.whole_range", name=name, lo=lo, hi=hi, value=shown(value)))
     return int(value)
 
 
@@ -73,8 +71,7 @@ def ttl_days(value: Any) -> int | None:
     try:
         return whole(value, "ttl_days", 0, MAX_TTL_DAYS)
     except AdminError:
-        raise AdminError(f"ttl_days must be a whole number from 0 to {MAX_TTL_DAYS}, or null for permanent, "
-                         f"not {shown(value)}") from None
+        raise AdminError(msg("api.ttl_days", max=MAX_TTL_DAYS, value=shown(value))) from None
 
 
 def evidence_count(value: Any) -> int:
@@ -84,7 +81,7 @@ def evidence_count(value: Any) -> int:
 def choice(value: Any, name: str, choices: Iterable[str]) -> str:
     options = tuple(choices)
     if not isinstance(value, str) or value not in options:
-        raise AdminError(f"{name} must be one of {', '.join(options)}")
+        raise AdminError(msg("api.choice", name=name, options=", ".join(options)))
     return value
 
 
@@ -104,14 +101,14 @@ def text(value: Any, name: str, max_chars: int = MAX_TEXT_CHARS, *, required: bo
     """Plain text: a string, at most ``max_chars``, no control characters
     but tabs and line breaks."""
     if not isinstance(value, str):
-        raise AdminError(f"{name} must be text, not {shown(value)}")
+        raise AdminError(msg("api.not_text", name=name, value=shown(value)))
     if required and not value.strip():
-        raise AdminError(f"{name} must not be empty")
+        raise AdminError(msg("api.empty", name=name))
     if len(value) > max_chars:
-        raise AdminError(f"{name} is longer than {max_chars} characters ({len(value)})")
+        raise AdminError(msg("api.too_long", name=name, max=max_chars, length=len(value)))
     bad = _CONTROL.search(value)
     if bad is not None:
-        raise AdminError(f"{name} contains a control character (U+{ord(bad.group()):04X})")
+        raise AdminError(msg("api.control_char", name=name, point=f"{ord(bad.group()):04X}"))
     return value
 
 
@@ -121,9 +118,9 @@ def stored_as_given(value: Any, name: str, max_chars: int) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or len(value) > max_chars:
-        raise AdminError(f"{name} must be null or text of at most {max_chars} characters")
+        raise AdminError(msg("api.null_or_text", name=name, max=max_chars))
     if _SURROGATE.search(value):
-        raise AdminError(f"{name} contains half a surrogate pair (not storable as UTF-8)")
+        raise AdminError(msg("api.surrogate", name=name))
     return value
 
 
@@ -131,12 +128,12 @@ def json_object(value: Any, name: str, max_chars: int = MAX_CONTENT_CHARS) -> di
     """A JSON object kept as given (an event's content): bounded in size,
     no half surrogate pairs anywhere in it."""
     if not isinstance(value, dict):
-        raise AdminError(f"{name} must be a JSON object, not {shown(value)}")
+        raise AdminError(msg("api.not_object", name=name, value=shown(value)))
     serialised = json.dumps(value, ensure_ascii=False)
     if len(serialised) > max_chars:
-        raise AdminError(f"{name} is larger than {max_chars} characters of JSON")
+        raise AdminError(msg("api.json_too_large", name=name, max=max_chars))
     if _SURROGATE.search(serialised):
-        raise AdminError(f"{name} contains half a surrogate pair (not storable as UTF-8)")
+        raise AdminError(msg("api.surrogate", name=name))
     return value
 
 
@@ -151,13 +148,12 @@ def fact(value: Any, max_chars: int) -> str:
     """A fact as stored: whitespace collapsed, not empty, at most ``max_chars``
     (extraction.max_fact_chars). The same for edits, /ltm remember and imports."""
     if not isinstance(value, str):
-        raise AdminError(f"fact must be text, not {shown(value)}")
+        raise AdminError(msg("api.not_text", name="fact", value=shown(value)))
     collapsed = " ".join(value.split())
     if not collapsed:
-        raise AdminError("fact must not be empty")
+        raise AdminError(msg("api.empty", name="fact"))
     if len(collapsed) > max_chars:
-        raise AdminError(f"fact is longer than {max_chars} characters ({len(collapsed)}); "
-                         "see extraction.max_fact_chars")
+        raise AdminError(msg("api.fact_too_long", max=max_chars, length=len(collapsed)))
     return text(collapsed, "fact", max_chars)
 
 
@@ -169,10 +165,10 @@ def memory_id(value: Any, name: str = "memory id") -> str:
     """A whole memory id or a prefix of one (at least 4 characters), taken
     literally (``%`` and ``_`` are characters, not wildcards)."""
     if not isinstance(value, str):
-        raise AdminError(f"{name} must be text, not {shown(value)}")
+        raise AdminError(msg("api.not_text", name=name, value=shown(value)))
     value = value.strip()
     if len(value) < MIN_PREFIX_CHARS:
-        raise AdminError(f"give at least {MIN_PREFIX_CHARS} characters of the {name}")
+        raise AdminError(msg("api.id_too_short", min=MIN_PREFIX_CHARS, name=name))
     return text(value, name, MAX_ID_CHARS)
 
 
@@ -189,7 +185,7 @@ def json_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> None:
         else:
             continue
         if depth > limit:
-            raise AdminError(f"the JSON is nested more than {limit} levels deep")
+            raise AdminError(msg("api.json_depth", limit=limit))
         stack.extend((child, depth + 1) for child in children)
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from ..i18n import msg
 from ..logs import log
 from . import migrate as migrations
 from .changes import Change, taken
@@ -104,10 +105,10 @@ class Database:
 
         Raises :class:`ReadOnlyError` while emergency_read_only is on."""
         if self.is_read_only():
-            raise ReadOnlyError("emergency_read_only is on: the memory store takes no writes")
+            raise ReadOnlyError(str(msg("api.read_only")))
         async with self._write_lock:
             if self.is_read_only():  # switched on while we waited
-                raise ReadOnlyError("emergency_read_only is on: the memory store takes no writes")
+                raise ReadOnlyError(str(msg("api.read_only")))
             async with self._sessions() as session:
                 async with session.begin():
                     yield session

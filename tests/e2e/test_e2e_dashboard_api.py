@@ -350,6 +350,26 @@ def test_every_route_answers_valid_input_and_refuses_bad_input_clearly(bot):
 # -- pagination ------------------------------------------------------------------------------
 
 
+def test_a_request_is_answered_in_its_language_at_both_prefixes(bot):
+    """lang in the query, lang in a JSON body (not an unknown field), or
+    Accept-Language: the message in Chinese, the code the same in both."""
+    for prefix in PREFIXES:
+        status, payload, _ = call(bot, "GET", "items?page_size=500&lang=zh", prefix=prefix)
+        assert (status, payload) == (400, {"status": "error", "code": "api.between",
+                                           "message": "page_size 必须在 1 到 200 之间"}), payload
+        status, payload, _ = call(bot, "POST", "policy/rollback", {"version": "first", "lang": "zh"}, prefix=prefix)
+        assert (status, payload["code"], payload["message"]) == (
+            400, "api.version_number", "version 必须是从 1 开始的整数"), payload
+        status, payload, _ = call(bot, "GET", "items/abc", prefix=prefix, headers={"Accept-Language": "zh-CN,zh;q=0.9"})
+        assert (status, payload["code"], payload["message"]) == (
+            400, "api.id_too_short", "请至少给出 memory id 的前 4 个字符"), payload
+        status, payload, _ = call(bot, "GET", "items/abc", prefix=prefix)
+        assert payload["message"] == "give at least 4 characters of the memory id", payload
+    # A stored reason: learned in shadow mode, shown in Chinese with its code.
+    entries = ok(bot, "GET", "audit?action=create&lang=zh")["entries"]
+    assert ("shadow 模式：已保存，不注入", "gate.shadow") in {(e["reason"], e["reason_code"]) for e in entries}
+
+
 def test_pagination_edges(bot):
     bulk = make_export(201, "webchat:bulk", "bulk")
     assert ok(bot, "POST", "import", bulk)["added"] == 201
