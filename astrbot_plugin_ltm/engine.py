@@ -45,6 +45,7 @@ from .operating.drift_monitor import DriftMonitor
 from .operating.errors import AdminError
 from .operating.jobs import Jobs
 from .operating.policy_versions import PolicyVersions
+from .operating.reply_language import SenderLanguages
 from .recalling.block import MemoryBlock
 from .recalling.dates import time_zone
 from .recalling.last_time import LastTime
@@ -132,6 +133,8 @@ class LTMEngine:
         # Merges near-duplicate memories the writer's dedup missed, in the background.
         self.compactor = Compactor(self.db, lambda: self.embeddings.model, clock,
                                    same_fact_cosine=self.embeddings.same_fact_cosine)
+        # The language each sender last wrote in, for the chat commands' replies.
+        self.languages = SenderLanguages()
         self.started = False
 
     # -- lifecycle ---------------------------------------------------------
@@ -201,6 +204,7 @@ class LTMEngine:
 
     def record_turn(self, origin: Origin, user_text: str, assistant_text: str,
                     created_at: datetime | None = None) -> list[MemoryEvent]:
+        self.languages.note(origin, user_text)  # in memory only: the language /ltm answers them in
         if not self.config.enable:
             return []
         events = self.recorder.record_turn(origin, user_text, assistant_text, created_at)
