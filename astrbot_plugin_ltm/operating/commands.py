@@ -116,6 +116,13 @@ class Commands:
         return reply_language(said, last=languages.last(origin), locale=heard.locale,
                               setting=self.engine.config.reply_language)
 
+    def failed(self, exc: Exception) -> str:
+        """The reply to a command that raised, in the language the command
+        itself shows (its sender may be what failed to be read)."""
+        heard = _heard.get() or Heard()
+        lang = reply_language(heard.text, locale=heard.locale, setting=self.engine.config.reply_language)
+        return say("common.failed", lang, error=exc.message(lang) if isinstance(exc, AdminError) else str(exc))
+
     def help(self, origin: Origin) -> str:
         return help_text(self._lang(origin))
 
