@@ -70,7 +70,7 @@ async def send(cmd: Commands, who: Origin, said: str) -> str:
     name, args = ALIASES.get(sub, sub), rest.split()
     with cmd.hearing(said):
         if name == "help":
-            return cmd.help(who)
+            return await cmd.help(who)
         if name in ("status", "list"):
             return await getattr(cmd, name)(who, args[0] if args else "")
         if name == "remember":
@@ -284,7 +284,7 @@ async def test_a_command_sent_in_chinese_sets_the_language_of_the_next_ones(ltm,
     cmd = Commands(ltm.engine)
     alice = origin("alice")
     with cmd.hearing("ltm 帮助"):
-        assert cmd.help(alice) == help_text("zh")
+        assert await cmd.help(alice) == help_text("zh")
     with cmd.hearing("ltm list"):
         assert await cmd.list(alice) == say("cmd.list.nothing", "zh")
 

@@ -123,7 +123,7 @@ class Commands:
         lang = reply_language(heard.text, locale=heard.locale, setting=self.engine.config.reply_language)
         return say("common.failed", lang, error=exc.message(lang) if isinstance(exc, AdminError) else str(exc))
 
-    def help(self, origin: Origin) -> str:
+    async def help(self, origin: Origin) -> str:
         return help_text(self._lang(origin))
 
     # -- users' commands -----------------------------------------------------------
