@@ -12,7 +12,7 @@ import pytest
 
 from astrbot_plugin_ltm.config import parse_config
 from astrbot_plugin_ltm.enums import MEMORY_TYPES
-from astrbot_plugin_ltm.i18n import Lang, say, translate
+from astrbot_plugin_ltm.i18n import Lang, msg, say, translate
 from astrbot_plugin_ltm.operating import validators
 from astrbot_plugin_ltm.operating.commands import Commands, help_text
 from astrbot_plugin_ltm.operating.errors import AdminError
@@ -301,6 +301,18 @@ async def test_without_any_sign_the_configured_reply_language_is_used(make_ltm, 
         assert await cmd.status(origin("carol")) == say("cmd.status.nothing", "en")
     # Called without main.py's text (a direct call): the same rules, minus the text.
     assert await cmd.status(origin("dave")) == say("cmd.status.nothing", "en")
+
+
+async def test_an_operators_status_lists_what_limits_memory_in_their_language(ltm, origin, monkeypatch):
+    notice = msg("common.not_running")  # any catalogue text stands in for a notice
+    monkeypatch.setattr(ltm.engine, "notices", lambda: [notice])
+    cmd = Commands(ltm.engine)
+    await cmd.remember(origin("alice"), "I like green tea")
+    with cmd.hearing("ltm 状态 qq:alice"):
+        assert notice.render("zh") in (await cmd.status(origin("root", admin=True), "qq:alice")).split("\n")
+    with cmd.hearing("ltm status"):  # another operator, who has not written in Chinese
+        assert notice.render("en") in (await cmd.status(origin("ops", admin=True), "qq:alice")).split("\n")
+        assert notice.render("en") not in await cmd.status(origin("alice"))  # a user is not told
 
 
 def test_a_bad_reply_language_setting_falls_back_to_auto_and_says_why() -> None:

@@ -85,7 +85,7 @@ TEXTS: dict[str, tuple[str, str]] = {
                                "记忆目前为只读（紧急只读），没有保存任何内容。"),
     "cmd.remember.done": ("Remembered ({id}): {fact}.", "已记住（{id}）：{fact}。"),
     "cmd.remember.done_held": ("Remembered ({id}): {fact}. It is {state} until an operator approves it.",
-                               "已记住（{id}）：{fact}。在管理员批准前，它的状态为“{state}”。"),
+                               "已记住（{id}）：{fact}。在管理员批准前，它处于“{state}”状态。"),
     "cmd.forget.done": ("Forgotten: {fact}", "已忘记：{fact}"),
     "cmd.forget.done_in": ("Forgotten: {fact} ({scope})", "已忘记：{fact}（{scope}）"),
     "cmd.read_only.nothing_deleted": ("Memory is read-only right now; nothing was deleted.",
