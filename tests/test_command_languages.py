@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from astrbot_plugin_ltm.adapter import client_locale
 from astrbot_plugin_ltm.config import parse_config
 from astrbot_plugin_ltm.enums import MEMORY_TYPES
 from astrbot_plugin_ltm.i18n import Lang, msg, say, translate
@@ -354,3 +355,20 @@ def test_the_senders_languages_are_bounded_and_cheap_to_note(origin) -> None:
     per_note_ms = (time.perf_counter() - started) * 1000 / 200
     print(f"SenderLanguages.note on a {len(long_message)}-character message: {per_note_ms:.4f} ms")
     assert per_note_ms < 1.0
+
+
+class _Event:
+    """An AstrBot event's extras, as the web chat fills them."""
+
+    def __init__(self, extras: dict) -> None:
+        self.extras = extras
+
+    def get_extra(self, key: str | None = None, default: object = None) -> object:
+        return self.extras.get(key, default)
+
+
+def test_the_chat_clients_language_is_read_from_the_event_when_it_sends_one() -> None:
+    assert client_locale(_Event({"locale": "zh-CN"})) == "zh-CN"
+    assert client_locale(_Event({})) is None
+    assert client_locale(_Event({"locale": 7})) is None
+    assert client_locale(object()) is None  # no extras at all

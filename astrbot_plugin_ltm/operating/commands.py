@@ -6,6 +6,10 @@ main.py and check ``origin.is_admin`` here as well. The operator variants of
 status, list, forget and forget-all (another user's or group's scope) share
 their command with the users' one, so ``origin.is_admin`` (AstrBot's
 ``event.is_admin()``) checked here is what guards them.
+
+Every reply is a catalogue text (``i18n/commands.py``) in the language
+``Commands._lang`` picks for its sender (``reply_language.py``); the
+keywords (confirm, history, rollback, on/off) are accepted in Chinese too.
 """
 
 from __future__ import annotations
