@@ -43,6 +43,7 @@ def english_sentences(reply: str, allowed: list[str]) -> list[str]:
     for part in sorted(filter(None, allowed), key=len, reverse=True):
         text = text.replace(part, " ")
     text = re.sub(r"/ltm(?: [a-z-]+)?", " ", text)
+    text = re.sub(r"\b[0-9a-f]{8}\b", " ", text)  # memory ids, even all letters
     return ENGLISH_RUN.findall(IDENTIFIER.sub(" ", text))
 
 
