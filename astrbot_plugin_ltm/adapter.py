@@ -32,6 +32,16 @@ def origin_from_event(event: Any) -> Origin:
     )
 
 
+def client_locale(event: Any) -> str | None:
+    """The chat client's language ("zh-CN", "en-US") when it sends one:
+    AstrBot's web chat notes it on the event (4.29; None on 4.25)."""
+    try:
+        locale = event.get_extra("locale")
+    except Exception:
+        return None
+    return locale if isinstance(locale, str) and locale else None
+
+
 # Where AstrBot (4.29; not 4.25) notes the persona it chose for a request,
 # and where note_persona notes it on an AstrBot that does not.
 TRACE_PERSONA_KEY = "_trace_persona_id"

@@ -46,6 +46,7 @@ from .operating.errors import AdminError
 from .operating.jobs import Jobs
 from .operating.pauses import Pauses
 from .operating.policy_versions import PolicyVersions
+from .operating.reply_language import SenderLanguages
 from .recalling.block import MemoryBlock
 from .recalling.dates import time_zone
 from .recalling.last_time import LastTime
@@ -138,6 +139,8 @@ class LTMEngine:
         # Merges near-duplicate memories the writer's dedup missed, in the background.
         self.compactor = Compactor(self.db, lambda: self.embeddings.model, clock,
                                    same_fact_cosine=self.embeddings.same_fact_cosine)
+        # The language each sender last wrote in, for the chat commands' replies.
+        self.languages = SenderLanguages()
         self.started = False
 
     # -- lifecycle ---------------------------------------------------------
@@ -222,6 +225,7 @@ class LTMEngine:
 
     def record_turn(self, origin: Origin, user_text: str, assistant_text: str,
                     created_at: datetime | None = None) -> list[MemoryEvent]:
+        self.languages.note(origin, user_text)  # in memory only: the language /ltm answers them in
         if not self.config.enable:
             return []
         events = self.recorder.record_turn(origin, user_text, assistant_text, created_at)
@@ -280,9 +284,8 @@ class LTMEngine:
         scope = self.resolver.write_scope(origin)
         if self.paused(origin):
             raise AdminError(msg("pause.status", since=self.pauses_since(origin)))
-        if self.config.write_policy.writes_off(scope):
-            resume = " (/ltm resume switches learning back on)" if scope.kind == "user" else ""
-            raise AdminError(f"writes are switched off for {scope}{resume}")
+        if self.config.write_policy.writes_off(scope):  # the operator's switch: /ltm resume does not turn it
+            raise AdminError(msg("learn.writes_off", scope=scope))
         event = MemoryEvent(
             scope=scope.kind, scope_id=scope.id, source_type=SourceType.MESSAGE, source_role=Role.USER,
             content={"text": fact, "command": "ltm remember"}, platform_id=origin.platform_id,
