@@ -101,6 +101,15 @@ class AstrBotModels:
     def __init__(self, context: Any) -> None:
         self._context = context
 
+    def provider_exists(self) -> bool:
+        """AstrBot has a chat provider loaded (extraction and summaries use
+        the configured one, else the session's, else the first)."""
+        try:
+            return bool(self._context.get_all_providers())
+        except Exception as exc:  # an AstrBot without the call: assume one, as completer() finds out
+            log.debug("ltm: cannot list chat providers (%s)", exc)
+            return True
+
     async def completer(self, provider_id: str, session_id: str | None) -> tuple[Complete, str] | None:
         ctx = self._context
         if not provider_id and session_id:
@@ -196,6 +205,14 @@ class AstrBotEmbedder:
             providers = self._context.get_all_embedding_providers()
             provider = providers[0] if providers else None
         return provider
+
+    def provider_exists(self) -> bool:
+        """AstrBot has an embedding provider now (else search is keyword-only)."""
+        try:
+            return self._provider() is not None
+        except Exception as exc:
+            log.debug("ltm: cannot list embedding providers (%s)", exc)
+            return False
 
     async def embed(self, texts: list[str]) -> Any:
         import numpy as np

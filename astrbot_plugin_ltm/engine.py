@@ -21,10 +21,20 @@ from typing import Any, ClassVar
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
+from . import text as tokenizing
 from .clock import Clock, utcnow
 from .config import parse_config
 from .enums import CandidateSource, ExtractionStatus, Method, Role, SourceType, WriteMode
-from .extension_points import Complete, Embedder, Extractor, ModelGateway, Retriever, Summarizer, TokenCounter
+from .extension_points import (
+    Complete,
+    Embedder,
+    Extractor,
+    ModelGateway,
+    ProviderCheck,
+    Retriever,
+    Summarizer,
+    TokenCounter,
+)
 from .i18n import Message, msg
 from .indexes.embeddings import Embeddings
 from .indexes.keywords import KeywordIndex
@@ -52,14 +62,14 @@ from .recalling.dates import time_zone
 from .recalling.last_time import LastTime
 from .recalling.reader import MemoryReader
 from .recalling.retrieval import KeywordRetriever, VectorRetriever
-from .recalling.tokens import default_counter
+from .recalling.tokens import EstimateCounter, default_counter
 from .recalling.trace import Trace
 from .recalling.usage import Usage
 from .recording.explicit import attribute, explicit_fact, guess_type, unnamed
 from .recording.recorder import EventRecorder
 from .scope import Origin, Scope, ScopeResolver, display_name
 from .storing.database import Database
-from .storing.keyword_rows import backfill_turn_rows
+from .storing.keyword_rows import backfill_turn_rows, match_stemmer
 from .storing.tables import MemoryEvent
 from .storing.turns import withhold
 
@@ -92,6 +102,9 @@ class LTMEngine:
         self.resolver = ScopeResolver(self.config.identity)
         self.clock = clock
         self.models = models
+        self.embedder = embedder
+        # An extractor passed in (tests, benchmarks) learns without AstrBot's models.
+        self._own_extractor = extractor_for is not None
         self.db = Database(sql_engine, read_only=lambda: self.config.emergency_read_only)
         # The derived indexes follow every committed write, in this order.
         self.index_budget = MemoryBudget(self.config.vectors.max_memory_mb * 2**20)
@@ -151,6 +164,7 @@ class LTMEngine:
         await self.db.migrate()
         if not self.config.emergency_read_only:
             async with self.db.write() as session:
+                await match_stemmer(session)  # before the backfill: a rebuild indexes every turn
                 await backfill_turn_rows(session)
         try:  # version 1, or the change made on AstrBot's plugin config page
             await self.policy_versions.record_start()
@@ -205,11 +219,30 @@ class LTMEngine:
         self.index_budget.limit = self.config.vectors.max_memory_mb * 2**20  # enforced at the next load
         return self.config_errors
 
+    def providers(self) -> dict[str, bool]:
+        """Which models memory can use now: ``chat`` (extraction and
+        summaries), ``embedding`` (search by meaning). AstrBot's providers
+        come and go at run time, so this is asked each time."""
+        return {"chat": self._own_extractor or _has(self.models),
+                "embedding": _has(self.embedder)}
+
     def notices(self) -> list[Message]:
         """What an operator should know that limits memory right now (a
         missing optional package, no chat or embedding provider), as
         catalogue texts for ``/ltm status`` and the page's stats."""
-        return []
+        found: list[Message] = []
+        providers = self.providers()
+        if not providers["chat"]:
+            found.append(msg("notice.no_chat_provider"))
+        if not providers["embedding"]:
+            found.append(msg("notice.no_embedding_provider"))
+        if tokenizing.KEYWORD_STEMMER == tokenizing.NO_STEMMER:
+            found.append(msg("notice.package_missing", package="snowballstemmer",
+                             effect=msg("notice.effect.no_stems")))
+        if self._counter is None and self.reader is not None and isinstance(self.reader.counter, EstimateCounter):
+            found.append(msg("notice.package_missing", package="bpe-openai",
+                             effect=msg("notice.effect.estimated_tokens")))
+        return found
 
     # -- a user's own pause -----------------------------------------------
 
@@ -323,3 +356,8 @@ class LTMEngine:
             return None
         complete, model = found
         return LLMSummarizer(complete, model, self.config.summaries.max_chars)
+
+
+def _has(model: object) -> bool:
+    """A model memory can use now: given, and (where it can tell) its provider exists."""
+    return model is not None and (not isinstance(model, ProviderCheck) or model.provider_exists())

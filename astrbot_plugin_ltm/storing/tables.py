@@ -341,3 +341,15 @@ class HoldoutSession(LTMBase, kw_only=True):
     scope_id: Mapped[str] = mapped_column(String(255))
     drawn_at: Mapped[datetime]
     rule: Mapped[dict[str, Any]] = mapped_column(JSON, default_factory=dict)
+
+
+class IndexBuild(LTMBase, kw_only=True):
+    """What built a derived index whose rows depend on more than the
+    database: ``keywords`` → the stemmer (text.KEYWORD_STEMMER) that made
+    the keyword rows' tokens (storing.keyword_rows.match_stemmer)."""
+
+    __tablename__ = "ltm_index_builds"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    built_with: Mapped[str] = mapped_column(String(128))
+    built_at: Mapped[datetime] = mapped_column(default_factory=utcnow)
