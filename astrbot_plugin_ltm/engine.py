@@ -13,7 +13,7 @@ indexes and fits a block into the token budget; operators go through
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
@@ -47,6 +47,7 @@ from .operating.jobs import Jobs
 from .operating.policy_versions import PolicyVersions
 from .recalling.block import MemoryBlock
 from .recalling.dates import time_zone
+from .recalling.history import History
 from .recalling.last_time import LastTime
 from .recalling.reader import MemoryReader
 from .recalling.retrieval import KeywordRetriever, VectorRetriever
@@ -213,12 +214,14 @@ class LTMEngine:
             return None
         return self.recorder.record_tool(origin, tool, args, result)
 
-    async def memory_block(self, origin: Origin, query: str) -> MemoryBlock:
-        """What to inject before the model call for this message."""
+    async def memory_block(self, origin: Origin, query: str, history: Sequence[str] = ()) -> MemoryBlock:
+        """What to inject before the model call for this message;
+        ``history``: the texts of the request's earlier messages, whose
+        turns the block leaves out (recalling/history.py)."""
         if not (self.config.enable and self.config.read_policy.enable) or self.reader is None:
             return MemoryBlock()
         block = await self.last_time.read(self.reader, self.resolver.read_scopes(origin), query, self.config,
-                                          ids=self.config.tools.expand)
+                                          ids=self.config.tools.expand, history=History.of(history))
         self.usage.note(block, via="block")
         return block
 

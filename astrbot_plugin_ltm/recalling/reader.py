@@ -24,6 +24,7 @@ from ..scope import Scope
 from ..storing.database import Database
 from .block import BlockBuilder, Focus, MemoryBlock, language_of
 from .dates import First, Period, named_period
+from .history import History
 from .periods import PeriodRows, load_period, resolve
 from .ranking import leading, rank
 from .retrieval import Found, Query
@@ -72,9 +73,10 @@ class MemoryReader:
         return self.builder.counter
 
     async def read(self, scopes: list[Scope], query: str, policy: ReadPolicy, *, only: Only | None = None,
-                   ids: bool = False) -> MemoryBlock:
+                   ids: bool = False, history: History | None = None) -> MemoryBlock:
         """The block for ``query``; ``ids``: each memory line carries its
-        short id (for the memory_expand tool)."""
+        short id (for the memory_expand tool); ``history``: the request's
+        earlier messages, whose turns are not recalled again (history.py)."""
         if not policy.enable or not scopes or (policy.max_items <= 0 and policy.max_events <= 0):
             return MemoryBlock()
         now = self._clock()
@@ -100,6 +102,8 @@ class MemoryReader:
         if only is not None:
             items = {k: i for k, i in items.items() if only.keeps_memory(i)}
             turns = {k: t for k, t in turns.items() if only.keeps_turn(t)}
+        if history is not None:  # the model reads these turns in the request already
+            turns = {k: t for k, t in turns.items() if not history.holds_turn(t.content)}
         return await asyncio.to_thread(self._rank_and_fit, found, items, evidence, turns, policy, now,
                                        language_of(query), ids, period, in_period, frozenset(q.tokens))
 
