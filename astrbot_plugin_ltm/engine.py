@@ -221,7 +221,8 @@ class LTMEngine:
         if not (self.config.enable and self.config.read_policy.enable) or self.reader is None:
             return MemoryBlock()
         block = await self.last_time.read(self.reader, self.resolver.read_scopes(origin), query, self.config,
-                                          ids=self.config.tools.expand, history=History.of(history))
+                                          ids=self.config.tools.expand,
+                                          history=await History.read(history) if history else None)
         self.usage.note(block, via="block")
         return block
 

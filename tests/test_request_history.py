@@ -100,16 +100,21 @@ async def test_last_time_stays_out_when_the_history_holds_the_last_conversation(
     assert "Last time we talked" in (await block_with(ltm, alice, "hi again", ["something else entirely"])).text
 
 
-def test_a_turn_is_held_when_a_history_message_holds_it_normalised_or_wrapped():
-    history = History(["[User ID: 42, Nickname: Alice]\n  I LIVE in   Paris now", "ok", ASKED.replace("？", "?")])
-    assert history.holds("i live in paris")  # inside a message, case and spacing aside
-    assert history.holds(ASKED)  # full-width punctuation folds (NFKC)
-    assert history.holds("OK") and not history.holds("no")
-    assert not history.holds("Paris")  # short: only a whole message counts
-    assert not history.holds("I live in Rome")
+def test_a_turn_is_held_when_a_history_message_is_it_normalised_or_wrapped_in_lines():
+    history = History([
+        "[User ID: 42, Nickname: Alice]\n  I live in   Paris ",  # a sender line above
+        "<Quoted Message>\nsee you\n</Quoted Message>\nFirst line of mine\nand my second",
+        "ok",
+    ])
+    assert history.holds("I live in Paris")  # spacing aside
+    assert history.holds("ok") and not history.holds("no")
+    assert not history.holds("Paris") and not history.holds("I live in Rome")
+    assert history.holds("First line of mine\nand my second") is False  # two lines above it: not matched
+    assert History(["[User ID: 42]\nFirst line of mine\nand my second"]).holds("First line of mine\nand my second")
     long = "I moved to a small flat near the river last spring " * 10
     cut, _ = truncate(long, 120)
     assert History([long]).holds(cut)  # a record cut short is its original's opening
+    assert not History([long.replace("river", "sea")]).holds(truncate(long, 400)[0])
     assert History([json.dumps({"temp": 21})]).holds_turn({"tool": "get_weather", "result": '{"temp": 21}'})
     assert History.of([]) is None and History.of(["  "]) is None
 
@@ -144,14 +149,18 @@ def test_the_adapter_reads_the_history_from_a_provider_requests_contexts():
     assert history_texts(contexts[:3]) == ["earlier question", "earlier answer", "tool output"]
 
 
-def test_a_long_history_costs_little_per_read():
-    texts = [f"message number {n}: I talked about my day, the weather and the trip to Kyoto" for n in range(400)]
+async def test_a_long_history_costs_little_per_read():
+    # About AstrBot's fallback window: 128k tokens of mixed Chinese and English.
+    texts = [f"第{n}条消息：今天我们聊了天气、工作和去京都的旅行。Message {n}: I talked about my day, the weather "
+             f"and the trip to Kyoto, and what we will do next week." * 4 for n in range(1000)]
     start = time.perf_counter()
     history = History(texts)
     built = time.perf_counter() - start
     start = time.perf_counter()
-    for n in range(100):
+    for n in range(150):
         history.holds(f"a turn the history never held, number {n}, about something else")
     checked = time.perf_counter() - start
-    print(f"history of 400 messages: built in {built * 1000:.2f} ms, 100 turns checked in {checked * 1000:.2f} ms")
+    assert await History.read(texts) is not None  # long: read on a thread
+    print(f"history of {len(texts)} messages, {sum(map(len, texts))} characters: built in {built * 1000:.2f} ms, "
+          f"150 turns checked in {checked * 1000:.2f} ms")
     assert history.holds(texts[123]) and built + checked < 0.5  # generous: a loaded, shared machine
