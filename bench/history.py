@@ -121,3 +121,36 @@ def history_table(h: dict[str, Any]) -> str:
         f"building the History p50 {_f(h['p50_history_ms'], '.2f')} ms, p95 {_f(h['p95_history_ms'], '.2f')} ms",
     ]
     return "\n".join(lines)
+
+
+def cost(data: str, repeats: int = 20) -> list[str]:
+    """What leaving the history out costs a read, per conversation of
+    ``data``: building the History of the whole conversation (AstrBot's
+    default) and checking 60 turns against it (a read's candidates), the
+    best of ``repeats`` (a loaded machine only adds to it)."""
+    from .locomo import exchanges, load_conversations
+
+    lines = []
+    for conv in load_conversations(data):
+        held = request_history([x for s in conv.sessions for x in exchanges(conv, s)], ALL_TURNS)
+        turns = [{"text": t.text} for t in conv.turns[:: max(1, len(conv.turns) // 60)]][:60]
+        built, checked = [], []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            history = History.of(held.texts)
+            built.append(time.perf_counter() - start)
+            assert history is not None
+            start = time.perf_counter()
+            for turn in turns:
+                history.holds_turn(turn)
+            checked.append(time.perf_counter() - start)
+        chars = sum(len(t) for t in held.texts)
+        lines.append(f"{conv.sample_id}: {len(held.texts)} messages, {chars} characters: History built in "
+                     f"{min(built) * 1000:.2f} ms, {len(turns)} turns checked in {min(checked) * 1000:.3f} ms")
+    return lines
+
+
+if __name__ == "__main__":
+    import sys
+
+    print("\n".join(cost(sys.argv[1])))
