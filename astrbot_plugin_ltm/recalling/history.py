@@ -26,8 +26,6 @@ from typing import Any
 _TRUNCATED = re.compile(r"… \[truncated \d+ of \d+ characters\]$")
 # A cut record is looked up by this many of its first characters.
 OPENING_CHARS = 32
-
-
 # A history this long (characters) is read into a History on a thread.
 INLINE_CHARS = 20_000
 
