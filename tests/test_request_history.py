@@ -134,6 +134,8 @@ def test_the_adapter_reads_the_history_from_astrbots_messages():
     ]
     assert history_texts(messages) == ["plain string question", "a reply in parts", '{"temp": 21}', "look at this"]
     assert history_texts([]) == [] and history_texts(None) == []
+    # A conversation's first message: system prompt and the message, no history.
+    assert history_texts([messages[0], messages[-1]]) == []
 
 
 def test_the_adapter_reads_the_history_from_a_provider_requests_contexts():
