@@ -116,7 +116,7 @@ def history_table(h: dict[str, Any]) -> str:
     lines += [
         f"  before, the block repeated {h['mean_repeated_lines_before']:.1f} lines of the history, "
         f"{h['mean_repeated_tokens_before']:.0f} tokens a question; after, "
-        f"{h['mean_tokens_saved']:.0f} fewer tokens a question (the room freed goes to other lines)",
+        f"{round(h['mean_tokens_saved']):d} fewer tokens a question (the room freed goes to other lines)",
         f"  read p50 {_f(h['p50_read_ms_before'], '.1f')} ms before, {_f(h['p50_read_ms_after'], '.1f')} ms after; "
         f"building the History p50 {_f(h['p50_history_ms'], '.2f')} ms, p95 {_f(h['p95_history_ms'], '.2f')} ms",
     ]
