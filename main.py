@@ -22,6 +22,7 @@ from .astrbot_plugin_ltm.adapter import (  # type: ignore[import-not-found]
     AstrBotModels,
     astrbot_timezone,
     client_locale,
+    history_texts,
     inject,
     note_persona,
     origin_from_event,
@@ -108,7 +109,8 @@ class LTMPlugin(Star):
             if self.engine.config.identity.persona_scoped:
                 await note_persona(self.context, event)
             block = await asyncio.wait_for(
-                self.engine.memory_block(origin_from_event(event), event.message_str or ""),
+                self.engine.memory_block(origin_from_event(event), event.message_str or "",
+                                         history=history_texts(run_context.messages)),
                 READ_TIMEOUT_SECONDS,
             )
             if block:

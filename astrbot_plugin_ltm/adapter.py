@@ -166,6 +166,41 @@ def inject(run_context: Any, block: str, position: str) -> bool:
     return False
 
 
+def history_texts(messages: Any) -> list[str]:
+    """The texts of a request's earlier messages — the conversation history
+    AstrBot sends with this one — for the block to leave out what the model
+    already reads (recalling/history.py).
+
+    Takes the run context's ``messages`` (Message objects, 4.25 and 4.29) or
+    a ProviderRequest's ``contexts`` (OpenAI-style dicts). Skipped: system
+    messages, the current message (the last, when it is the user's), parts
+    marked temporary (another plugin's injection, never saved) and
+    non-text parts. A tool message counts: its result is recorded too.
+    """
+    items = list(messages or [])
+    if items and _field(items[-1], "role") == "user":
+        items.pop()  # the message being answered
+    texts: list[str] = []
+    for message in items:
+        if _field(message, "role") not in ("user", "assistant", "tool"):
+            continue
+        content = _field(message, "content")
+        if isinstance(content, str):
+            texts.append(content)
+            continue
+        for part in content if isinstance(content, list) else []:
+            if getattr(part, "_no_save", False) or (isinstance(part, dict) and part.get("_no_save")):
+                continue
+            text = _field(part, "text") if _field(part, "type") == "text" else None
+            if isinstance(text, str):
+                texts.append(text)
+    return texts
+
+
+def _field(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
 def tool_result_payload(tool_result: Any) -> Any:
     """The text (or structured content) of an MCP CallToolResult."""
     if tool_result is None:

@@ -13,7 +13,7 @@ indexes and fits a block into the token budget; operators go through
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
@@ -59,6 +59,7 @@ from .operating.policy_versions import PolicyVersions
 from .operating.reply_language import SenderLanguages
 from .recalling.block import MemoryBlock
 from .recalling.dates import time_zone
+from .recalling.history import History
 from .recalling.last_time import LastTime
 from .recalling.reader import MemoryReader
 from .recalling.retrieval import KeywordRetriever, VectorRetriever
@@ -271,14 +272,18 @@ class LTMEngine:
             return None
         return self.recorder.record_tool(origin, tool, args, result)
 
-    async def memory_block(self, origin: Origin, query: str, *, trace: Trace | None = None) -> MemoryBlock:
+    async def memory_block(self, origin: Origin, query: str, history: Sequence[str] = (), *,
+                           trace: Trace | None = None) -> MemoryBlock:
         """What to inject before the model call for this message.
-        ``trace``: the operators' preview — filled with each line's source
-        and what was cut, and why; then nothing is counted as used."""
+        ``history``: the texts of the request's earlier messages, whose turns
+        the block leaves out (recalling/history.py). ``trace``: the
+        operators' preview — filled with each line's source and what was
+        cut, and why; then nothing is counted as used."""
         if not (self.config.enable and self.config.read_policy.enable) or self.reader is None:
             return MemoryBlock()
         block = await self.last_time.read(self.reader, self.resolver.read_scopes(origin), query, self.config,
-                                          ids=self.config.tools.expand, trace=trace)
+                                          ids=self.config.tools.expand,
+                                          history=await History.read(history) if history else None, trace=trace)
         if trace is None:
             self.usage.note(block, via="block")
         return block
