@@ -21,6 +21,8 @@ from .astrbot_plugin_ltm.adapter import (  # type: ignore[import-not-found]
     AstrBotEmbedder,
     AstrBotModels,
     astrbot_timezone,
+    client_locale,
+    history_texts,
     inject,
     note_persona,
     origin_from_event,
@@ -29,8 +31,10 @@ from .astrbot_plugin_ltm.adapter import (  # type: ignore[import-not-found]
     tool_name,
     tool_result_payload,
 )
+from .astrbot_plugin_ltm.i18n import say  # type: ignore[import-not-found]
 from .astrbot_plugin_ltm.operating.api import MemoryAPI  # type: ignore[import-not-found]
-from .astrbot_plugin_ltm.operating.commands import HELP, Commands  # type: ignore[import-not-found]
+from .astrbot_plugin_ltm.operating.commands import Commands, help_text  # type: ignore[import-not-found]
+from .astrbot_plugin_ltm.operating.reply_language import reply_language  # type: ignore[import-not-found]
 from .astrbot_plugin_ltm.operating.tools import MemoryTools  # type: ignore[import-not-found]
 from .dashboard_routes import register as register_routes  # type: ignore[import-not-found]
 from .dashboard_routes import unregister as unregister_routes
@@ -105,7 +109,8 @@ class LTMPlugin(Star):
             if self.engine.config.identity.persona_scoped:
                 await note_persona(self.context, event)
             block = await asyncio.wait_for(
-                self.engine.memory_block(origin_from_event(event), event.message_str or ""),
+                self.engine.memory_block(origin_from_event(event), event.message_str or "",
+                                         history=history_texts(run_context.messages)),
                 READ_TIMEOUT_SECONDS,
             )
             if block:
@@ -188,71 +193,78 @@ class LTMPlugin(Star):
         """Long-term memory"""
 
     async def _reply(self, event: AstrMessageEvent, make) -> str:
+        said, locale = event.message_str or "", client_locale(event)
         if self.commands is None:
-            return "Long-term memory is not running; see the AstrBot log."
-        try:
-            return await make(self.commands, origin_from_event(event))
-        except Exception as exc:
-            logger.error(f"ltm command failed: {exc}", exc_info=True)
-            return f"Sorry, that failed: {exc}"
+            return say("common.not_running", reply_language(said, locale=locale))
+        with self.commands.hearing(said, locale):
+            try:
+                return await make(self.commands, origin_from_event(event))
+            except Exception as exc:
+                logger.error(f"ltm command failed: {exc}", exc_info=True)
+                return self.commands.failed(exc)
 
-    @ltm.command("help")
+    # Each subcommand has a Chinese alias: sent with it, the reply is in Chinese.
+    @ltm.command("help", alias={"帮助"})
     async def ltm_help(self, event: AstrMessageEvent):
-        yield event.plain_result(HELP)
+        if self.commands is None:  # help needs no engine
+            yield event.plain_result(help_text(reply_language(event.message_str or "", locale=client_locale(event))))
+            return
+        yield event.plain_result(await self._reply(event, lambda c, o: c.help(o)))
 
     # status, list, forget and forget-all take an operator's target (another
     # scope); Commands checks the admin permission for those.
-    @ltm.command("status")
+    @ltm.command("status", alias={"状态"})
     async def ltm_status(self, event: AstrMessageEvent, target: str = ""):
         yield event.plain_result(await self._reply(event, lambda c, o: c.status(o, target)))
 
-    @ltm.command("list")
+    @ltm.command("list", alias={"列表"})
     async def ltm_list(self, event: AstrMessageEvent, target: str = ""):
         yield event.plain_result(await self._reply(event, lambda c, o: c.list(o, target)))
 
-    @ltm.command("remember")
+    @ltm.command("remember", alias={"记住"})
     async def ltm_remember(self, event: AstrMessageEvent, fact: GreedyStr):
         yield event.plain_result(await self._reply(event, lambda c, o: c.remember(o, str(fact))))
 
-    @ltm.command("forget")
+    @ltm.command("forget", alias={"忘记"})
     async def ltm_forget(self, event: AstrMessageEvent, memory_id: str):
         yield event.plain_result(await self._reply(event, lambda c, o: c.forget(o, memory_id)))
 
-    @ltm.command("forget-all")
+    @ltm.command("forget-all", alias={"全部忘记"})
     async def ltm_forget_all(self, event: AstrMessageEvent, target: str = "", confirm: str = ""):
         # "/ltm forget-all confirm" arrives as target="confirm"; Commands sorts it out.
         yield event.plain_result(await self._reply(event, lambda c, o: c.forget_all(o, target, confirm)))
 
     @filter.permission_type(filter.PermissionType.ADMIN)
-    @ltm.command("pending")
+    @ltm.command("pending", alias={"待审"})
     async def ltm_pending(self, event: AstrMessageEvent):
         yield event.plain_result(await self._reply(event, lambda c, o: c.pending(o)))
 
     @filter.permission_type(filter.PermissionType.ADMIN)
-    @ltm.command("approve")
+    @ltm.command("approve", alias={"批准"})
     async def ltm_approve(self, event: AstrMessageEvent, memory_id: str):
         yield event.plain_result(await self._reply(event, lambda c, o: c.review(o, memory_id, "approve")))
 
     @filter.permission_type(filter.PermissionType.ADMIN)
-    @ltm.command("reject")
+    @ltm.command("reject", alias={"驳回"})
     async def ltm_reject(self, event: AstrMessageEvent, memory_id: str):
         yield event.plain_result(await self._reply(event, lambda c, o: c.review(o, memory_id, "reject")))
 
     @filter.permission_type(filter.PermissionType.ADMIN)
-    @ltm.command("policy")
+    @ltm.command("policy", alias={"策略"})
     async def ltm_policy(self, event: AstrMessageEvent, action: str = "", version: str = ""):
         # "/ltm policy", "/ltm policy history", "/ltm policy rollback <version>"
         yield event.plain_result(await self._reply(event, lambda c, o: c.policy(o, action, version)))
 
     @filter.permission_type(filter.PermissionType.ADMIN)
-    @ltm.command("writes")
+    @ltm.command("writes", alias={"写入"})
     async def ltm_writes(self, event: AstrMessageEvent, state: str = "", target: str = ""):
         yield event.plain_result(await self._reply(event, lambda c, o: c.writes(o, state, target)))
 
-    @ltm.command("pause")
+    @ltm.command("pause", alias={"暂停"})
     async def ltm_pause(self, event: AstrMessageEvent):
         yield event.plain_result(await self._reply(event, lambda c, o: c.pause(o)))
 
-    @ltm.command("resume")
+    @ltm.command("resume", alias={"恢复"})
     async def ltm_resume(self, event: AstrMessageEvent, target: str = ""):
+        # "/ltm resume" for yourself; an operator's "/ltm resume <target>" lifts a user's pause.
         yield event.plain_result(await self._reply(event, lambda c, o: c.resume(o, target)))

@@ -32,6 +32,16 @@ def origin_from_event(event: Any) -> Origin:
     )
 
 
+def client_locale(event: Any) -> str | None:
+    """The chat client's language ("zh-CN", "en-US") when it sends one:
+    AstrBot's web chat notes it on the event (4.29; None on 4.25)."""
+    try:
+        locale = event.get_extra("locale")
+    except Exception:
+        return None
+    return locale if isinstance(locale, str) and locale else None
+
+
 # Where AstrBot (4.29; not 4.25) notes the persona it chose for a request,
 # and where note_persona notes it on an AstrBot that does not.
 TRACE_PERSONA_KEY = "_trace_persona_id"
@@ -154,6 +164,41 @@ def inject(run_context: Any, block: str, position: str) -> bool:
             message.content = [TextPart(text=block).mark_as_temp(), *parts]
             return True
     return False
+
+
+def history_texts(messages: Any) -> list[str]:
+    """The texts of a request's earlier messages — the conversation history
+    AstrBot sends with this one — for the block to leave out what the model
+    already reads (recalling/history.py).
+
+    Takes the run context's ``messages`` (Message objects, 4.25 and 4.29) or
+    a ProviderRequest's ``contexts`` (OpenAI-style dicts). Skipped: system
+    messages, the current message (the last, when it is the user's), parts
+    marked temporary (another plugin's injection, never saved) and
+    non-text parts. A tool message counts: its result is recorded too.
+    """
+    items = list(messages or [])
+    if items and _field(items[-1], "role") == "user":
+        items.pop()  # the message being answered
+    texts: list[str] = []
+    for message in items:
+        if _field(message, "role") not in ("user", "assistant", "tool"):
+            continue
+        content = _field(message, "content")
+        if isinstance(content, str):
+            texts.append(content)
+            continue
+        for part in content if isinstance(content, list) else []:
+            if getattr(part, "_no_save", False) or (isinstance(part, dict) and part.get("_no_save")):
+                continue
+            text = _field(part, "text") if _field(part, "type") == "text" else None
+            if isinstance(text, str):
+                texts.append(text)
+    return texts
+
+
+def _field(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
 
 
 def tool_result_payload(tool_result: Any) -> Any:

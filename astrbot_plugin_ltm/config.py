@@ -22,6 +22,9 @@ from .persona import PERSONA_MARK
 SCOPE_STRATEGIES = ("sender_id", "unified_msg_origin")
 MODES: tuple[str, ...] = tuple(WriteMode)
 INJECTION_POSITIONS: tuple[str, ...] = tuple(InjectionPosition)
+# The chat commands' reply language when a command does not show one
+# (operating/reply_language.py); auto: the chat client's, else English.
+REPLY_LANGUAGES = ("auto", "zh", "en")
 
 
 @dataclass
@@ -182,6 +185,7 @@ class LTMConfig:
     tools: ToolsConfig = field(default_factory=ToolsConfig)
     drift: DriftConfig = field(default_factory=DriftConfig)
     summaries: SummariesConfig = field(default_factory=SummariesConfig)
+    reply_language: str = "auto"
 
     def ttl_days(self, memory_type: str) -> int | None:
         days = self.retention_days.get(memory_type, -1)
@@ -232,6 +236,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "write_policy.mode": MODES,
     "read_policy.injection_position": INJECTION_POSITIONS,
     "identity.user_scope_strategy": SCOPE_STRATEGIES,
+    "reply_language": REPLY_LANGUAGES,
 }
 _TYPE_LISTS = ("write_policy.allowed_types", "write_policy.require_approval_types")
 MAX_SCOPE_ID_CHARS = 255
@@ -347,7 +352,8 @@ def parse_config(raw: dict[str, Any] | None) -> tuple[LTMConfig, list[str]]:
     }
     for name, cls in sections.items():
         setattr(cfg, name, _parse_section(cls, raw.get(name), name, errors))
-    for name in ("enable", "emergency_read_only", "extraction_provider_id", "embedding_provider_id"):
+    for name in ("enable", "emergency_read_only", "extraction_provider_id", "embedding_provider_id",
+                 "reply_language"):
         if name in raw:
             setattr(cfg, name, _coerce(name, raw[name], getattr(cfg, name), errors))
     retention = raw.get("retention_days")

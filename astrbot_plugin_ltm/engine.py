@@ -13,7 +13,7 @@ indexes and fits a block into the token budget; operators go through
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
@@ -56,8 +56,10 @@ from .operating.errors import AdminError
 from .operating.jobs import Jobs
 from .operating.pauses import Pauses
 from .operating.policy_versions import PolicyVersions
+from .operating.reply_language import SenderLanguages
 from .recalling.block import MemoryBlock
 from .recalling.dates import time_zone
+from .recalling.history import History
 from .recalling.last_time import LastTime
 from .recalling.reader import MemoryReader
 from .recalling.retrieval import KeywordRetriever, VectorRetriever
@@ -151,6 +153,8 @@ class LTMEngine:
         # Merges near-duplicate memories the writer's dedup missed, in the background.
         self.compactor = Compactor(self.db, lambda: self.embeddings.model, clock,
                                    same_fact_cosine=self.embeddings.same_fact_cosine)
+        # The language each sender last wrote in, for the chat commands' replies.
+        self.languages = SenderLanguages()
         self.started = False
 
     # -- lifecycle ---------------------------------------------------------
@@ -255,6 +259,7 @@ class LTMEngine:
 
     def record_turn(self, origin: Origin, user_text: str, assistant_text: str,
                     created_at: datetime | None = None) -> list[MemoryEvent]:
+        self.languages.note(origin, user_text)  # in memory only: the language /ltm answers them in
         if not self.config.enable:
             return []
         events = self.recorder.record_turn(origin, user_text, assistant_text, created_at)
@@ -267,14 +272,18 @@ class LTMEngine:
             return None
         return self.recorder.record_tool(origin, tool, args, result)
 
-    async def memory_block(self, origin: Origin, query: str, *, trace: Trace | None = None) -> MemoryBlock:
+    async def memory_block(self, origin: Origin, query: str, history: Sequence[str] = (), *,
+                           trace: Trace | None = None) -> MemoryBlock:
         """What to inject before the model call for this message.
-        ``trace``: the operators' preview — filled with each line's source
-        and what was cut, and why; then nothing is counted as used."""
+        ``history``: the texts of the request's earlier messages, whose turns
+        the block leaves out (recalling/history.py). ``trace``: the
+        operators' preview — filled with each line's source and what was
+        cut, and why; then nothing is counted as used."""
         if not (self.config.enable and self.config.read_policy.enable) or self.reader is None:
             return MemoryBlock()
         block = await self.last_time.read(self.reader, self.resolver.read_scopes(origin), query, self.config,
-                                          ids=self.config.tools.expand, trace=trace)
+                                          ids=self.config.tools.expand,
+                                          history=await History.read(history) if history else None, trace=trace)
         if trace is None:
             self.usage.note(block, via="block")
         return block
@@ -313,9 +322,8 @@ class LTMEngine:
         scope = self.resolver.write_scope(origin)
         if self.paused(origin):
             raise AdminError(msg("pause.status", since=self.pauses_since(origin)))
-        if self.config.write_policy.writes_off(scope):
-            resume = " (/ltm resume switches learning back on)" if scope.kind == "user" else ""
-            raise AdminError(f"writes are switched off for {scope}{resume}")
+        if self.config.write_policy.writes_off(scope):  # the operator's switch: /ltm resume does not turn it
+            raise AdminError(msg("learn.writes_off", scope=scope))
         event = MemoryEvent(
             scope=scope.kind, scope_id=scope.id, source_type=SourceType.MESSAGE, source_role=Role.USER,
             content={"text": fact, "command": "ltm remember"}, platform_id=origin.platform_id,

@@ -184,8 +184,20 @@ _NEGATION = re.compile(
     re.I,
 )
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
+# Chinese numerals: a run with 十/百/千 or of two or more digits, or one
+# digit before a unit ("三岁", "两只"): "一直", "统一" are words, not numbers.
+_CN_DIGITS = "零〇一二两三四五六七八九"
+_CN_NUMBER = re.compile(f"[{_CN_DIGITS}十百千]*[十百千][{_CN_DIGITS}]?|[{_CN_DIGITS}]{{2,}}"
+                        f"|[{_CN_DIGITS}](?=[岁年月日号个只位次天周元块本件条口])")
+# A plan called off or moved is a new value of the plan, like a negation.
+_CALLED_OFF = re.compile(r"\b(cancel(?:l?ed|s|ling)?|called off|postpon\w*|delay(?:ed|s)?|put off)\b"
+                         r"|取消|推迟|延期|改期|作罢", re.I)
 _UNIT = re.compile(f"[{_CJK_CLASS}]|[^\\W_{_CJK_CLASS}]+", re.UNICODE)
 _MAX_VALUE_UNITS = 8  # a replaced value ("Paris", "上海", "30") is short
+# Characters that carry grammar, not a value ("的", "是", "在"): two
+# phrasings of one value differ in these.
+_FUNCTION_CHARS = frozenset("的是在了和也都就我你他她它们个这那有要会很最着过被把得地吗呢吧啊")
+SAME_VALUE_SHARE = 0.5  # of the shorter side's value units that two phrasings of one value share
 
 
 def _units(text: str) -> list[str]:
@@ -193,30 +205,100 @@ def _units(text: str) -> list[str]:
     return _UNIT.findall(unicodedata.normalize("NFKC", text).lower())
 
 
-def contradicts(old: str, new: str) -> bool:
-    """Keyword heuristic: does ``new`` contradict ``old`` (same fact key)?
+def _cn_value(numeral: str) -> int:
+    digits = {c: i for i, c in enumerate("零一二三四五六七八九")} | {"〇": 0, "两": 2}
+    if not any(c in numeral for c in "十百千"):
+        return int("".join(str(digits[c]) for c in numeral))
+    total, digit = 0, 0
+    for ch in numeral:
+        if ch in digits:
+            digit = digits[ch]
+        else:
+            total += (digit or 1) * {"十": 10, "百": 100, "千": 1000}[ch]
+            digit = 0
+    return total + digit
 
-    Models reword facts all the time, so a different wording is not enough.
-    Three signs are: one says "not"/"不" and the other does not ("likes
-    cats" / "doesn't like cats"); both state numbers and they differ ("30" /
-    "31"); or the two share their beginning and differ only in a short value
-    at the end ("lives in Paris" / "lives in London", "住在上海" / "住在北京").
-    A paraphrase ("loves green tea" / "favourite drink is green tea") keeps
-    its ending and so agrees.
-    """
-    if bool(_NEGATION.search(old)) != bool(_NEGATION.search(new)):
-        return True
-    old_numbers, new_numbers = set(_NUMBER.findall(old)), set(_NUMBER.findall(new))
-    if old_numbers and new_numbers and old_numbers != new_numbers:
-        return True
+
+def _numbers(text: str) -> set[str]:
+    """The numbers ``text`` states, Chinese numerals as digits ("三十一岁": 31)."""
+    found = set(_NUMBER.findall(text))
+    found.update(str(_cn_value(m)) for m in _CN_NUMBER.findall(text))
+    return found
+
+
+def _value_units(units: list[str]) -> set[str]:
+    """What carries a value: stemmed content words, CJK characters less grammar."""
+    out: set[str] = set()
+    for unit in units:
+        if len(unit) == 1 and is_cjk(unit):
+            if unit not in _FUNCTION_CHARS:
+                out.add(unit)
+        elif unit not in _STOPWORDS:
+            out.add(stem(unit))
+    return out
+
+
+def _mostly_cjk(units: list[str]) -> bool:
+    cjk = sum(1 for u in units if len(u) == 1 and is_cjk(u))
+    return cjk > sum(1 for u in units if not (len(u) == 1 and is_cjk(u)) and not u.isdigit())
+
+
+def _after_common_start(old: str, new: str) -> tuple[list[str], list[str], int]:
     a, b = _units(old), _units(new)
     prefix = 0
     while prefix < min(len(a), len(b)) and a[prefix] == b[prefix]:
         prefix += 1
-    rest_a, rest_b = a[prefix:], b[prefix:]
+    return a[prefix:], b[prefix:], prefix
+
+
+def _shared(rest_a: list[str], rest_b: list[str]) -> float:
+    """How much of the shorter side's value units the other side has too."""
+    va, vb = _value_units(rest_a), _value_units(rest_b)
+    return len(va & vb) / min(len(va), len(vb)) if va and vb else 0.0
+
+
+def contradicts(old: str, new: str) -> bool:
+    """Keyword heuristic: does ``new`` contradict ``old`` (same fact key)?
+
+    Models reword facts all the time, so a different wording is not enough.
+    Four signs are: one says "not"/"不" and the other does not ("likes
+    cats" / "doesn't like cats"); one calls a plan off ("cancelled", "取消")
+    and the other does not; both state numbers and they differ ("30" /
+    "31", "三十" / "三十一"); or the two share their beginning and differ only
+    in a short value at the end that shares nothing with the other's ("lives
+    in Paris" / "lives in London", "住在上海" / "住在北京"). A paraphrase
+    ("loves green tea" / "favourite drink is green tea", "在广州生活" /
+    "住在广州") keeps its value and so agrees.
+    """
+    if bool(_NEGATION.search(old)) != bool(_NEGATION.search(new)):
+        return True
+    if bool(_CALLED_OFF.search(old)) != bool(_CALLED_OFF.search(new)):
+        return True
+    old_numbers, new_numbers = _numbers(old), _numbers(new)
+    if old_numbers and new_numbers and old_numbers != new_numbers:
+        return True
+    rest_a, rest_b, prefix = _after_common_start(old, new)
     if not rest_a or not rest_b or rest_a[-1] == rest_b[-1]:
         return False  # a refinement, or the same ending
-    return prefix >= 2 and len(rest_a) <= _MAX_VALUE_UNITS and len(rest_b) <= _MAX_VALUE_UNITS
+    return (prefix >= 2 and len(rest_a) <= _MAX_VALUE_UNITS and len(rest_b) <= _MAX_VALUE_UNITS
+            and _shared(rest_a, rest_b) <= SAME_VALUE_SHARE)  # "named Rex" / "now named Max"
+
+
+def same_value(old: str, new: str) -> bool | None:
+    """Do two statements given the same fact key state the same value?
+    True: they share most of what carries a value after their common start
+    (the subject); False: they do not; None: one is written in Chinese and
+    the other in another script and they share no name or number, so the
+    words cannot tell (docs/decisions.md#d74)."""
+    if contradicts(old, new):
+        return False
+    rest_a, rest_b, _ = _after_common_start(old, new)
+    va, vb = _value_units(rest_a), _value_units(rest_b)
+    if not va or not vb or rest_a[-1] == rest_b[-1]:
+        return True  # one adds to or trims the other, or both end on the value
+    if _mostly_cjk(_units(old)) != _mostly_cjk(_units(new)):
+        return True if va & vb else None
+    return _shared(rest_a, rest_b) >= SAME_VALUE_SHARE
 
 
 # A sentence ends at . ! ? ; or … followed by a space, at CJK full stops,

@@ -67,6 +67,7 @@ from astrbot_plugin_ltm.recalling.tokens import TokenCounter, default_counter
 from astrbot_plugin_ltm.scope import Origin
 from astrbot_plugin_ltm.storing.tables import MemoryEvent
 
+from .history import HistoryResult, history_report, history_table, request_history, timed_history
 from .metrics import (
     ANSWER_CATEGORIES,
     BM25,
@@ -511,29 +512,50 @@ def bot_line_tokens(block: Any, bot_events: set[str], counter: TokenCounter) -> 
                for e in getattr(block, "events", None) or [] if e.memory_id in bot_events)
 
 
-async def read_questions(engine: LTMEngine, clock: Clock, rep: Replay,
-                         timed: Any | None, counter: TokenCounter) -> list[QuestionResult]:
+async def read_questions(engine: LTMEngine, clock: Clock, rep: Replay, timed: Any | None, counter: TokenCounter,
+                         history_turns: int | None = None,
+                         with_history: list[HistoryResult] | None = None) -> list[QuestionResult]:
+    """Each question's block; with ``history_turns``, each is read again
+    with that many of the conversation's last exchanges as the request's
+    history, into ``with_history`` (bench/history.py)."""
     conv = rep.conv
     clock.now = conv.end + READ_AFTER
     origin = origin_for(conv, conv.user)
     results = []
+    held = None
+    if history_turns is not None:
+        held = request_history([x for s in conv.sessions for x in exchanges(conv, s)], history_turns)
     for q in conv.questions:
         if not q.evidence:
             continue
-        before = timed.seconds if timed is not None else 0.0
-        start = time.perf_counter()
-        block = await engine.memory_block(origin, q.text)
-        ms = (time.perf_counter() - start) * 1000.0
-        embed_ms = ((timed.seconds - before) * 1000.0) if timed is not None else 0.0
-        entries = injected(block)
-        reached = reached_dia_ids(entries, rep.evidence, rep.event_dia)
-        result = QuestionResult(q.category, frozenset(q.evidence), frozenset(reached),
-                                block.tokens, len(entries), ms, embed_ms,
-                                raw_events=len(entries) - len(block.items), answer_words=q.answer_words(block.text),
-                                evidence_role=q.evidence_role,
-                                bot_tokens=bot_line_tokens(block, rep.bot_events, counter))
+        result, block = await read_question(engine, origin, q, rep, timed, counter)
         results.append(result)
+        if held is not None and with_history is not None:
+            _, history_ms = timed_history(held.texts)
+            after, _ = await read_question(engine, origin, q, rep, timed, counter, held.texts)
+            repeated = [e for e in block.events if rep.event_dia.get(e.memory_id) in held.dia_ids]
+            with_history.append(HistoryResult(
+                result, after, held.dia_ids, sum(counter.count("\n- " + e.fact.split("] ", 1)[-1]) for e in repeated),
+                len(repeated), len(held.texts), history_ms))
     return results
+
+
+async def read_question(engine: LTMEngine, origin: Origin, q: Question, rep: Replay, timed: Any | None,
+                        counter: TokenCounter, history: Sequence[str] = ()) -> tuple[QuestionResult, Any]:
+    before = timed.seconds if timed is not None else 0.0
+    start = time.perf_counter()
+    block = await (engine.memory_block(origin, q.text, history=history) if history
+                   else engine.memory_block(origin, q.text))
+    ms = (time.perf_counter() - start) * 1000.0
+    embed_ms = ((timed.seconds - before) * 1000.0) if timed is not None else 0.0
+    entries = injected(block)
+    reached = reached_dia_ids(entries, rep.evidence, rep.event_dia)
+    result = QuestionResult(q.category, frozenset(q.evidence), frozenset(reached),
+                            block.tokens, len(entries), ms, embed_ms,
+                            raw_events=len(entries) - len(block.items), answer_words=q.answer_words(block.text),
+                            evidence_role=q.evidence_role,
+                            bot_tokens=bot_line_tokens(block, rep.bot_events, counter))
+    return result, block
 
 
 # -- baselines ---------------------------------------------------------------------------
@@ -616,13 +638,15 @@ async def run(
     db_path: str | Path | None = None,
     use_engine_embedder: bool = True,
     overrides: Sequence[str] = (),
+    history_turns: int | None = None,
 ) -> dict[str, Any]:
     """Run the whole benchmark; returns the JSON document.
 
     ``embedder`` (the Embedder protocol, plus an optional ``embed_sync``)
     serves the dense baselines, and the plugin too when LTMEngine accepts
     ``embedder=``; None skips the dense baselines. ``counter`` defaults to
-    the plugin's ``default_counter()``.
+    the plugin's ``default_counter()``. ``history_turns``: also read each
+    question with that many exchanges as the request's history (-1: all).
     """
     from .embedders import TimedEmbedder
 
@@ -655,6 +679,7 @@ async def run(
     try:
         await engine.start(background=False)
         ours: list[QuestionResult] = []
+        with_history: list[HistoryResult] = []
         base: dict[str, list[QuestionResult]] = {}
         per_conv = []
         write: dict[str, Any] = {"events": 0, "facts_offered": 0, "outcomes": {}, "replay_seconds": 0.0,
@@ -665,7 +690,7 @@ async def run(
             extractor = RecordedExtractor(conv)
             extractors[origin_for(conv, conv.user).unified_msg_origin] = extractor
             rep = await replay(engine, clock, conv, extractor)
-            results = await read_questions(engine, clock, rep, timed, counter)
+            results = await read_questions(engine, clock, rep, timed, counter, history_turns, with_history)
             ours.extend(results)
             items = await active_items(engine, conv)
             write["events"] += rep.events
@@ -725,6 +750,7 @@ async def run(
             "unknown_evidence_ids": sorted({d for q in all_questions for d in q.unknown_evidence}),
         },
         "write": write,
+        **({"history": history_report(with_history, history_turns)} if history_turns is not None else {}),
         "per_conversation": per_conv,
         "seconds": {
             "total": time.perf_counter() - started,
@@ -807,6 +833,8 @@ def table(doc: dict[str, Any]) -> str:
         f"time: total {doc['seconds']['total']:.1f} s, replay {doc['seconds']['replay']:.1f} s, "
         f"baselines {doc['seconds']['baselines']:.1f} s",
     ]
+    if "history" in doc:
+        lines.append(history_table(doc["history"]))
     return "\n".join(lines)
 
 
@@ -836,6 +864,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--db", help="keep the SQLite database here instead of a temporary file")
     parser.add_argument("--summaries", action="store_true",
                         help="summarise sessions, the data's session_summary standing in for the model")
+    parser.add_argument("--history", type=int, default=None, metavar="TURNS",
+                        help="also read each question with the conversation's last TURNS exchanges as the "
+                             "request's history (-1: all, AstrBot's default); bench/history.py")
     args = parser.parse_args(argv)
     if args.summaries:  # bench/summary_standin.py
         from .summary_standin import install
@@ -863,7 +894,7 @@ def main(argv: list[str] | None = None) -> int:
     doc = asyncio.run(run(
         conversations, max_tokens=args.max_tokens, max_items=args.max_items,
         max_per_type=args.max_per_type, embedder=embedder, db_path=args.db,
-        use_engine_embedder=not args.keyword_only, overrides=args.overrides,
+        use_engine_embedder=not args.keyword_only, overrides=args.overrides, history_turns=args.history,
     ))
     doc["dataset"]["path"] = str(args.data)
     doc["settings"]["pad_bot_replies"] = args.pad_bot_replies

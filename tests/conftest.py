@@ -33,7 +33,7 @@ from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from astrbot_plugin_ltm import LTMEngine, Origin
-from astrbot_plugin_ltm.operating.api import MemoryAPI
+from astrbot_plugin_ltm.operating.api import MemoryAPI, request_lang, without_lang
 from astrbot_plugin_ltm.storing.tables import (
     MemoryAudit,
     MemoryEvent,
@@ -247,7 +247,12 @@ class Api:
         self.raw = copy.deepcopy(raw)
 
     async def call(self, method: str, *args: Any):
-        return await self.api.call(getattr(self.api, method), *args)
+        # As the dashboard routes do: a ``lang`` in the query or body is the
+        # answer's language, taken out of what the method sees.
+        asked = [a.get("lang") for a in args if isinstance(a, dict)]
+        args = tuple(without_lang(a)[0] if isinstance(a, dict) else a for a in args)
+        lang = request_lang({}, next((x for x in asked if x), None))
+        return await self.api.call(getattr(self.api, method), *args, lang=lang)
 
     async def ok(self, method: str, *args: Any) -> Any:
         response = await self.call(method, *args)

@@ -255,13 +255,13 @@ async def test_a_policy_history_reason_is_shown_in_chinese(make_api):
 
 async def test_a_command_reason_in_the_policy_history_is_shown_in_chinese(make_api):
     api = await make_api()
-    # what /ltm pause and /ltm resume store (operating/commands.py)
+    # what /ltm pause and /ltm resume stored in the policy history before pauses had their own table
     versions = api.ltm.engine.policy_versions
     await versions.set_writes("user:qq:alice", False, "user:qq:alice", PolicySource.COMMAND, "/ltm pause by the user")
     await versions.set_writes("user:qq:alice", True, "user:qq:alice", PolicySource.COMMAND, "/ltm resume by the user")
     latest, paused, _ = (await chinese_data(api, "policy_history", {}))["versions"]
-    assert (latest["reason"], latest["reason_code"]) == ("用户执行了 /ltm resume", "policy.resume_by_user")
-    assert (paused["reason"], paused["reason_code"]) == ("用户执行了 /ltm pause", "policy.pause_by_user")
+    assert (latest["reason"], latest["reason_code"]) == ("用户发送了 /ltm resume", "pause.reason.resume")
+    assert (paused["reason"], paused["reason_code"]) == ("用户发送了 /ltm pause", "pause.reason.user")
 
 
 async def test_an_import_reason_is_shown_in_chinese(make_api, origin):
@@ -386,7 +386,7 @@ def test_an_answers_texts_are_translated_at_any_depth_and_a_given_code_is_kept()
               "event": {"content": {"text": "approved", "message": "approved"}}}
     assert shown(answer, "zh") == {
         "cut": [{"why": "已存在", "why_code": "import.already_present"}],
-        "notices": [{"code": "x.y", "message": "已合并过", "message_code": "import.already_merged"}],
+        "notices": [{"code": "x.y", "message": "已合并过"}],  # its "code" names the message already
         "fact": "already present",  # a memory's own words are never translated
         "event": {"content": {"text": "approved", "message": "approved"}},  # nor what someone said
     }

@@ -63,3 +63,11 @@ def test_an_admin_error_with_a_message_answers_in_the_readers_language() -> None
 ])
 def test_the_language_of_a_message(text: str, lang: str) -> None:
     assert language_of(text, "en") == lang
+
+
+def test_no_two_texts_share_an_english_template() -> None:
+    # A stored English text must lead back to one code, or its translation is a guess.
+    by_english: dict[str, list[str]] = {}
+    for code, text in CATALOGUE.items():
+        by_english.setdefault(text.en, []).append(code)
+    assert {en: codes for en, codes in by_english.items() if len(codes) > 1} == {}

@@ -634,8 +634,6 @@ def test_0014_adds_the_users_pauses_and_touches_no_memory(tmp_path):
     assert migrate(str(db), target=14) == [14]
     assert rows_of(db, "SELECT id, fact FROM ltm_items") == [(5, "Alice lives in Paris")]
     assert rows_of(db, "SELECT count(*) FROM ltm_user_pauses") == [(0,)]
-
-
 def keywords_built_with(path) -> str:
     conn = connect(path)
     try:

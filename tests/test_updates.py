@@ -20,6 +20,7 @@ from astrbot_plugin_ltm.operating.serialize import HISTORY_FIELDS
 from astrbot_plugin_ltm.operating.transfer import checksum, export_items, import_items
 from astrbot_plugin_ltm.scope import display_name
 from astrbot_plugin_ltm.storing.tables import MemoryEvent, MemoryItem
+from astrbot_plugin_ltm.text import same_value
 from bench.update_cases import CASES
 from bench.updates import run
 
@@ -287,3 +288,47 @@ async def test_superseded_history_does_not_count_against_the_scopes_cap(ltm, ori
     assert current == {"Alice plays the violin", "Alice's cat is named Miso", "Alice lives in Oslo",
                        "Alice works as a nurse"}
     assert history == {"Alice lives in Paris", "Alice lives in Berlin"}
+
+
+# -- the model names no fact: the writer decides (docs/decisions.md#d74) --------------------------
+
+
+@pytest.mark.parametrize(("old", "new", "same"), [
+    ("Alice lives in Paris", "Alice's home is in Paris", True),
+    ("小明在广州生活", "小明住在广州", True),
+    ("小明1995年出生", "小明生于1995年", True),
+    ("Alice's cat is named Lucky", "Alice的猫叫Lucky", True),  # a name both carry
+    ("Alice's home is in Leeds", "Alice now lives in Dublin", False),
+    ("Alice's dog is named Rex", "Alice's dog is now named Max", False),
+    ("小明三十岁", "小明三十一岁", False),  # Chinese numerals are numbers
+    ("Alice plans to fly to Tokyo in May", "Alice cancelled her May trip to Tokyo", False),
+    ("小明计划下个月去云南旅游", "小明取消了云南旅行", False),
+    ("小明住在上海", "Xiaoming lives in Berlin", None),  # other scripts, nothing shared: words cannot tell
+])
+def test_two_statements_of_one_key_are_judged_the_same_value_or_not(old: str, new: str, same: bool | None) -> None:
+    assert same_value(old, new) is same
+
+
+async def test_an_unmarked_update_under_the_same_key_leaves_only_the_new_value_current(ltm, origin):
+    a = origin("xiaoming")
+    await ltm.turn(a, "我叫小明，住在上海。", "好的", {**CITY, "fact": "小明住在上海"})
+    await ltm.turn(a, "I moved to Berlin last month.", "OK.", {**CITY, "fact": "Xiaoming lives in Berlin"})
+    assert [i.fact for i in await ltm.items(MemoryItem.status != "superseded")] == ["Xiaoming lives in Berlin"]
+    block = await ltm.block(a, "Where do I live? 住在哪里")
+    assert "Berlin" in block.text and "上海" not in block.text
+    # Another script and no shared name: the words could not tell, so the pair is flagged.
+    (flagged,) = [r for r in await ltm.audit() if r.action == "supersede"]
+    assert flagged.detail.get("unsure") is True and "flagged for review" in flagged.reason
+
+
+async def test_a_same_key_rewording_still_confirms_the_known_fact(ltm, origin):
+    a = origin("alice")
+    await ltm.turn(a, "I live in Paris", "OK.", {**CITY, "fact": "Alice lives in Paris"})
+    await ltm.turn(a, "Paris is home", "OK.", {**CITY, "fact": "Alice's home is in Paris"})
+    item = await ltm.item()
+    assert (item.fact, item.evidence_count) == ("Alice lives in Paris", 2)
+
+
+async def test_every_same_key_update_of_the_corpus_supersedes_without_a_mark():
+    results = await run("same-key", [c for c in CASES if c.kind == "update"])
+    assert {r.case.id: r.why for r in results if not r.ok} == {}

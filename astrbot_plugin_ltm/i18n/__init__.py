@@ -16,6 +16,7 @@ that every entry has both languages).
 
 from __future__ import annotations
 
+import pkgutil
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -25,8 +26,8 @@ from typing import Any, Literal
 
 Lang = Literal["en", "zh"]
 LANGS: tuple[Lang, ...] = ("en", "zh")
-# The area modules whose TEXTS make the catalogue.
-AREAS = ("common", "commands", "api", "reasons", "notices", "preview", "pause")
+# The area modules whose TEXTS make the catalogue: every module of this package.
+AREAS = tuple(sorted(m.name for m in pkgutil.iter_modules(__path__)))
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
@@ -45,10 +46,7 @@ class Text:
 def _load() -> dict[str, Text]:
     catalogue: dict[str, Text] = {}
     for area in AREAS:
-        try:
-            texts: Mapping[str, tuple[str, str]] = import_module(f"{__name__}.{area}").TEXTS
-        except ModuleNotFoundError:
-            continue
+        texts: Mapping[str, tuple[str, str]] = import_module(f"{__name__}.{area}").TEXTS
         for code, (en, zh) in texts.items():
             if code in catalogue:
                 raise ValueError(f"i18n: text code {code!r} is defined twice")

@@ -26,8 +26,6 @@ TEXTS: dict[str, tuple[str, str]] = {
     "pause.operator_off": ("Note: an operator has switched writes off for {scope}, so nothing new is learned "
                            "there until they switch them back on.",
                            "注意：运营者已关闭 {scope} 的写入，在其重新开启前不会学习新内容。"),
-    "pause.read_only": ("Memory is read-only right now (emergency read-only); nothing changed.",
-                        "记忆当前为只读（紧急只读）；未做任何更改。"),
     "pause.status": ("Learning about you is paused (since {since}); /ltm resume switches it back on.",
                      "学习你的信息已暂停（自 {since} 起）；发送 /ltm resume 恢复。"),
     "pause.status_target": ("Learning about {scope} is paused by the user (since {since}).",

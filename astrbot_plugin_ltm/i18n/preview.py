@@ -68,4 +68,5 @@ TEXTS: dict[str, tuple[str, str]] = {
                                   "once, unreviewed; import for review (status shadow) to review them first.",
                                   "此机器人处于 {mode} 模式，但有 {count} 条导入的记忆会立即生效且未经审核；"
                                   "如需先审核，请选择导入待审核（status 为 shadow）。"),
+    "audit.imported_for_review": ("imported for review", "导入，待审核"),
 }

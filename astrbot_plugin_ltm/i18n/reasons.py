@@ -66,8 +66,6 @@ TEXTS: dict[str, tuple[str, str]] = {
     "policy.rollback_why": ("rollback to version {version}: {reason}", "回滚到版本 {version}：{reason}"),
     "policy.writes_on": ("writes on for {scope}", "开启 {scope} 的写入"),
     "policy.writes_off": ("writes off for {scope}", "关闭 {scope} 的写入"),
-    "policy.resume_by_user": ("/ltm resume by the user", "用户执行了 /ltm resume"),
-    "policy.pause_by_user": ("/ltm pause by the user", "用户执行了 /ltm pause"),
     # -- import (operating/transfer.py) ----------------------------------------------
     "import.already_present": ("already present", "已存在"),
     "import.deleted_here": ("deleted here by an operator", "已被管理员在此处删除"),

@@ -30,7 +30,7 @@ from ..storing.audit import audit
 from ..storing.memory_rows import fact_written, memory_changed
 from ..storing.removal import remove_memory
 from ..storing.tables import MemoryEvent, MemoryEvidence, MemoryItem, MemoryTombstone
-from ..text import contradicts, normalize_fact_key, token_set_similarity
+from ..text import contradicts, normalize_fact_key, same_value, token_set_similarity
 from .candidates import Candidate
 from .gate_log import note_gate
 from .policy import GateDecision, GateInput, confidence, gate
@@ -65,6 +65,7 @@ class Plan:
     moved: list[MemoryEvidence] = field(default_factory=list)  # links a supersede moves to the new memory
     replaces: MemoryItem | None = None  # supersede: the memory the new one closes
     revive: MemoryTombstone | None = None  # an explicit restatement of a deleted fact
+    unsure: bool = False  # supersede: the words could not tell the values apart; flagged for review
 
 
 class MemoryWriter:
@@ -142,11 +143,13 @@ class MemoryWriter:
             return str(msg("learn.tombstoned", actor=tomb.actor, reason=tomb.reason))
 
         item = await _current(session, scope, key)
-        action, replaces = await self._relate(session, scope, c, item)
+        action, replaces, unsure = await self._relate(session, scope, c, item)
         weighted = confidence(c.confidence, c.source)
         if action == AuditAction.SUPERSEDE:
             assert replaces is not None
-            return await _supersede_plan(session, c, replaces, weighted, tomb)
+            plan = await _supersede_plan(session, c, replaces, weighted, tomb)
+            plan.unsure = unsure
+            return plan
         if action == AuditAction.MERGE:
             item = replaces
         if item is None:
@@ -166,33 +169,40 @@ class MemoryWriter:
         return plan
 
     async def _relate(self, session: AsyncSession, scope: Scope, c: Candidate,
-                      same_key: MemoryItem | None) -> tuple[AuditAction, MemoryItem | None]:
+                      same_key: MemoryItem | None) -> tuple[AuditAction, MemoryItem | None, bool]:
         """What ``c`` is to what is known: a new value of a memory
         (supersede), the same thing again (confirm: same key; merge:
-        another), or new (create). The extraction model's word, when it
-        named a known fact, comes first; otherwise a memory with the same
-        key, then a semantically close one, are compared by
-        ``text.contradicts`` (docs/decisions.md#d42)."""
+        another), or new (create); and whether a supersede is a guess. The
+        extraction model's word, when it named a known fact, comes first.
+        Otherwise a memory with the same key is the same attribute: the
+        newer statement supersedes it unless it states the same value
+        (``text.same_value``); when the words cannot tell (another language)
+        and no embedding says they mean the same, the newer is shown and the
+        pair flagged (docs/decisions.md#d74). Last, a semantically close
+        memory is compared by ``text.contradicts`` (docs/decisions.md#d42)."""
         named = await _current_by_id(session, scope, c.updates or c.restates)
         if named is not None:
             if c.updates and normalize_fact_key(named.fact) != normalize_fact_key(c.fact):
-                return AuditAction.SUPERSEDE, named
+                return AuditAction.SUPERSEDE, named, False
             if named is same_key:
-                return AuditAction.CONFIRM, None
-            return AuditAction.MERGE, named
+                return AuditAction.CONFIRM, None, False
+            return AuditAction.MERGE, named, False
         if same_key is not None:
-            if contradicts(same_key.fact, c.fact):
-                return AuditAction.SUPERSEDE, same_key
-            return AuditAction.CONFIRM, None
+            same = same_value(same_key.fact, c.fact)
+            if same is None and self.matcher is not None:
+                same = True if await self.matcher.find(session, scope, c.fact) is same_key else None
+            if same:
+                return AuditAction.CONFIRM, None, False
+            return AuditAction.SUPERSEDE, same_key, same is None
         close = await self.matcher.find(session, scope, c.fact) if self.matcher is not None else None
         # A cosine alone over-merges (a person's different facts sit close
         # under some models): the two must also share words (decisions.md#d46).
         if close is None or close.status == Status.SUPERSEDED \
                 or token_set_similarity(close.fact, c.fact) < SHARED_WORDS:
-            return AuditAction.CREATE, None
+            return AuditAction.CREATE, None, False
         if contradicts(close.fact, c.fact):
-            return AuditAction.SUPERSEDE, close
-        return AuditAction.MERGE, close
+            return AuditAction.SUPERSEDE, close, False
+        return AuditAction.MERGE, close, False
 
     # -- persist --------------------------------------------------------------------
 
@@ -242,6 +252,9 @@ class MemoryWriter:
         if plan.replaces is not None:
             detail["supersedes"] = plan.replaces.memory_id
         reason = verdict.reason
+        if plan.unsure:
+            detail["unsure"] = True
+            reason = say("updates.unsure", "en", reason=reason)
         if (item.status, item.awaiting_approval) != (verdict.status or Status.SHADOW, verdict.awaiting_approval):
             # The gate's word was about a new memory; this one keeps its status.
             reason = str(msg("learn.new_evidence", status=_status_words(item)))

@@ -25,7 +25,16 @@ from typing import Any
 
 from ..config import POLICY_KEYS, policy_of
 from ..engine import LTMEngine
-from ..enums import MEMORY_TYPES, SCOPE_KINDS, ExtractionStatus, PolicySource, ScopeKind, SourceType, Status, WriteMode
+from ..enums import (
+    MEMORY_TYPES,
+    SCOPE_KINDS,
+    ExtractionStatus,
+    PolicySource,
+    ScopeKind,
+    SourceType,
+    Status,
+    WriteMode,
+)
 from ..i18n import Lang, Message, code_of, lang_of, msg, say, translate
 from ..logs import log
 from ..scope import Scope
@@ -169,11 +178,6 @@ def _actor(user: str | None) -> str:
     return f"operator:{user or 'dashboard'}"
 
 
-def _asked_lang(values: Any) -> Lang:
-    """The language a request asks for (``lang`` in its query or body); English by default."""
-    return lang_of(values.get("lang")) if isinstance(values, Mapping) else "en"
-
-
 def _pause_dict(pause: Pause, lang: Lang) -> dict[str, Any]:
     return {**pause.as_dict(), "reason": translate(pause.reason, lang), "reason_code": code_of(pause.reason)}
 
@@ -285,8 +289,7 @@ class MemoryAPI:
     async def preview(self, body: Any) -> dict[str, Any]:
         """The block the bot would be given for a message from a user
         (operating/preview.py): same reader, nothing written or counted."""
-        lang = lang_of(body.get("lang")) if isinstance(body, dict) else "en"
-        return await preview_block(self.engine, body, lang)
+        return await preview_block(self.engine, body, answer_lang())
 
     # -- events, stats, audit --------------------------------------------------
 
@@ -324,7 +327,7 @@ class MemoryAPI:
             "mode": self.engine.config.write_policy.mode,
             "drift": await self.engine.drift.status(),
             # what limits memory now (a missing package, no chat / embedding provider), in the page's language
-            "notices": [{"code": n.code, "message": n.render(lang_of(query.get("lang")))}
+            "notices": [{"code": n.code, "message": n.render(answer_lang())}
                         for n in self.engine.notices()],
             "providers": self.engine.providers(),
         }
@@ -382,13 +385,13 @@ class MemoryAPI:
         if not isinstance(body, dict) or "version" not in body:
             raise AdminError(msg("api.send_rollback"))
         v.json_depth(body)
-        unknown = set(body) - {"version", "reason", "dry_run", "lang"}
+        unknown = set(body) - {"version", "reason", "dry_run"}
         if unknown:
             raise AdminError(msg("api.unknown_fields", fields=", ".join(v.shown(k) for k in sorted(unknown)[:5])))
         # Present, it must say yes or no: an unreadable flag is no reason to roll back for real.
         if "dry_run" in body and v.flag(body["dry_run"], "dry_run"):
             return await rollback_preview.preview(self.engine.policy_versions, self.engine.config,
-                                                  _version_number(body["version"]), _asked_lang(body))
+                                                  _version_number(body["version"]), answer_lang())
         result = await self.engine.policy_versions.rollback(
             _version_number(body["version"]), _actor(user), body.get("reason"))
         return {**result, "current": await self.get_policy()}
@@ -412,7 +415,7 @@ class MemoryAPI:
 
     async def pauses(self, query: Mapping[str, Any]) -> dict[str, Any]:
         """Every user's pause, newest first."""
-        lang = _asked_lang(query)
+        lang = answer_lang()
         return {"items": [_pause_dict(p, lang) for p in self.engine.pauses.listing()]}
 
     async def lift_pause(self, body: Any, user: str | None) -> dict[str, Any]:
@@ -421,7 +424,7 @@ class MemoryAPI:
         if not isinstance(body, dict) or "scope" not in body:
             raise AdminError(msg("pause.api.lift_body"))
         v.json_depth(body)
-        unknown = set(body) - {"scope", "reason", "lang"}
+        unknown = set(body) - {"scope", "reason"}
         if unknown:
             raise AdminError(msg("api.unknown_fields", fields=", ".join(v.shown(k) for k in sorted(unknown)[:5])))
         scope = _scope(body["scope"])
@@ -436,7 +439,7 @@ class MemoryAPI:
         latest events and audit rows."""
         if not query.get("scope"):
             raise AdminError(msg("pause.api.scope_query"))
-        scope, lang = _scope(query.get("scope")), _asked_lang(query)
+        scope, lang = _scope(query.get("scope")), answer_lang()
         page, size = _page(query)
         items, total = await self.engine.admin.list_items(ItemFilter(scope=scope.kind, scope_id=scope.id),
                                                           offset=(page - 1) * size, limit=size)
@@ -501,17 +504,15 @@ class MemoryAPI:
         if len(raw_body) > MAX_IMPORT_BYTES:
             raise AdminError(msg("api.import_too_large", mib=MAX_IMPORT_BYTES // (1024 * 1024)), 413)
         dry_run = preview or v.optional_flag(query.get("dry_run"), "dry_run")
-        asked, lang = [query.get("status")], lang_of(query.get("lang"))
+        asked, lang = [query.get("status")], answer_lang()
         payload = unwrap(await asyncio.to_thread(parse_file, raw_body))  # up to 20 MiB: off the event loop
         if isinstance(payload, dict) and "export" in payload and "format" not in payload:
             # Either flag asking for a dry run makes it one (the safe reading).
             dry_run = v.optional_flag(payload.get("dry_run"), "dry_run") or dry_run
             asked.append(payload.get("status"))
-            lang = lang_of(payload.get("lang"), lang)
             payload = payload["export"]
         if isinstance(payload, dict) and "format" in payload:  # set beside the file's own keys (it has neither)
             asked.append(payload.get("status"))
-            lang = lang_of(payload.get("lang"), lang)
         status = _import_status(asked)
         max_fact_chars = self.engine.config.extraction.max_fact_chars
         report = await import_items(self.engine.db, payload, _actor(user), dry_run, self.engine.clock,

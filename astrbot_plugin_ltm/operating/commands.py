@@ -6,40 +6,69 @@ main.py and check ``origin.is_admin`` here as well. The operator variants of
 status, list, forget and forget-all (another user's or group's scope) share
 their command with the users' one, so ``origin.is_admin`` (AstrBot's
 ``event.is_admin()``) checked here is what guards them.
+
+Every reply is a catalogue text (``i18n/commands.py``) in the language
+``Commands._lang`` picks for its sender (``reply_language.py``); the
+keywords (confirm, history, rollback, on/off) are accepted in Chinese too.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from ..engine import LTMEngine
 from ..enums import SCOPE_KINDS, Outcome, PolicySource, ScopeKind, Status
-from ..i18n import Lang, say
+from ..i18n import CATALOGUE, Lang, msg, say, translate
 from ..scope import Origin, Scope
 from ..storing.database import ReadOnlyError
 from ..storing.tables import MemoryItem
 from . import validators
 from .errors import AdminError
 from .queries import ItemFilter
+from .reply_language import reply_language, said_in
 
-TARGET_SYNTAX = "<user id>, user:<user id> or group:<group id> (e.g. qq:12345, group:qq:67890)"
-
-HELP = f"""/ltm status — what the bot keeps about you
-/ltm list — your memories (id, type, status)
-/ltm remember <fact> — store a fact now
-/ltm forget <id> — delete one of your memories
-/ltm forget-all — delete all your memories (asks to confirm)
-/ltm pause, /ltm resume — stop or restart learning about you
-(what you say while paused, in groups too, is never learned)
-Operators: /ltm pending, /ltm approve <id>, /ltm reject <id>,
-/ltm status <target>, /ltm list <target>, /ltm forget <id> (any memory),
-/ltm forget-all <target> (asks to confirm),
-/ltm policy, /ltm policy history, /ltm policy rollback <version>,
-/ltm writes off|on <target>, /ltm resume <target> (lift a user's pause)
-<target> is {TARGET_SYNTAX}"""
+TARGET_SYNTAX = say("cmd.target_syntax", "en")
+HELP = say("cmd.help", "en", target=TARGET_SYNTAX)
 
 CONFIRM_WINDOW = timedelta(seconds=120)
 LIST_LIMIT = 20
+# A command's keywords, as typed in either language.
+CONFIRM_WORDS = ("confirm", "确认")
+POLICY_ACTIONS = {"history": "history", "历史": "history", "rollback": "rollback", "回滚": "rollback"}
+SWITCH_WORDS = {"on": "on", "off": "off", "开": "on", "开启": "on", "关": "off", "关闭": "off"}
+_SEP: dict[Lang, str] = {"en": ", ", "zh": "、"}
+
+
+def help_text(lang: Lang) -> str:
+    return say("cmd.help", lang, target=msg("cmd.target_syntax"))
+
+
+def _word(kind: str, value: str, lang: Lang) -> str:
+    """An enum value (a status, a memory type) in ``lang``; one with no
+    catalogue entry as it is."""
+    code = f"cmd.{kind}.{value}"
+    return say(code, lang) if code in CATALOGUE else value
+
+
+def _on_off(on: bool, lang: Lang) -> str:
+    return say("cmd.on" if on else "cmd.off", lang)
+
+
+@dataclass(frozen=True)
+class Heard:
+    """The command being answered, as main.py hands it over."""
+
+    text: str = ""  # event.message_str: "ltm 记住 我养了一只猫"
+    locale: str | None = None  # the chat client's language, when it sends one (AstrBot's web chat)
+
+
+# Per task, so concurrent commands each see their own; every reply's
+# language reads it through Commands._lang.
+_heard: ContextVar[Heard | None] = ContextVar("ltm_command_heard", default=None)
 
 
 def parse_target(text: str) -> Scope:
@@ -51,7 +80,7 @@ def parse_target(text: str) -> Scope:
     if not (colon and kind in SCOPE_KINDS):
         kind, scope_id = "user", text
     if not scope_id.strip():
-        raise AdminError(f"No scope id given. Target: {TARGET_SYNTAX}.")
+        raise AdminError(msg("cmd.no_scope_id", target=msg("cmd.target_syntax")))
     return Scope(kind, validators.scope_id(scope_id, "the target's id"))
 
 
@@ -66,9 +95,42 @@ class Commands:
         # in the same role, can confirm.
         self._forget_all_asked: dict[tuple[Scope, str], datetime] = {}
 
-    def _lang(self, origin: Origin) -> Lang:
-        """The language to answer ``origin`` in."""
-        return "en"
+    # -- the reply language ----------------------------------------------------
+
+    @staticmethod
+    @contextmanager
+    def hearing(text: str, locale: str | None = None) -> Iterator[None]:
+        """Answer the commands run inside in the language ``text`` (the
+        command as sent) and the client's ``locale`` call for."""
+        token = _heard.set(Heard(text or "", locale))
+        try:
+            yield
+        finally:
+            _heard.reset(token)
+
+    def _lang(self, origin: Origin, text: str = "") -> Lang:
+        """The language to answer ``origin`` in: see reply_language.py.
+        ``text`` is the command as sent; by default what main.py heard."""
+        heard = _heard.get() or Heard()
+        said = text or heard.text
+        languages = self.engine.languages
+        asked = said_in(said) if said else None
+        if asked:  # what they write a command in is what they write in
+            languages.set(origin, asked)
+        return reply_language(said, last=languages.last(origin), locale=heard.locale,
+                              setting=self.engine.config.reply_language)
+
+    def failed(self, exc: Exception) -> str:
+        """The reply to a command that raised, in the language the command
+        itself shows (its sender may be what failed to be read)."""
+        heard = _heard.get() or Heard()
+        lang = reply_language(heard.text, locale=heard.locale, setting=self.engine.config.reply_language)
+        return say("common.failed", lang, error=exc.message(lang) if isinstance(exc, AdminError) else str(exc))
+
+    async def help(self, origin: Origin) -> str:
+        return help_text(self._lang(origin))
+
+    # -- users' commands -----------------------------------------------------------
 
     def _own_scope(self, origin: Origin) -> Scope:
         return self.engine.resolver.user_scope(origin)
@@ -77,16 +139,16 @@ class Commands:
     def _target(origin: Origin, target: str, verb: str) -> Scope | None:
         """The scope an operator's target names; None without a target (the
         caller's own memories). A user's target is refused (AdminError)
-        before anything is read."""
+        before anything is read. ``verb``: see or delete."""
         if not target.strip():
             return None
         if not origin.is_admin:
-            raise AdminError(f"Only an operator can {verb} other users' memories.")
+            raise AdminError(msg(f"cmd.operator_only.{verb}"))
         return parse_target(target)
 
     @staticmethod
-    def _nothing_in(scope: Scope) -> str:
-        return f"I keep no memories in {scope}. (Target: {TARGET_SYNTAX}.)"
+    def _nothing_in(scope: Scope, lang: Lang) -> str:
+        return say("cmd.nothing_in", lang, scope=scope, target=msg("cmd.target_syntax"))
 
     async def status(self, origin: Origin, target: str = "") -> str:
         reply = await self._status(origin, target)
@@ -104,21 +166,27 @@ class Commands:
         return reply
 
     async def _status(self, origin: Origin, target: str = "") -> str:
+        lang = self._lang(origin)
         try:
             scope = self._target(origin, target, "see")
         except AdminError as exc:
-            return str(exc)
+            return exc.message(lang)
         stats = await self.engine.admin.stats([scope] if scope else self.engine.resolver.read_scopes(origin))
         if not stats:
-            return self._nothing_in(scope) if scope else "I don't keep any memories about you yet."
+            return self._nothing_in(scope, lang) if scope else say("cmd.status.nothing", lang)
         lines = []
         for s in stats:
-            counts = ", ".join(f"{n} {status}" for status, n in sorted(s["by_status"].items())) or "no memories"
-            pending = s["events"]["pending"]
-            lines.append(f"{s['scope']} {s['scope_id']}: {counts}; {pending} message(s) waiting for extraction")
-        mode = self.engine.config.write_policy.mode
-        ro = " Writes are paused (emergency read-only)." if self.engine.config.emergency_read_only else ""
-        return "\n".join(lines) + f"\nWrite mode: {mode}.{ro}"
+            counts = _SEP[lang].join(say("cmd.status.count", lang, n=n, state=_word("state", status, lang))
+                                     for status, n in sorted(s["by_status"].items()))
+            lines.append(say("cmd.status.line", lang, kind=_word("kind", s["scope"], lang), scope_id=s["scope_id"],
+                             counts=counts or say("cmd.status.no_memories", lang),
+                             pending=s["events"]["pending"]))
+        last = say("cmd.status.mode", lang, mode=self.engine.config.write_policy.mode)
+        if self.engine.config.emergency_read_only:
+            last += ("" if lang == "zh" else " ") + say("cmd.status.read_only", lang)
+        if origin.is_admin:  # what limits memory right now: the operator can fix it
+            lines += [notice.render(lang) for notice in self.engine.notices()]
+        return "\n".join(lines) + "\n" + last
 
     def _own_filters(self, origin: Origin) -> list[ItemFilter]:
         """A user's memories: their own scope and, in a group, what the group
@@ -129,54 +197,66 @@ class Commands:
         return filters
 
     async def list(self, origin: Origin, target: str = "") -> str:
+        lang = self._lang(origin)
         try:
             scope = self._target(origin, target, "see")
         except AdminError as exc:
-            return str(exc)
+            return exc.message(lang)
         items, total = [], 0
         for f in [_in_scope(scope)] if scope else self._own_filters(origin):
             found, count = await self.engine.admin.list_items(f, sort="importance", limit=LIST_LIMIT)
             items.extend(found)
             total += count
         if not items:
-            return self._nothing_in(scope) if scope else "I don't remember anything about you."
-        lines = [
-            f"{i.memory_id[:8]} [{i.type}] {i.fact}"
-            + ("" if i.status == Status.ACTIVE else f" ({'awaiting approval' if i.awaiting_approval else i.status})")
-            for i in items[:LIST_LIMIT]
-        ]
-        more = f"\n… and {total - len(lines)} more" if total > len(lines) else ""
+            return self._nothing_in(scope, lang) if scope else say("cmd.list.nothing", lang)
+        lines = [self._item_line(i, lang) for i in items[:LIST_LIMIT]]
+        more = "\n" + say("cmd.list.more", lang, n=total - len(lines)) if total > len(lines) else ""
         return "\n".join(lines) + more
 
+    @staticmethod
+    def _item_line(item: MemoryItem, lang: Lang) -> str:
+        line = f"{item.memory_id[:8]} [{_word('type', item.type, lang)}] {item.fact}"
+        if item.status == Status.ACTIVE:
+            return line
+        state = _word("state", "awaiting_approval" if item.awaiting_approval else item.status, lang)
+        return f"{line} ({state})" if lang == "en" else f"{line}（{state}）"
+
     async def remember(self, origin: Origin, fact: str) -> str:
+        lang = self._lang(origin)
         if not fact.strip():
-            return "Usage: /ltm remember <fact>"
+            return say("cmd.remember.usage", lang)
         if self.engine.paused(origin):
-            return say("pause.status", self._lang(origin), since=self.engine.pauses_since(origin))
+            return say("pause.status", lang, since=self.engine.pauses_since(origin))
         try:
             fact = validators.fact(fact, self.engine.config.extraction.max_fact_chars)
             outcome = await self.engine.remember(origin, fact)
         except AdminError as exc:
-            return f"Not stored: {exc}."
+            return say("cmd.remember.refused", lang, error=exc.message(lang))
         except ReadOnlyError:
-            return "Memory is read-only right now (emergency read-only); nothing was stored."
+            return say("cmd.remember.read_only", lang)
         if outcome.action == Outcome.DROPPED:
-            return f"Not stored: {outcome.reason}"
-        note = "" if outcome.status == Status.ACTIVE else f" It is {outcome.status} until an operator approves it."
-        return f"Remembered ({(outcome.memory_id or '')[:8]}): {outcome.fact}.{note}"
+            return say("cmd.remember.dropped", lang, reason=translate(outcome.reason, lang))
+        short_id, status = (outcome.memory_id or "")[:8], outcome.status
+        if status == Status.ACTIVE:
+            return say("cmd.remember.done", lang, id=short_id, fact=outcome.fact)
+        return say("cmd.remember.done_held", lang, id=short_id, fact=outcome.fact,
+                   state=_word("state", str(status), lang))
 
     async def forget(self, origin: Origin, memory_id: str) -> str:
         """A user forgets one of their own memories; an operator any memory."""
+        lang = self._lang(origin)
         role = "operator" if origin.is_admin else "user"
         try:
             item = await self._forgettable(origin, memory_id)
             await self.engine.admin.delete(item.memory_id, f"{role}:{origin.sender_id}", f"forgotten by the {role}")
         except AdminError as exc:
-            return str(exc)
+            return exc.message(lang)
         except ReadOnlyError:
-            return "Memory is read-only right now; nothing was deleted."
+            return say("cmd.read_only.nothing_deleted", lang)
         # An operator may reach into any scope: say whose it was.
-        return f"Forgotten: {item.fact}" + (f" ({item.scope}:{item.scope_id})" if origin.is_admin else "")
+        if origin.is_admin:
+            return say("cmd.forget.done_in", lang, fact=item.fact, scope=f"{item.scope}:{item.scope_id}")
+        return say("cmd.forget.done", lang, fact=item.fact)
 
     async def _forgettable(self, origin: Origin, memory_id: str) -> MemoryItem:
         """The memory an id prefix names, among those the caller may forget:
@@ -195,20 +275,22 @@ class Commands:
     async def forget_all(self, origin: Origin, *args: str) -> str:
         """``forget-all [confirm]`` for your own memories, ``forget-all
         <target> [confirm]`` for an operator's on another scope. A trailing
-        ``confirm`` is always the confirmation (a user whose id is "confirm"
-        is ``user:confirm``)."""
+        ``confirm`` (or 确认) is always the confirmation (a user whose id is
+        "confirm" is ``user:confirm``)."""
+        lang = self._lang(origin)
         words = " ".join(args).split()
-        confirmed = bool(words) and words[-1].lower() == "confirm"
+        confirmed = bool(words) and words[-1].lower() in CONFIRM_WORDS
         try:
             target = self._target(origin, " ".join(words[:-1] if confirmed else words), "delete")
         except AdminError as exc:
-            return str(exc)
+            return exc.message(lang)
         if target:
-            scope, actor, whose = target, f"operator:{origin.sender_id}", f"of {target}"
-            command, nothing = f"/ltm forget-all {target} confirm", self._nothing_in(target)
+            scope, actor, whose = target, f"operator:{origin.sender_id}", "target"
+            command = say("cmd.forget_all.confirm_target", lang, target=target)
+            nothing = self._nothing_in(target, lang)
         else:
-            scope, actor, whose = self._own_scope(origin), f"user:{origin.sender_id}", "I keep about you"
-            command, nothing = "/ltm forget-all confirm", "I don't remember anything about you."
+            scope, actor, whose = self._own_scope(origin), f"user:{origin.sender_id}", "own"
+            command, nothing = say("cmd.forget_all.confirm_own", lang), say("cmd.list.nothing", lang)
         key, now = (scope, actor), self.engine.clock()
         for stale in [k for k, t in self._forget_all_asked.items() if now - t > CONFIRM_WINDOW]:
             del self._forget_all_asked[stale]
@@ -218,91 +300,98 @@ class Commands:
             if total == 0 and not await self.engine.admin.quotable_turns(scope):
                 return nothing
             self._forget_all_asked[key] = now
-            if self.engine.config.emergency_read_only:
-                return (f"Memory is read-only right now (emergency read-only): deleting the {total} memories "
-                        f"{whose} would be refused. Once read-only is off, send {command} within 2 minutes "
-                        "of asking again.")
-            return (f"This deletes all {total} memories {whose}, and nothing said before is quoted again. "
-                    f"Send {command} within 2 minutes to go ahead.")
+            asking = "read_only" if self.engine.config.emergency_read_only else "ask"
+            return say(f"cmd.forget_all.{asking}_{whose}", lang, total=total, target=target, command=command)
         self._forget_all_asked.pop(key, None)
         try:
             count = await self.engine.admin.forget_scope(scope, actor)
         except ReadOnlyError:
-            return "Memory is read-only right now; nothing was deleted."
-        return f"Deleted {count} memories of {target}." if target else f"Deleted {count} memories."
+            return say("cmd.read_only.nothing_deleted", lang)
+        return say(f"cmd.forget_all.done_{whose}", lang, count=count, target=target)
 
     # -- operators -------------------------------------------------------
 
     async def pending(self, origin: Origin) -> str:
+        lang = self._lang(origin)
         if not origin.is_admin:
-            return "Only an operator can review memories."
+            return say("cmd.operator_only.review", lang)
         items, total = await self.engine.admin.list_items(ItemFilter(status="pending"), limit=LIST_LIMIT)
         if not items:
-            return "No memories await approval."
-        lines = [f"{i.memory_id[:8]} {i.scope}:{i.scope_id} [{i.type}] {i.fact}" for i in items]
-        return f"{total} awaiting approval:\n" + "\n".join(lines)
+            return say("cmd.pending.nothing", lang)
+        lines = [f"{i.memory_id[:8]} {i.scope}:{i.scope_id} [{_word('type', i.type, lang)}] {i.fact}" for i in items]
+        return say("cmd.pending.head", lang, total=total) + "\n" + "\n".join(lines)
 
     async def review(self, origin: Origin, memory_id: str, decision: str) -> str:
+        lang = self._lang(origin)
         if not origin.is_admin:
-            return "Only an operator can review memories."
+            return say("cmd.operator_only.review", lang)
         try:
             item = await self.engine.admin.find_by_prefix(memory_id)
             await self.engine.admin.review([item.memory_id], decision, f"operator:{origin.sender_id}")
         except AdminError as exc:
-            return str(exc)
+            return exc.message(lang)
         except ReadOnlyError:
-            return "Memory is read-only right now; nothing changed."
-        verb = "Approved" if decision == "approve" else "Rejected"
-        return f"{verb}: {item.fact}"
+            return say("cmd.read_only.nothing_changed", lang)
+        return say("cmd.review.approved" if decision == "approve" else "cmd.review.rejected", lang, fact=item.fact)
 
     # -- policy versions and the write switch -----------------------------------
 
     async def policy(self, origin: Origin, action: str = "", arg: str = "") -> str:
         """``/ltm policy`` (current version and mode), ``/ltm policy history``,
         ``/ltm policy rollback <version>`` — operators only."""
+        lang = self._lang(origin)
         if not origin.is_admin:
-            return "Only an operator can see or change the policy."
+            return say("cmd.operator_only.policy", lang)
         versions = self.engine.policy_versions
         action = action.strip().lower()
         if action == "":
             cfg = self.engine.config
-            off = ", ".join(cfg.write_policy.disabled_scopes) or "none"
-            return (f"Policy version {await versions.current_version() or '(none recorded)'}: "
-                    f"memory {'on' if cfg.enable else 'off'}, write mode {cfg.write_policy.mode} "
-                    f"(writes {'on' if cfg.write_policy.enable else 'off'}), "
-                    f"reads {'on' if cfg.read_policy.enable else 'off'}, "
-                    f"read-only {'on' if cfg.emergency_read_only else 'off'}; writes off for: {off}.")
+            return say("cmd.policy.current", lang,
+                       version=await versions.current_version() or say("cmd.policy.none_recorded", lang),
+                       memory=_on_off(cfg.enable, lang), mode=cfg.write_policy.mode,
+                       writes=_on_off(cfg.write_policy.enable, lang), reads=_on_off(cfg.read_policy.enable, lang),
+                       read_only=_on_off(cfg.emergency_read_only, lang),
+                       off=_SEP[lang].join(cfg.write_policy.disabled_scopes) or say("cmd.none", lang))
+        action = POLICY_ACTIONS.get(action, action)
         if action == "history":
             rows = await versions.history(0, LIST_LIMIT)
             if not rows:
-                return "No policy version is recorded yet."
-            return "\n".join(_version_line(r) for r in rows)
+                return say("cmd.policy.no_history", lang)
+            return "\n".join(_version_line(r, lang) for r in rows)
         if action == "rollback":
             if not arg.strip().isdigit() or len(arg.strip()) > 12:
-                return "Usage: /ltm policy rollback <version> (a number from /ltm policy history)"
+                return say("cmd.policy.rollback_usage", lang)
             try:
                 result = await versions.rollback(int(arg), f"operator:{origin.sender_id}", None)
             except AdminError as exc:
-                return f"Not rolled back: {exc}."
+                return say("cmd.policy.not_rolled_back", lang, error=exc.message(lang))
             except ReadOnlyError as exc:
-                return f"Not rolled back: {exc}."
+                return say("cmd.policy.not_rolled_back", lang, error=translate(str(exc), lang))
             if not result["changed"]:
-                return f"Version {arg.strip()}'s policy is already in force; nothing changed."
-            return f"Rolled back to version {arg.strip()}'s policy, now version {result['version']}."
-        return "Usage: /ltm policy, /ltm policy history, /ltm policy rollback <version>"
+                return say("cmd.policy.already", lang, version=arg.strip())
+            return say("cmd.policy.rolled_back", lang, version=arg.strip(), new=result["version"])
+        return say("cmd.policy.usage", lang)
 
     async def writes(self, origin: Origin, state: str = "", target: str = "") -> str:
         """``/ltm writes off|on <target>``: switch a scope's writes (operators)."""
+        lang = self._lang(origin)
         if not origin.is_admin:
-            return "Only an operator can switch another scope's writes; /ltm pause stops learning about you."
-        state = state.strip().lower()
-        if state not in ("on", "off") or not target.strip():
-            return f"Usage: /ltm writes off|on <target>; <target> is {TARGET_SYNTAX}"
+            return say("cmd.operator_only.writes", lang)
+        switch = SWITCH_WORDS.get(state.strip().lower())
+        if switch is None or not target.strip():
+            return say("cmd.writes.usage", lang, target=msg("cmd.target_syntax"))
         try:
-            scope = parse_target(target)
+            scope = str(parse_target(target))
+            result = await self.engine.policy_versions.set_writes(
+                scope, switch == "on", f"operator:{origin.sender_id}", PolicySource.COMMAND, None)
         except AdminError as exc:
-            return str(exc)
-        return await self._switch(str(scope), state == "on", f"operator:{origin.sender_id}", "")
+            return say("cmd.writes.refused", lang, error=exc.message(lang))
+        except ReadOnlyError:
+            return say("cmd.read_only.emergency", lang)
+        if not result["changed"]:
+            return say("cmd.writes.already", lang, scope=scope, state=_on_off(switch == "on", lang))
+        return say("cmd.writes.back_on" if switch == "on" else "cmd.writes.now_off", lang,
+                   scope=scope, version=result["version"])
 
     async def pause(self, origin: Origin) -> str:
         """``/ltm pause``: a user stops learning about themselves — their own
@@ -312,7 +401,7 @@ class Commands:
             made = await self.engine.pauses.pause(self._own_scope(origin), f"user:{origin.sender_id}",
                                                   say("pause.reason.user", "en"))
         except ReadOnlyError:
-            return say("pause.read_only", lang)
+            return say("cmd.read_only.emergency", lang)
         if made is None:
             return say("pause.already", lang, since=self.engine.pauses_since(origin))
         return say("pause.on", lang)
@@ -328,7 +417,7 @@ class Commands:
             resumed = await self.engine.pauses.resume(scope, f"user:{origin.sender_id}",
                                                       say("pause.reason.resume", "en"))
         except ReadOnlyError:
-            return say("pause.read_only", lang)
+            return say("cmd.read_only.emergency", lang)
         reply = say("pause.resumed" if resumed else "pause.not_paused", lang)
         if self.engine.config.write_policy.writes_off(scope):  # the operator's switch is theirs to turn
             reply += "\n" + say("pause.operator_off", lang, scope=scope)
@@ -347,30 +436,14 @@ class Commands:
             lifted = await self.engine.pauses.resume(scope, f"operator:{origin.sender_id}",
                                                      say("pause.reason.lift", "en"), lifted=True)
         except ReadOnlyError:
-            return say("pause.read_only", lang)
+            return say("cmd.read_only.emergency", lang)
         return say("pause.lifted" if lifted else "pause.not_paused_target", lang, scope=scope)
 
-    async def _switch(self, scope: str, on: bool, actor: str, whom: str) -> str:
-        reason = f"{'/ltm resume' if on else '/ltm pause'} by the user" if whom else None
-        try:
-            result = await self.engine.policy_versions.set_writes(scope, on, actor, PolicySource.COMMAND, reason)
-        except AdminError as exc:
-            return f"Nothing changed: {exc}."
-        except ReadOnlyError:
-            return "Memory is read-only right now (emergency read-only); nothing changed."
-        subject = "about you" if whom else f"for {scope}"
-        if not result["changed"]:
-            return f"Learning {subject} is already {'on' if on else 'off'}."
-        if on:
-            return (f"Learning {subject} is back on (policy version {result['version']}). "
-                    "What was said while it was off stays unlearned.")
-        return (f"Learning {subject} is off (policy version {result['version']}): nothing new is learned "
-                "from what is said now; what is already known is still used.")
 
-
-def _version_line(row: dict) -> str:
+def _version_line(row: dict, lang: Lang = "en") -> str:
     changes = "; ".join(f"{c['path']} {c['from']} → {c['to']}" for c in row["diff"][:4])
-    more = f" (+{len(row['diff']) - 4} more)" if len(row["diff"]) > 4 else ""
-    reason = f" — {row['reason']}" if row["reason"] else ""
-    return (f"v{row['version']} {row['created_at'][:16].replace('T', ' ')} {row['actor']} ({row['source']})"
-            f"{reason}: {changes or 'initial policy'}{more}")
+    more = say("cmd.policy.more", lang, n=len(row["diff"]) - 4) if len(row["diff"]) > 4 else ""
+    reason = say("cmd.policy.line_reason", lang, reason=translate(row["reason"], lang)) if row["reason"] else ""
+    return say("cmd.policy.line", lang, version=row["version"], at=row["created_at"][:16].replace("T", " "),
+               actor=row["actor"], source=row["source"], reason=reason,
+               changes=changes or say("cmd.policy.initial", lang), more=more)

@@ -19,7 +19,7 @@ from .errors import AdminError
 
 MAX_MESSAGE_CHARS = 4000  # a message to preview; longer is refused, not cut
 MAX_CUT_SHOWN = 100  # cut lines listed, best-scored first as the reader met them
-FIELDS = ("scope", "message", "group", "persona", "lang")
+FIELDS = ("scope", "message", "group", "persona")
 
 
 def _scope(raw: Any) -> tuple[str, str | None]:

@@ -179,7 +179,7 @@ class AdminQueries:
         """Memories whose fact matches ``text`` (CJK too), best first,
         through the keyword rows: no full scan. A text shorter than a CJK
         bigram (one character, a stop word) has no keyword row to find:
-        the facts holding it, newest first (docs/decisions.md#d74)."""
+        the facts holding it, newest first (docs/decisions.md#d75)."""
         if not any(ch.isalnum() for ch in text):
             raise AdminError(msg("search.no_words"))
         tokens = query_tokens(text)
@@ -206,7 +206,7 @@ class AdminQueries:
 
         One read of the table, the few matches sorted after: ~4 ms at
         10,000 memories, where walking the newest-first index looked up
-        every row on the way, ten times the cost (docs/decisions.md#d74).
+        every row on the way, ten times the cost (docs/decisions.md#d75).
         The filters are written ``+col`` (``by_id``) to keep it that way.
         """
         folded = ["".join(ch.lower() if ch.isascii() else ch for ch in n) for n in needles]

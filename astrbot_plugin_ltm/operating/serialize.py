@@ -104,7 +104,8 @@ def shown(data: Any, lang: Lang) -> Any:
             out[key] = value
         elif key in SHOWN_TEXT_FIELDS and isinstance(value, str | None):
             out[key] = translate(value, lang) if value else value
-            if f"{key}_code" not in data:
+            # {"code", "message"} already names its text
+            if f"{key}_code" not in data and not (key == "message" and "code" in data):
                 out[f"{key}_code"] = _code(value) if value else None
         elif key in SHOWN_TEXT_LISTS and isinstance(value, list) and all(isinstance(t, str) for t in value):
             out[key] = [translate(t, lang) for t in value]

@@ -54,7 +54,7 @@ SUMMARY_MAX_CHARS = 8000  # the upper bound of summaries.max_chars: a summary is
 # shadow awaiting approval ("import for review": nothing is used until approved).
 AS_EXPORTED, FOR_REVIEW = "as_exported", "shadow"
 IMPORT_STATUSES = (AS_EXPORTED, FOR_REVIEW)
-REVIEW_REASON = "imported for review"
+REVIEW_REASON = str(msg("audit.imported_for_review"))
 
 
 def _normal_number(value: Any) -> Any:
@@ -389,21 +389,21 @@ async def import_items(db: Database, payload: Any, actor: str, dry_run: bool,
             ).scalar_one_or_none()
             tomb = await session.get(MemoryTombstone, (record["scope"], record["scope_id"], record["fact_key"]))
             if existing is not None and existing.fact == record["fact"]:
-                reason = str(msg("import.already_present"))
-                report.skipped.append({"memory_id": record["memory_id"], "reason": reason})
-                report.note(record, "skip", existing.status, existing.awaiting_approval, reason)
+                why = str(msg("import.already_present"))
+                report.skipped.append({"memory_id": record["memory_id"], "reason": why})
+                report.note(record, "skip", existing.status, existing.awaiting_approval, why)
                 continue
             if tomb is not None:
-                reason = str(msg("import.deleted_here"))
-                report.skipped.append({"memory_id": record["memory_id"], "reason": reason})
-                report.note(record, "skip", "deleted", False, reason)
+                why = str(msg("import.deleted_here"))
+                report.skipped.append({"memory_id": record["memory_id"], "reason": why})
+                report.note(record, "skip", "deleted", False, why)
                 continue
             target = existing or same_key
             if target is not None:
                 if not await _merge_changes_anything(session, target, record):
-                    reason = str(msg("import.already_merged"))
-                    report.skipped.append({"memory_id": record["memory_id"], "reason": reason})
-                    report.note(record, "skip", target.status, target.awaiting_approval, reason)
+                    why = str(msg("import.already_merged"))
+                    report.skipped.append({"memory_id": record["memory_id"], "reason": why})
+                    report.note(record, "skip", target.status, target.awaiting_approval, why)
                     continue
                 report.merged.append(record["memory_id"])
                 # The local memory stays as it is, with the import's support added.

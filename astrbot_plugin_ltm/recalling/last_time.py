@@ -14,8 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..clock import Clock, as_utc, utcnow
 from ..config import LTMConfig
@@ -26,6 +28,7 @@ from ..storing.database import Database
 from ..storing.tables import MemoryEvent, MemoryItem
 from ..text import query_tokens
 from .block import MemoryBlock, Selected, frame, language_of
+from .history import History
 from .reader import MemoryReader
 from .summary_lines import focus
 from .trace import BUDGET, LAST_TIME, Line, Trace
@@ -60,9 +63,11 @@ class LastTime:
         self._clock = clock
         self._speaking = speaking  # a turn of the scope is queued, not yet written (the recorder)
 
-    async def find(self, scopes: list[Scope], idle: timedelta) -> LastSummary | None:
+    async def find(self, scopes: list[Scope], idle: timedelta, history: History | None = None) -> LastSummary | None:
         """The newest active session summary of ``scopes`` when the first
-        (the conversation's own) has been quiet for ``idle``; else None."""
+        (the conversation's own) has been quiet for ``idle``; else None.
+        Also None when the request's ``history`` holds the scope's last
+        turn: the model has the last conversation itself, not only its summary."""
         if not scopes:
             return None
         own = scopes[0]
@@ -73,6 +78,8 @@ class LastTime:
                 MemoryEvent.scope == own.kind, MemoryEvent.scope_id == own.id))).scalar_one_or_none()
             if latest is not None and self._clock() - as_utc(latest) < idle:
                 return None  # the conversation goes on
+            if latest is not None and history is not None and history.holds_turn(await self._last_said(session, own)):
+                return None
             found = []
             for scope in scopes:
                 row = (await session.execute(select(
@@ -85,25 +92,34 @@ class LastTime:
                     found.append(LastSummary(row[0], str(scope), row[1], row[2], as_utc(row[3])))
         return max(found, key=lambda s: s.ended, default=None)
 
+    @staticmethod
+    async def _last_said(session: AsyncSession, scope: Scope) -> dict[str, Any]:
+        """The content of the scope's newest event."""
+        content = (await session.execute(select(MemoryEvent.content).where(
+            MemoryEvent.scope == scope.kind, MemoryEvent.scope_id == scope.id,
+        ).order_by(MemoryEvent.created_at.desc(), MemoryEvent.id.desc()).limit(1))).scalar_one_or_none()
+        return content if isinstance(content, dict) else {}
+
     async def read(self, reader: MemoryReader, scopes: list[Scope], query: str, config: LTMConfig,
-                   ids: bool = False, trace: Trace | None = None) -> MemoryBlock:
+                   ids: bool = False, history: History | None = None, trace: Trace | None = None) -> MemoryBlock:
         """The reader's block, with the last session's summary when this
-        message starts a new conversation. ``trace``: as the reader's."""
+        message starts a new conversation; ``history``: the request's
+        earlier messages (history.py), not recalled again; ``trace``: as the reader's."""
         policy = config.read_policy
         wanted = config.summaries.enable and config.summaries.last_session_in_block
-        last = await self.find(scopes, timedelta(minutes=config.summaries.idle_minutes)) if wanted else None
+        last = await self.find(scopes, timedelta(minutes=config.summaries.idle_minutes), history) if wanted else None
         if last is None:
-            return await reader.read(scopes, query, policy, ids=ids, trace=trace)
+            return await reader.read(scopes, query, policy, ids=ids, history=history, trace=trace)
         language = language_of(query)
         extra = lines(last, language, query_tokens(query))
         cost = reader.counter.count("\n" + extra)
         opening, closing = frame(language)
         if reader.counter.count(f"{opening}\n{extra}\n{closing}") > policy.max_tokens:
-            if trace is not None:
+            if trace is not None:  # it does not fit at all
                 trace.leave_out(extra, LAST_TIME, last.memory_id, 1.0, BUDGET)
-            return await reader.read(scopes, query, policy, ids=ids, trace=trace)  # it does not fit at all
+            return await reader.read(scopes, query, policy, ids=ids, history=history, trace=trace)
         block = await reader.read(scopes, query, replace(policy, max_tokens=max(0, policy.max_tokens - cost)),
-                                  ids=ids, trace=trace)
+                                  ids=ids, history=history, trace=trace)
         body = block.text.split("\n")[2:-1] if block.text else []  # between the opening and the closing
         items = list(block.items)
         # Ranked in already: its line (memories come first, in order) moves under the label.

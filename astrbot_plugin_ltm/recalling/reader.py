@@ -25,6 +25,7 @@ from ..storing.database import Database
 from .block import BlockBuilder, Focus, MemoryBlock, language_of
 from .dates import First, Period, named_period
 from .explain import explain_hits
+from .history import History
 from .periods import PeriodRows, load_period, resolve
 from .ranking import leading, rank
 from .retrieval import Found, Query
@@ -74,10 +75,12 @@ class MemoryReader:
         return self.builder.counter
 
     async def read(self, scopes: list[Scope], query: str, policy: ReadPolicy, *, only: Only | None = None,
-                   ids: bool = False, trace: Trace | None = None) -> MemoryBlock:
+                   ids: bool = False, history: History | None = None, trace: Trace | None = None) -> MemoryBlock:
         """The block for ``query``; ``ids``: each memory line carries its
-        short id (for the memory_expand tool); ``trace``: filled with the
-        lines taken and the hits and candidates left out, and why."""
+        short id (for the memory_expand tool); ``history``: the request's
+        earlier messages, whose turns are not recalled again (history.py);
+        ``trace``: filled with the lines taken and the hits and candidates
+        left out, and why."""
         if not policy.enable or not scopes or (policy.max_items <= 0 and policy.max_events <= 0):
             return MemoryBlock()
         now = self._clock()
@@ -103,6 +106,8 @@ class MemoryReader:
         if only is not None:
             items = {k: i for k, i in items.items() if only.keeps_memory(i)}
             turns = {k: t for k, t in turns.items() if only.keeps_turn(t)}
+        if history is not None:  # the model reads these turns in the request already
+            turns = {k: t for k, t in turns.items() if not history.holds_turn(t.content)}
         if trace is not None:  # the hits that never became candidates, and why
             memory_hits = leading([f.memories for f in found]) - set(items) if policy.max_items > 0 else set()
             turn_hits = leading([f.turns for f in found]) - set(turns) if policy.max_events > 0 else set()
