@@ -430,6 +430,35 @@ def test_the_rollback_dialog_shows_the_diff_and_warnings_before_anything_changes
     bot.assert_log_clean()
 
 
+def test_a_users_pause_holds_through_a_rollback_made_on_the_page(bot, tab, tmp_path):
+    """The privacy bug of a rollback undoing /ltm pause, through the page."""
+    before = ok(bot, "GET", "policy/history")["versions"][0]["version"]
+    ok(bot, "POST", "policy", {"read_policy": {"max_items": 8}, "reason": "fewer lines"})
+    assert "暂停" in bot.chat("/ltm 暂停", "fern", "pp-1")
+    with screenshot_on_failure(tab, "review_page_pause_rollback_failure.png"):
+        open_review_page(bot, tab, locale="zh-CN")
+        tab.click("[data-testid=tab-history]")
+        row = f'[data-testid=history-row][data-version="{before}"]'
+        tab.wait(lambda: tab.frame(f"!!document.querySelector('{row}')"), "the version before the change")
+        tab.click(f"{row} [data-testid=history-rollback]")
+        tab.wait(lambda: tab.frame("!document.querySelector('#modal').hidden"), "the rollback dialog")
+        tab.click("[data-testid=modal-confirm]")
+        bot.wait_for(lambda: ok(bot, "GET", "policy/history")["versions"][0]["rollback_of"] == before, 15,
+                     "the rollback")
+        assert tab.page_errors() == []
+    since = bot.mark()
+    bot.chat("My name is Fern and I live in Oslo", "fern", "pp-2")
+    bot.chat("My name is Gail and I live in Riga", "gail", "pp-3")
+    bot.wait_extracted("gail", ["name is Gail", "lives in Riga"], "shadow")
+    said = bot.wait_for(lambda: [e for e in bot.events("fern") if "Oslo" in e["content"].get("text", "")],
+                        20, "fern's turn recorded")
+    assert {e["extraction_status"] for e in said} == {"skipped"}
+    assert bot.items("fern") == [] and bot.extraction_requests(since, containing="Oslo") == []
+    assert "已暂停" in bot.chat("/ltm 状态", "fern", "pp-2")  # and it says so, in Chinese
+    assert ok(bot, "GET", "user?scope=user:webchat:fern")["paused"]["by"] == "user:fern"
+    bot.assert_log_clean()
+
+
 @pytest.mark.parametrize("locale", ["en-US", "zh-CN"])
 def test_the_audit_log_shows_details_as_fields_with_the_raw_json_folded(bot, tab, tmp_path, locale):
     ok(bot, "POST", "policy", {"read_policy": {"max_items": 9}, "reason": "fewer memories per turn"})
