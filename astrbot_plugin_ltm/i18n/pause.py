@@ -16,7 +16,7 @@ TEXTS: dict[str, tuple[str, str]] = {
     "pause.on": ("Learning about you is paused: nothing new is learned from what you say now, here or in "
                  "groups; what is already known is still used. /ltm resume switches it back on.",
                  "已暂停学习你的信息：从现在起你说的话（私聊和群聊）都不会被学习；已记住的内容仍会使用。"
-                 "发送 /ltm resume 恢复。"),
+                 "发送 /ltm 恢复（或 /ltm resume）即可恢复。"),
     "pause.already": ("Learning about you is already paused (since {since}).",
                       "学习你的信息已处于暂停状态（自 {since} 起）。"),
     "pause.resumed": ("Learning about you is back on. What you said while it was paused stays unlearned.",
@@ -27,7 +27,7 @@ TEXTS: dict[str, tuple[str, str]] = {
                            "there until they switch them back on.",
                            "注意：运营者已关闭 {scope} 的写入，在其重新开启前不会学习新内容。"),
     "pause.status": ("Learning about you is paused (since {since}); /ltm resume switches it back on.",
-                     "学习你的信息已暂停（自 {since} 起）；发送 /ltm resume 恢复。"),
+                     "学习你的信息已暂停（自 {since} 起）；发送 /ltm 恢复（或 /ltm resume）即可恢复。"),
     "pause.status_target": ("Learning about {scope} is paused by the user (since {since}).",
                             "{scope} 已由用户本人暂停学习（自 {since} 起）。"),
     "pause.lifted": ("Lifted the pause of {scope}: learning about them is back on (audited).",
