@@ -30,7 +30,7 @@ LANGS: tuple[Lang, ...] = ("en", "zh")
 AREAS = tuple(sorted(m.name for m in pkgutil.iter_modules(__path__)))
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
-_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")  # a Han character
 _LATIN_WORD = re.compile(r"[A-Za-z]{2,}")
 
 
@@ -67,17 +67,20 @@ def lang_of(value: object, default: Lang = "en") -> Lang:
     return default
 
 
-def language_of(text: str, default: Lang = "en") -> Lang:
+def written_language(text: str) -> Lang | None:
     """The language a person wrote ``text`` in: Chinese when it has Han
     characters and not many more Latin words than them, English when it
-    has Latin words only, else ``default`` (a bare "/ltm status")."""
-    han = len(_HAN.findall(text or ""))
+    has Latin words only, else None (ids, numbers, a bare "/ltm status")."""
+    han = len(HAN.findall(text or ""))
     latin = len(_LATIN_WORD.findall(text or ""))
     if han and han * 2 >= latin:
         return "zh"
-    if latin and not han:
-        return "en"
-    return default
+    return "en" if latin and not han else None
+
+
+def language_of(text: str, default: Lang = "en") -> Lang:
+    """:func:`written_language`, or ``default`` when the text does not say."""
+    return written_language(text) or default
 
 
 @dataclass(frozen=True)

@@ -9,33 +9,24 @@ language when it sends one (AstrBot's web chat does), else English.
 
 from __future__ import annotations
 
-import re
 from collections import OrderedDict
 
-from ..i18n import Lang, lang_of
+from ..i18n import HAN, Lang, lang_of, written_language
 from ..scope import Origin
 
 # Subcommands whose argument is a person's own words: they say which
 # language the person writes in. Other arguments are ids, targets and
 # keywords ("confirm", "history"), which only count when they are Chinese.
 FREE_TEXT_SUBCOMMANDS = frozenset({"remember", "记住"})
-_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-_LATIN_WORD = re.compile(r"[A-Za-z]{2,}")
 # Enough of a message to tell its language; the rest costs time on the hot path.
 SAMPLE_CHARS = 200
 MAX_SENDERS = 10_000
 
 
 def written_in(text: str) -> Lang | None:
-    """The language ``text`` is written in, or None when it does not say
-    (ids, numbers, an empty text)."""
-    # i18n.language_of's rule, counted once (it runs on every message).
-    sample = text[:SAMPLE_CHARS]
-    han = len(_HAN.findall(sample))
-    latin = len(_LATIN_WORD.findall(sample))
-    if han and han * 2 >= latin:
-        return "zh"
-    return "en" if latin and not han else None
+    """The language ``text`` is written in, judged on its start (it runs on
+    every message), or None when it does not say."""
+    return written_language(text[:SAMPLE_CHARS])
 
 
 def command_words(said: str) -> tuple[str, str]:
@@ -51,11 +42,11 @@ def said_in(said: str) -> Lang | None:
     """The language a command's own text asks for: its subcommand's alias,
     then its words; None when it does not say."""
     sub, rest = command_words(said)
-    if _HAN.search(sub):
+    if HAN.search(sub):
         return "zh"
     if sub.lower() in FREE_TEXT_SUBCOMMANDS:
         return written_in(rest)
-    return "zh" if _HAN.search(rest) else None
+    return "zh" if HAN.search(rest) else None
 
 
 def reply_language(said: str = "", *, last: Lang | None = None, locale: str | None = None,
