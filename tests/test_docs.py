@@ -59,6 +59,14 @@ def test_every_pointer_into_the_decisions_lands_on_an_entry():
     assert [h.lower() for h in headings] == sorted(anchors) and len(headings) == len(set(headings))
 
 
+def test_every_decision_is_listed_under_its_area():
+    decisions = (REPO / "docs" / "decisions.md").read_text(encoding="utf-8")
+    by_area = decisions.split("## By area", 1)[1].split('<a id="d', 1)[0]
+    listed = re.findall(r"\[(D\d\d)\]\(#(d\d\d)\)", by_area)
+    assert all(label.lower() == anchor for label, anchor in listed)
+    assert sorted(label for label, _ in listed) == sorted(re.findall(r"^## (D\d\d) ", decisions, re.M))
+
+
 @pytest.mark.parametrize("readme", READMES, ids=lambda p: p.name)
 def test_a_readme_starts_with_the_two_commands_and_is_for_the_people_who_install(readme):
     text = readme.read_text(encoding="utf-8")
