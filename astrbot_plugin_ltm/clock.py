@@ -3,8 +3,11 @@ can replace (every part takes a ``Clock`` instead of calling ``now``)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+
+from .logs import log
 
 Clock = Callable[[], datetime]
 
@@ -21,3 +24,62 @@ def as_utc(value: datetime) -> datetime:
 def parse_stored_time(value: datetime | str) -> datetime:
     """A datetime column read without the ORM (SQLite text) as aware UTC."""
     return as_utc(value if isinstance(value, datetime) else datetime.fromisoformat(value))
+
+
+# A wall clock that moves this much more (or less) than the time elapsed
+# has jumped (a manual change, a VM resumed, NTP stepping a wrong clock).
+JUMP_TOLERANCE = timedelta(minutes=2)
+
+
+class SteadyClock:
+    """The wall clock as a running process should use it: it never goes
+    back, and after a jump it moves on by the time elapsed (time.monotonic),
+    not by the jump, until the process restarts and trusts the wall clock
+    again (docs/decisions.md#d93). So setting the clock back an hour makes
+    no negative durations, and forward a month expires nothing at once.
+
+    ``jump``: the last jump seen (wall clock minus the steady time), for
+    /ltm status. ``wall`` and ``monotonic`` are replaceable for tests."""
+
+    def __init__(self, wall: Clock = lambda: datetime.now(UTC),
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        self._wall = wall
+        self._monotonic = monotonic
+        self._anchor: tuple[datetime, float] | None = None  # (steady time, monotonic) it was last known at
+        self.jump = timedelta(0)
+
+    def __call__(self) -> datetime:
+        wall, mono = self._wall(), self._monotonic()
+        if self._anchor is None:
+            self._anchor = (wall, mono)
+            return wall
+        anchored, at = self._anchor
+        steady = anchored + timedelta(seconds=max(0.0, mono - at))
+        off = wall - steady
+        if abs(off - self.jump) > JUMP_TOLERANCE:
+            log.warning("ltm: the system clock jumped by %s; memory keeps time by the time elapsed until the "
+                        "next restart", off)
+            self.jump = off
+        if abs(off) <= JUMP_TOLERANCE:  # in step (again): follow the wall clock's small corrections
+            self.jump = timedelta(0)
+            now = max(wall, anchored)
+        else:
+            now = steady
+        self._anchor = (now, mono)
+        return now
+
+
+def steady(clock: Clock) -> Clock:
+    """The real wall clock made steady; a clock a test gave stays as it is."""
+    return SteadyClock() if clock is utcnow else clock
+
+
+def signed_span(delta: timedelta) -> str:
+    """A jump as a short signed span: "+30.0 d", "-1.0 h", "+5.0 min"."""
+    seconds = delta.total_seconds()
+    sign, size = ("-" if seconds < 0 else "+"), abs(seconds)
+    if size >= 86400:
+        return f"{sign}{size / 86400:.1f} d"
+    if size >= 3600:
+        return f"{sign}{size / 3600:.1f} h"
+    return f"{sign}{size / 60:.1f} min"

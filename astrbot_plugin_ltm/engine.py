@@ -22,7 +22,7 @@ from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from . import text as tokenizing
-from .clock import Clock, utcnow
+from .clock import Clock, SteadyClock, signed_span, steady, utcnow
 from .config import parse_config
 from .enums import CandidateSource, ExtractionStatus, Method, Role, SourceType, WriteMode
 from .extension_points import (
@@ -98,6 +98,7 @@ class LTMEngine:
         timezone: str | None = None,
     ) -> None:
         self.config, self.config_errors = parse_config(raw_config)
+        clock = steady(clock)  # a jump of the system clock is not time elapsed (docs/decisions.md#d93)
         # The user's time zone (AstrBot's ``timezone``; UTC when unset): dates in questions.
         self.tz = time_zone(timezone)
         self.resolver = ScopeResolver(self.config.identity)
@@ -112,6 +113,7 @@ class LTMEngine:
         self.keyword_index = KeywordIndex(self.db, budget=self.index_budget)
         self.vector_index = VectorIndex(self.db, Path(data_dir) / "vectors" if data_dir else None,
                                         self.config.vectors.max_loaded_namespaces, self.index_budget)
+        self.vector_index.files.faults = self.db.faults  # a file that cannot be written is shown (faults.py)
         self.db.subscribe(self.keyword_index)
         self.db.subscribe(self.vector_index)
         self.embeddings = Embeddings(embedder, self.vector_index, self.config.vectors.query_timeout_seconds)
@@ -243,6 +245,9 @@ class LTMEngine:
         if self._counter is None and self.reader is not None and isinstance(self.reader.counter, EstimateCounter):
             found.append(msg("notice.package_missing", package="bpe-openai",
                              effect=msg("notice.effect.estimated_tokens")))
+        found += self.db.faults.notices()  # what goes wrong now: a full disk, a locked database … (faults.py)
+        if isinstance(self.clock, SteadyClock) and self.clock.jump:
+            found.append(msg("fault.clock_jump", jump=signed_span(self.clock.jump)))
         return found
 
     # -- a user's own pause -----------------------------------------------

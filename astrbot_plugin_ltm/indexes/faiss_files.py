@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,8 @@ import numpy as np
 from sqlalchemy import Connection, func, select
 
 from ..enums import Corpus
+from ..faults import Faults
+from ..i18n import msg
 from ..logs import log
 from ..scope import Scope
 from ..storing.vector_rows import VECTOR_ROWS, Fingerprint, fingerprint
@@ -137,8 +139,9 @@ def new_index(dim: int, vectors: np.ndarray, ids: np.ndarray) -> Any:
 class NamespaceFiles:
     """Namespace files under ``directory`` (None: no files, always built)."""
 
-    def __init__(self, directory: Path | None) -> None:
+    def __init__(self, directory: Path | None, faults: Faults | None = None) -> None:
         self.directory = directory
+        self.faults = faults or Faults()  # the engine hands its own: a failed write is shown (faults.py)
 
     def _paths(self, scope: Scope, corpus: Corpus) -> tuple[Path, Path] | None:
         if self.directory is None:
@@ -169,20 +172,42 @@ class NamespaceFiles:
             log.warning("ltm: vector namespace %s (%s) unreadable (%s); rebuilding", scope.namespace, corpus, exc)
             return None
 
-    def write(self, ns: VectorNamespace, lock: AbstractContextManager[Any] | None = None) -> None:
-        """Write ``ns`` (under ``lock``, the index's, when it is in use)."""
+    def write(self, ns: VectorNamespace, lock: AbstractContextManager[Any] | None = None) -> bool:
+        """Write ``ns`` (under ``lock``, the index's, when it is in use).
+        A file that cannot be written (the disk is full, the directory
+        read-only) is only a cache lost: the namespace stays in memory,
+        dirty, and False is returned; a half-written file is never left
+        where it would be read (written aside, then renamed)."""
         paths = self._paths(ns.scope, ns.corpus)
         if paths is None:
-            return
-        paths[0].parent.mkdir(parents=True, exist_ok=True)
+            return True
         tmp = paths[0].with_suffix(".faiss.tmp")
-        with lock or nullcontext():
-            faiss.write_index(ns.index, str(tmp))
-        tmp.replace(paths[0])
-        meta = {"namespace": ns.scope.namespace, "kind": str(ns.corpus), "model": ns.model, "dim": ns.dim,
-                "stride": STRIDE[ns.corpus], "layout": LAYOUT, "fingerprint": list(ns.fingerprint)}
-        paths[1].write_text(json.dumps(meta))
+        try:
+            paths[0].parent.mkdir(parents=True, exist_ok=True)
+            with lock or nullcontext():
+                faiss.write_index(ns.index, str(tmp))
+            # The old meta goes first: a crash between the two renames leaves
+            # an index file no meta vouches for, which is rebuilt.
+            paths[1].unlink(missing_ok=True)
+            tmp.replace(paths[0])
+            meta = {"namespace": ns.scope.namespace, "kind": str(ns.corpus), "model": ns.model, "dim": ns.dim,
+                    "stride": STRIDE[ns.corpus], "layout": LAYOUT, "fingerprint": list(ns.fingerprint)}
+            meta_tmp = paths[1].with_suffix(".json.tmp")
+            meta_tmp.write_text(json.dumps(meta))
+            meta_tmp.replace(paths[1])
+        except (OSError, RuntimeError) as exc:  # faiss reports a failed fwrite as a RuntimeError
+            for leftover in (tmp, paths[1].with_suffix(".json.tmp")):
+                with suppress(OSError):
+                    leftover.unlink(missing_ok=True)
+            error = str(exc).strip().splitlines()[-1][:200] if str(exc).strip() else type(exc).__name__
+            if "vector_files" not in self.faults:
+                log.error("ltm: vector namespace file %s cannot be written (%s); kept in memory, rebuilt "
+                          "from the database at the next start", paths[0].name, error)
+            self.faults.report("vector_files", msg("fault.vector_files", path=str(paths[0].parent), error=error))
+            return False
+        self.faults.clear("vector_files")
         ns.dirty = False
+        return True
 
 
 def load_namespace(conn: Connection, files: NamespaceFiles, scope: Scope, model: str,

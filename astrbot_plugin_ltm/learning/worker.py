@@ -31,7 +31,7 @@ from ..indexes.vector_fill import VectorFill
 from ..logs import log
 from ..scope import Scope
 from ..storing.audit import audit
-from ..storing.database import Database, ReadOnlyError
+from ..storing.database import Database, ReadOnlyError, is_full
 from ..storing.tables import MemoryEvent
 from .known import KnownFacts
 from .retention import sweep_expired
@@ -77,6 +77,9 @@ class ExtractionWorker:
         self._task = BackgroundTask("ltm-extraction", self._run)
         self._kick = asyncio.Event()
         self._last_sweep: datetime | None = None
+        # Scopes whose failure could not even be written (the disk is full,
+        # the database locked): when they may be tried again, in memory.
+        self._held: dict[Scope, datetime] = {}
         self.then_drain: Callable[[], Awaitable[object]] | None = None
 
     async def ready_scopes(self, ignore_idle: bool = False) -> list[Scope]:
@@ -103,6 +106,7 @@ class ExtractionWorker:
                 Scope(kind, sid)
                 for kind, sid, count, latest in rows
                 if (ignore_idle or count >= cfg.batch_size or as_utc(latest) <= quiet_since)
+                and self._held.get(Scope(kind, sid), now) <= now
                 # writes off: what was pending before waits until they are back on
                 and not policy.writes_off(Scope(kind, sid)) and not self._paused(Scope(kind, sid))
             ]
@@ -135,7 +139,16 @@ class ExtractionWorker:
 
     async def fill_vectors(self, max_rounds: int = 1000) -> int:
         """Embed memories and turns that have no vector yet, batch by batch."""
-        return 0 if self._fill is None else await self._fill.fill_all(max_rounds)
+        if self._fill is None:
+            return 0
+        try:
+            return await self._fill.fill_all(max_rounds)
+        except Exception as exc:
+            if not is_full(exc):
+                raise
+            # The vectors wait in no queue: the fill finds what lacks one next time.
+            log.error("ltm: the disk is full; vectors are filled in once there is space again")
+            return 0
 
     async def _pending(self, scope: Scope) -> list[MemoryEvent]:
         now = self._clock()
@@ -203,6 +216,8 @@ class ExtractionWorker:
             error = f"write failed: {type(exc).__name__}: {exc}"
             await self._failed(events, error)
             return BatchResult(scope, len(events), False, [], error)
+        self._held.pop(scope, None)
+        self._db.faults.clear("extraction")
         return BatchResult(scope, len(events), True, outcomes)
 
     @staticmethod
@@ -231,6 +246,10 @@ class ExtractionWorker:
             len(events), attempts, cfg.max_attempts, error,
             "marked failed" if give_up else f"retry at {retry_at:%H:%M:%S} UTC",
         )
+        # The operator sees why in /ltm status and the stats API (faults.py).
+        self._db.faults.report("extraction", msg("fault.extraction", error=error.splitlines()[0][:200] if error
+                                                 else "?", events=len(events), retry_at=f"{retry_at:%H:%M:%S}"))
+        scope = Scope(events[0].scope, events[0].scope_id)
         try:
             async with self._db.write() as session:
                 await session.execute(
@@ -245,6 +264,17 @@ class ExtractionWorker:
                 )
         except ReadOnlyError:
             pass
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            # Not even the failure could be written (the disk is full, the
+            # database locked): the events stay as they were, and the scope
+            # waits its backoff in memory, so no model is called every poll.
+            log.warning("ltm: the failed extraction could not be noted (%s); the scope waits until %s UTC",
+                        exc, f"{retry_at:%H:%M:%S}")
+            self._held[scope] = retry_at
+            return
+        self._held.pop(scope, None)
 
     async def sweep_expired(self) -> int:
         """Mark memories past their retention as expired (learning.retention)."""

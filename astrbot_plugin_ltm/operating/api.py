@@ -38,7 +38,7 @@ from ..enums import (
 from ..i18n import Lang, Message, code_of, lang_of, msg, say, translate
 from ..logs import log
 from ..scope import Scope
-from ..storing.database import ReadOnlyError
+from ..storing.database import DatabaseBusyError, ReadOnlyError, is_full
 from . import rollback_preview
 from . import validators as v
 from .errors import AdminError
@@ -215,7 +215,11 @@ class MemoryAPI:
             return error(exc.status, exc.message(lang), code=exc.code or code_of(str(exc)) or "api.error")
         except ReadOnlyError as exc:
             return error(409, translate(str(exc), lang), code=code_of(str(exc)) or "api.read_only")
+        except DatabaseBusyError as exc:  # another program kept the write lock: nothing changed
+            return error(503, translate(str(exc), lang), code="fault.db_busy_gave_up")
         except Exception as exc:  # never a stack trace to the client
+            if is_full(exc):  # nothing changed (the transaction rolled back)
+                return error(507, say("fault.nothing_changed_disk_full", lang), code="fault.nothing_changed_disk_full")
             log.exception("ltm: API error")
             return error(500, say("api.internal", lang, kind=type(exc).__name__), code="api.internal")
         finally:

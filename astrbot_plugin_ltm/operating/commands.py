@@ -24,7 +24,7 @@ from ..engine import LTMEngine
 from ..enums import SCOPE_KINDS, Outcome, PolicySource, ScopeKind, Status
 from ..i18n import CATALOGUE, Lang, msg, say, translate
 from ..scope import Origin, Scope
-from ..storing.database import ReadOnlyError
+from ..storing.database import DatabaseBusyError, ReadOnlyError, is_full
 from ..storing.tables import MemoryItem
 from . import validators
 from .errors import AdminError
@@ -125,7 +125,10 @@ class Commands:
         itself shows (its sender may be what failed to be read)."""
         heard = _heard.get() or Heard()
         lang = reply_language(heard.text, locale=heard.locale, setting=self.engine.config.reply_language)
-        return say("common.failed", lang, error=exc.message(lang) if isinstance(exc, AdminError) else str(exc))
+        if is_full(exc):  # never SQLite's own words ("database or disk is full [SQL: …]")
+            return say("common.failed", lang, error=say("fault.nothing_changed_disk_full", lang))
+        return say("common.failed", lang, error=exc.message(lang) if isinstance(exc, AdminError) else
+                   translate(str(exc), lang) if isinstance(exc, DatabaseBusyError) else str(exc))
 
     async def help(self, origin: Origin) -> str:
         return help_text(self._lang(origin))
@@ -172,8 +175,12 @@ class Commands:
         except AdminError as exc:
             return exc.message(lang)
         stats = await self.engine.admin.stats([scope] if scope else self.engine.resolver.read_scopes(origin))
+        # What limits memory right now, to admins: the operator can fix it
+        # (a full disk, a locked database … with no memories yet too).
+        notices = [notice.render(lang) for notice in self.engine.notices()] if origin.is_admin else []
         if not stats:
-            return self._nothing_in(scope, lang) if scope else say("cmd.status.nothing", lang)
+            return "\n".join([self._nothing_in(scope, lang) if scope else say("cmd.status.nothing", lang),
+                              *notices])
         lines = []
         for s in stats:
             counts = _SEP[lang].join(say("cmd.status.count", lang, n=n, state=_word("state", status, lang))
@@ -184,8 +191,7 @@ class Commands:
         last = say("cmd.status.mode", lang, mode=self.engine.config.write_policy.mode)
         if self.engine.config.emergency_read_only:
             last += ("" if lang == "zh" else " ") + say("cmd.status.read_only", lang)
-        if origin.is_admin:  # what limits memory right now: the operator can fix it
-            lines += [notice.render(lang) for notice in self.engine.notices()]
+        lines += notices
         return "\n".join(lines) + "\n" + last
 
     def _own_filters(self, origin: Origin) -> list[ItemFilter]:

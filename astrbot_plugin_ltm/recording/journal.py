@@ -31,6 +31,12 @@ from ..enums import ExtractionStatus
 from ..logs import log
 from ..storing.tables import MemoryEvent
 
+# A journal line's format. A line of a newer format (a downgrade with a
+# journal left behind) is never guessed at: its file is kept, renamed
+# *.unreadable, for the newer version to replay (docs/decisions.md#d92).
+# Lines without a version are this format's (written before it was numbered).
+VERSION = 1
+KEPT_SUFFIX = ".unreadable"
 # What a journal line holds of an event: everything the recorder sets.
 FIELDS = ("event_id", "scope", "scope_id", "source_type", "source_role", "content",
           "platform_id", "session_id", "sender_id", "sender_name")
@@ -39,7 +45,7 @@ FIELDS = ("event_id", "scope", "scope_id", "source_type", "source_role", "conten
 def encode(events: Iterable[MemoryEvent]) -> bytes:
     lines = []
     for event in events:
-        record: dict[str, Any] = {name: getattr(event, name) for name in FIELDS}
+        record: dict[str, Any] = {"v": VERSION, **{name: getattr(event, name) for name in FIELDS}}
         record["created_at"] = event.created_at.isoformat()
         if event.extraction_status != ExtractionStatus.PENDING:  # said while the scope's writes were off
             record["extraction_status"] = event.extraction_status
@@ -51,11 +57,20 @@ def decode(line: bytes) -> MemoryEvent:
     """Raises ValueError (or KeyError, TypeError) on a line that is not a
     whole event: the tail of a write cut short by the crash."""
     record = json.loads(line)
-    if not isinstance(record, dict) or not isinstance(record.get("content"), dict):
+    if not isinstance(record, dict):
+        raise ValueError("not an event")
+    version = record.get("v", VERSION)
+    if not isinstance(version, int) or version > VERSION:
+        raise NewerFormat(f"a journal line of format {version!r}; this version reads {VERSION}")
+    if not isinstance(record.get("content"), dict):
         raise ValueError("not an event")
     values = {name: record[name] for name in FIELDS}
     status = ExtractionStatus.SKIPPED if record.get("extraction_status") == "skipped" else ExtractionStatus.PENDING
     return MemoryEvent(**values, created_at=datetime.fromisoformat(record["created_at"]), extraction_status=status)
+
+
+class NewerFormat(ValueError):
+    """A journal line written by a newer version of the plugin."""
 
 
 def _try_lock(handle: IO[bytes]) -> bool:
@@ -82,12 +97,18 @@ class Orphan:
     events: list[MemoryEvent] = field(default_factory=list)
     unreadable_lines: int = 0
     files: list[Path] = field(default_factory=list)
+    # Segments with lines this version cannot read (a newer format, damage
+    # beyond a last line cut short): renamed, never deleted.
+    kept: list[Path] = field(default_factory=list)
     lock: IO[bytes] | None = None  # held until the files are deleted
 
     def release(self, delete: bool) -> None:
         if delete:
             for path in self.files:
-                path.unlink(missing_ok=True)
+                if path in self.kept:
+                    path.replace(path.with_name(path.name + KEPT_SUFFIX))
+                else:
+                    path.unlink(missing_ok=True)
         if self.lock is not None:
             self.lock.close()
             self.lock = None
@@ -213,14 +234,21 @@ class Journal:
             data = path.read_bytes()
         except FileNotFoundError:  # another process replayed it meanwhile
             return
-        for line in data.splitlines():
+        lines = data.split(b"\n")
+        for n, line in enumerate(lines):
             if not line.strip():
                 continue
             try:
                 orphan.events.append(decode(line))
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError) as exc:
                 orphan.unreadable_lines += 1
-                log.warning("ltm: skipped an unreadable line in the journal %s: %r", path.name, line[:200])
+                # Only the last line, with no newline after it, can be a
+                # write the crash cut short; anything else is kept.
+                cut_short = n == len(lines) - 1 and not isinstance(exc, NewerFormat)
+                if not cut_short and path not in orphan.kept:
+                    orphan.kept.append(path)
+                log.warning("ltm: skipped an unreadable line in the journal %s (%s): %r%s", path.name,
+                            exc, line[:200], "" if cut_short else f"; the file is kept as {path.name}{KEPT_SUFFIX}")
 
 
 def _segment_number(path: Path) -> int:

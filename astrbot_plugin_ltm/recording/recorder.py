@@ -23,9 +23,10 @@ from ..background import BackgroundTask
 from ..clock import Clock, utcnow
 from ..config import LTMConfig
 from ..enums import ExtractionStatus, Role, SourceType
+from ..i18n import msg
 from ..logs import log
 from ..scope import Origin, Scope, ScopeResolver
-from ..storing.database import Database, ReadOnlyError
+from ..storing.database import Database, ReadOnlyError, is_full
 from ..storing.keyword_rows import index_turns
 from ..storing.tables import MemoryEvent
 from ..storing.turns import withhold
@@ -36,6 +37,12 @@ from .journal import Journal
 REPLAY_LOOKUP_CHUNK = 500
 
 OnInserted = Callable[[AsyncSession, list[MemoryEvent]], Awaitable[None]]
+
+
+def _short(exc: BaseException) -> str:
+    """An error as one short line for a status notice."""
+    text = str(getattr(exc, "orig", None) or exc) or type(exc).__name__
+    return text.splitlines()[0][:200]
 
 
 def truncate(text: str, limit: int) -> tuple[str, bool]:
@@ -146,9 +153,12 @@ class EventRecorder:
         if self._journal is not None and self._journal.is_open:
             try:
                 self._journal.append(events)
+                self._db.faults.clear("journal")
             except (OSError, TypeError, ValueError) as exc:  # the disk, or a value JSON cannot hold
                 # Still recorded, only not crash-safe until the next flush.
                 self.journal_failures += 1
+                self._db.faults.report("journal", msg("fault.journal", error=_short(exc),
+                                                      count=self.journal_failures))
                 log.warning("ltm: %d event(s) not journaled (%s); a crash before they are written loses them",
                             len(events), exc)
         self._queue.extend(events)
@@ -189,13 +199,18 @@ class EventRecorder:
                 if self._journal is not None:
                     self._journal.committed()
                 return 0
-            except BaseException:
+            except BaseException as exc:
                 # Keep them for the next attempt (and for stop()'s final
                 # flush); their sealed segments stay until one commits.
                 self._queue[:0] = batch
+                if isinstance(exc, Exception):
+                    self._db.faults.report("recording", msg("fault.disk_full", queued=len(self._queue))
+                                           if is_full(exc) else
+                                           msg("fault.write_failed", error=_short(exc), queued=len(self._queue)))
                 raise
             if self._journal is not None:
                 self._journal.committed()
+            self._db.faults.clear("recording")
             return len(batch)
 
     # -- the journal at start ---------------------------------------------
@@ -212,8 +227,19 @@ class EventRecorder:
         except OSError as exc:
             log.error("ltm: the journal %s cannot be opened (%s); turns are recorded, but a crash "
                       "may lose the last second of them", self._journal.directory, exc)
+            self._db.faults.report("journal_closed", msg("fault.journal_closed", path=str(self._journal.directory),
+                                                         error=_short(exc)))
             return 0
-        orphans = await asyncio.to_thread(self._journal.orphans)
+        try:
+            orphans = await asyncio.to_thread(self._journal.orphans)
+        except OSError as exc:  # an unreadable directory: its journals wait for the next start
+            log.error("ltm: the journals in %s cannot be read (%s); they are kept for the next start",
+                      self._journal.directory, exc)
+            return 0
+        kept = sum(len(orphan.kept) for orphan in orphans)
+        if kept:
+            self._db.faults.report("journal_kept", msg("fault.journal_kept", files=kept,
+                                                       path=str(self._journal.directory)))
         written = 0
         for orphan in orphans:
             delete = False
@@ -258,8 +284,12 @@ class EventRecorder:
                 delay = 0.5
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("ltm: writing events failed; retrying in %.1fs", delay)
+            except Exception as exc:
+                if is_full(exc):  # one line, not a traceback a second while the disk stays full
+                    log.error("ltm: the disk is full; %d recorded event(s) wait in the journal, retrying in "
+                              "%.1fs", self.queued, delay)
+                else:
+                    log.exception("ltm: writing events failed; retrying in %.1fs", delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)
                 self._wake.set()

@@ -11,14 +11,17 @@ and once a write has committed it hands the changes it noted
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from ..faults import Faults
 from ..i18n import msg
 from ..logs import log
 from . import migrate as migrations
@@ -36,10 +39,32 @@ READ_THREADS = 4
 # namespace, seconds for a large scope) must not take the threads a read
 # needs for its own queries (docs/decisions.md#d15).
 LOAD_THREADS = 4
+# How long a write waits for a write lock another connection holds (AstrBot's
+# own writer, a backup tool) before it gives up with a clear message; each
+# attempt itself waits the connection's busy timeout (docs/decisions.md#d91).
+WRITE_LOCK_WAIT = 120.0
 
 
 class ReadOnlyError(RuntimeError):
     """Raised instead of writing while emergency_read_only is on."""
+
+
+class DatabaseBusyError(RuntimeError):
+    """Raised when another connection kept the write lock for
+    WRITE_LOCK_WAIT seconds; nothing was written."""
+
+
+def is_busy(exc: BaseException) -> bool:
+    """SQLite's "database is locked" / "database is busy"."""
+    return isinstance(exc, OperationalError) and any(
+        word in str(exc.orig).lower() for word in ("database is locked", "database is busy"))
+
+
+def is_full(exc: BaseException) -> bool:
+    """SQLite's "database or disk is full" (SQLITE_FULL), or ENOSPC from a file write."""
+    if isinstance(exc, OperationalError):
+        return "full" in str(exc.orig).lower()
+    return isinstance(exc, OSError) and exc.errno == 28
 
 
 def _query_only(dbapi_connection: Any, _record: Any) -> None:
@@ -63,6 +88,8 @@ class Database:
         self._read_threads: ThreadPoolExecutor | None = None
         self._load_threads: ThreadPoolExecutor | None = None
         self._indexes: list[DerivedIndex] = []
+        self.faults = Faults()  # what goes wrong now, for /ltm status (faults.py)
+        self.lock_wait = WRITE_LOCK_WAIT
 
     @property
     def path(self) -> str:
@@ -111,12 +138,44 @@ class Database:
                 raise ReadOnlyError(str(msg("api.read_only")))
             async with self._sessions() as session:
                 async with session.begin():
+                    await self._take_write_lock(session)
                     yield session
                 # Committed. Handed over under the write lock, so indexes
                 # take the writes in the order SQLite did.
                 changes = taken(session)
                 if changes:
                     await self._hand_over(changes)
+
+    async def _take_write_lock(self, session: AsyncSession) -> None:
+        """Take SQLite's write lock as the transaction begins (BEGIN
+        IMMEDIATE), waiting while another connection holds it. A deferred
+        transaction that reads before it writes could not wait: its upgrade
+        fails at once with "database is locked" (docs/decisions.md#d91)."""
+        started = time.monotonic()
+        pause = 0.05
+        while True:
+            try:
+                await session.execute(text("BEGIN IMMEDIATE"))
+            except OperationalError as exc:
+                if not is_busy(exc):
+                    raise
+                waited = time.monotonic() - started
+                if waited >= self.lock_wait:
+                    self.faults.clear("busy")
+                    log.error("ltm: the database stayed locked by another connection for %.0f s; a write "
+                              "was given up", waited)
+                    raise DatabaseBusyError(str(msg("fault.db_busy_gave_up", seconds=round(waited)))) from None
+                if "busy" not in self.faults:
+                    log.warning("ltm: another connection holds the database's write lock; memory writes wait")
+                self.faults.report("busy", msg("fault.db_busy", seconds=round(waited)))
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 1.0)
+                continue
+            if "busy" in self.faults:
+                log.info("ltm: the database's write lock is free again after %.1f s",
+                         time.monotonic() - started)
+                self.faults.clear("busy")
+            return
 
     # -- reading -----------------------------------------------------------------
 
