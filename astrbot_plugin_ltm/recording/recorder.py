@@ -26,7 +26,7 @@ from ..enums import ExtractionStatus, Role, SourceType
 from ..i18n import msg
 from ..logs import log
 from ..scope import Origin, Scope, ScopeResolver
-from ..storing.database import Database, ReadOnlyError, is_full
+from ..storing.database import Database, DatabaseBusyError, ReadOnlyError, is_full
 from ..storing.keyword_rows import index_turns
 from ..storing.tables import MemoryEvent
 from ..storing.turns import withhold
@@ -288,6 +288,9 @@ class EventRecorder:
                 if is_full(exc):  # one line, not a traceback a second while the disk stays full
                     log.error("ltm: the disk is full; %d recorded event(s) wait in the journal, retrying in "
                               "%.1fs", self.queued, delay)
+                elif isinstance(exc, DatabaseBusyError):
+                    log.warning("ltm: the database is locked by another connection; %d recorded event(s) wait "
+                                "in the journal, retrying in %.1fs", self.queued, delay)
                 else:
                     log.exception("ltm: writing events failed; retrying in %.1fs", delay)
                 await asyncio.sleep(delay)
