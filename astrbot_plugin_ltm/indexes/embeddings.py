@@ -52,6 +52,9 @@ class Embeddings:
         self._announced = ""  # the model "vector search on" was logged for
         self._primed: OrderedDict[str, np.ndarray] = OrderedDict()
         self._thresholds: dict[str, float] = {}  # model -> its "same fact" cosine (calibration.py)
+        # model -> the dimension it answers in now: a provider reconfigured
+        # to another keeps its name, and the fill embeds everything again.
+        self.dims: dict[str, int] = {}
 
     @property
     def model(self) -> str:
@@ -84,11 +87,19 @@ class Embeddings:
             self._unavailable(f"{type(exc).__name__}: {exc}")
             return None
         self._absent = None
+        if self._warned:  # the one warning said it was off: say it is back
+            log.info("ltm: vector search available again (embedding model %s)", self.model)
         self._warned = False
         if self.model and self.model != self._announced:
             log.info("ltm: vector search on (embedding model %s)", self.model)
             self._announced = self.model
-        return normalise(vectors)
+        vectors = normalise(vectors)
+        if self.model and vectors.ndim == 2:
+            if self.dims.get(self.model, vectors.shape[1]) != vectors.shape[1]:
+                log.warning("ltm: embedding model %s now answers in %d dimensions (was %d); its vectors are "
+                            "embedded again", self.model, vectors.shape[1], self.dims[self.model])
+            self.dims[self.model] = int(vectors.shape[1])
+        return vectors
 
     async def query(self, scopes: list[Scope], text: str, k: int,
                     corpora: tuple[Corpus, ...] = (Corpus.MEMORIES, Corpus.TURNS)) -> VectorHits:

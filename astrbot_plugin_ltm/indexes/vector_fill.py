@@ -5,9 +5,10 @@ model get one, a batch at a time, written through the single write point
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
-from sqlalchemy import and_, func, select
+from sqlalchemy import ColumnElement, and_, func, select
 
 from ..clock import Clock, utcnow
 from ..enums import RECALLED_ROLES, Corpus
@@ -33,6 +34,13 @@ class VectorFill:
         # events are only appended, so the fill never walks the whole table
         # again once it has caught up.
         self._turns_checked: dict[str, int] = {}
+
+    def _of_dimension(self, column: Any, model: str) -> tuple[ColumnElement[bool], ...]:
+        """A vector of the dimension the model answers in now: one of
+        another (the provider was reconfigured) counts as none, so the
+        fill replaces it and a namespace never holds two (faults.md)."""
+        dim = self.embeddings.dims.get(model)
+        return () if dim is None else (column == dim,)
 
     async def fill(self) -> int:
         """Embed a batch of memories, then of turns, that have no vector of
@@ -65,7 +73,8 @@ class VectorFill:
                 await session.execute(
                     select(MemoryItem)
                     .outerjoin(MemoryVector, and_(MemoryVector.item_id == MemoryItem.id, MemoryVector.model == model,
-                                                  VECTOR_ROWS[Corpus.MEMORIES].whole()))
+                                                  VECTOR_ROWS[Corpus.MEMORIES].whole(),
+                                                  *self._of_dimension(MemoryVector.dim, model)))
                     .where(MemoryVector.item_id.is_(None))
                     .order_by(MemoryItem.id)
                     .limit(self.batch_size)
@@ -104,15 +113,17 @@ class VectorFill:
         is shown it: who, then each sentence (storing.turns.turn_passages)."""
         # Filling for this model deletes the turns' vectors of any other, so
         # how far another model got no longer holds (a switch A → B → A).
-        checked = self._turns_checked.get(model, 0)
-        self._turns_checked = {model: checked}
+        space = f"{model}@{self.embeddings.dims.get(model, 0)}"  # a new dimension starts over
+        checked = self._turns_checked.get(space, 0)
+        self._turns_checked = {space: checked}
         async with self.db.read() as session:
             last = (await session.execute(select(func.coalesce(func.max(MemoryEvent.id), 0)))).scalar_one() or 0
             events = list((
                 await session.execute(
                     select(MemoryEvent)
                     .outerjoin(EventVector, and_(EventVector.event_rowid == MemoryEvent.id, EventVector.model == model,
-                                                 VECTOR_ROWS[Corpus.TURNS].whole()))
+                                                 VECTOR_ROWS[Corpus.TURNS].whole(),
+                                                 *self._of_dimension(EventVector.dim, model)))
                     .where(MemoryEvent.id > checked, MemoryEvent.id <= last, EventVector.event_rowid.is_(None),
                            MemoryEvent.source_role.in_(RECALLED_ROLES), MemoryEvent.withheld.is_(False))
                     .order_by(MemoryEvent.id)
@@ -120,7 +131,7 @@ class VectorFill:
                 )
             ).scalars())
         if not events:
-            self._turns_checked[model] = last
+            self._turns_checked[space] = last
             return 0
         passages = [turn_passages(e.source_type, e.content, speaker_of(e)) for e in events]
         flat = await self.embeddings.embed([p for ps in passages for p in ps],
@@ -141,5 +152,5 @@ class VectorFill:
                                     model, [vectors[n] for n in keep], self.clock())
         except ReadOnlyError:
             return 0
-        self._turns_checked[model] = rowids[-1]
+        self._turns_checked[space] = rowids[-1]
         return len(keep)
