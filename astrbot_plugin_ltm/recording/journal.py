@@ -105,10 +105,13 @@ class Orphan:
     def release(self, delete: bool) -> None:
         if delete:
             for path in self.files:
-                if path in self.kept:
-                    path.replace(path.with_name(path.name + KEPT_SUFFIX))
-                else:
-                    path.unlink(missing_ok=True)
+                try:
+                    if path in self.kept:
+                        path.replace(path.with_name(path.name + KEPT_SUFFIX))
+                    else:
+                        path.unlink(missing_ok=True)
+                except OSError as exc:  # a read-only directory: replayed again (by event id) next start
+                    log.warning("ltm: the replayed journal file %s cannot be removed (%s)", path.name, exc)
         if self.lock is not None:
             self.lock.close()
             self.lock = None
@@ -145,7 +148,9 @@ class Journal:
 
     @property
     def is_open(self) -> bool:
-        return self._fd is not None
+        """Journaling: opened and not closed (its open segment may be
+        missing for a while: the next append opens one)."""
+        return self._lock is not None
 
     def close(self, delete: bool) -> None:
         """Stop journaling. ``delete``: everything journaled is in SQLite, so
@@ -154,10 +159,13 @@ class Journal:
             os.close(self._fd)
             self._fd = None
         if delete:
-            for path in [*self._sealed, self._segment_path(self._segment)]:
-                path.unlink(missing_ok=True)
+            try:
+                for path in [*self._sealed, self._segment_path(self._segment)]:
+                    path.unlink(missing_ok=True)
+                (self.directory / f"{self.id}.lock").unlink(missing_ok=True)
+            except OSError as exc:  # replayed (and found written) at the next start
+                log.warning("ltm: the journal %s cannot be removed (%s)", self.id, exc)
             self._sealed = []
-            (self.directory / f"{self.id}.lock").unlink(missing_ok=True)
         if self._lock is not None:
             self._lock.close()
             self._lock = None
@@ -167,10 +175,14 @@ class Journal:
     def append(self, events: list[MemoryEvent]) -> None:
         """One ``write()`` of the events' lines (a turn's two events land
         together or not at all). Raises OSError."""
-        if self._fd is None:
+        if self._lock is None:
             raise OSError("the journal is not open")
+        if self._fd is None:  # a new segment could not be opened at the last seal (a full disk)
+            self._open_segment()
+        fd = self._fd
+        assert fd is not None  # opened, or _open_segment raised
         data = encode(events)
-        written = os.write(self._fd, data)
+        written = os.write(fd, data)
         if written != len(data):  # a short write to a regular file: the disk is full
             raise OSError(f"journal write cut short ({written} of {len(data)} bytes)")
         self._written = True
@@ -186,13 +198,19 @@ class Journal:
         os.close(self._fd)
         self._fd = None
         self._sealed.append(self._segment_path(self._segment))
-        self._open_segment()
+        try:
+            self._open_segment()
+        except OSError as exc:  # never fails the flush: the next append tries again
+            log.warning("ltm: a new journal segment cannot be opened (%s)", exc)
 
     def committed(self) -> None:
         """Every sealed segment's events are in SQLite (or were refused by the
         read-only switch, as they would have been without a journal)."""
         for path in self._sealed:
-            path.unlink(missing_ok=True)
+            try:
+                path.unlink(missing_ok=True)
+            except OSError as exc:  # what it holds is in SQLite: a replay would find every event there
+                log.warning("ltm: the written journal segment %s cannot be removed (%s)", path.name, exc)
         self._sealed = []
 
     # -- start-up ------------------------------------------------------------------
