@@ -175,12 +175,11 @@ class Commands:
         except AdminError as exc:
             return exc.message(lang)
         stats = await self.engine.admin.stats([scope] if scope else self.engine.resolver.read_scopes(origin))
-        # What limits memory right now, to admins: the operator can fix it
-        # (a full disk, a locked database … with no memories yet too).
-        notices = [notice.render(lang) for notice in self.engine.notices()] if origin.is_admin else []
-        if not stats:
+        # What limits memory right now, to admins: the operator can fix it.
+        notices = self.engine.notices() if origin.is_admin else []
+        if not stats:  # what goes wrong now (a full disk …) is said even before anything is kept
             return "\n".join([self._nothing_in(scope, lang) if scope else say("cmd.status.nothing", lang),
-                              *notices])
+                              *(n.render(lang) for n in notices if n.code.startswith("fault."))])
         lines = []
         for s in stats:
             counts = _SEP[lang].join(say("cmd.status.count", lang, n=n, state=_word("state", status, lang))
@@ -191,7 +190,7 @@ class Commands:
         last = say("cmd.status.mode", lang, mode=self.engine.config.write_policy.mode)
         if self.engine.config.emergency_read_only:
             last += ("" if lang == "zh" else " ") + say("cmd.status.read_only", lang)
-        lines += notices
+        lines += [notice.render(lang) for notice in notices]
         return "\n".join(lines) + "\n" + last
 
     def _own_filters(self, origin: Origin) -> list[ItemFilter]:
