@@ -276,3 +276,27 @@ def test_the_disk_limit_is_sqlites_own_full_error(tmp_path):
         conn.execute(f"PRAGMA max_page_count = {pages}")
         with pytest.raises(sqlite3.OperationalError, match="database or disk is full"):
             conn.executemany("INSERT INTO t VALUES (?)", [("x" * 1000,)] * 100)
+
+
+async def test_a_journal_segment_that_cannot_be_created_at_a_flush_fails_neither_the_flush_nor_a_turn(
+        make_ltm, origin, tmp_path, monkeypatch):
+    data_dir = tmp_path / "data"
+    ltm = await make_ltm({"write_policy": {"mode": "auto"}}, data_dir=data_dir)
+    a = origin("alice")
+    ltm.engine.record_turn(a, "I live in Paris", "Nice!")
+    real_open = os.open
+
+    def no_new_file(path, flags, *args, **kwargs):
+        if str(path).endswith(".jsonl"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", no_new_file)
+    assert await ltm.engine.recorder.flush() == 2  # the seal could not open the next segment
+    ltm.engine.record_turn(a, "I moved to Lyon", "Nice!")  # not journaled, still recorded
+    assert ltm.engine.recorder.journal_failures == 1
+    monkeypatch.undo()
+    third = ltm.engine.record_turn(a, "and then to Nice", "Nice!")  # a segment is opened again
+    assert journaled_ids(data_dir) == {e.event_id for e in third}
+    assert await ltm.engine.recorder.flush() == 4
+    assert len(await ltm.events()) == 6
