@@ -1,8 +1,10 @@
 """SQLite busy against a real AstrBot (issue 29, docs/faults.md): another
 connection to AstrBot's database holds the write lock while users chat.
 Replies and recall go on, the turns said meanwhile are written once the
-lock is free, an admin's ``/ltm status`` says why writes wait, and no
-"database is locked" reaches anyone or the plugin's error log.
+lock is free, and no "database is locked" reaches anyone or the plugin's
+error log. (AstrBot's own saving of the conversation waits for the lock
+too, so the first reply comes when it is free; what ``/ltm status`` says
+while writes wait is checked in tests/test_faults_busy.py.)
 
 The hold is ``HOLD_SECONDS`` (8 s), longer than the 5 s busy timeout of the
 pooled connections AstrBot hands the plugin, so the plugin's own wait for
@@ -66,7 +68,6 @@ def test_while_another_connection_holds_the_write_lock_chat_and_recall_go_on_and
         replies.append(bot.chat(text, "alice", "busy-2"))
         seconds.append(time.monotonic() - t0)
     status = bot.admin_chat("/ltm status", "busy-admin")
-    still_held = holder.is_alive()
     holder.join(HOLD_SECONDS + 30)
     print(f"\nwhile the lock was held: replies in {', '.join(f'{s:.2f}' for s in seconds)} s; "
           f"/ltm status after {time.monotonic() - started:.1f} s")
@@ -74,8 +75,6 @@ def test_while_another_connection_holds_the_write_lock_chat_and_recall_go_on_and
     assert replies == [f"ECHO: Where do I live? question {n}" for n in range(3)]
     blocks = bot.memory_blocks(bot.turn_request("Where do I live? question 0", since))
     assert blocks and "Paris" in blocks[0]["text"], blocks  # recall went on
-    if still_held:  # the writes were still waiting when the admin asked
-        assert "write lock" in status, status
     assert "database is locked" not in " ".join([*replies, status])
 
     # Written once the lock was free: each of the three turns, once.
