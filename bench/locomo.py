@@ -61,6 +61,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from astrbot_plugin_ltm.engine import LTMEngine
 from astrbot_plugin_ltm.enums import MEMORY_TYPES, Role
+from astrbot_plugin_ltm.enums import Corpus as IndexCorpus
 from astrbot_plugin_ltm.learning.candidates import Candidate, ExtractionResult, KnownFact
 from astrbot_plugin_ltm.recalling import bot_lines
 from astrbot_plugin_ltm.recalling.tokens import TokenCounter, default_counter
@@ -512,6 +513,23 @@ def bot_line_tokens(block: Any, bot_events: set[str], counter: TokenCounter) -> 
                for e in getattr(block, "events", None) or [] if e.memory_id in bot_events)
 
 
+async def warm_indexes(engine: LTMEngine, origin: Origin) -> None:
+    """Load the scope's keyword and vector namespaces before its questions
+    are read, as a live chat's earlier reads would have. A read waits for a
+    cold namespace at most COLD_WAIT (indexes/namespaces.py) and goes on
+    without it: on a busy machine a long history's first read found nothing
+    by keywords, and the figures followed the machine's load (one question
+    a conversation in LongMemEval: every read was a first read)."""
+    scopes = engine.resolver.read_scopes(origin)
+    model = engine.embeddings.model
+    for corpus in IndexCorpus:
+        await engine.keyword_index.search(scopes, corpus, ["warm"], 1)
+        if model:
+            for scope in scopes:
+                await engine.vector_index.namespace(scope, model, corpus, wait=None)
+    await engine.loads_settled()
+
+
 async def read_questions(engine: LTMEngine, clock: Clock, rep: Replay, timed: Any | None, counter: TokenCounter,
                          history_turns: int | None = None,
                          with_history: list[HistoryResult] | None = None) -> list[QuestionResult]:
@@ -521,6 +539,7 @@ async def read_questions(engine: LTMEngine, clock: Clock, rep: Replay, timed: An
     conv = rep.conv
     clock.now = conv.end + READ_AFTER
     origin = origin_for(conv, conv.user)
+    await warm_indexes(engine, origin)
     results = []
     held = None
     if history_turns is not None:
