@@ -24,7 +24,7 @@ from bench.embed_cache import CachedEmbedder, EmbeddingStore, cached
 from bench.embedders import HashEmbedder
 from bench.summary_standin import DatasetSummaries, extractive_summary, first_sentence
 
-SAMPLE = {
+SAMPLE: dict[str, Any] = {
     "sample_id": "tiny",
     "conversation": {
         "speaker_a": "Alice",
