@@ -690,6 +690,7 @@ class ConversationRun:
     config: dict[str, Any]
     read_policy: dict[str, Any]
     max_per_type: int
+    embedder_id: str | None = None  # the dense baselines' (and the plugin's) model
 
 
 def conversation_db(db_path: str | None, conv: Conversation, conversations: int) -> str | None:
@@ -768,7 +769,7 @@ async def run_conversation(conv: Conversation, settings: RunSettings, embedder: 
                   "questions": len(conv.questions), "replay_seconds": rep.seconds,
                   "evidence_recall": report(results)["evidence_recall"]},
         mode=mode, config=config, read_policy=asdict(engine.config.read_policy),
-        max_per_type=engine.config.read_policy.max_per_type,
+        max_per_type=engine.config.read_policy.max_per_type, embedder_id=getattr(embedder, "model_id", None),
     )
 
 
@@ -884,13 +885,11 @@ async def run(
             done.append(one)
             if progress is not None:
                 progress(progress_line(n, len(conversations), conv, one, time.perf_counter() - t0))
-    return _round(assemble(conversations, done, settings, embedder, embedder_factory, counter,
-                           time.perf_counter() - started))
+    return _round(assemble(conversations, done, settings, embedder, counter, time.perf_counter() - started))
 
 
 def assemble(conversations: list[Conversation], done: list[ConversationRun], settings: RunSettings,
-             embedder: Any | None, embedder_factory: Callable[[], Any] | None, counter: TokenCounter,
-             seconds: float) -> dict[str, Any]:
+             embedder: Any | None, counter: TokenCounter, seconds: float) -> dict[str, Any]:
     """The JSON document from the conversations' runs, in their order."""
     ours: list[QuestionResult] = [r for d in done for r in d.ours]
     with_history: list[HistoryResult] = [r for d in done for r in d.with_history]
@@ -922,9 +921,7 @@ def assemble(conversations: list[Conversation], done: list[ConversationRun], set
         ours_report["p95_read_ms_excl_embedding"] = percentile(excl, 95)
     all_questions = [q for c in conversations for q in c.questions]
     full = [d.full_tokens for d in done]
-    model_id = getattr(embedder, "model_id", None)
-    if model_id is None and embedder_factory is not None:
-        model_id = next((d.mode.split("embedder=", 1)[1].rstrip(")") for d in done if "embedder=" in d.mode), None)
+    model_id = getattr(embedder, "model_id", None) or next((d.embedder_id for d in done if d.embedder_id), None)
     doc = {
         "dataset": {"licence": LICENCE, "conversations": [c.sample_id for c in conversations]},
         "settings": {

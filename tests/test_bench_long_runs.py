@@ -185,3 +185,20 @@ def test_data_without_recorded_summaries_is_summarised_extractively_and_labelled
     cost = standin.cost(convs, {"session": 2, "rollup": 0, "extractive": 2})
     # two sessions: two extraction calls and two summaries over six turns
     assert cost["calls_per_turn"] == 4 / 6 and cost["summaries"].startswith("extractive stand-in")
+
+
+def test_summary_calls_made_in_worker_processes_are_counted_as_in_a_serial_run(tmp_path, monkeypatch):
+    import json
+
+    from astrbot_plugin_ltm.engine import LTMEngine
+
+    path = tmp_path / "data.json"
+    path.write_text(json.dumps(dataset()), encoding="utf-8")
+    overrides = ["summaries.enable=true"]
+    monkeypatch.setattr(LTMEngine, "summarizer_standin", DatasetSummaries(path))
+    serial = run(tmp_path, overrides=overrides)
+    monkeypatch.setattr(LTMEngine, "summarizer_standin", None)
+    parallel = run(tmp_path, overrides=overrides, jobs=2, summaries_data=str(path))
+    # one session summary per session of the three conversations, all extractive
+    assert serial["summary_calls"]["session"] == 6 and serial["summary_calls"]["extractive"] == 6
+    assert figures(parallel) == figures(serial)
