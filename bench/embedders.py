@@ -33,6 +33,11 @@ DEFAULT_MODEL_DIR = Path(
     os.environ.get("LTM_BENCH_MODEL", str(ROOT.parent / "shared" / "models" / "all-MiniLM-L6-v2-onnx"))
 )
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+# One thread and batches of 8 (a batch is padded to its longest text): on
+# a shared 2-core machine, 3x faster than 2 threads and batches of 32, at
+# a third of the memory (docs/decisions.md#d86); --jobs runs processes side by side.
+BATCH = 8
+THREADS = 1
 
 
 class FastEmbedEmbedder:
@@ -41,15 +46,19 @@ class FastEmbedEmbedder:
     model_id = "all-MiniLM-L6-v2"
     dim = 384
 
-    def __init__(self, model_dir: str | Path | None = None, batch_size: int = 32,
-                 threads: int | None = None) -> None:
+    def __init__(self, model_dir: str | Path | None = None, batch_size: int = BATCH,
+                 threads: int | None = THREADS) -> None:
         from fastembed import TextEmbedding  # imported here: tests never load it
 
         path = Path(model_dir) if model_dir else DEFAULT_MODEL_DIR
         if not (path / "model.onnx").exists():
             raise FileNotFoundError(f"no model.onnx in {path} (set LTM_BENCH_MODEL)")
         self.batch_size = batch_size
-        self._model = TextEmbedding(model_name=MINILM, specific_model_path=str(path), threads=threads)
+        # onnxruntime's memory arena keeps the largest buffers of every
+        # input shape it has seen: a replay of long replies grew it past
+        # 9 GB (docs/decisions.md#d86); without it memory follows one batch.
+        self._model = TextEmbedding(model_name=MINILM, specific_model_path=str(path), threads=threads,
+                                    enable_cpu_mem_arena=False)
         # onnxruntime sessions are not meant to be entered from two threads
         # at once; one embedding call at a time, like a provider would queue.
         self._lock = asyncio.Lock()

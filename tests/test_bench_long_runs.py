@@ -1,0 +1,204 @@
+"""bench.locomo on long data: conversations in worker processes (--jobs),
+the on-disk embedding cache (bench/embed_cache.py), progress lines, and the
+summary stand-in's extractive summaries for data without recorded ones.
+The figures must not depend on how the run was made: a tiny dataset is run
+serially, in two worker processes, and through the cache, and every figure
+but the timings must be the same. No model is loaded (HashEmbedder)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import re
+from datetime import UTC, datetime
+from functools import partial
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from astrbot_plugin_ltm.enums import Role
+from astrbot_plugin_ltm.recalling.tokens import EstimateCounter
+from bench import locomo
+from bench.embed_cache import CachedEmbedder, EmbeddingStore, cached
+from bench.embedders import HashEmbedder
+from bench.summary_standin import DatasetSummaries, extractive_summary, first_sentence
+
+SAMPLE: dict[str, Any] = {
+    "sample_id": "tiny",
+    "conversation": {
+        "speaker_a": "Alice",
+        "speaker_b": "Bob",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [
+            {"speaker": "Alice", "dia_id": "D1:1", "text": "I adopted a kitten last week, her name is Miso."},
+            {"speaker": "Bob", "dia_id": "D1:2", "text": "Cute! I'm training for the city marathon in May."},
+            {"speaker": "Bob", "dia_id": "D1:3", "text": "Running every morning before work."},
+        ],
+        "session_2_date_time": "10:00 am on 3 June, 2023",
+        "session_2": [
+            {"speaker": "Alice", "dia_id": "D2:1", "text": "Look what I painted this weekend!",
+             "blip_caption": "a painting of a sunset over the sea"},
+            {"speaker": "Bob", "dia_id": "D2:2", "text": "Wow, the colours are great."},
+            {"speaker": "Alice", "dia_id": "D2:3", "text": "Miso sat next to me the whole time."},
+        ],
+    },
+    "observation": {
+        "session_1_observation": {
+            "Alice": [["Alice adopted a kitten named Miso.", "D1:1"]],
+            "Bob": [["Bob is training for the city marathon in May.", "D1:2"]],
+        },
+        "session_2_observation": {"Alice": [["Alice painted a sunset while Miso sat with her.", "D2:1; D2:3"]]},
+    },
+    "qa": [
+        {"question": "What is the name of Alice's kitten?", "answer": "Miso", "evidence": ["D1:1"], "category": 4},
+        {"question": "How does Bob prepare for the marathon?", "answer": "runs every morning",
+         "evidence": ["D1:2", "D1:3"], "category": 1},
+        {"question": "When did Alice paint a sunset?", "answer": "June 2023", "evidence": ["D2:1; D2:3"],
+         "category": 2},
+        {"question": "What did Bob paint?", "evidence": ["D2:2"], "category": 5},
+    ],
+}
+TIMING = re.compile(r"(_ms|seconds|_ms_excl_embedding)$|^seconds$|^total$")
+
+
+def dataset() -> list[dict[str, Any]]:
+    """Three small conversations, told apart by their ids and a few words."""
+    out = []
+    for n, pet in enumerate(("Miso", "Tofu", "Pepper"), 1):
+        sample = copy.deepcopy(SAMPLE)
+        sample["sample_id"] = f"tiny-{n}"
+        for turn in sample["conversation"]["session_1"] + sample["conversation"]["session_2"]:
+            turn["text"] = turn["text"].replace("Miso", pet)
+        out.append(sample)
+    return out
+
+
+def figures(doc: Any) -> Any:
+    """The document without anything that measures time."""
+    if isinstance(doc, dict):
+        return {k: figures(v) for k, v in doc.items() if not TIMING.search(k)}
+    if isinstance(doc, list):
+        return [figures(v) for v in doc]
+    return doc
+
+
+def run(tmp_path, **kwargs: Any) -> dict[str, Any]:
+    convs = locomo.load_conversations(dataset())
+    return asyncio.run(locomo.run(convs, counter=EstimateCounter(), **kwargs))
+
+
+def test_worker_processes_give_exactly_the_figures_of_a_serial_run(tmp_path):
+    lines: list[str] = []
+    serial = run(tmp_path, embedder_factory=HashEmbedder)
+    parallel = run(tmp_path, embedder_factory=HashEmbedder, jobs=2, progress=lines.append)
+    assert serial["questions"]["scored"] == 12 and serial["baselines"]["dense_turns"]["evidence_recall"] > 0
+    assert figures(parallel) == figures(serial)
+    assert [c["sample_id"] for c in parallel["per_conversation"]] == ["tiny-1", "tiny-2", "tiny-3"]
+    # one progress line per conversation, as each ends
+    assert len(lines) == 3 and all(re.match(r"\[\d/3\] tiny-\d: 2 sessions, 6 turns, 6 events", x) for x in lines)
+
+
+def test_keyword_only_runs_in_worker_processes_too(tmp_path):
+    assert figures(run(tmp_path, jobs=3)) == figures(run(tmp_path))
+
+
+def test_cached_embeddings_give_the_same_figures_and_a_second_run_embeds_nothing(tmp_path):
+    plain = run(tmp_path, embedder=HashEmbedder())
+    path = tmp_path / "cache.sqlite"
+    first = CachedEmbedder(HashEmbedder(), EmbeddingStore(path))
+    second = CachedEmbedder(HashEmbedder(), EmbeddingStore(path))
+    assert figures(run(tmp_path, embedder=first)) == figures(plain)
+    assert figures(run(tmp_path, embedder=second)) == figures(plain)
+    assert first.misses > 0
+    assert second.misses == 0 and second.hits > 0
+    assert second.inner.texts == 0  # the model was never called
+
+
+def test_worker_processes_share_the_cache(tmp_path):
+    path = tmp_path / "cache.sqlite"
+    plain = run(tmp_path, embedder=HashEmbedder())
+    assert figures(run(tmp_path, embedder_factory=partial(cached, HashEmbedder, path), jobs=2)) == figures(plain)
+    store = EmbeddingStore(path)
+    texts = [t.search_text for c in locomo.load_conversations(dataset()) for t in c.turns]
+    again = CachedEmbedder(HashEmbedder(), store)
+    asyncio.run(again.embed(texts))
+    assert again.misses == 0
+
+
+def test_the_cache_serves_the_vectors_the_model_gave_in_the_order_asked(tmp_path):
+    model = HashEmbedder()
+    embedder = CachedEmbedder(model, EmbeddingStore(tmp_path / "c.sqlite"))
+    texts = ["a cat named Miso", "the city marathon", "a cat named Miso", "新的工作在上海"]
+    got = asyncio.run(embedder.embed(texts))
+    assert np.array_equal(got, model.embed_sync(texts))
+    assert model.texts == 3  # the repeated text embedded once
+    again = embedder.embed_sync(list(reversed(texts)))
+    assert np.array_equal(again, model.embed_sync(list(reversed(texts))))
+    assert embedder.misses == 3 and embedder.hits == 5
+    # another model never gets these vectors
+    other = CachedEmbedder(HashEmbedder(model_id="hash-other"), EmbeddingStore(tmp_path / "c.sqlite"))
+    other.embed_sync(texts[:1])
+    assert other.misses == 1
+
+
+def test_a_run_keeps_one_database_per_conversation_where_asked(tmp_path):
+    run(tmp_path, db_path=tmp_path / "kept.db")
+    assert sorted(p.name for p in tmp_path.glob("kept.*.db")) == ["kept.tiny-1.db", "kept.tiny-2.db", "kept.tiny-3.db"]
+
+
+# -- the summary stand-in without recorded summaries -----------------------------------------
+
+
+def event(role: str, text: str, name: str = "user") -> Any:
+    return SimpleNamespace(source_role=role, content={"text": text}, sender_name=name,
+                           created_at=datetime(2023, 5, 8, tzinfo=UTC), session_id="s:x")
+
+
+def test_an_extractive_summary_leads_with_the_persons_sentences_then_the_bots():
+    events = [
+        event(Role.USER, "Hi! I just moved to Hangzhou for a new job at a tea company. It's great."),
+        event(Role.ASSISTANT, "Congratulations on the move! Hangzhou has many lovely places.", "bot"),
+        event(Role.USER, "Can you recommend a restaurant near West Lake?"),
+        event(Role.ASSISTANT, "Sure. Louwailou is famous for its West Lake vinegar fish.", "bot"),
+    ]
+    assert extractive_summary(events, 1200) == (
+        "user: I just moved to Hangzhou for a new job at a tea company. "
+        "user: Can you recommend a restaurant near West Lake? "
+        "The assistant: Congratulations on the move! "
+        "The assistant: Louwailou is famous for its West Lake vinegar fish.")
+    assert len(extractive_summary(events, 40)) == 40
+    assert first_sentence("好的。我下个月要去杭州出差，想吃西湖醋鱼。") == "我下个月要去杭州出差，想吃西湖醋鱼。"
+
+
+def test_data_without_recorded_summaries_is_summarised_extractively_and_labelled(tmp_path):
+    path = tmp_path / "no_summaries.json"
+    import json
+
+    path.write_text(json.dumps(dataset()), encoding="utf-8")
+    standin = DatasetSummaries(path)
+    assert standin.extractive
+    events = [event(Role.USER, "I adopted a kitten named Miso last week.")]
+    events[0].session_id = "locomo:FriendMessage:tiny-2"
+    assert asyncio.run(standin.session(events)) == "user: I adopted a kitten named Miso last week."
+    convs = locomo.load_conversations(dataset())[:1]
+    cost = standin.cost(convs, {"session": 2, "rollup": 0, "extractive": 2})
+    # two sessions: two extraction calls and two summaries over six turns
+    assert cost["calls_per_turn"] == 4 / 6 and cost["summaries"].startswith("extractive stand-in")
+
+
+def test_summary_calls_made_in_worker_processes_are_counted_as_in_a_serial_run(tmp_path, monkeypatch):
+    import json
+
+    from astrbot_plugin_ltm.engine import LTMEngine
+
+    path = tmp_path / "data.json"
+    path.write_text(json.dumps(dataset()), encoding="utf-8")
+    overrides = ["summaries.enable=true"]
+    monkeypatch.setattr(LTMEngine, "summarizer_standin", DatasetSummaries(path))
+    serial = run(tmp_path, overrides=overrides)
+    monkeypatch.setattr(LTMEngine, "summarizer_standin", None)
+    parallel = run(tmp_path, overrides=overrides, jobs=2, summaries_data=str(path))
+    # one session summary per session of the three conversations, all extractive
+    assert serial["summary_calls"]["session"] == 6 and serial["summary_calls"]["extractive"] == 6
+    assert figures(parallel) == figures(serial)
