@@ -321,6 +321,22 @@ async def test_an_unmarked_update_under_the_same_key_leaves_only_the_new_value_c
     assert flagged.detail.get("unsure") is True and "flagged for review" in flagged.reason
 
 
+async def test_an_update_flagged_for_review_is_listed_by_the_audit_filter_the_page_offers(ltm, origin, api_of):
+    a, b = origin("xiaoming"), origin("alice")
+    await ltm.turn(a, "我叫小明，住在上海。", "好的", {**CITY, "fact": "小明住在上海"})
+    await ltm.turn(a, "I moved to Berlin last month.", "OK.", {**CITY, "fact": "Xiaoming lives in Berlin"})
+    await ltm.turn(b, "I live in Paris", "OK.", {**CITY, "fact": "Alice lives in Paris"})
+    await ltm.turn(b, "I moved to Rome", "OK.", {**CITY, "fact": "Alice lives in Rome"})  # clear: not flagged
+    api = api_of(ltm)
+    every = (await api.call("audit_log", {"action": "supersede"})).body["data"]
+    assert every["total"] == 2
+    flagged = (await api.call("audit_log", {"flagged": "1"})).body["data"]
+    assert flagged["total"] == 1
+    (entry,) = flagged["entries"]
+    assert entry["detail"]["fact"] == "Xiaoming lives in Berlin" and entry["detail"]["unsure"] is True
+    assert (await api.call("audit_log", {"flagged": "maybe"})).status == 400
+
+
 async def test_a_same_key_rewording_still_confirms_the_known_fact(ltm, origin):
     a = origin("alice")
     await ltm.turn(a, "I live in Paris", "OK.", {**CITY, "fact": "Alice lives in Paris"})
@@ -332,3 +348,16 @@ async def test_a_same_key_rewording_still_confirms_the_known_fact(ltm, origin):
 async def test_every_same_key_update_of_the_corpus_supersedes_without_a_mark():
     results = await run("same-key", [c for c in CASES if c.kind == "update"])
     assert {r.case.id: r.why for r in results if not r.ok} == {}
+
+
+async def test_no_order_of_same_key_statements_leaves_two_values_current(ltm, origin):
+    # Every case of the corpus, both kinds, said there and back again under one key
+    # with nothing marked: one memory is current each time, stating the newest value.
+    for case in CASES:
+        who = origin(case.id)
+        for said, fact in ((case.said1, case.fact1), (case.said2, case.fact2), (case.said1, case.fact1)):
+            await ltm.turn(who, said, "OK.", {"type": case.type, "fact": fact, "fact_key": case.key1})
+            current = [i for i in await ltm.items(MemoryItem.scope_id == f"qq:{case.id}")
+                       if i.status != "superseded"]
+            assert len(current) == 1, (case.id, [i.fact for i in current])
+            assert current[0].fact == fact or same_value(current[0].fact, fact) is not False, (case.id, fact)
