@@ -413,3 +413,8 @@ async def test_a_key_related_to_several_memories_names_none_of_them(ltm, origin)
     await ltm.turn(a, "I have a pet", "OK.", {"type": "profile", "fact": "Alice has a pet", "fact_key": "alice_pet"})
     assert len(await ltm.items(MemoryItem.status != "superseded")) == 3
     assert [r for r in await ltm.audit() if r.action == "supersede"] == []
+
+
+async def test_every_update_of_the_corpus_under_a_drifting_key_supersedes_without_a_mark():
+    results = await run("drifting-key", [c for c in CASES if c.kind == "update"])
+    assert {r.case.id: r.why for r in results if not r.ok} == {}
