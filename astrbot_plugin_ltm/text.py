@@ -301,6 +301,26 @@ def same_value(old: str, new: str) -> bool | None:
     return _shared(rest_a, rest_b) >= SAME_VALUE_SHARE
 
 
+# Words of a fact key that name one attribute: a model may write either.
+_KEY_SYNONYMS = {"occupation": "job", "profession": "job", "career": "job"}
+MIN_RELATED_KEY_WORDS = 2  # the subject and at least one attribute word
+MAX_RELATED_KEY_WORDS = 4  # a key, not a sentence standing in for one (a fact without its key)
+
+
+def related_keys(a: str, b: str) -> bool:
+    """Do two different fact keys name one attribute of one subject? Both
+    start with the same word (the subject) and one's words are all among
+    the other's: ``alice_dog`` / ``alice_dog_name``, ``alice_city`` /
+    ``alice_home_city``, ``alice_job`` / ``alice_occupation``
+    (docs/decisions.md#d90)."""
+    wa = [_KEY_SYNONYMS.get(w, w) for w in a.split("_") if w]
+    wb = [_KEY_SYNONYMS.get(w, w) for w in b.split("_") if w]
+    if not wa or not wb or wa[0] != wb[0] or a == b:
+        return False
+    shorter, longer = sorted((set(wa), set(wb)), key=len)
+    return len(shorter) >= MIN_RELATED_KEY_WORDS and len(longer) <= MAX_RELATED_KEY_WORDS and shorter <= longer
+
+
 # A sentence ends at . ! ? ; or … followed by a space, at CJK full stops,
 # which need no space after them, or at a line break.
 _SENTENCE_END = re.compile(r"(?<=[.!?;…])\s+|(?<=[。！？；])\s*|\s*\n\s*")

@@ -12,11 +12,13 @@
   with a call to that tool with those arguments, when it is offered.
 - ``POST /v1/embeddings``: deterministic bag-of-words vectors.
 - ``GET /_requests`` lists every request received; ``POST /_reset`` clears it.
-- ``POST /_control`` {"extraction": "rules"|"error"|"timeout"|"malformed",
+- ``POST /_control`` {"extraction": "rules"|"unmarked"|"error"|"timeout"|"malformed",
   "timeout_seconds": N, "delay_seconds": N, "error_status": N} makes
   extraction calls fail on purpose (``error_status``, default 500, is the
   HTTP status of "error" answers: AstrBot retries 5xx for about 15 s, a 4xx
   fails at once; ``delay_seconds`` slows down successful answers).
+  ``unmarked`` answers like a smaller model: the same facts, never marking
+  ``updates``/``same_as``, with prose and a code fence around the JSON.
 
 Every server has a ``State`` (``server.state``); ``serve(port, state=State())``
 gives a server its own recorded requests and controls, ``STATE`` is the
@@ -46,6 +48,8 @@ _LINE = re.compile(r"^\[(\d+)\] (?P<who>.+?) \(user id (?P<uid>[^)]*)\): (?P<tex
 _RULES = [
     (re.compile(r"\bmy name is ([A-Z][\w-]*)", re.I), "profile", "{who}'s name is {0}", "name", 0.95, 0.9),
     (re.compile(r"\bI live in ([A-Z][\w -]*?)(?:[.,!]|\s+and\b|$)", re.I),
+     "profile", "{who} lives in {0}", "home_city", 0.9, 0.8),
+    (re.compile(r"\bI(?: have|'ve)? moved to ([A-Z][\w-]*(?: [A-Z][\w-]*)*)"),
      "profile", "{who} lives in {0}", "home_city", 0.9, 0.8),
     (re.compile(r"\bI (?:really )?(?:like|love|prefer) ([^.,!]+)", re.I),
      "preference", "{who} likes {0}", "likes_{0}", 0.85, 0.6),
@@ -87,7 +91,7 @@ _BOT_RECOMMENDS = re.compile(r"推荐你读(《[^》]+》)|I recommend reading (
 UNNAMED = "unnamed user"  # learning.extractor.UNNAMED: the speaker has no display name
 
 
-def rule_extract(transcript: str) -> list[dict]:
+def rule_extract(transcript: str, marks: bool = True) -> list[dict]:
     """Facts by the rules above, as a faithful model would write them: a
     speaker with no display name is called by the name they gave (in the
     transcript or a known fact), and a fact whose key is a known fact's
@@ -127,7 +131,7 @@ def rule_extract(transcript: str) -> list[dict]:
                     "importance": imp,
                     "lines": [int(m.group(1))],
                 }
-                if fact["fact_key"] in known:
+                if marks and fact["fact_key"] in known:
                     ref, old = known[fact["fact_key"]]
                     fact["same_as" if old == fact["fact"] else "updates"] = ref
                 facts.append(fact)
@@ -259,7 +263,13 @@ class Handler(BaseHTTPRequestHandler):
                 time.sleep(state.timeout_seconds)
             elif state.delay_seconds > 0:
                 time.sleep(state.delay_seconds)
-            text = "this is not JSON" if mode == "malformed" else json.dumps(rule_extract(user), ensure_ascii=False)
+            if mode == "malformed":
+                text = "this is not JSON"
+            elif mode == "unmarked":
+                facts = json.dumps(rule_extract(user, marks=False), ensure_ascii=False, indent=2)
+                text = f"Here are the facts I found:\n```json\n{facts}\n```\nLet me know if you need more."
+            else:
+                text = json.dumps(rule_extract(user), ensure_ascii=False)
         elif any(marker in system for marker in SUMMARY_MARKERS):
             text = json.dumps({"summary": fake_summary(user)}, ensure_ascii=False)
         elif "conversation title generator" in system:

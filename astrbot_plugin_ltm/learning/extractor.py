@@ -26,6 +26,9 @@ from ..storing.tables import MemoryEvent
 from ..text import normalize_fact_key, replace_literally
 from .bot_side import BY_BOT, check_bot_episode
 from .candidates import Candidate, ExtractionResult, KnownFact, Rejection
+from .model_answer import MalformedOutput, read_answer
+
+__all__ = ["LLMExtractor", "MalformedOutput", "validate"]
 
 SYSTEM_PROMPT = """You extract long-term memory from a chat transcript.
 Each transcript line is numbered and names its speaker. "Known facts", when given, are what is
@@ -60,10 +63,6 @@ _GENERIC_USER = [
     (re.compile(r"\bUser\b"), "{name}"),
     (re.compile("用户"), "{name}"),
 ]
-
-
-class MalformedOutput(ValueError):
-    """The model's whole answer could not be read as facts."""
 
 
 def event_line(event: MemoryEvent) -> str:
@@ -106,14 +105,6 @@ def build_prompt(events: Sequence[MemoryEvent], known: Sequence[KnownFact]) -> s
     return "\n".join(lines)
 
 
-def _json_payload(text: str) -> Any:
-    text = text.strip()
-    fence = re.match(r"^```(?:json)?\s*(.*?)\s*```$", text, re.S)
-    if fence:
-        text = fence.group(1)
-    return json.loads(text)
-
-
 def _unit_number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -133,6 +124,10 @@ def validate(
     rejected: list[Rejection] = []
     humans = {e.sender_id: e for e in events if e.source_role == Role.USER}
     refs = {known_ref(n): k.memory_id for n, k in enumerate(known, start=1)}
+    # A model may name a known fact by its key instead of its id; a key
+    # shown twice names neither.
+    keys = [normalize_fact_key(k.key) for k in known]
+    refs.update({key: k.memory_id for key, k in zip(keys, known, strict=True) if keys.count(key) == 1})
     for raw in payload:
         reason, candidate = _check(raw, events, humans, max_fact_chars)
         if candidate is None:
@@ -146,12 +141,18 @@ def validate(
 def _relation(raw: dict[str, Any], refs: dict[str, str]) -> tuple[str | None, str | None]:
     """The known fact a candidate updates, or repeats; an id the model
     made up, or both at once, count as neither."""
-    updates, same_as = raw.get("updates"), raw.get("same_as")
-    updated = refs.get(updates.strip().upper()) if isinstance(updates, str) else None
-    repeated = refs.get(same_as.strip().upper()) if isinstance(same_as, str) else None
+    updated, repeated = _known_id(raw.get("updates"), refs), _known_id(raw.get("same_as"), refs)
     if updated and repeated:
         return None, None
     return updated, repeated
+
+
+def _known_id(ref: Any, refs: dict[str, str]) -> str | None:
+    """The memory ``ref`` names: "K2", "[K2]", "k2" or a shown key."""
+    if not isinstance(ref, str):
+        return None
+    ref = ref.strip().strip("[]").strip()
+    return refs.get(ref.upper()) or refs.get(normalize_fact_key(ref))
 
 
 def _check(raw: Any, events: Sequence[MemoryEvent], humans: dict[str | None, MemoryEvent],
@@ -251,15 +252,12 @@ class LLMExtractor:
         # events pending and retries with backoff. Invalid single candidates
         # are only rejected, with a reason each.
         text = await self._complete(SYSTEM_PROMPT, prompt)
-        try:
-            payload = _json_payload(text or "")
-        except (json.JSONDecodeError, TypeError) as exc:
-            # The whole answer is unusable: retry later, like a failed call,
-            # rather than mark the events done with nothing learnt.
-            raise MalformedOutput(f"malformed JSON from the model: {exc}: {str(text)[:200]!r}") from exc
-        if not isinstance(payload, (list, dict)):
-            raise MalformedOutput(f"the model answered {type(payload).__name__}, not a JSON array")
-        accepted, rejected = validate(payload, events, self._max_fact_chars, known)
+        # An answer with no facts to read raises MalformedOutput: the events
+        # stay pending and are retried with backoff, like a failed call,
+        # rather than marked done with nothing learnt (docs/decisions.md#d89).
+        answer = read_answer(text if isinstance(text, str) else None)
+        accepted, rejected = validate(answer.facts, events, self._max_fact_chars, known)
+        rejected.extend(Rejection(text[:500], note) for note in answer.notes)
         for r in rejected:
             log.info("ltm: candidate rejected (%s): %.200r", r.reason, r.raw)
         for c in accepted:

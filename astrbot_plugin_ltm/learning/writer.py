@@ -30,7 +30,7 @@ from ..storing.audit import audit
 from ..storing.memory_rows import fact_written, memory_changed
 from ..storing.removal import remove_memory
 from ..storing.tables import MemoryEvent, MemoryEvidence, MemoryItem, MemoryTombstone
-from ..text import contradicts, normalize_fact_key, same_value, token_set_similarity
+from ..text import contradicts, normalize_fact_key, related_keys, same_value, token_set_similarity
 from .candidates import Candidate
 from .gate_log import note_gate
 from .policy import GateDecision, GateInput, confidence, gate
@@ -143,7 +143,7 @@ class MemoryWriter:
             return str(msg("learn.tombstoned", actor=tomb.actor, reason=tomb.reason))
 
         item = await _current(session, scope, key)
-        action, replaces, unsure = await self._relate(session, scope, c, item)
+        action, replaces, unsure = await self._relate(session, scope, c, key, item)
         weighted = confidence(c.confidence, c.source)
         if action == AuditAction.SUPERSEDE:
             assert replaces is not None
@@ -168,7 +168,7 @@ class MemoryWriter:
         plan.confidence = _merged_confidence(links, item, weighted, plan.evidence_count)
         return plan
 
-    async def _relate(self, session: AsyncSession, scope: Scope, c: Candidate,
+    async def _relate(self, session: AsyncSession, scope: Scope, c: Candidate, key: str,
                       same_key: MemoryItem | None) -> tuple[AuditAction, MemoryItem | None, bool]:
         """What ``c`` is to what is known: a new value of a memory
         (supersede), the same thing again (confirm: same key; merge:
@@ -178,7 +178,10 @@ class MemoryWriter:
         newer statement supersedes it unless it states the same value
         (``text.same_value``); when the words cannot tell (another language)
         and no embedding says they mean the same, the newer is shown and the
-        pair flagged (docs/decisions.md#d74). Last, a semantically close
+        pair flagged (docs/decisions.md#d74). A memory under a related key
+        (``text.related_keys``: ``alice_city`` / ``alice_home_city``) is
+        judged the same way, and its supersede is always flagged: the keys
+        are a guess (docs/decisions.md#d90). Last, a semantically close
         memory is compared by ``text.contradicts`` (docs/decisions.md#d42)."""
         named = await _current_by_id(session, scope, c.updates or c.restates)
         if named is not None:
@@ -188,12 +191,11 @@ class MemoryWriter:
                 return AuditAction.CONFIRM, None, False
             return AuditAction.MERGE, named, False
         if same_key is not None:
-            same = same_value(same_key.fact, c.fact)
-            if same is None and self.matcher is not None:
-                same = True if await self.matcher.find(session, scope, c.fact) is same_key else None
-            if same:
-                return AuditAction.CONFIRM, None, False
-            return AuditAction.SUPERSEDE, same_key, same is None
+            return await self._against(session, scope, c, same_key, AuditAction.CONFIRM)
+        related = await _related(session, scope, key)
+        if related is not None:
+            action, known, unsure = await self._against(session, scope, c, related, AuditAction.MERGE)
+            return action, known, unsure or action == AuditAction.SUPERSEDE
         close = await self.matcher.find(session, scope, c.fact) if self.matcher is not None else None
         # A cosine alone over-merges (a person's different facts sit close
         # under some models): the two must also share words (decisions.md#d46).
@@ -203,6 +205,18 @@ class MemoryWriter:
         if contradicts(close.fact, c.fact):
             return AuditAction.SUPERSEDE, close, False
         return AuditAction.MERGE, close, False
+
+    async def _against(self, session: AsyncSession, scope: Scope, c: Candidate, known: MemoryItem,
+                       same: AuditAction) -> tuple[AuditAction, MemoryItem | None, bool]:
+        """``c`` against a memory of the same attribute: ``same`` (confirm
+        or merge) if it states the same value, else a supersede, flagged
+        when the words could not tell."""
+        judged = same_value(known.fact, c.fact)
+        if judged is None and self.matcher is not None:
+            judged = True if await self.matcher.find(session, scope, c.fact) is known else None
+        if judged:
+            return same, None if same == AuditAction.CONFIRM else known, False
+        return AuditAction.SUPERSEDE, known, judged is None
 
     # -- persist --------------------------------------------------------------------
 
@@ -365,6 +379,18 @@ async def _current(session: AsyncSession, scope: Scope, key: str) -> MemoryItem 
         MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id, MemoryItem.fact_key == key,
         MemoryItem.status != Status.SUPERSEDED,
     ))).scalar_one_or_none()
+
+
+async def _related(session: AsyncSession, scope: Scope, key: str) -> MemoryItem | None:
+    """The scope's one current memory under a key related to ``key``
+    (``text.related_keys``); None when there is none, or several."""
+    prefix = key.split("_", 1)[0] + "_"
+    keys = (await session.execute(select(MemoryItem.id, MemoryItem.fact_key).where(
+        MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id, MemoryItem.status != Status.SUPERSEDED,
+        MemoryItem.fact_key >= prefix, MemoryItem.fact_key < prefix + "\U0010ffff",
+    ))).all()
+    found = [row_id for row_id, other in keys if related_keys(other, key)]
+    return await session.get(MemoryItem, found[0]) if len(found) == 1 else None
 
 
 async def _current_by_id(session: AsyncSession, scope: Scope, memory_id: str | None) -> MemoryItem | None:

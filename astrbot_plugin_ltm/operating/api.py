@@ -339,7 +339,8 @@ class MemoryAPI:
     async def audit_log(self, query: Mapping[str, Any]) -> dict[str, Any]:
         page, size = _page(query)
         f = AuditFilter(**{name: _text(query, name, v.MAX_SCOPE_ID_CHARS)
-                           for name in ("action", "memory_id", "scope", "scope_id", "session_id", "actor")})
+                           for name in ("action", "memory_id", "scope", "scope_id", "session_id", "actor")},
+                        flagged=v.optional_flag(query.get("flagged"), "flagged"))
         entries, total = await self.engine.admin.audit_log(f, (page - 1) * size, size)
         return {"entries": [audit_dict(a) for a in entries], "total": total, "page": page, "page_size": size}
 

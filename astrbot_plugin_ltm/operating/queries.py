@@ -116,9 +116,12 @@ class AuditFilter:
     scope_id: str | None = None
     session_id: str | None = None
     actor: str | None = None
+    flagged: bool = False  # only updates flagged for review (detail.unsure: docs/decisions.md#d74)
 
     def conditions(self) -> list[ColumnElement[bool]]:
-        return _equal(MemoryAudit, **asdict(self))
+        columns = {name: value for name, value in asdict(self).items() if name != "flagged"}
+        flagged = [MemoryAudit.detail["unsure"].as_boolean().is_(True)] if self.flagged else []
+        return [*_equal(MemoryAudit, **columns), *flagged]
 
 
 def _equal(table: type[MemoryEvent] | type[MemoryAudit], **values: str | None) -> list[ColumnElement[bool]]:

@@ -269,6 +269,8 @@
     "audit.field.raw": "Raw answer",
     "audit.field.result": "Result",
     "audit.field.shared_words": "Shared words",
+    "audit.field.unsure": "Flagged for review",
+    "audit.flagged": "Only updates flagged for review",
     "audit.actions.create": "created",
     "audit.actions.confirm": "confirmed",
     "audit.actions.merge": "merged",
