@@ -68,6 +68,7 @@ from astrbot_plugin_ltm.scope import Origin
 from astrbot_plugin_ltm.storing.tables import MemoryEvent
 
 from .history import HistoryResult, history_report, history_table, request_history, timed_history
+from .index_cost import cost_lines, index_cost
 from .metrics import (
     ANSWER_CATEGORIES,
     BM25,
@@ -709,6 +710,7 @@ async def run(
                 "questions": len(conv.questions), "replay_seconds": rep.seconds,
                 "evidence_recall": report(results)["evidence_recall"],
             })
+        cost = await index_cost(engine, counter)  # bench/index_cost.py
     finally:
         await engine.stop()
         await db.dispose()
@@ -750,6 +752,7 @@ async def run(
             "unknown_evidence_ids": sorted({d for q in all_questions for d in q.unknown_evidence}),
         },
         "write": write,
+        "index_cost": cost,
         **({"history": history_report(with_history, history_turns)} if history_turns is not None else {}),
         "per_conversation": per_conv,
         "seconds": {
@@ -833,6 +836,7 @@ def table(doc: dict[str, Any]) -> str:
         f"time: total {doc['seconds']['total']:.1f} s, replay {doc['seconds']['replay']:.1f} s, "
         f"baselines {doc['seconds']['baselines']:.1f} s",
     ]
+    lines += cost_lines(doc.get("index_cost"))
     if "history" in doc:
         lines.append(history_table(doc["history"]))
     return "\n".join(lines)
