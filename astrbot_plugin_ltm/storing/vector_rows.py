@@ -1,6 +1,6 @@
 """The vector rows: every embedding lives in SQLite, in ``ltm_item_vectors``
 (a memory's one vector) or ``ltm_event_vectors`` (a turn's vectors, one per
-sentence, in one blob). FAISS namespaces (indexes.vectors) are caches of
+sentence or passage, in one blob). FAISS namespaces (indexes.vectors) are caches of
 these rows, one per scope, corpus and model."""
 
 from __future__ import annotations
