@@ -224,13 +224,15 @@ def _joined(parts: list[str]) -> str:
 def turn_passages(source_type: str, content: dict[str, Any], speaker: str | None) -> list[str]:
     """What a turn is embedded as: one vector per passage (``passages``),
     after who said it; never more than MAX_PASSAGES. A short turn, one
-    passage, is embedded sentence by sentence as before (unless it has
-    more): a turn is found by its nearest sentence, and questions name
-    people (docs/decisions.md#d07)."""
+    passage, is embedded sentence by sentence as before: a turn is found
+    by its nearest sentence, and questions name people
+    (docs/decisions.md#d07); past MAX_PASSAGES - 1 sentences, the whole
+    turn stands for the rest."""
     who, said = turn_parts(source_type, content, speaker)
     parts = passages(said)
-    if len(parts) == 1 and len(split := sentences(parts[0])) <= MAX_PASSAGES:
-        parts = split
+    if len(parts) == 1:
+        split = sentences(parts[0])
+        parts = split if len(split) <= MAX_PASSAGES else [*split[:MAX_PASSAGES - 1], parts[0]]
     return [f"{who}: {part}" for part in parts] or [f"{who}:"]
 
 
