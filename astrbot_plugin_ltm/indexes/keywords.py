@@ -58,14 +58,18 @@ _ROWS = {
 def passage_rows(rowid: int, tokens: Sequence[str]) -> Iterator[tuple[int, list[str]]]:
     """A turn's keyword tokens as its passages' documents (split at
     PASSAGE_BREAK; past PASSAGE_STRIDE, the rest joins the last)."""
-    documents: list[list[str]] = [[]]
-    for token in tokens:
-        if token != PASSAGE_BREAK:
-            documents[-1].append(token)
-        elif len(documents) < PASSAGE_STRIDE:
-            documents.append([])
-    for n, document in enumerate(documents):
-        yield rowid * PASSAGE_STRIDE + n, document
+    tokens = list(tokens)
+    start = 0
+    for n in range(PASSAGE_STRIDE - 1):
+        try:
+            end = tokens.index(PASSAGE_BREAK, start)
+        except ValueError:
+            break
+        yield rowid * PASSAGE_STRIDE + n, tokens[start:end]
+        start = end + 1
+    else:
+        n = PASSAGE_STRIDE - 1
+    yield rowid * PASSAGE_STRIDE + n, [t for t in tokens[start:] if t != PASSAGE_BREAK]
 
 
 def best_turns(hits: list[tuple[int, float]], k: int) -> list[tuple[int, float]]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..enums import RECALLED_ROLES, MemoryType, Role, SourceType, Status
 from ..instructions import instruction_reason
-from ..text import _SENTENCE_END, is_cjk, search_tokens, sentences
+from ..text import _CJK_RUN, _SENTENCE_END, is_cjk, search_tokens, sentences
 from .tables import MemoryEvent
 
 # -- which turns may be shown ---------------------------------------------------
@@ -169,7 +169,7 @@ PASSAGE_LAYOUT = f"passages {PASSAGE_CHARS}x{MAX_PASSAGES}, cjk {CJK_WEIGHT}"
 
 
 def _weight(text: str) -> int:
-    return len(text) + (CJK_WEIGHT - 1) * sum(1 for ch in text if is_cjk(ch))
+    return len(text) + (CJK_WEIGHT - 1) * sum(map(len, _CJK_RUN.findall(text)))
 
 
 def _cut(part: str, size: int) -> list[str]:
@@ -179,8 +179,8 @@ def _cut(part: str, size: int) -> list[str]:
     pieces: list[str] = []
     while _weight(part) > size:
         at, weight = 0, 0
-        while at < len(part) and weight + _weight(part[at]) <= size:
-            weight += _weight(part[at])
+        while at < len(part) and weight + (step := CJK_WEIGHT if is_cjk(part[at]) else 1) <= size:
+            weight += step
             at += 1
         space = part.rfind(" ", 0, at)
         at = space if space > at // 2 else max(at, 1)
@@ -271,7 +271,9 @@ def turn_tokens(content: dict[str, Any], context: dict[str, Any] | None = None) 
     said = str(content.get("result" if tool else "text", ""))
     tokens: list[str] = []
     for passage in passages(said) or [""]:
+        if not (document := search_tokens(passage) + extra):
+            continue  # no word to find it by (emoji, punctuation)
         if tokens:
             tokens.append(PASSAGE_BREAK)
-        tokens += search_tokens(passage) + extra
+        tokens += document
     return tokens
