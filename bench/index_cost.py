@@ -36,7 +36,7 @@ async def index_cost(engine: LTMEngine, counter: TokenCounter) -> dict[str, Any]
     last = 0
     while True:
         async with engine.db.read() as session:
-            keyword_rows = dict((await session.execute(text(
+            keyword_rows: dict[int, str] = dict((await session.execute(text(
                 "SELECT rowid, scoped FROM ltm_events_fts WHERE rowid > :last ORDER BY rowid LIMIT :n"),
                 {"last": last, "n": BATCH})).all())
             events = (await session.execute(
@@ -44,7 +44,7 @@ async def index_cost(engine: LTMEngine, counter: TokenCounter) -> dict[str, Any]
         if not keyword_rows:
             break
         for event in events:
-            scoped = keyword_rows[event.id]
+            scoped = keyword_rows[event.id or 0]
             documents.append((scoped or "").split().count(PASSAGE_BREAK) + 1)
             said = turn_passages(event.source_type, event.content, speaker_of(event))
             inputs.append(len(said))

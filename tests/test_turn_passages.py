@@ -97,7 +97,7 @@ def test_a_turn_never_has_more_than_max_passages_and_loses_no_word(pieces, joint
     assert "".join("".join(parts).split()) == "".join(said.split())
     vectors = turn_passages("message", {"text": said}, "Alice")
     assert 1 <= len(vectors) <= MAX_PASSAGES
-    assert turn_tokens({"text": said}).count(PASSAGE_BREAK) == max(len(parts), 1) - 1
+    assert turn_tokens({"text": said}).count(PASSAGE_BREAK) <= max(len(parts), 1) - 1
 
 
 def test_a_turn_far_longer_than_the_passages_has_longer_passages_not_more():
