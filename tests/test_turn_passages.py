@@ -9,6 +9,7 @@ import hashlib
 import re
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select, text
@@ -16,6 +17,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from astrbot_plugin_ltm import LTMEngine, Origin
 from astrbot_plugin_ltm.enums import Corpus
+from astrbot_plugin_ltm.indexes import keywords
 from astrbot_plugin_ltm.indexes.keywords import PASSAGE_STRIDE, best_turns, passage_rows
 from astrbot_plugin_ltm.scope import Scope
 from astrbot_plugin_ltm.storing.keyword_rows import PASSAGES_BUILD, scope_prefix
@@ -107,12 +109,18 @@ def test_a_turn_far_longer_than_the_passages_has_longer_passages_not_more():
     assert sum(len(part.split()) for part in parts) == PASSAGE_CHARS * MAX_PASSAGES
 
 
-def test_a_turns_keyword_row_holds_its_passages_each_with_the_turn_before_it():
+def test_a_turns_keyword_row_holds_its_passages_the_first_with_the_turn_before_it(monkeypatch):
     tokens = turn_tokens({"text": LONG_REPLY}, {"text": "Can you suggest places in Hangzhou?"})
     documents = [doc.split() for doc in " ".join(tokens).split(PASSAGE_BREAK)]
     assert len(documents) == len(passages(LONG_REPLY))
-    assert all(set(search_tokens("suggest places Hangzhou")) <= set(doc) for doc in documents)
-    # and the keyword index reads them back as documents of one turn
+    assert "hangzhou" in documents[0] and not any("hangzhou" in doc for doc in documents[1:])
+    # without its breaks, the row is the turn's tokens as before passages
+    assert sorted(t for t in tokens if t != PASSAGE_BREAK) == sorted(
+        search_tokens(LONG_REPLY) + search_tokens("Can you suggest places in Hangzhou?"))
+    # the keyword index reads the turn as one document, or as its passages
+    whole = len(tokens) - (len(documents) - 1)
+    assert [(rowid, len(doc)) for rowid, doc in passage_rows(7, tokens)] == [(7 * PASSAGE_STRIDE, whole)]
+    monkeypatch.setattr(keywords, "PASSAGE_DOCUMENTS", True)
     rows = list(passage_rows(7, tokens))
     assert [rowid // PASSAGE_STRIDE for rowid, _ in rows] == [7] * len(documents)
     assert best_turns([(7 * PASSAGE_STRIDE + 2, 5.0), (3 * PASSAGE_STRIDE, 4.0), (7 * PASSAGE_STRIDE, 1.0)], 5) \
@@ -126,7 +134,10 @@ async def keyword_turns(ltm, scope: Scope, query: str, k: int = 10) -> list[int]
     return [rowid for rowid, _ in await ltm.engine.keyword_index.search([scope], TURNS, query_tokens(query), k)]
 
 
-async def test_a_detail_in_the_middle_of_a_long_reply_is_found_by_its_keywords(ltm, origin):
+@pytest.mark.parametrize("passage_documents", [False, True])
+async def test_a_detail_in_the_middle_of_a_long_reply_is_found_by_its_keywords(ltm, origin, monkeypatch,
+                                                                                passage_documents):
+    monkeypatch.setattr(keywords, "PASSAGE_DOCUMENTS", passage_documents)
     alice_ = origin("alice")
     await ltm.record(alice_, "Can you suggest some places to visit in Hangzhou?", LONG_REPLY)
     for n in range(30):  # other talk about restaurants and fish, none of it the answer
@@ -145,7 +156,8 @@ async def test_a_detail_in_the_middle_of_a_long_reply_is_found_by_its_keywords(l
     assert await keyword_turns(ltm, scope, "vinegar fish") == []
 
 
-async def test_a_turn_that_matches_in_many_passages_leaves_room_for_k_turns(ltm, origin):
+async def test_a_turn_that_matches_in_many_passages_leaves_room_for_k_turns(ltm, origin, monkeypatch):
+    monkeypatch.setattr(keywords, "PASSAGE_DOCUMENTS", True)
     alice_ = origin("alice")
     await ltm.record(alice_, "pasta " * 2000 + "is all I cook", "")  # six passages, each full of pasta
     for n in range(4):

@@ -38,9 +38,14 @@ LOADS = 2  # namespaces loading at once: vector loads never queue behind them
 MAX_LOADED = 256
 
 Key = tuple[Scope, Corpus]
-# A turn's passages are documents of their own in its namespace, under
-# rowid * PASSAGE_STRIDE + n; a search ranks turns by their best passage
+# A turn's keyword row holds its passages (storing.turns.passages). With
+# PASSAGE_DOCUMENTS each is a document of its own in the namespace, under
+# rowid * PASSAGE_STRIDE + n, and a search ranks turns by their best
+# passage; without, the turn is one document, as before passages. One
+# document measured better on LongMemEval (0.861 against 0.667: a
+# question's words are spread over a long turn), so it is the default
 # (docs/decisions.md#d77).
+PASSAGE_DOCUMENTS = False
 PASSAGE_STRIDE = 8
 assert PASSAGE_STRIDE >= MAX_PASSAGES
 
@@ -56,9 +61,13 @@ _ROWS = {
 
 
 def passage_rows(rowid: int, tokens: Sequence[str]) -> Iterator[tuple[int, list[str]]]:
-    """A turn's keyword tokens as its passages' documents (split at
-    PASSAGE_BREAK; past PASSAGE_STRIDE, the rest joins the last)."""
+    """A turn's keyword tokens as its documents: the whole turn, or with
+    PASSAGE_DOCUMENTS its passages (split at PASSAGE_BREAK; past
+    PASSAGE_STRIDE, the rest joins the last)."""
     tokens = list(tokens)
+    if not PASSAGE_DOCUMENTS:
+        yield rowid * PASSAGE_STRIDE, [t for t in tokens if t != PASSAGE_BREAK]
+        return
     start = 0
     for n in range(PASSAGE_STRIDE - 1):
         try:
@@ -120,7 +129,7 @@ class KeywordIndex:
             if ns is None:
                 continue
             # Enough passages for k turns however many passages each has.
-            wanted = k * MAX_PASSAGES if corpus == Corpus.TURNS else k
+            wanted = k * MAX_PASSAGES if corpus == Corpus.TURNS and PASSAGE_DOCUMENTS else k
             if ns.size <= INLINE_SEARCH_MAX:
                 found_hits = _locked_search(ns, terms, wanted)
             else:

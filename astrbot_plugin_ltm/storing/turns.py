@@ -165,7 +165,7 @@ CJK_WEIGHT = 3
 # Which passages the keyword rows hold (the ``turn_passages`` row of
 # ltm_index_builds): another layout is rebuilt at start
 # (storing.keyword_rows.match_turn_passages).
-PASSAGE_LAYOUT = f"passages {PASSAGE_CHARS}x{MAX_PASSAGES}, cjk {CJK_WEIGHT}"
+PASSAGE_LAYOUT = f"passages {PASSAGE_CHARS}x{MAX_PASSAGES}, cjk {CJK_WEIGHT}, context once"
 
 
 def _weight(text: str) -> int:
@@ -262,8 +262,9 @@ PASSAGE_BREAK = "|"
 def turn_tokens(content: dict[str, Any], context: dict[str, Any] | None = None) -> list[str]:
     """A turn's keyword tokens, passage by passage (``passages``, with
     PASSAGE_BREAK between them); ``context``: the content of the turn
-    before it in its conversation (CONTEXT_TOKENS of it are added to each
-    passage, as is a tool's name)."""
+    before it in its conversation (CONTEXT_TOKENS of it are added to the
+    first passage, as is a tool's name: the row without its breaks is the
+    turn's tokens as before passages)."""
     tool = "tool" in content
     extra = search_tokens(str(content.get("tool", ""))) if tool else []
     if context is not None:
@@ -271,7 +272,7 @@ def turn_tokens(content: dict[str, Any], context: dict[str, Any] | None = None) 
     said = str(content.get("result" if tool else "text", ""))
     tokens: list[str] = []
     for passage in passages(said) or [""]:
-        if not (document := search_tokens(passage) + extra):
+        if not (document := search_tokens(passage) + (extra if not tokens else [])):
             continue  # no word to find it by (emoji, punctuation)
         if tokens:
             tokens.append(PASSAGE_BREAK)
