@@ -90,15 +90,14 @@ async def rebuild_fact_rows(session: AsyncSession) -> int:
 # -- turns -----------------------------------------------------------------------
 
 
-async def index_turns(session: AsyncSession, events: list[MemoryEvent]) -> None:
+async def index_turns(session: AsyncSession, events: list[MemoryEvent], in_thread: bool = False) -> None:
     """Add events (flushed, so they have ids) to the turns' keyword rows,
     each with its conversation's event before it as context. Only turns the
     reader may show are indexed (storing.turns: RECALLED_ROLES); withheld
     turns never are."""
     ordered = sorted(events, key=lambda e: (as_utc(e.created_at), e.id or 0))
     before: dict[str | None, tuple[datetime, dict[str, Any]] | None] = {}
-    rows: list[dict[str, object]] = []
-    recorded: dict[Scope, list[tuple[int, tuple[str, ...]]]] = {}
+    indexed: list[tuple[MemoryEvent, dict[str, Any] | None]] = []
     for event in ordered:
         assert event.id is not None, "flush the events first"
         at = as_utc(event.created_at)
@@ -106,12 +105,23 @@ async def index_turns(session: AsyncSession, events: list[MemoryEvent]) -> None:
             before[event.session_id] = await _event_before(session, event) if event.session_id else None
         previous = before[event.session_id]
         if event.source_role in RECALLED_ROLES and not event.withheld:
-            context = previous[1] if previous is not None and at - previous[0] <= CONTEXT_WINDOW else None
-            tokens = turn_tokens(event.content, context)
-            rows.append({"r": event.id, "s": scoped_tokens(event.scope, event.scope_id, tokens)})
-            recorded.setdefault(Scope(event.scope, event.scope_id), []).append((event.id, tuple(tokens)))
+            indexed.append((event, previous[1] if previous is not None and at - previous[0] <= CONTEXT_WINDOW
+                            else None))
         if event.session_id:
             before[event.session_id] = (at, event.content)
+
+    def tokenise() -> list[list[str]]:
+        return [turn_tokens(event.content, context) for event, context in indexed]
+
+    # A rebuild's batch of long turns takes seconds: off the event loop
+    # (``in_thread``: only at start, before any read stems on the loop).
+    every = await asyncio.to_thread(tokenise) if in_thread else tokenise()
+    rows: list[dict[str, object]] = []
+    recorded: dict[Scope, list[tuple[int, tuple[str, ...]]]] = {}
+    for (event, _), tokens in zip(indexed, every, strict=True):
+        assert event.id is not None
+        rows.append({"r": event.id, "s": scoped_tokens(event.scope, event.scope_id, tokens)})
+        recorded.setdefault(Scope(event.scope, event.scope_id), []).append((event.id, tuple(tokens)))
     if rows:
         await session.execute(text(TURN_ROW_INSERT), rows)
     note(session, *(TurnsRecorded(scope, tuple(turns)) for scope, turns in recorded.items()))
@@ -137,7 +147,8 @@ async def _event_before(session: AsyncSession, event: MemoryEvent) -> tuple[date
 
 async def backfill_turn_rows(session: AsyncSession, batch: int = 1000) -> int:
     """Index the turns recorded before the turns' keyword rows existed
-    (every event after the last one indexed). Returns how many."""
+    (every event after the last one indexed), tokenised in a thread: run
+    at start, before any read. Returns how many."""
     done = 0
     last = (await session.execute(text("SELECT COALESCE(MAX(rowid), 0) FROM ltm_events_fts"))).scalar_one()
     while True:
@@ -147,7 +158,7 @@ async def backfill_turn_rows(session: AsyncSession, batch: int = 1000) -> int:
         ).scalars())
         if not events:
             return done
-        await index_turns(session, events)
+        await index_turns(session, events, in_thread=True)
         last = events[-1].id
         done += sum(1 for e in events if e.source_role in RECALLED_ROLES)
 
