@@ -191,9 +191,6 @@ class LTMConfig:
         days = self.retention_days.get(memory_type, -1)
         return None if days < 0 else days
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 # Allowed ranges and choices, by dotted path. Anything not listed only has
 # to have the right type.

@@ -36,6 +36,7 @@ from astrbot_plugin_ltm.operating.transfer import (
 )
 from astrbot_plugin_ltm.storing.database import ReadOnlyError
 from astrbot_plugin_ltm.storing.tables import MemoryItem
+from devtools.exports import like_a_browser, reseal
 
 USER = "root"
 ACTOR = f"operator:{USER}"
@@ -557,14 +558,6 @@ def evidence_of(export: dict) -> dict[str, list]:
     }
 
 
-def reseal(doc: dict) -> dict:
-    """Recompute every checksum, as someone editing the file on purpose would."""
-    for item in doc["items"]:
-        item["checksum"] = checksum({k: v for k, v in item.items() if k != "checksum"})
-    doc["checksum"] = checksum([i["checksum"] for i in doc["items"]])
-    return doc
-
-
 async def test_export_format_and_filters(make_api, origin):
     api = await make_api()
     await rich_source(api, origin)
@@ -758,17 +751,6 @@ async def test_dry_run_writes_nothing_in_every_form(make_api, origin):
 
 
 # -- the export file, any serialisation of it, the envelope (issue 16) -----------------------------
-
-
-def like_a_browser(value: Any) -> Any:
-    """What JSON.parse → JSON.stringify does to values: 1.0 becomes 1."""
-    if isinstance(value, dict):
-        return {k: like_a_browser(x) for k, x in value.items()}
-    if isinstance(value, list):
-        return [like_a_browser(x) for x in value]
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
 
 
 async def test_export_file_is_the_document_with_a_download_name(make_api, origin):

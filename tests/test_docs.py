@@ -59,6 +59,25 @@ def test_every_pointer_into_the_decisions_lands_on_an_entry():
     assert [h.lower() for h in headings] == sorted(anchors) and len(headings) == len(set(headings))
 
 
+def test_every_decision_is_listed_under_its_area():
+    decisions = (REPO / "docs" / "decisions.md").read_text(encoding="utf-8")
+    by_area = decisions.split("## By area", 1)[1].split('<a id="d', 1)[0]
+    listed = re.findall(r"\[(D\d\d)\]\(#(d\d\d)\)", by_area)
+    assert all(label.lower() == anchor for label, anchor in listed)
+    assert sorted(label for label, _ in listed) == sorted(re.findall(r"^## (D\d\d) ", decisions, re.M))
+
+
+def test_the_architecture_is_a_short_map_naming_every_module():
+    architecture = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert len(architecture.encode()) <= 15_000, "a map read in ten minutes: details go to the area pages"
+    layout = set(re.findall(r"\w+\.py", architecture.split("```")[1]))
+    modules = [path for path in (REPO / "astrbot_plugin_ltm").rglob("*.py")
+               if path.name != "__init__.py" and path.parent.name != "i18n"]  # i18n/: one area a module
+    assert [str(p.relative_to(REPO)) for p in modules if p.name not in layout] == []
+    for page in re.findall(r"\]\((\w+\.md)\)", architecture.split("## Where to read on")[1]):
+        assert (REPO / "docs" / page).is_file()
+
+
 @pytest.mark.parametrize("readme", READMES, ids=lambda p: p.name)
 def test_a_readme_starts_with_the_two_commands_and_is_for_the_people_who_install(readme):
     text = readme.read_text(encoding="utf-8")

@@ -25,7 +25,7 @@ from astrbot_plugin_ltm.operating.api import MemoryAPI
 from astrbot_plugin_ltm.operating.commands import Commands
 from astrbot_plugin_ltm.operating.errors import AdminError
 from astrbot_plugin_ltm.operating.serialize import EVENT_FIELDS, ITEM_FIELDS
-from astrbot_plugin_ltm.operating.transfer import checksum
+from devtools.exports import reseal
 
 DEEP_LIST: Any = []
 for _ in range(5000):
@@ -94,13 +94,6 @@ def accepted(validator: Callable[..., Any], *args: Any) -> bool:
 
 def is_refused_fact(value: Any, limit: int) -> bool:
     return not accepted(validators.fact, value, limit)
-
-
-def reseal(doc: dict) -> dict:
-    for item in doc["items"]:
-        item["checksum"] = checksum({k: v for k, v in item.items() if k != "checksum"})
-    doc["checksum"] = checksum([i["checksum"] for i in doc["items"]])
-    return doc
 
 
 def hostile_imports(doc: dict) -> list[tuple[str, bytes]]:

@@ -120,12 +120,6 @@ class Admin(AdminQueries):
             await self._remove(session, item, actor, reason, AuditAction.DELETE, self._clock())
             return item_dict(item)
 
-    async def audit_config(self, changes: dict[str, Any], actor: str) -> None:
-        """Record a policy change made in the dashboard."""
-        async with self._db.write() as session:
-            audit(session, AuditAction.CONFIG, actor, str(msg("audit.policy_dashboard")), now=self._clock(),
-                  changes=changes)
-
     async def forget_scope(self, scope: Scope, actor: str) -> int:
         """Delete every memory of a scope (tombstoned), withhold every turn
         and extract nothing more of what was said; the same for the scope's

@@ -3,7 +3,7 @@ the one before, as the cosine similarity of two vectors built the same way
 (pure functions; the snapshots themselves: :mod:`.drift_monitor`).
 
 The vector is five blocks, each made unit length, concatenated
-(docs/architecture.md "Drift", docs/decisions.md#d55):
+(docs/operating.md "Drift", docs/decisions.md#d55):
 
 1. the share of each memory type (``MEMORY_TYPES`` order);
 2. the share of each status (``Status`` order, superseded left out: history);

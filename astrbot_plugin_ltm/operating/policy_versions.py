@@ -25,6 +25,7 @@ from sqlalchemy import func, select
 from ..clock import Clock
 from ..config import POLICY_KEYS, LTMConfig, parse_config, policy_of, refusal_message, scope_problem, with_policy
 from ..enums import AuditAction, PolicySource
+from ..extension_points import PolicyListener
 from ..i18n import msg, parse
 from ..logs import log
 from ..storing.audit import audit
@@ -35,7 +36,6 @@ from .errors import AdminError
 MAX_REASON_CHARS = 500
 MAX_HISTORY_PAGE = 200
 
-PolicyListener = Callable[[str, int | None], Awaitable[None]]
 RawConfig = Callable[[], dict[str, Any]]
 SaveConfig = Callable[[dict[str, Any]], Awaitable[None]]
 

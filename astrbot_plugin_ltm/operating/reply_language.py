@@ -9,7 +9,8 @@ language when it sends one (AstrBot's web chat does), else English.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
 
 from ..i18n import HAN, Lang, lang_of, written_language
 from ..scope import Origin
@@ -21,6 +22,8 @@ FREE_TEXT_SUBCOMMANDS = frozenset({"remember", "记住"})
 # Enough of a message to tell its language; the rest costs time on the hot path.
 SAMPLE_CHARS = 200
 MAX_SENDERS = 10_000
+# Messages kept per sender until a command asks: the newest saying a language wins.
+KEPT_SAMPLES = 3
 
 
 def written_in(text: str) -> Lang | None:
@@ -64,31 +67,63 @@ def reply_language(said: str = "", *, last: Lang | None = None, locale: str | No
 
 class SenderLanguages:
     """The language each sender last wrote in, in memory only (never
-    stored), the most recent ``limit`` senders. Noted on the hot path:
-    a few regex scans of the message's start and a dict update."""
+    stored), the most recent ``limit`` senders. Noted on the hot path, so
+    a message is only kept (its start, the last KEPT_SAMPLES of them) and
+    judged when a command asks: most senders never send one."""
 
     def __init__(self, limit: int = MAX_SENDERS) -> None:
         self.limit = limit
-        self._by_sender: OrderedDict[tuple[str, str], Lang] = OrderedDict()
+        self._by_sender: OrderedDict[tuple[str, str], _Said] = OrderedDict()
 
     @staticmethod
     def _key(origin: Origin) -> tuple[str, str]:
         return origin.platform_id, origin.sender_id
 
     def note(self, origin: Origin, text: str) -> None:
-        lang = written_in(text or "")
-        if lang is not None:
-            self.set(origin, lang)
+        said = self._said(origin)
+        said.samples.append((text or "")[:SAMPLE_CHARS])
 
     def set(self, origin: Origin, lang: Lang) -> None:
-        key = self._key(origin)
-        self._by_sender[key] = lang
-        self._by_sender.move_to_end(key)
-        if len(self._by_sender) > self.limit:
-            self._by_sender.popitem(last=False)
+        said = self._said(origin)
+        said.judged = lang
+        said.samples.clear()
 
     def last(self, origin: Origin) -> Lang | None:
-        return self._by_sender.get(self._key(origin))
+        said = self._by_sender.get(self._key(origin))
+        if said is None:
+            return None
+        # The newest message that says a language; none does: the one judged before.
+        for sample in reversed(said.samples):
+            lang = written_in(sample)
+            if lang is not None:
+                said.judged = lang
+                break
+        said.samples.clear()
+        return said.judged
+
+    def samples_kept(self, origin: Origin) -> tuple[str, ...]:
+        said = self._by_sender.get(self._key(origin))
+        return tuple(said.samples) if said is not None else ()
+
+    def _said(self, origin: Origin) -> _Said:
+        key = self._key(origin)
+        said = self._by_sender.get(key)
+        if said is None:
+            said = self._by_sender[key] = _Said()
+            if len(self._by_sender) > self.limit:
+                self._by_sender.popitem(last=False)
+        else:
+            self._by_sender.move_to_end(key)
+        return said
 
     def __len__(self) -> int:
         return len(self._by_sender)
+
+
+@dataclass
+class _Said:
+    """A sender's language as last judged, and the starts of the messages
+    noted since (a message saying nothing, "123 :)", keeps the older one)."""
+
+    judged: Lang | None = None
+    samples: deque[str] = field(default_factory=lambda: deque(maxlen=KEPT_SAMPLES))

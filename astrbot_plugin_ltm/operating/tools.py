@@ -33,7 +33,6 @@ from ..storing.database import ReadOnlyError
 from ..storing.tables import MemoryEvent, MemoryEvidence, MemoryItem
 from ..storing.turns import speaker_of, turn_text
 
-TOOL_NAMES = ("memory_search", "memory_remember", "memory_expand")
 EXPAND_TURNS = 8  # source turns memory_expand returns at most
 _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _MONTH = re.compile(r"^\d{4}-\d{2}$")

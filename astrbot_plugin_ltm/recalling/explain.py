@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Connection
 
@@ -31,13 +32,8 @@ from .trace import (
 def explain_memories(conn: Connection, scopes: list[Scope], rowids: set[int], policy: ReadPolicy,
                      now: datetime, trace: Trace) -> None:
     """Note each of the memories ``rowids`` (hits the reader did not keep) with why."""
-    if not rowids:
-        return
     wanted = {(s.kind, s.id) for s in scopes}
-    rows = fetch_rows(conn, f"SELECT {ItemRow.COLUMNS}, awaiting_approval FROM ltm_items "
-                            "WHERE id IN (SELECT value FROM json_each(:ids)) ORDER BY id",
-                      {"ids": json.dumps(sorted(rowids))})
-    for row in rows:
+    for row in _rows(conn, f"SELECT {ItemRow.COLUMNS}, awaiting_approval FROM ltm_items", "id", rowids):
         item, waiting = ItemRow.of(row[:-1]), bool(row[-1])
         if (item.scope, item.scope_id) not in wanted or usable(item, policy, now):
             continue
@@ -54,13 +50,8 @@ def explain_memories(conn: Connection, scopes: list[Scope], rowids: set[int], po
 
 def explain_turns(conn: Connection, scopes: list[Scope], rowids: set[int], trace: Trace) -> None:
     """Note each of the turns ``rowids`` (hits the block may not show) with why."""
-    if not rowids:
-        return
     wanted = {(s.kind, s.id) for s in scopes}
-    rows = fetch_rows(conn, f"SELECT {EventRow.COLUMNS}, x.withheld FROM ltm_events x "
-                            "WHERE x.id IN (SELECT value FROM json_each(:ids)) ORDER BY x.id",
-                      {"ids": json.dumps(sorted(rowids))})
-    for row in rows:
+    for row in _rows(conn, f"SELECT {EventRow.COLUMNS}, x.withheld FROM ltm_events x", "x.id", rowids):
         turn, withheld = EventRow.of(row[:-1]), bool(row[-1])
         if (turn.scope, turn.scope_id) in wanted:
             trace.leave_out(format_event_line(turn), TURN, turn.event_id, 0.0, WITHHELD if withheld else UNREVIEWED)
@@ -71,3 +62,11 @@ def explain_hits(conn: Connection, scopes: list[Scope], memories: set[int], turn
     """Both of the above, in one trip to a read thread."""
     explain_memories(conn, scopes, memories, policy, now, trace)
     explain_turns(conn, scopes, turns, trace)
+
+
+def _rows(conn: Connection, select: str, id_column: str, rowids: set[int]) -> list[Any]:
+    """``select`` over the rows ``rowids``, by id (none: no trip to the database)."""
+    if not rowids:
+        return []
+    return fetch_rows(conn, f"{select} WHERE {id_column} IN (SELECT value FROM json_each(:ids)) ORDER BY {id_column}",
+                      {"ids": json.dumps(sorted(rowids))})

@@ -30,6 +30,7 @@ import pytest
 from astrbot_plugin_ltm.operating.transfer import EVENT_FIELDS, FORMAT, ITEM_FIELDS, VERSION, checksum
 from astrbot_plugin_ltm.text import normalize_fact_key
 from devtools.astrbot_home import LEGACY_DASHBOARD, Client
+from devtools.exports import like_a_browser
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
@@ -405,15 +406,6 @@ class _AnyTime:
 
 
 ANY_TIME = _AnyTime()
-
-
-def like_a_browser(value):
-    """What JSON.parse → JSON.stringify does to values: 1.0 becomes 1."""
-    if isinstance(value, dict):
-        return {k: like_a_browser(x) for k, x in value.items()}
-    if isinstance(value, list):
-        return [like_a_browser(x) for x in value]
-    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def fields(export: dict) -> list[dict]:
