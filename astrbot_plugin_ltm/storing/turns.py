@@ -154,9 +154,10 @@ def turn_text(source_type: str, content: dict[str, Any], speaker: str | None) ->
 
 
 # A long turn is searched as passages of a few sentences each, at most
-# MAX_PASSAGES (docs/decisions.md#d77): one keyword document and one vector
-# each, so a detail in the middle of a long reply is found as well as its
-# start, for a bounded cost. A turn up to PASSAGE_CHARS stays one passage
+# MAX_PASSAGES (docs/decisions.md#d77): one vector each, so a detail in the
+# middle of a long reply is found by meaning as well as its start, for a
+# bounded cost; its keyword row keeps the same passages (scored as one
+# document, indexes.keywords). A turn up to PASSAGE_CHARS stays one passage
 # (every LoCoMo turn: at most 440 characters). A Han or kana character
 # weighs CJK_WEIGHT (a Chinese word is one or two of them).
 PASSAGE_CHARS = 480
@@ -255,7 +256,8 @@ def searched_text(content: dict[str, Any]) -> str:
 
 # Between a turn's passages in its keyword row: not a word to FTS5, so the
 # operators' search reads the row as one text; the reader's keyword index
-# scores each passage as a document of its own (indexes.keywords).
+# reads the turn as one document, or each passage as one
+# (indexes.keywords.PASSAGE_DOCUMENTS).
 PASSAGE_BREAK = "|"
 
 
