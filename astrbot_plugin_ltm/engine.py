@@ -70,7 +70,7 @@ from .recording.explicit import attribute, explicit_fact, guess_type, unnamed
 from .recording.recorder import EventRecorder
 from .scope import Origin, Scope, ScopeResolver, display_name
 from .storing.database import Database
-from .storing.keyword_rows import backfill_turn_rows, match_stemmer
+from .storing.keyword_rows import backfill_turn_rows, match_stemmer, match_turn_passages
 from .storing.tables import MemoryEvent
 from .storing.turns import withhold
 
@@ -168,6 +168,7 @@ class LTMEngine:
         if not self.config.emergency_read_only:
             async with self.db.write() as session:
                 await match_stemmer(session)  # before the backfill: a rebuild indexes every turn
+                await match_turn_passages(session)  # likewise
                 await backfill_turn_rows(session)
         try:  # version 1, or the change made on AstrBot's plugin config page
             await self.policy_versions.record_start()

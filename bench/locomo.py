@@ -69,6 +69,7 @@ from astrbot_plugin_ltm.scope import Origin
 from astrbot_plugin_ltm.storing.tables import MemoryEvent
 
 from .history import HistoryResult, history_report, history_table, request_history, timed_history
+from .index_cost import combine_costs, cost_lines, index_cost
 from .metrics import (
     ANSWER_CATEGORIES,
     BM25,
@@ -690,6 +691,7 @@ class ConversationRun:
     config: dict[str, Any]
     read_policy: dict[str, Any]
     max_per_type: int
+    index_cost: dict[str, Any] | None = None  # bench/index_cost.py
     embedder_id: str | None = None  # the dense baselines' (and the plugin's) model
 
 
@@ -753,6 +755,7 @@ async def run_conversation(conv: Conversation, settings: RunSettings, embedder: 
         embed = embedder.embed if embedder is not None else None
         base = await run_baselines(conv, embed, counter.count, settings.max_tokens)
         base_seconds = time.perf_counter() - t0
+        cost = await index_cost(engine, counter)
     finally:
         await engine.stop()
         await db.dispose()
@@ -770,6 +773,7 @@ async def run_conversation(conv: Conversation, settings: RunSettings, embedder: 
                   "evidence_recall": report(results)["evidence_recall"]},
         mode=mode, config=config, read_policy=asdict(engine.config.read_policy),
         max_per_type=engine.config.read_policy.max_per_type, embedder_id=getattr(embedder, "model_id", None),
+        index_cost=cost,
     )
 
 
@@ -953,6 +957,7 @@ def assemble(conversations: list[Conversation], done: list[ConversationRun], set
         **({"history": history_report(with_history, settings.history_turns)}
            if settings.history_turns is not None else {}),
         **({"summary_calls": summary_calls} if summary_calls else {}),
+        "index_cost": combine_costs([d.index_cost for d in done if d.index_cost is not None]),
         "per_conversation": [d.per_conv for d in done],
         "seconds": {
             "total": seconds,
@@ -1037,6 +1042,7 @@ def table(doc: dict[str, Any]) -> str:
         f"reads {doc['seconds'].get('reads', 0.0):.1f} s, baselines {doc['seconds']['baselines']:.1f} s"
         + (f" (summed over {s['jobs']} worker processes)" if s.get("jobs", 1) > 1 else ""),
     ]
+    lines += cost_lines(doc.get("index_cost"))
     if "summary_cost" in doc:  # bench/summary_standin.py
         from .summary_standin import cost_line
 

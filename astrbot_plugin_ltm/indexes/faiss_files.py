@@ -35,7 +35,8 @@ from ..text import MAX_SENTENCES
 
 # A row's vectors are held in FAISS under rowid * stride + n: a memory has
 # one, a turn one per sentence (text.sentences: at most MAX_SENTENCES and
-# the whole turn) (docs/decisions.md#d28).
+# the whole turn) or per passage (storing.turns: at most MAX_PASSAGES)
+# (docs/decisions.md#d28, #d77).
 STRIDE = {Corpus.MEMORIES: 1, Corpus.TURNS: 16}
 assert STRIDE[Corpus.TURNS] >= MAX_SENTENCES + 1
 # Up to this many vectors a namespace is searched exactly (flat); beyond,

@@ -110,7 +110,7 @@ class VectorFill:
     async def _fill_turns(self, model: str) -> int:
         """Every turn of a person or a tool that is not withheld is embedded,
         in every mode (a bot switched to auto then finds them), as the reader
-        is shown it: who, then each sentence (storing.turns.turn_passages)."""
+        is shown it: who, then each sentence or passage (storing.turns.turn_passages)."""
         # Filling for this model deletes the turns' vectors of any other, so
         # how far another model got no longer holds (a switch A → B → A).
         space = f"{model}@{self.embeddings.dims.get(model, 0)}"  # a new dimension starts over

@@ -27,7 +27,8 @@ from ..scope import Scope
 from ..text import index_text, search_tokens
 from .changes import MemoriesReindexed, TurnsRecorded, note
 from .tables import MemoryEvent, MemoryItem
-from .turns import CONTEXT_WINDOW, turn_tokens
+from .turns import CONTEXT_WINDOW, MAX_PASSAGES, PASSAGE_BREAK, PASSAGE_LAYOUT, turn_tokens
+from .vector_rows import delete_long_turn_vectors
 
 FACT_ROW_INSERT = "INSERT INTO ltm_items_fts (rowid, tokens, scoped) VALUES (:r, :t, :s)"
 TURN_ROW_INSERT = "INSERT INTO ltm_events_fts (rowid, scoped) VALUES (:r, :s)"
@@ -41,7 +42,7 @@ def scope_prefix(scope: str, scope_id: str) -> str:
 
 def scoped_tokens(scope: str, scope_id: str, tokens: list[str]) -> str:
     prefix = scope_prefix(scope, scope_id)
-    return " ".join(prefix + token for token in tokens)
+    return " ".join(token if token == PASSAGE_BREAK else prefix + token for token in tokens)
 
 
 def scoped_text(scope: str, scope_id: str, text_: str) -> str:
@@ -89,15 +90,14 @@ async def rebuild_fact_rows(session: AsyncSession) -> int:
 # -- turns -----------------------------------------------------------------------
 
 
-async def index_turns(session: AsyncSession, events: list[MemoryEvent]) -> None:
+async def index_turns(session: AsyncSession, events: list[MemoryEvent], in_thread: bool = False) -> None:
     """Add events (flushed, so they have ids) to the turns' keyword rows,
     each with its conversation's event before it as context. Only turns the
     reader may show are indexed (storing.turns: RECALLED_ROLES); withheld
     turns never are."""
     ordered = sorted(events, key=lambda e: (as_utc(e.created_at), e.id or 0))
     before: dict[str | None, tuple[datetime, dict[str, Any]] | None] = {}
-    rows: list[dict[str, object]] = []
-    recorded: dict[Scope, list[tuple[int, tuple[str, ...]]]] = {}
+    indexed: list[tuple[MemoryEvent, dict[str, Any] | None]] = []
     for event in ordered:
         assert event.id is not None, "flush the events first"
         at = as_utc(event.created_at)
@@ -105,12 +105,23 @@ async def index_turns(session: AsyncSession, events: list[MemoryEvent]) -> None:
             before[event.session_id] = await _event_before(session, event) if event.session_id else None
         previous = before[event.session_id]
         if event.source_role in RECALLED_ROLES and not event.withheld:
-            context = previous[1] if previous is not None and at - previous[0] <= CONTEXT_WINDOW else None
-            tokens = turn_tokens(event.content, context)
-            rows.append({"r": event.id, "s": scoped_tokens(event.scope, event.scope_id, tokens)})
-            recorded.setdefault(Scope(event.scope, event.scope_id), []).append((event.id, tuple(tokens)))
+            indexed.append((event, previous[1] if previous is not None and at - previous[0] <= CONTEXT_WINDOW
+                            else None))
         if event.session_id:
             before[event.session_id] = (at, event.content)
+
+    def tokenise() -> list[list[str]]:
+        return [turn_tokens(event.content, context) for event, context in indexed]
+
+    # A rebuild's batch of long turns takes seconds: off the event loop
+    # (``in_thread``: only at start, before any read stems on the loop).
+    every = await asyncio.to_thread(tokenise) if in_thread else tokenise()
+    rows: list[dict[str, object]] = []
+    recorded: dict[Scope, list[tuple[int, tuple[str, ...]]]] = {}
+    for (event, _), tokens in zip(indexed, every, strict=True):
+        assert event.id is not None
+        rows.append({"r": event.id, "s": scoped_tokens(event.scope, event.scope_id, tokens)})
+        recorded.setdefault(Scope(event.scope, event.scope_id), []).append((event.id, tuple(tokens)))
     if rows:
         await session.execute(text(TURN_ROW_INSERT), rows)
     note(session, *(TurnsRecorded(scope, tuple(turns)) for scope, turns in recorded.items()))
@@ -136,7 +147,8 @@ async def _event_before(session: AsyncSession, event: MemoryEvent) -> tuple[date
 
 async def backfill_turn_rows(session: AsyncSession, batch: int = 1000) -> int:
     """Index the turns recorded before the turns' keyword rows existed
-    (every event after the last one indexed). Returns how many."""
+    (every event after the last one indexed), tokenised in a thread: run
+    at start, before any read. Returns how many."""
     done = 0
     last = (await session.execute(text("SELECT COALESCE(MAX(rowid), 0) FROM ltm_events_fts"))).scalar_one()
     while True:
@@ -146,7 +158,7 @@ async def backfill_turn_rows(session: AsyncSession, batch: int = 1000) -> int:
         ).scalars())
         if not events:
             return done
-        await index_turns(session, events)
+        await index_turns(session, events, in_thread=True)
         last = events[-1].id
         done += sum(1 for e in events if e.source_role in RECALLED_ROLES)
 
@@ -163,8 +175,7 @@ async def match_stemmer(session: AsyncSession) -> bool:
     and the other way round. Run at start, before any namespace is loaded
     (a plugin reload starts afresh). True if rebuilt."""
     stemmer = tokenizing.KEYWORD_STEMMER
-    built_with = (await session.execute(
-        text("SELECT built_with FROM ltm_index_builds WHERE name = :n"), {"n": KEYWORDS_BUILD})).scalar()
+    built_with = await _built_with(session, KEYWORDS_BUILD)
     if built_with == stemmer:
         return False
     log.warning("ltm: the keyword index was built with %s, the plugin now has %s: rebuilding it",
@@ -175,11 +186,46 @@ async def match_stemmer(session: AsyncSession) -> bool:
     else:  # stems cannot be undone, nor one release's turned into another's: tokenise again
         await session.execute(text("DELETE FROM ltm_events_fts"))
         turns = await backfill_turn_rows(session)
+    await _record_build(session, KEYWORDS_BUILD, stemmer)
+    log.info("ltm: keyword index rebuilt with %s (%d memories, %d turns)", stemmer, facts, turns)
+    return True
+
+
+async def _built_with(session: AsyncSession, name: str) -> str | None:
+    return (await session.execute(
+        text("SELECT built_with FROM ltm_index_builds WHERE name = :n"), {"n": name})).scalar()
+
+
+async def _record_build(session: AsyncSession, name: str, built_with: str) -> None:
     await session.execute(
         text("INSERT INTO ltm_index_builds (name, built_with, built_at) VALUES (:n, :w, :at) "
              "ON CONFLICT (name) DO UPDATE SET built_with = excluded.built_with, built_at = excluded.built_at"),
-        {"n": KEYWORDS_BUILD, "w": stemmer, "at": utcnow().replace(tzinfo=None).isoformat(" ")})
-    log.info("ltm: keyword index rebuilt with %s (%d memories, %d turns)", stemmer, facts, turns)
+        {"n": name, "w": built_with, "at": utcnow().replace(tzinfo=None).isoformat(" ")})
+
+
+# -- the passages the turns' rows were cut into ---------------------------------
+
+PASSAGES_BUILD = "turn_passages"  # its row in ltm_index_builds (migration 0015)
+
+
+async def match_turn_passages(session: AsyncSession) -> bool:
+    """Rebuild the turns' keyword rows when they were cut into passages
+    another way (storing.turns.PASSAGE_LAYOUT; rows from before passages
+    are one document a turn), and drop the vectors of turns embedded as
+    more than MAX_PASSAGES sentences, so the fill embeds them again as
+    passages (docs/decisions.md#d77). Run at start, in the write
+    transaction, before any namespace is loaded or turn recorded; a
+    FAISS file of the dropped vectors no longer matches its rows and is
+    rebuilt. True if rebuilt."""
+    if await _built_with(session, PASSAGES_BUILD) == PASSAGE_LAYOUT:
+        return False
+    await session.execute(text("DELETE FROM ltm_events_fts"))
+    turns = await backfill_turn_rows(session)
+    dropped = await delete_long_turn_vectors(session, MAX_PASSAGES)
+    await _record_build(session, PASSAGES_BUILD, PASSAGE_LAYOUT)
+    if turns or dropped:
+        log.info("ltm: turns indexed as passages (%s): %d keyword rows rebuilt, %d turns to embed again",
+                 PASSAGE_LAYOUT, turns, dropped)
     return True
 
 

@@ -233,7 +233,7 @@ class MemoryVector(_VectorRow, kw_only=True):
 
 
 class EventVector(_VectorRow, kw_only=True):
-    """A raw turn's embeddings, one per sentence (storing.turns.turn_passages)."""
+    """A raw turn's embeddings, one per sentence or passage (storing.turns.turn_passages)."""
 
     __tablename__ = "ltm_event_vectors"
     __table_args__ = (Index("ix_ltm_event_vectors_scope", "scope", "scope_id", "model"),)

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..enums import RECALLED_ROLES, MemoryType, Role, SourceType, Status
 from ..instructions import instruction_reason
-from ..text import search_tokens, sentences
+from ..text import _CJK_RUN, _SENTENCE_END, is_cjk, search_tokens, sentences
 from .tables import MemoryEvent
 
 # -- which turns may be shown ---------------------------------------------------
@@ -153,13 +153,88 @@ def turn_text(source_type: str, content: dict[str, Any], speaker: str | None) ->
     return " ".join(f"{who}: {said}".split())
 
 
+# A long turn is searched as passages of a few sentences each, at most
+# MAX_PASSAGES (docs/decisions.md#d77): one vector each, so a detail in the
+# middle of a long reply is found by meaning as well as its start, for a
+# bounded cost; its keyword row keeps the same passages (scored as one
+# document, indexes.keywords). A turn up to PASSAGE_CHARS stays one passage
+# (every LoCoMo turn: at most 440 characters). A Han or kana character
+# weighs CJK_WEIGHT (a Chinese word is one or two of them).
+PASSAGE_CHARS = 480
+MAX_PASSAGES = 6
+CJK_WEIGHT = 3
+# Which passages the keyword rows hold (the ``turn_passages`` row of
+# ltm_index_builds): another layout is rebuilt at start
+# (storing.keyword_rows.match_turn_passages).
+PASSAGE_LAYOUT = f"passages {PASSAGE_CHARS}x{MAX_PASSAGES}, cjk {CJK_WEIGHT}, context once"
+
+
+def _weight(text: str) -> int:
+    return len(text) + (CJK_WEIGHT - 1) * sum(map(len, _CJK_RUN.findall(text)))
+
+
+def _cut(part: str, size: int) -> list[str]:
+    """A sentence heavier than ``size`` in pieces of about ``size``, at a
+    space where there is one (a list or code without full stops, a Chinese
+    text written with commas only)."""
+    pieces: list[str] = []
+    while _weight(part) > size:
+        at, weight = 0, 0
+        while at < len(part) and weight + (step := CJK_WEIGHT if is_cjk(part[at]) else 1) <= size:
+            weight += step
+            at += 1
+        space = part.rfind(" ", 0, at)
+        at = space if space > at // 2 else max(at, 1)
+        pieces.append(part[:at].strip())
+        part = part[at:].strip()
+    return [*pieces, part] if part else pieces
+
+
+def passages(said: str) -> list[str]:
+    """What a turn's words are searched as, by keywords and by vectors
+    alike: the whole text when it is short, else its sentences in order,
+    shared out into as few passages of about PASSAGE_CHARS as hold them
+    (a sentence goes to the passage its middle falls in, so passages come
+    out even), never more than MAX_PASSAGES: a very long turn has longer
+    passages. Nothing said is left out."""
+    whole = " ".join(said.split())
+    if _weight(whole) <= PASSAGE_CHARS:
+        return [whole] if whole else []
+    count = min(MAX_PASSAGES, -(-_weight(whole) // PASSAGE_CHARS))
+    size = -(-_weight(whole) // count)
+    parts = [piece for sentence in _SENTENCE_END.split(said)
+             for piece in _cut(" ".join(sentence.split()), size)]
+    weights = [_weight(part) + 1 for part in parts]  # and the space after it
+    share = sum(weights) / count
+    shared: list[list[str]] = [[] for _ in range(count)]
+    done = 0
+    for part, weight in zip(parts, weights, strict=True):
+        shared[min(count - 1, int((done + weight / 2) / share))].append(part)
+        done += weight
+    return [_joined(group) for group in shared if group]
+
+
+def _joined(parts: list[str]) -> str:
+    """Sentences as one text: Chinese ones need no space between them."""
+    text = parts[0]
+    for part in parts[1:]:
+        text += part if is_cjk(text[-1]) or text[-1] in "。！？；" else f" {part}"
+    return text
+
+
 def turn_passages(source_type: str, content: dict[str, Any], speaker: str | None) -> list[str]:
-    """What a turn is embedded as: each sentence worth searching by
-    (text.sentences), after who said it. A turn is found by its nearest
-    sentence: one vector of a whole turn blurs its topics together, and
-    questions name people (docs/decisions.md#d07)."""
+    """What a turn is embedded as: one vector per passage (``passages``),
+    after who said it; never more than MAX_PASSAGES. A short turn, one
+    passage, is embedded sentence by sentence as before: a turn is found
+    by its nearest sentence, and questions name people
+    (docs/decisions.md#d07); past MAX_PASSAGES - 1 sentences, the whole
+    turn stands for the rest."""
     who, said = turn_parts(source_type, content, speaker)
-    return [" ".join(f"{who}: {sentence}".split()) for sentence in sentences(said)] or [f"{who}:"]
+    parts = passages(said)
+    if len(parts) == 1:
+        split = sentences(parts[0])
+        parts = split if len(split) <= MAX_PASSAGES else [*split[:MAX_PASSAGES - 1], parts[0]]
+    return [f"{who}: {part}" for part in parts] or [f"{who}:"]
 
 
 # -- what a turn is searched by -------------------------------------------------------
@@ -179,10 +254,29 @@ def searched_text(content: dict[str, Any]) -> str:
     return str(content.get("text", ""))
 
 
+# Between a turn's passages in its keyword row: not a word to FTS5, so the
+# operators' search reads the row as one text; the reader's keyword index
+# reads the turn as one document, or each passage as one
+# (indexes.keywords.PASSAGE_DOCUMENTS).
+PASSAGE_BREAK = "|"
+
+
 def turn_tokens(content: dict[str, Any], context: dict[str, Any] | None = None) -> list[str]:
-    """A turn's keyword tokens; ``context``: the content of the turn before
-    it in its conversation (CONTEXT_TOKENS of it are added)."""
-    tokens = search_tokens(searched_text(content))
+    """A turn's keyword tokens, passage by passage (``passages``, with
+    PASSAGE_BREAK between them); ``context``: the content of the turn
+    before it in its conversation (CONTEXT_TOKENS of it are added to the
+    first passage, as is a tool's name: the row without its breaks is the
+    turn's tokens as before passages)."""
+    tool = "tool" in content
+    extra = search_tokens(str(content.get("tool", ""))) if tool else []
     if context is not None:
-        tokens += search_tokens(searched_text(context))[:CONTEXT_TOKENS]
+        extra += search_tokens(searched_text(context))[:CONTEXT_TOKENS]
+    said = str(content.get("result" if tool else "text", ""))
+    tokens: list[str] = []
+    for passage in passages(said) or [""]:
+        if not (document := search_tokens(passage) + (extra if not tokens else [])):
+            continue  # no word to find it by (emoji, punctuation)
+        if tokens:
+            tokens.append(PASSAGE_BREAK)
+        tokens += document
     return tokens

@@ -1,6 +1,6 @@
 """The vector rows: every embedding lives in SQLite, in ``ltm_item_vectors``
 (a memory's one vector) or ``ltm_event_vectors`` (a turn's vectors, one per
-sentence, in one blob). FAISS namespaces (indexes.vectors) are caches of
+sentence or passage, in one blob). FAISS namespaces (indexes.vectors) are caches of
 these rows, one per scope, corpus and model."""
 
 from __future__ import annotations
@@ -122,3 +122,12 @@ async def delete_other_models(session: AsyncSession, corpus: Corpus, rowids: Seq
     rows = VECTOR_ROWS[corpus]
     await session.execute(
         delete(rows.table).where(rows.key_column.in_(list(rowids)), rows.column("model") != model))
+
+
+async def delete_long_turn_vectors(session: AsyncSession, most: int) -> int:
+    """Delete the vectors of turns holding more than ``most`` (embedded
+    sentence by sentence before passages, docs/decisions.md#d77): the fill
+    embeds those turns again. Returns how many turns lost theirs."""
+    count = func.length(EventVector.vector) / (4 * EventVector.dim)
+    result = await session.execute(delete(EventVector).where(EventVector.dim > 0, count > most))
+    return int(getattr(result, "rowcount", 0) or 0)
