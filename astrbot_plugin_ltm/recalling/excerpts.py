@@ -1,0 +1,166 @@
+"""A long turn in the block: the part of it the message is about.
+
+A model's reply runs to hundreds of characters, and what a later question
+asks about ("the restaurant you suggested for fish") sits anywhere in it;
+cut to its first characters, the detail never reaches the model. So a turn
+longer than its line's bound reads as its sentences sharing the message's
+rarest words (a shared word weighs 1 / the number of the turn's sentences
+it is in), best first while they fit the bound, then the opening ones that
+still fit, in the turn's order, "…" where text is left out
+(docs/decisions.md#d80). A sentence longer than the bound is cut around its
+first shared word. None shares a word: the turn's opening, as before.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+from functools import lru_cache
+
+from ..text import is_cjk, search_tokens
+
+MARK = "…"
+# Turns whose sentences and tokens are kept: a read excerpts a few dozen
+# turns, and the same ones come back read after read.
+EXCERPT_CACHE = 4096
+# A sentence ends at a line break, after a CJK full stop (or ；), or after
+# . ! ? … and a space; a list's "2." is no sentence of its own (joined below).
+_BREAK = re.compile(r"\s*\n\s*|(?<=[。！？；])\s*|(?<=[.!?…])\s+")
+_LIST_MARK = re.compile(r"^(?:\d{1,3}|[a-zA-Z])[.)]$")
+
+
+@lru_cache(maxsize=EXCERPT_CACHE)
+def sentences(text: str) -> tuple[tuple[str, str], ...]:
+    """``text``'s sentences (whitespace collapsed), each with its form as
+    the tokenizer reads it (NFKC, lower case)."""
+    pieces: list[str] = []
+    for raw in _BREAK.split(text):
+        piece = " ".join(raw.split())
+        if not piece:
+            continue
+        if pieces and _LIST_MARK.match(pieces[-1]):
+            pieces[-1] = f"{pieces[-1]} {piece}"
+        else:
+            pieces.append(piece)
+    return tuple((piece, unicodedata.normalize("NFKC", piece).lower()) for piece in pieces)
+
+
+@lru_cache(maxsize=EXCERPT_CACHE * 8)
+def _tokens(sentence: str) -> frozenset[str]:
+    return frozenset(search_tokens(sentence))
+
+
+def _probe(token: str) -> str:
+    """What a sentence holding ``token`` holds as text: an English stem's
+    letters but the last (the stemmer changes only a word's end: "citi" ←
+    "city"), any other token itself (a CJK bigram, a number)."""
+    return token[:-1] if len(token) > 3 and token.isascii() and token.isalpha() else token
+
+
+def shared(said: tuple[tuple[str, str], ...], wanted: frozenset[str]) -> list[frozenset[str]]:
+    """The tokens of ``wanted`` each sentence holds. Only a sentence whose
+    text holds a token's probe is tokenised: stemming every word of a long
+    reply cost most of a read (docs/decisions.md#d82)."""
+    probes = {_probe(t) for t in wanted}
+    return [_tokens(sentence) & wanted if any(p in low for p in probes) else frozenset()
+            for sentence, low in said]
+
+
+def excerpt(text: str, query: Iterable[str], max_chars: int, keep: int | None = None) -> str:
+    """``text`` (whitespace collapsed) when it is at most ``max_chars`` long
+    and has no more than ``keep`` sentences; else at most ``keep`` of its
+    sentences (all that fit when None), chosen as the module says, within
+    ``max_chars`` characters, "…" marks included."""
+    flat = " ".join(text.split())
+    if len(flat) <= max_chars and (keep is None or len(_BREAK.findall(text)) < keep  # too few to choose from
+                                    or len(sentences(text)) <= keep):
+        return flat
+    said = sentences(text)
+    wanted = frozenset(query)
+    held = shared(said, wanted) if wanted else [frozenset()] * len(said)
+    spread: dict[str, int] = {}
+    for tokens in held:
+        for token in tokens:
+            spread[token] = spread.get(token, 0) + 1
+    weight = [sum(1.0 / spread[t] for t in tokens) for tokens in held]
+    order = sorted((n for n in range(len(said)) if weight[n] > 0), key=lambda n: (-weight[n], n))
+    limit = len(said) if keep is None else keep
+    if not order:
+        return _opening(said, max_chars, limit)
+    best = order[0]
+    if len(_render(said, [best])) > max_chars:  # the best sentence alone is longer than the bound
+        return _window(said, best, sorted(held[best]), max_chars)
+    chosen: list[int] = []
+    for n in order + [n for n in range(len(said)) if weight[n] == 0]:  # then the opening ones, in order
+        if len(chosen) >= limit:
+            break
+        if len(_render(said, sorted([*chosen, n]))) <= max_chars:
+            chosen.append(n)
+    return _render(said, sorted(chosen))
+
+
+def _render(said: tuple[tuple[str, str], ...], chosen: list[int]) -> str:
+    """The ``chosen`` sentences in order, "…" where sentences are left out
+    (at the end only when the last one ends mid-way: a turn has no id to
+    expand, so the mark would only cost a token, docs/decisions.md#d73)."""
+    parts: list[str] = []
+    last = -1
+    for n in chosen:
+        if n > last + 1:
+            parts.append(MARK)
+        parts.append(said[n][0])
+        last = n
+    return _join(parts)
+
+
+def _join(parts: list[str]) -> str:
+    """Sentences joined as they were written: no space beside a CJK one."""
+    out = ""
+    for n, part in enumerate(parts):
+        after = parts[n + 1] if part == MARK and n + 1 < len(parts) else part  # a mark goes with what follows
+        if out and not (_cjk_edge(out[-1]) or _cjk_edge(after[0])):
+            out += " "
+        out += part
+    return out
+
+
+def _cjk_edge(ch: str) -> bool:
+    return is_cjk(ch) or ch in "。！？；：，、"
+
+
+def _opening(said: tuple[tuple[str, str], ...], max_chars: int, limit: int) -> str:
+    """The first ``limit`` sentences, cut at ``max_chars`` ("…" ending the cut)."""
+    flat = _join([s for s, _ in said[:limit]])
+    if len(flat) <= max_chars:
+        return flat
+    return _cut(flat, max_chars - 1) + MARK
+
+
+def _window(said: tuple[tuple[str, str], ...], n: int, shared: list[str], max_chars: int) -> str:
+    """Sentence ``n`` cut to ``max_chars`` around the first of its ``shared``
+    tokens found in it."""
+    sentence, lower = said[n]
+    found = [at for at in (lower.find(_probe(t)) for t in shared) if at >= 0]
+    room = max_chars - 2  # the marks at both ends
+    first = min(found, default=0)
+    # From the sentence's start (what it is about: a name, a list's entry)
+    # when the word is in reach; else a third of the room before the word.
+    start = 0 if first + room // 4 <= room else first - room // 3
+    start = min(start, max(0, len(sentence) - room))
+    if start > 0 and not is_cjk(sentence[start]) and " " in sentence[start:start + room // 3]:
+        start = sentence.index(" ", start) + 1  # not in the middle of a word
+    body = _cut(sentence[start:], room) if len(sentence) - start > room else sentence[start:]
+    head = MARK if start > 0 or n > 0 else ""
+    tail = MARK if start + len(body) < len(sentence) else ""
+    return f"{head}{body}{tail}"
+
+
+def _cut(text: str, chars: int) -> str:
+    """``text``'s first ``chars`` characters, at a word's end where there is one."""
+    if len(text) <= chars:
+        return text
+    start = text[:chars]
+    if " " in start and not is_cjk(text[chars - 1]) and not text[chars].isspace():
+        start = start.rsplit(" ", 1)[0]
+    return start.rstrip()
