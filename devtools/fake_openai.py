@@ -56,7 +56,8 @@ _RULES = [
      "preference", "{who}喜欢{0}", "likes_{0}", 0.85, 0.6),
     # An unsure guess a real model makes of a request (below the write
     # policy's 0.6: kept in shadow, no one asked to approve it).
-    (re.compile(r"推荐几家([\u4e00-\u9fff]{1,6}?)的餐厅"), "preference", "{who}想找{0}的餐厅", "wants_food_{0}", 0.5, 0.3),
+    (re.compile(r"推荐几家([\u4e00-\u9fff]{1,6}?)的餐厅"),
+     "preference", "{who}想找{0}的餐厅", "wants_food_{0}", 0.5, 0.3),
     (re.compile(r"recommend some restaurants in ([A-Z][\w-]*)", re.I),
      "preference", "{who} is looking for restaurants in {0}", "wants_food_{0}", 0.5, 0.3),
 ]
