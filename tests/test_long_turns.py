@@ -121,3 +121,19 @@ async def test_a_turn_behind_a_memory_awaiting_approval_stays_hidden_with_the_re
                    {"type": "preference", "fact": "Alice 对杭州的餐厅感兴趣", "confidence": 0.9, "lines": [1]})
     assert (await ltm.item()).awaiting_approval
     assert not await ltm.block(a, FISH)
+
+
+WORDS = ["restaurants", "restaurant", "recommended", "city", "cities", "happy", "happily", "running", "ran", "tell",
+         "hotel", "garlic", "prawns", "2023", "covid-19", "西湖醋鱼", "餐厅", "湖", "Python编程", "the", "a", "studies"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.sampled_from(WORDS + [". ", "。", "! ", "\n"]), min_size=1, max_size=60),
+       st.lists(st.sampled_from(WORDS), min_size=1, max_size=6))
+def test_the_words_a_sentence_shares_with_the_message_are_found_without_tokenising_it_all(words, message):
+    from astrbot_plugin_ltm.recalling.excerpts import sentences, shared
+    from astrbot_plugin_ltm.text import search_tokens
+
+    said = sentences(" ".join(words))
+    wanted = frozenset(query_tokens(" ".join(message)))
+    assert shared(said, wanted) == [frozenset(search_tokens(s)) & wanted for s, _ in said]

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from bisect import bisect_right
 from collections.abc import Iterable
 from functools import lru_cache
+from itertools import accumulate
 
 from ..text import is_cjk, search_tokens
 
@@ -46,25 +48,37 @@ def sentences(text: str) -> tuple[tuple[str, str], ...]:
     return tuple((piece, unicodedata.normalize("NFKC", piece).lower()) for piece in pieces)
 
 
-@lru_cache(maxsize=EXCERPT_CACHE * 8)
-def _tokens(sentence: str) -> frozenset[str]:
-    return frozenset(search_tokens(sentence))
-
-
 def _probe(token: str) -> str:
-    """What a sentence holding ``token`` holds as text: an English stem's
-    letters but the last (the stemmer changes only a word's end: "citi" ←
-    "city"), any other token itself (a CJK bigram, a number)."""
+    """What a word holding ``token`` starts with: an English stem's letters
+    but the last (the stemmer changes only a word's end: "citi" ← "city"),
+    any other token itself (a number)."""
     return token[:-1] if len(token) > 3 and token.isascii() and token.isalpha() else token
 
 
+@lru_cache(maxsize=256)
+def _finder(wanted: frozenset[str]) -> re.Pattern[str]:
+    """Where a text may hold one of ``wanted``: a CJK bigram (or character)
+    as it is, overlapping; a word starting with another token's probe."""
+    cjk = [re.escape(t) for t in wanted if is_cjk(t[0])]
+    words = [re.escape(_probe(t)) for t in wanted if not is_cjk(t[0])]
+    parts = cjk + ([rf"\b(?:{'|'.join(words)})[^\W_]*"] if words else [])
+    return re.compile(f"(?=({'|'.join(parts)}))")
+
+
 def shared(said: tuple[tuple[str, str], ...], wanted: frozenset[str]) -> list[frozenset[str]]:
-    """The tokens of ``wanted`` each sentence holds. Only a sentence whose
-    text holds a token's probe is tokenised: stemming every word of a long
-    reply cost most of a read (docs/decisions.md#d82)."""
-    probes = {_probe(t) for t in wanted}
-    return [_tokens(sentence) & wanted if any(p in low for p in probes) else frozenset()
-            for sentence, low in said]
+    """The tokens of ``wanted`` each sentence holds. Only the words that
+    may be one of them are tokenised: stemming every word of a long reply
+    cost most of a read (docs/decisions.md#d82)."""
+    held: list[set[str]] = [set() for _ in said]
+    starts = list(accumulate((len(low) + 1 for _, low in said[:-1]), initial=0))
+    for match in _finder(wanted).finditer("\n".join(low for _, low in said)):  # one pass over the turn
+        word = match.group(1)
+        found = held[bisect_right(starts, match.start()) - 1]
+        if word in wanted:
+            found.add(word)
+        else:
+            found.update(t for t in search_tokens(word) if t in wanted)
+    return [frozenset(h) for h in held]
 
 
 def excerpt(text: str, query: Iterable[str], max_chars: int, keep: int | None = None) -> str:
@@ -92,11 +106,16 @@ def excerpt(text: str, query: Iterable[str], max_chars: int, keep: int | None = 
     if len(_render(said, [best])) > max_chars:  # the best sentence alone is longer than the bound
         return _window(said, best, sorted(held[best]), max_chars)
     chosen: list[int] = []
+    used = 0
     for n in order + [n for n in range(len(said)) if weight[n] == 0]:  # then the opening ones, in order
-        if len(chosen) >= limit:
+        if len(chosen) >= limit or used >= max_chars - 1:
             break
-        if len(_render(said, sorted([*chosen, n]))) <= max_chars:
+        if len(said[n][0]) > max_chars - used:  # a sentence adds at least its own length
+            continue
+        tried = len(_render(said, sorted([*chosen, n])))
+        if tried <= max_chars:
             chosen.append(n)
+            used = tried
     return _render(said, sorted(chosen))
 
 

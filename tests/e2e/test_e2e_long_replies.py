@@ -19,7 +19,7 @@ def bot(bot_factory):
 
 
 def _recalled(bot, user: str, ask: str, question: str, detail: str, name: str) -> None:
-    reply = bot.chat(ask, user, "food-1")
+    reply = bot.chat(ask, user, f"{user}-food-1")
     assert name in reply and reply.index(name) > 100, bot.diag(f"the fake model's list is not long: {reply!r}")
     # the turn is recorded (and read by extraction) before the next conversation starts
     bot.wait_for(lambda: (events := bot.events(user)) and len(events) >= 2
@@ -29,7 +29,7 @@ def _recalled(bot, user: str, ask: str, question: str, detail: str, name: str) -
     (guess,) = bot.items(user)
     assert guess["status"] == "shadow" and not guess["awaiting_approval"], guess
     since = bot.mark()
-    assert bot.chat(question, user, "food-2") == f"ECHO: {question}"
+    assert bot.chat(question, user, f"{user}-food-2") == f"ECHO: {question}"
     body = bot.turn_request(question, since)
     blocks = bot.memory_blocks(body)
     assert blocks, bot.diag(f"no memory block for {question!r}: {body['messages']}")
