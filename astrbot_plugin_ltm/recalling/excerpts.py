@@ -45,6 +45,8 @@ def sentences(text: str) -> tuple[tuple[str, str], ...]:
             pieces[-1] = f"{pieces[-1]} {piece}"
         else:
             pieces.append(piece)
+    if text.isascii():  # NFKC leaves ASCII as it is
+        return tuple((piece, piece.lower()) for piece in pieces)
     return tuple((piece, unicodedata.normalize("NFKC", piece).lower()) for piece in pieces)
 
 
@@ -59,7 +61,8 @@ def _probe(token: str) -> str:
 def _finder(wanted: frozenset[str]) -> re.Pattern[str]:
     """Where a text may hold one of ``wanted``: a CJK bigram (or character)
     as it is, overlapping; a word starting with another token's probe."""
-    cjk = [re.escape(t) for t in wanted if is_cjk(t[0])]
+    # Bigrams before lone characters: at one place only the first that matches is seen.
+    cjk = [re.escape(t) for t in sorted(wanted, key=len, reverse=True) if is_cjk(t[0])]
     words = [re.escape(_probe(t)) for t in wanted if not is_cjk(t[0])]
     parts = cjk + ([rf"\b(?:{'|'.join(words)})[^\W_]*"] if words else [])
     return re.compile(f"(?=({'|'.join(parts)}))")
@@ -69,12 +72,18 @@ def shared(said: tuple[tuple[str, str], ...], wanted: frozenset[str]) -> list[fr
     """The tokens of ``wanted`` each sentence holds. Only the words that
     may be one of them are tokenised: stemming every word of a long reply
     cost most of a read (docs/decisions.md#d82)."""
+    if not wanted or not said:
+        return [frozenset() for _ in said]
     held: list[set[str]] = [set() for _ in said]
     starts = list(accumulate((len(low) + 1 for _, low in said[:-1]), initial=0))
-    for match in _finder(wanted).finditer("\n".join(low for _, low in said)):  # one pass over the turn
-        word = match.group(1)
-        found = held[bisect_right(starts, match.start()) - 1]
-        if word in wanted:
+    text = "\n".join(low for _, low in said)
+    for match in _finder(wanted).finditer(text):  # one pass over the turn
+        word, at = match.group(1), match.start()
+        found = held[bisect_right(starts, at) - 1]
+        if len(word) == 1 and is_cjk(word):  # a lone CJK character is a token only outside a longer run
+            if not ((at and is_cjk(text[at - 1])) or (at + 1 < len(text) and is_cjk(text[at + 1]))):
+                found.add(word)
+        elif word in wanted:
             found.add(word)
         else:
             found.update(t for t in search_tokens(word) if t in wanted)
