@@ -15,9 +15,9 @@ from ..clock import as_utc
 from ..config import ReadPolicy
 from ..enums import MemoryType, SourceType
 from ..extension_points import TokenCounter
-from ..instructions import neutralise
+from ..instructions import instruction_reason, neutralise
 from ..storing.tables import MemoryEvent
-from ..storing.turns import speaker_of, turn_parts
+from ..storing.turns import BOT_JUDGED_CHARS, speaker_of, turn_parts
 from ..text import is_cjk, token_set_similarity
 from . import bot_lines
 from .bot_lines import BotAllowance, is_bot
@@ -93,6 +93,8 @@ def frame(language: str) -> tuple[str, str]:
 # The same facts are shown read after read: neutralised once (a fact is
 # short; turns, up to 8000 characters, are not kept).
 _neutralised = lru_cache(maxsize=COUNT_CACHE)(neutralise)
+# The parts of the bot's long replies shown, judged once each (~0.5 ms).
+_steers = lru_cache(maxsize=COUNT_CACHE)(instruction_reason)
 
 
 def format_line(item: ItemView, ids: bool = False, about: Focus | None = None) -> str:
@@ -128,8 +130,14 @@ def format_event_line(event: MemoryEvent | EventRow, about: Focus | None = None,
     chars = bot_lines.BOT_CHARS if is_bot(event) else EVENT_CHARS
     if event.source_type != SourceType.TOOL_RESULT:
         # The bound holds the speaker's label too (as the cut below).
-        said = excerpt(said, about.tokens if about is not None else (), max(CUT_MIN_CHARS, chars - len(who) - 2),
-                       None if whole or about is None else TURN_SENTENCES)
+        room, keep = max(CUT_MIN_CHARS, chars - len(who) - 2), None if whole or about is None else TURN_SENTENCES
+        shown = excerpt(said, about.tokens if about is not None else (), room, keep)
+        # A reply of the bot's was judged when recorded on its start only
+        # (storing.turns.withhold): a part from further on that reads as an
+        # instruction gives way to the opening (docs/decisions.md#d80).
+        if is_bot(event) and len(said) > BOT_JUDGED_CHARS and _steers(shown):
+            shown = excerpt(said, (), room, keep)
+        said = shown
     said = " ".join(f"{who}: {said}".split())  # as turn_text
     # Neutralised with a margin past the cut, so a marker across it is still broken.
     body = neutralise(said[:chars * 2])
