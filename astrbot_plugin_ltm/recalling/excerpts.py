@@ -5,8 +5,10 @@ asks about ("the restaurant you suggested for fish") sits anywhere in it;
 cut to its first characters, the detail never reaches the model. So a turn
 longer than its line's bound reads as its sentences sharing the message's
 rarest words (a shared word weighs 1 / the number of the turn's sentences
-it is in), best first while they fit the bound, then the opening ones that
-still fit, in the turn's order, "…" where text is left out
+it is in), best first while they fit the bound, then the sentence after
+each (an answer often follows the words that announce it), then the
+opening ones that still fit, in the turn's order (the room left: the start
+of the next sentence), "…" where text is left out
 (docs/decisions.md#d80). A sentence longer than the bound is cut around its
 first shared word. None shares a word: the turn's opening, as before.
 """
@@ -23,6 +25,7 @@ from itertools import accumulate
 from ..text import is_cjk, search_tokens
 
 MARK = "…"
+TAIL_MIN_CHARS = 16  # room left after the sentences chosen that is worth the start of the next one
 # Turns whose sentences and tokens are kept: a read excerpts a few dozen
 # turns, and the same ones come back read after read.
 EXCERPT_CACHE = 4096
@@ -116,7 +119,13 @@ def excerpt(text: str, query: Iterable[str], max_chars: int, keep: int | None = 
         return _window(said, best, sorted(held[best]), max_chars)
     chosen: list[int] = []
     used = 0
-    for n in order + [n for n in range(len(said)) if weight[n] == 0]:  # then the opening ones, in order
+    # Each matching sentence with the one after it ("I can share some tips:"
+    # — the tips), then the opening ones, in order; with ``keep`` (a turn
+    # further down the block, docs/decisions.md#d71) the opening ones only.
+    paired = [m for n in order for m in (n, n + 1) if m < len(said)] if keep is None else order
+    for n in paired + [n for n in range(len(said)) if weight[n] == 0]:
+        if n in chosen:
+            continue
         if len(chosen) >= limit or used >= max_chars - 1:
             break
         if len(said[n][0]) > max_chars - used:  # a sentence adds at least its own length
@@ -125,7 +134,14 @@ def excerpt(text: str, query: Iterable[str], max_chars: int, keep: int | None = 
         if tried <= max_chars:
             chosen.append(n)
             used = tried
-    return _render(said, sorted(chosen))
+    shown = _render(said, sorted(chosen))
+    # Room left: the start of the sentence after the last one shown, cut.
+    after = max(chosen) + 1
+    if after < len(said) and keep is None and max_chars - len(shown) > TAIL_MIN_CHARS:
+        start = _cut(said[after][0], max_chars - len(shown) - 2)
+        if len(start) >= TAIL_MIN_CHARS // 2:
+            shown = _join([shown, start]) + MARK
+    return shown[:max_chars]
 
 
 def _render(said: tuple[tuple[str, str], ...], chosen: list[int]) -> str:
