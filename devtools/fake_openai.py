@@ -6,7 +6,8 @@
   extractor, so the offline demo really learns "my name is …", "I live in …",
   "我叫…", "住在…", "I like …", and what the bot itself recommended ("by": "bot").
   AstrBot's title requests get a fixed title. Asked for a book ("推荐…书",
-  "recommend … book"), the model recommends one.
+  "recommend … book"), the model recommends one; asked for restaurants, it
+  answers with a long list of eight.
 - A user message containing "weather" is answered with a call to the
   ``get_weather`` tool when the request offers it; ``call <tool> {json}``
   with a call to that tool with those arguments, when it is offered.
@@ -57,6 +58,12 @@ _RULES = [
     (re.compile(r"住在([\u4e00-\u9fff\w]{1,10}?)(?:[，,。！!\s]|$)"), "profile", "{who}住在{0}", "home_city", 0.9, 0.8),
     (re.compile(r"我(?:很)?喜欢([\u4e00-\u9fff\w]{1,12}?)(?:[，,。！!\s]|$)"),
      "preference", "{who}喜欢{0}", "likes_{0}", 0.85, 0.6),
+    # An unsure guess a real model makes of a request (below the write
+    # policy's 0.6: kept in shadow, no one asked to approve it).
+    (re.compile(r"推荐几家([\u4e00-\u9fff]{1,6}?)的餐厅"),
+     "preference", "{who}想找{0}的餐厅", "wants_food_{0}", 0.5, 0.3),
+    (re.compile(r"recommend some restaurants in ([A-Z][\w-]*)", re.I),
+     "preference", "{who} is looking for restaurants in {0}", "wants_food_{0}", 0.5, 0.3),
 ]
 
 
@@ -85,7 +92,34 @@ _CALL = re.compile(r"^call (\w+) (\{.*\})$", re.S)
 # A request for a book (not a question about an earlier one), and the bot's
 # recommendation as extraction reads it back: a bot-side episode.
 _ASKS_BOOK = re.compile(r"推荐.*书|recommend.*book", re.I)
-_ASKS_BACK = re.compile(r"上次|last time", re.I)
+_ASKS_BACK = re.compile(r"上次|之前|last time|earlier|before", re.I)
+# Asked for restaurants, the model answers at length, as real models do: a
+# list of eight, the detail a later question asks about in its middle.
+_ASKS_RESTAURANTS = re.compile(r"推荐.*餐厅|recommend.*restaurants", re.I)
+RESTAURANTS_ZH = (
+    "当然可以！杭州有很多值得一去的餐厅，下面给你推荐八家：\n"
+    "1. 知味观：百年老店，招牌是小笼包和猫耳朵，适合早餐和点心。\n"
+    "2. 外婆家：性价比很高的杭帮菜连锁店，茶香鸡和麻婆豆腐很受欢迎。\n"
+    "3. 绿茶餐厅：环境清新，面包诱惑和绿茶烤鸡是必点菜。\n"
+    "4. 楼外楼：位于孤山脚下，西湖醋鱼和东坡肉是这里的招牌，历史悠久。\n"
+    "5. 新白鹿：价格实惠，排队的人很多，蛋黄鸡翅值得一试。\n"
+    "6. 奎元馆：以面条闻名，虾爆鳝面是经典，适合想吃面的时候去。\n"
+    "7. 山外山：靠近植物园，环境优雅，适合家庭聚餐和朋友聚会。\n"
+    "8. 天外天：在灵隐寺附近，龙井虾仁做得很地道，游玩后可以顺路去。\n"
+    "希望你在杭州吃得开心！如果需要，我还可以帮你规划一条美食路线。"
+)
+RESTAURANTS_EN = (
+    "Of course! Lisbon has a lot of great places to eat. Here are eight I would recommend:\n"
+    "1. Time Out Market: a big food hall by the river, good when everyone wants something different.\n"
+    "2. Taberna da Rua das Flores: a tiny tavern with a chalkboard menu of small Portuguese plates.\n"
+    "3. Pastéis de Belém: the original custard tarts, best eaten warm with cinnamon on top.\n"
+    "4. Cervejaria Ramiro: a loud seafood hall famous for its garlic prawns and a steak sandwich to finish.\n"
+    "5. A Cevicheria: Peruvian ceviche under a giant octopus hanging from the ceiling.\n"
+    "6. Zé da Mouraria: huge portions of codfish, so bring friends and share.\n"
+    "7. Belcanto: two Michelin stars, a tasting menu for a special evening.\n"
+    "8. O Trevo: a simple counter that serves the bifana, a pork sandwich locals swear by.\n"
+    "Enjoy your trip, and tell me if you would like a route that links them together!"
+)
 _BOT_LINE = re.compile(r"^\[(\d+)\] assistant: (?P<text>.*)$")
 _BOT_RECOMMENDS = re.compile(r"推荐你读(《[^》]+》)|I recommend reading ([^,.!]+)")
 UNNAMED = "unnamed user"  # learning.extractor.UNNAMED: the speaker has no display name
@@ -293,6 +327,8 @@ class Handler(BaseHTTPRequestHandler):
                 text = ""
                 tool_calls = [{"id": "call_fake_1", "type": "function",
                                "function": {"name": "get_weather", "arguments": json.dumps({"city": "Paris"})}}]
+            elif _ASKS_RESTAURANTS.search(own) and not _ASKS_BACK.search(own):
+                text = RESTAURANTS_ZH if re.search(r"[\u4e00-\u9fff]", own) else RESTAURANTS_EN
             elif _ASKS_BOOK.search(own) and not _ASKS_BACK.search(own):
                 text = ("我推荐你读《小王子》，一本温暖又深刻的书。" if re.search(r"[\u4e00-\u9fff]", own)
                         else "I recommend reading The Little Prince, a gentle classic.")

@@ -86,13 +86,14 @@ async def test_a_bot_side_episode_is_stored_with_the_bots_event_and_recalled(ltm
     assert all("Little Prince" not in s.fact for s in block.events)
 
 
-async def test_the_bots_reply_is_labelled_cut_and_kept_to_its_share(ltm, origin):
+async def test_the_bots_reply_is_labelled_bounded_and_kept_to_its_share(ltm, origin):
     a = origin("alice")
     long_reply = "I recommend the pineapple cake at Rosa's bakery. " + "It is lovely and sweet. " * 40
     await ltm.turn(a, "Where should I get dessert?", long_reply)
     block = await ltm.block(a, "pineapple cake dessert")
     (bot_line,) = [line for line in block.text.splitlines() if line.startswith("- bot (you): ")]
-    assert bot_line.endswith("…") and len(bot_line) <= len("- bot (you): ") + BOT_CHARS + 1
+    # the part the message is about, within the bot's bound (recalling/excerpts.py)
+    assert bot_line.startswith("- bot (you): I recommend the pineapple cake") and len(bot_line) <= 2 + BOT_CHARS + 1
     assert any("Alice: Where should I get dessert?" in s.fact for s in block.events)
     # many long replies: together they stay within their share of the budget
     for n in range(12):

@@ -88,7 +88,7 @@ def test_a_chinese_turn_is_focused_on_its_sentences():
     said = "谢谢你！周末过得很好。我们带孩子去湖边露营了。天气也不错。下次再聊！"
     ranked = [_turn(n, said, who="小美") for n in range(WHOLE_TURNS + 1)]
     block = builder.fit(ranked, ReadPolicy(), about=about("小美去哪里露营了？"))
-    assert _lines(block)[-1] == "- 小美: 谢谢你！ … 我们带孩子去湖边露营了。"
+    assert _lines(block)[-1] == "- 小美: 谢谢你！…我们带孩子去湖边露营了。"
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])

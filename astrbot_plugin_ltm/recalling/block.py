@@ -15,12 +15,13 @@ from ..clock import as_utc
 from ..config import ReadPolicy
 from ..enums import MemoryType, SourceType
 from ..extension_points import TokenCounter
-from ..instructions import neutralise
+from ..instructions import instruction_reason, neutralise
 from ..storing.tables import MemoryEvent
-from ..storing.turns import speaker_of, turn_parts
+from ..storing.turns import BOT_JUDGED_CHARS, speaker_of, turn_parts
 from ..text import is_cjk, token_set_similarity
 from . import bot_lines
 from .bot_lines import BotAllowance, is_bot
+from .excerpts import excerpt
 from .ranking import Ranked
 from .rows import EventRow, ItemView
 from .summary_lines import focus, summary_day
@@ -40,11 +41,13 @@ NEAR_DUPLICATE = 0.8  # token-set similarity above which a memory repeats one ch
 # The walk down the candidates ends when this many lines in a row did not
 # fit: the block is full (docs/decisions.md#d12).
 FULL_AFTER_MISSES = 12
-EVENT_CHARS = 300  # a raw turn is cut to this many characters (docs/decisions.md#d11)
-# The first turns a block takes read whole; each one after them reads as
-# its TURN_SENTENCES sentences the message is about: a line further down
-# the ranking holds the answer less often, and a part of it leaves room
-# for the other sessions a question spans (docs/decisions.md#d71).
+# A person's turn reads in at most this many characters; a longer one as
+# the part the message is about (excerpts.py, docs/decisions.md#d11, #d80).
+EVENT_CHARS = 300
+# The first turns a block takes read as all of them that fits; each one
+# after them as at most TURN_SENTENCES sentences the message is about: a
+# line further down the ranking holds the answer less often, and a part of
+# it leaves room for the other sessions a question spans (docs/decisions.md#d71).
 WHOLE_TURNS = 3
 TURN_SENTENCES = 2
 # The room left for the last turn, cut to fit: less says too little (docs/decisions.md#d50).
@@ -90,6 +93,8 @@ def frame(language: str) -> tuple[str, str]:
 # The same facts are shown read after read: neutralised once (a fact is
 # short; turns, up to 8000 characters, are not kept).
 _neutralised = lru_cache(maxsize=COUNT_CACHE)(neutralise)
+# The parts of the bot's long replies shown, judged once each (~0.5 ms).
+_steers = lru_cache(maxsize=COUNT_CACHE)(instruction_reason)
 
 
 def format_line(item: ItemView, ids: bool = False, about: Focus | None = None) -> str:
@@ -115,18 +120,25 @@ class Focus:
     whole: frozenset[int] = frozenset()
 
 
-def format_event_line(event: MemoryEvent | EventRow, about: Focus | None = None) -> str:
+def format_event_line(event: MemoryEvent | EventRow, about: Focus | None = None, whole: bool = True) -> str:
     """A raw turn: who, then what (under its day's heading, turn_day).
-    ``about``: what it says of the message, TURN_SENTENCES of its sentences
-    (summary_lines.focus), the opening ones filling up; a tool's result
+    A long one reads as the part ``about`` the message is about, within
+    its line's bound (excerpts.py); ``whole`` False (a turn further down
+    the block): TURN_SENTENCES of its sentences at most. A tool's result
     is shown from its start."""
     who, said = turn_parts(event.source_type, event.content or {}, speaker_of(event))
-    if about is not None and event.source_type != SourceType.TOOL_RESULT:
-        # No "…" after the last sentence: a turn has no id to expand, so
-        # the mark would only cost a token (docs/decisions.md#d73).
-        said = focus(" ".join(said.split()), about.tokens, TURN_SENTENCES, fill=True, tail=False)
-    said = " ".join(f"{who}: {said}".split())  # as turn_text
     chars = bot_lines.BOT_CHARS if is_bot(event) else EVENT_CHARS
+    if event.source_type != SourceType.TOOL_RESULT:
+        # The bound holds the speaker's label too (as the cut below).
+        room, keep = max(CUT_MIN_CHARS, chars - len(who) - 2), None if whole or about is None else TURN_SENTENCES
+        shown = excerpt(said, about.tokens if about is not None else (), room, keep)
+        # A reply of the bot's was judged when recorded on its start only
+        # (storing.turns.withhold): a part from further on that reads as an
+        # instruction gives way to the opening (docs/decisions.md#d80).
+        if is_bot(event) and len(said) > BOT_JUDGED_CHARS and _steers(shown):
+            shown = excerpt(said, (), room, keep)
+        said = shown
+    said = " ".join(f"{who}: {said}".split())  # as turn_text
     # Neutralised with a margin past the cut, so a marker across it is still broken.
     body = neutralise(said[:chars * 2])
     if len(body) > chars:
@@ -208,7 +220,7 @@ class BlockBuilder:
                 if n_turns >= policy.max_events or event.event_id in covered:
                     left_out(r, MAX_EVENTS if n_turns >= policy.max_events else COVERED)
                     continue
-                line = format_event_line(event, about if n_turns >= WHOLE_TURNS else None)
+                line = format_event_line(event, about, whole=n_turns < WHOLE_TURNS)
                 day = turn_day(event)
             heading = self._count("\n" + day) if r.turn is not None and day not in days else 0
             cost = self._count("\n" + line)

@@ -7,8 +7,8 @@ summary reads as its day and the one of its sentences (FOCUS_SENTENCES)
 sharing the message's rarest words within the summary (a name in every
 sentence tells them apart less than a title in one). It stays one memory:
 the memory_expand tool shows the rest, and a message naming the summary's
-period (a date question) gets it whole. A raw turn further down the block
-reads the same way, two sentences kept (block.py, docs/decisions.md#d71).
+period (a date question) gets it whole. A raw turn reads by its content
+too, within its line's bound (excerpts.py, docs/decisions.md#d80).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from ..text import search_tokens
 
 FOCUS_SENTENCES = 1
 ELLIPSIS = "…"
-SUMMARY_CACHE = 4096  # summaries and turns whose sentences and tokens are kept (a read focuses a few dozen)
+SUMMARY_CACHE = 4096  # summaries whose sentences and tokens are kept (a read focuses a few dozen)
 # A sentence ends at . ! ? or … followed by a space, or at a CJK full stop.
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|(?<=[。！？])\s*|\s*\n\s*")
 

@@ -27,11 +27,16 @@ from .tables import MemoryEvent
 # active, else 1. CROSS JOIN keeps SQLite's join order: evidence by event
 # id (ix_ltm_evidence_event), then the item by its unique memory id.
 # A summary retired into its roll-up (superseded, learning.summaries) still
-# backs its turns: the roll-up that replaced it cites them too.
+# backs its turns: the roll-up that replaced it cites them too. A shadow
+# memory no one is asked to approve (below the confidence bar in mode auto,
+# or learnt in mode shadow) neither backs nor hides: the turn reads as if
+# nothing cited it, so an unsure guess at a long reply does not take the
+# reply out of reach (docs/decisions.md#d81).
 def _backing(alias: str) -> str:
     return (
-        f"(SELECT min(i.status = '{Status.ACTIVE}' OR (i.status = '{Status.SUPERSEDED}' "
-        f"AND i.type = '{MemoryType.SUMMARY}')) FROM ltm_evidence v CROSS JOIN ltm_items i "
+        f"(SELECT min(CASE WHEN i.status = '{Status.SHADOW}' AND NOT i.awaiting_approval THEN NULL "
+        f"ELSE i.status = '{Status.ACTIVE}' OR (i.status = '{Status.SUPERSEDED}' "
+        f"AND i.type = '{MemoryType.SUMMARY}') END) FROM ltm_evidence v CROSS JOIN ltm_items i "
         f"ON i.memory_id = v.memory_id WHERE v.event_id = {alias}.event_id)"
     )
 
