@@ -19,18 +19,22 @@ import re
 from ..text import query_tokens
 from .dates import without_dates
 
-# A question about when events happened relative to each other, or to now.
+# A question about the order of events or the time between them; not one
+# about a duration or a frequency ("how long…", "how many days a week…").
 _COMPARES = re.compile(
-    r"\bhow (?:many|much) (?:\w+ ){0,2}(?:minutes|hours|days|weeks|months|years|time)\b|\bhow long\b"
-    r"|\b(?:first|earlier|later|sooner|before|after|since|between|until)\b|\bin what order\b"
-    r"|先|后来|之前|之后|以前|以后|多少天|多久|几天|几个月|几年|哪个早|谁早",
+    r"\b(?:earlier|later|sooner|before|after|since|between|until)\b|\bin what order\b"
+    r"|\bfirst\b.*\bor\b|\bor\b.*\bfirst\b"  # "which did I do first, X or Y", not "his first dance"
+    r"|先.*还是|还是.*先|后来|之前|之后|以前|以后|哪个早|谁早",
     re.I)
 # The frame of such a question, which names no event.
-_FRAME = re.compile(_COMPARES.pattern + r"|\b(?:ago|passed|elapsed|went by|gone by|did it take|had passed)\b"
-                    r"|过了|经过了|隔了", re.I)
+_FRAME = re.compile(
+    r"\b(?:first|earlier|later|sooner|before|after|since|between|until)\b|\bin what order\b|先|后来|哪个早|谁早"
+    r"|\bhow (?:many|much|long) (?:\w+ ){0,2}?(?:minutes|hours|days|weeks|months|years|time)\b"
+    r"|\bhow long\b|\b(?:ago|passed|elapsed|went by|gone by|did it take|had passed)\b"
+    r"|多少天|多久|几天|几个月|几年|过了|经过了|隔了", re.I)
 # Where a comparing question passes from one event to the next.
 _JOINS = re.compile(
-    r"[,;:?!，；：？！、]|\s(?:or|and|than|before|after|since|between|until|then|first|instead of)\s"
+    r"[,;:?!，；：？！、]|\s(?:or|and|than|before|after|since|between|until|then|instead of)\s"
     r"|\s(?:did|do|was|were|have|had)(?=\s+(?:I|we)\b)"
     r"|还是|或者|以及|然后|之前|之后|以前|以后|和|跟|与|先|再",
     re.I)
