@@ -22,9 +22,10 @@ from ..config import ReadPolicy
 from ..extension_points import Retriever, TokenCounter
 from ..scope import Scope
 from ..storing.database import Database
+from ..text import query_tokens
 from .asking import asks_for_suggestions, event_parts
 from .block import BlockBuilder, Focus, MemoryBlock, language_of
-from .dates import First, Period, named_period
+from .dates import First, Period, named_period, without_dates
 from .explain import explain_hits
 from .history import History
 from .periods import PeriodRows, load_period, resolve
@@ -87,8 +88,10 @@ class MemoryReader:
         now = self._clock()
         q = Query.of(query)
         unbacked = self._unbacked_turns()
-        # A question comparing events also searches for each event it names (asking.py).
-        queries = [q, *(Query.of(part) for part in event_parts(query))]
+        # A question comparing events is searched as the events it names, each
+        # on its own: as a whole, the turns matching several of its words
+        # would outrank each event's own (asking.py, docs/decisions.md#d84).
+        queries = [Query.of(part) for part in event_parts(query)] or [q]
         found: list[Found] = list(await asyncio.gather(
             *(r.search(scopes, each, HITS_PER_SEARCH) for each in queries for r in self.retrievers)))
         # Most messages name no time: then no third trip to a read thread.
@@ -97,7 +100,8 @@ class MemoryReader:
             self.db.run(lambda conn: self._memories(conn, scopes, found, policy, now)),
             self.db.run(lambda conn: self._turns(conn, scopes, found, unbacked, policy)),
             self._nothing() if names is None else
-            self.db.run(lambda conn: self._named(conn, scopes, names, unbacked, policy, now, q.tokens)),
+            self.db.run(lambda conn: self._named(conn, scopes, names, unbacked, policy, now,
+                                                 query_tokens(without_dates(query)))),
         )
         period: Period | None = None
         in_period: frozenset[int] = frozenset()
