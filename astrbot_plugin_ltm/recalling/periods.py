@@ -82,6 +82,7 @@ def load_period(conn: Connection, scopes: list[Scope], period: Period, unbacked:
         params = {**bounds, "kind": scope.kind, "id": scope.id}
         in_period = "x.scope = :kind AND x.scope_id = :id AND x.created_at >= :start AND x.created_at < :end"
         if policy.max_events > 0:
+            taken: set[int] = set()  # this scope's, at most PERIOD_LIMIT
             if tokens:
                 prefix = scope_prefix(scope.kind, scope.id)
                 for row in fetch_rows(
@@ -91,11 +92,13 @@ def load_period(conn: Connection, scopes: list[Scope], period: Period, unbacked:
                         {**params, "match": fts_match_expression([prefix + t for t in dict.fromkeys(tokens)])}):
                     rows.turns.setdefault(row[0], EventRow.of(row[:-1]))
                     matched.append((float(row[-1]), row[0]))
+                    taken.add(row[0])
             for row in fetch_rows(conn, f"SELECT {EventRow.COLUMNS} FROM ltm_events x WHERE {in_period} "
                                     f"AND {shown_turns(unbacked)} ORDER BY x.created_at LIMIT :limit", params):
-                if len(rows.turns) >= PERIOD_LIMIT * len(scopes):
+                if len(taken) >= PERIOD_LIMIT:
                     break
                 rows.turns.setdefault(row[0], EventRow.of(row))
+                taken.add(row[0])
         if policy.max_items > 0:
             for row in fetch_rows(conn, f"SELECT {ItemRow.COLUMNS} FROM ltm_items WHERE scope = :kind "
                                     "AND scope_id = :id AND status = :active AND memory_id IN (SELECT v.memory_id "
