@@ -22,10 +22,9 @@ from ..config import ReadPolicy
 from ..extension_points import Retriever, TokenCounter
 from ..scope import Scope
 from ..storing.database import Database
-from ..text import query_tokens
 from .asking import asks_for_suggestions, event_parts
 from .block import BlockBuilder, Focus, MemoryBlock, language_of
-from .dates import First, Period, named_period, without_dates
+from .dates import First, Period, named_period
 from .explain import explain_hits
 from .history import History
 from .periods import PeriodRows, load_period, resolve
@@ -100,8 +99,7 @@ class MemoryReader:
             self.db.run(lambda conn: self._memories(conn, scopes, found, policy, now)),
             self.db.run(lambda conn: self._turns(conn, scopes, found, unbacked, policy)),
             self._nothing() if names is None else
-            self.db.run(lambda conn: self._named(conn, scopes, names, unbacked, policy, now,
-                                                 query_tokens(without_dates(query)))),
+            self.db.run(lambda conn: self._named(conn, scopes, names, unbacked, policy, now, q.tokens)),
         )
         period: Period | None = None
         in_period: frozenset[int] = frozenset()
