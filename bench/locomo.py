@@ -144,6 +144,9 @@ class Question:
     unknown_evidence: list[str] = field(default_factory=list)
     answer: Any = None  # the gold answer (category 5 has none)
     evidence_role: str | None = None  # "user" or "assistant" where the data says whose turns answer it
+    # When it was asked, where the data says (LongMemEval's question_date):
+    # "last Saturday" means the Saturday before that day (docs/decisions.md#d83).
+    asked_at: datetime | None = None
 
     def answer_words(self, text: str) -> float | None:
         return answer_words(self.answer, text) if self.category in ANSWER_CATEGORIES else None
@@ -203,6 +206,16 @@ def parse_when(value: str) -> datetime:
         except ValueError:
             continue
     raise ValueError(f"unreadable LoCoMo date {value!r}")
+
+
+def parse_question_date(value: Any) -> datetime | None:
+    """LongMemEval's "2023/05/30 (Tue) 18:40" as an aware UTC datetime;
+    None when absent or unreadable."""
+    m = re.fullmatch(r"\s*(\d{4})/(\d{1,2})/(\d{1,2})(?:\s*\(\w+\))?\s*(\d{1,2}):(\d{2})\s*", str(value or ""))
+    if m is None:
+        return None
+    year, month, day, hour, minute = (int(g) for g in m.groups())
+    return datetime(year, month, day, hour, minute, tzinfo=UTC)
 
 
 _PREFERENCE = re.compile(
@@ -273,7 +286,7 @@ def load_conversations(data: str | Path | list[dict[str, Any]]) -> list[Conversa
             questions.append(Question(
                 str(qa["question"]), int(qa.get("category", 0)),
                 [d for d in ids if d in known], [d for d in ids if d not in known], qa.get("answer"),
-                str(role) if role else None,
+                str(role) if role else None, parse_question_date(qa.get("question_date")),
             ))
         bot = sample.get("bot_speaker")
         out.append(Conversation(
@@ -553,6 +566,8 @@ async def read_questions(engine: LTMEngine, clock: Clock, rep: Replay, timed: An
     for q in conv.questions:
         if not q.evidence:
             continue
+        # A dated question is read on its day, never before the last turn.
+        clock.now = max(q.asked_at, conv.end) if q.asked_at is not None else conv.end + READ_AFTER
         result, block = await read_question(engine, origin, q, rep, timed, counter)
         results.append(result)
         if held is not None and with_history is not None:

@@ -325,6 +325,12 @@ _ANY_RULE = re.compile("|".join(f"(?:{re.sub(r'[(][?]P<[a-z]+>', '(?:', pattern.
                                 for pattern, _ in _RULES), re.I)
 
 
+def without_dates(message: str) -> str:
+    """``message`` with every time expression taken out (the period is
+    lifted on its own; asking.event_parts looks for events)."""
+    return _ANY_RULE.sub(" ", message)
+
+
 def named_period(message: str, now: datetime, tz: tzinfo = UTC) -> Period | First | None:
     """The period the message names, relative to ``now`` in ``tz``: the
     expression that comes first in the message wins; None if it names none."""

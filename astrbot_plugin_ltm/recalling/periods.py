@@ -5,10 +5,16 @@ A turn is in the period when it was said in it; a memory when any of its
 evidence events was — so a summary, whose evidence links every event it
 covers, is in each period it spans. "第一次" / "the first time" is the day
 of the scope's earliest recorded event.
+
+A long history puts hundreds of turns in one day ("last Saturday"): the
+period's turns the message's keywords match come first, ranked by FTS5's
+bm25 within the period (the reader fuses that ranking with the retrievers'),
+then the period's other turns, oldest first (docs/decisions.md#d84).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 
@@ -18,7 +24,9 @@ from ..clock import parse_stored_time
 from ..config import ReadPolicy
 from ..enums import Status
 from ..scope import Scope
+from ..storing.keyword_rows import scope_prefix
 from ..storing.turns import shown_turns
+from ..text import fts_match_expression
 from .dates import First, Period, day_period
 from .rows import EventRow, ItemRow, fetch_rows, load_evidence, usable
 
@@ -41,6 +49,8 @@ class PeriodRows:
     memories: dict[int, ItemRow] = field(default_factory=dict)
     evidence: dict[str, frozenset[str]] = field(default_factory=dict)
     turns: dict[int, EventRow] = field(default_factory=dict)
+    # The period's turns the message's keywords match, best first.
+    ranking: list[int] = field(default_factory=list)
 
 
 def first_day(conn: Connection, scopes: list[Scope], tz: tzinfo) -> Period | None:
@@ -62,17 +72,33 @@ def resolve(conn: Connection, scopes: list[Scope], named: Period | First, tz: tz
 
 
 def load_period(conn: Connection, scopes: list[Scope], period: Period, unbacked: bool, policy: ReadPolicy,
-                now: datetime) -> PeriodRows:
-    """The period's showable turns and usable memories, of the scopes."""
+                now: datetime, tokens: Sequence[str] = ()) -> PeriodRows:
+    """The period's showable turns and usable memories, of the scopes;
+    ``tokens``: the message's search tokens (retrieval.Query)."""
     rows = PeriodRows(period)
     bounds = {"start": _stored(period.start), "end": _stored(period.end), "limit": PERIOD_LIMIT}
+    matched: list[tuple[float, int]] = []
     for scope in scopes:
         params = {**bounds, "kind": scope.kind, "id": scope.id}
         in_period = "x.scope = :kind AND x.scope_id = :id AND x.created_at >= :start AND x.created_at < :end"
         if policy.max_events > 0:
+            taken: set[int] = set()  # this scope's, at most PERIOD_LIMIT
+            if tokens:
+                prefix = scope_prefix(scope.kind, scope.id)
+                for row in fetch_rows(
+                        conn, f"SELECT {EventRow.COLUMNS}, bm25(ltm_events_fts) FROM ltm_events_fts "
+                        f"JOIN ltm_events x ON x.id = ltm_events_fts.rowid WHERE ltm_events_fts MATCH :match "
+                        f"AND {in_period} AND {shown_turns(unbacked)} ORDER BY bm25(ltm_events_fts) LIMIT :limit",
+                        {**params, "match": fts_match_expression([prefix + t for t in dict.fromkeys(tokens)])}):
+                    rows.turns.setdefault(row[0], EventRow.of(row[:-1]))
+                    matched.append((float(row[-1]), row[0]))
+                    taken.add(row[0])
             for row in fetch_rows(conn, f"SELECT {EventRow.COLUMNS} FROM ltm_events x WHERE {in_period} "
                                     f"AND {shown_turns(unbacked)} ORDER BY x.created_at LIMIT :limit", params):
+                if len(taken) >= PERIOD_LIMIT:
+                    break
                 rows.turns.setdefault(row[0], EventRow.of(row))
+                taken.add(row[0])
         if policy.max_items > 0:
             for row in fetch_rows(conn, f"SELECT {ItemRow.COLUMNS} FROM ltm_items WHERE scope = :kind "
                                     "AND scope_id = :id AND status = :active AND memory_id IN (SELECT v.memory_id "
@@ -83,4 +109,6 @@ def load_period(conn: Connection, scopes: list[Scope], period: Period, unbacked:
                 if usable(item, policy, now):
                     rows.memories.setdefault(item.id, item)
     rows.evidence = load_evidence(conn, [m.memory_id for m in rows.memories.values()])
+    # bm25() is lower for a better match; scopes' scores are comparable (FTS5's statistics are the table's).
+    rows.ranking = [rowid for _, rowid in sorted(matched)[:PERIOD_LIMIT]]
     return rows

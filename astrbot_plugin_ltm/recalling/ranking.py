@@ -4,7 +4,9 @@ Each retriever's rankings of memories and of turns are fused by reciprocal
 rank into one similarity (scaled so the read's best candidate has 1), to
 which each candidate adds a share of the best similarity of its day (or, when
 the message names a time, the whole share inside that period and none
-outside); then the score weighs similarity, importance and recency (ReadPolicy).
+outside); then the score weighs similarity, importance and recency
+(ReadPolicy). A request for suggestions adds one ranking to fuse: the
+person's turns that state a preference, best match first.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from datetime import date, datetime
 
 from ..clock import as_utc
 from ..config import ReadPolicy
+from ..enums import Role
 from .dates import Period
+from .preferences import states_preference
 from .retrieval import Found
 from .rows import EventRow, ItemView
 
@@ -60,6 +64,17 @@ def leading(rankings: Sequence[Sequence[int]]) -> set[int]:
     return set(sorted(fused, key=lambda rowid: -fused[rowid])[:LOAD_LIMIT])
 
 
+def stated_preferences(rankings: Sequence[Sequence[int]], turns: dict[int, EventRow]) -> list[int]:
+    """The candidate turns in which the person states a preference or a
+    habit, in the order the rankings give them: for a request for
+    suggestions they rank as a retriever's hits would, since they are what
+    the answer should build on however they are worded (docs/decisions.md#d85)."""
+    fused = fuse(rankings)
+    liked = [rowid for rowid, turn in turns.items()
+             if turn.source_role == Role.USER and states_preference(str(turn.content.get("text", "")))]
+    return sorted(liked, key=lambda rowid: (-fused.get(rowid, 0.0), rowid))
+
+
 def time_decay(updated_at: datetime, now: datetime) -> float:
     days = max(0.0, (now - as_utc(updated_at)).total_seconds() / 86400.0)
     return 1.0 / (1.0 + days / RECENCY_DAYS)
@@ -67,14 +82,18 @@ def time_decay(updated_at: datetime, now: datetime) -> float:
 
 def rank(found: Sequence[Found], items: dict[int, ItemView], evidence: dict[str, frozenset[str]],
          turns: dict[int, EventRow], policy: ReadPolicy, now: datetime, period: Period | None = None,
-         in_period: frozenset[int] = frozenset()) -> list[Ranked]:
+         in_period: frozenset[int] = frozenset(), preferences: bool = False) -> list[Ranked]:
     """Every usable memory and showable turn, scored, best first.
     ``period``: the time the message names (recalling/dates.py), with the
-    row ids of the memories whose evidence falls in it."""
+    row ids of the memories whose evidence falls in it; ``preferences``:
+    the message asks for suggestions (asking.py)."""
     # Ranked among what may be shown: a hit that is not active, or not to
     # be shown, takes no rank from those that are.
     memory_sims = fuse([[r for r in f.memories if r in items] for f in found])
-    turn_sims = fuse([[r for r in f.turns if r in turns] for f in found])
+    turn_rankings = [[r for r in f.turns if r in turns] for f in found]
+    if preferences:
+        turn_rankings.append(stated_preferences(turn_rankings, turns))
+    turn_sims = fuse(turn_rankings)
     best = max([*memory_sims.values(), *turn_sims.values()], default=0.0) or 1.0
     # (row, similarity, when, importance): a memory's day is that of its
     # last change, a turn's the day it was said. A turn extraction read and

@@ -22,6 +22,7 @@ from ..config import ReadPolicy
 from ..extension_points import Retriever, TokenCounter
 from ..scope import Scope
 from ..storing.database import Database
+from .asking import asks_for_suggestions, event_parts
 from .block import BlockBuilder, Focus, MemoryBlock, language_of
 from .dates import First, Period, named_period
 from .explain import explain_hits
@@ -86,20 +87,27 @@ class MemoryReader:
         now = self._clock()
         q = Query.of(query)
         unbacked = self._unbacked_turns()
-        found: list[Found] = list(
-            await asyncio.gather(*(r.search(scopes, q, HITS_PER_SEARCH) for r in self.retrievers)))
+        # A question comparing events is searched as the events it names, each
+        # on its own: as a whole, the turns matching several of its words
+        # would outrank each event's own (asking.py, docs/decisions.md#d84).
+        queries = [Query.of(part) for part in event_parts(query)] or [q]
+        found: list[Found] = list(await asyncio.gather(
+            *(r.search(scopes, each, HITS_PER_SEARCH) for each in queries for r in self.retrievers)))
         # Most messages name no time: then no third trip to a read thread.
         names = named_period(query, now, self.tz)
         (items, evidence), turns, named = await asyncio.gather(
             self.db.run(lambda conn: self._memories(conn, scopes, found, policy, now)),
             self.db.run(lambda conn: self._turns(conn, scopes, found, unbacked, policy)),
             self._nothing() if names is None else
-            self.db.run(lambda conn: self._named(conn, scopes, names, unbacked, policy, now)),
+            self.db.run(lambda conn: self._named(conn, scopes, names, unbacked, policy, now, q.tokens)),
         )
         period: Period | None = None
         in_period: frozenset[int] = frozenset()
+        ranked_by: list[Found] = found
         if named is not None:  # the period's memories and turns join the candidates, lifted (ranking.rank)
             period, in_period = named.period, frozenset(named.memories)
+            # Its keyword ranking counts as one more retriever's (periods.py, docs/decisions.md#d84).
+            ranked_by = [*found, Found(turns=named.ranking)]
             items = {**named.memories, **items}
             evidence = {**named.evidence, **evidence}
             turns = {**named.turns, **turns}
@@ -112,18 +120,19 @@ class MemoryReader:
             memory_hits = leading([f.memories for f in found]) - set(items) if policy.max_items > 0 else set()
             turn_hits = leading([f.turns for f in found]) - set(turns) if policy.max_events > 0 else set()
             await self.db.run(lambda conn: explain_hits(conn, scopes, memory_hits, turn_hits, policy, now, trace))
-        return await asyncio.to_thread(self._rank_and_fit, found, items, evidence, turns, policy, now,
-                                       language_of(query), ids, period, in_period, frozenset(q.tokens), trace)
+        return await asyncio.to_thread(self._rank_and_fit, ranked_by, items, evidence, turns, policy, now,
+                                       language_of(query), ids, period, in_period, frozenset(q.tokens), trace,
+                                       asks_for_suggestions(query))
 
     @staticmethod
     async def _nothing() -> None:
         return None
 
     def _named(self, conn: Connection, scopes: list[Scope], names: Period | First, unbacked: bool,
-               policy: ReadPolicy, now: datetime) -> PeriodRows | None:
+               policy: ReadPolicy, now: datetime, tokens: Sequence[str]) -> PeriodRows | None:
         """The memories and turns of the period the message names."""
         period = resolve(conn, scopes, names, self.tz)
-        return None if period is None else load_period(conn, scopes, period, unbacked, policy, now)
+        return None if period is None else load_period(conn, scopes, period, unbacked, policy, now, tokens)
 
     @staticmethod
     def _memories(conn: Connection, scopes: list[Scope], found: list[Found], policy: ReadPolicy,
@@ -147,7 +156,8 @@ class MemoryReader:
     def _rank_and_fit(self, found: list[Found], items: dict[int, ItemView], evidence: dict[str, frozenset[str]],
                       turns: dict[int, EventRow], policy: ReadPolicy, now: datetime, language: str,
                       ids: bool, period: Period | None, in_period: frozenset[int],
-                      tokens: frozenset[str] = frozenset(), trace: Trace | None = None) -> MemoryBlock:
-        ranked = rank(found, items, evidence, turns, policy, now, period, in_period)
+                      tokens: frozenset[str] = frozenset(), trace: Trace | None = None,
+                      preferences: bool = False) -> MemoryBlock:
+        ranked = rank(found, items, evidence, turns, policy, now, period, in_period, preferences)
         # A summary of the period the message names is shown whole; others by what the message is about.
         return self.builder.fit(ranked, policy, language, ids, Focus(tokens, in_period), trace)

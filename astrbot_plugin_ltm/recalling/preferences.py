@@ -1,0 +1,33 @@
+"""Whether a person's turn states a preference or a habit of theirs: "I
+prefer winding down by 9:30", "I'm really into jazz", "my favourite is…",
+"我更喜欢安静的地方", "我一般不吃辣". A request for suggestions is answered
+from these (asking.py, ranking.py; docs/decisions.md#d85). A pure function
+of the text, in English and Chinese; a wish for help ("I'd like to know…")
+is not a preference.
+"""
+
+from __future__ import annotations
+
+import re
+
+_EN = re.compile(
+    # "I (really/also/…) prefer/love/like/enjoy/hate…", not "I'd like" / "I would like"
+    r"\bI(?! would)(?! 'd)(?:\s+(?:really|also|just|do|still|absolutely|totally|generally|usually|always|"
+    r"especially|definitely|personally|kind of|much|mostly|don't|do not|never))*\s+"
+    r"(?:prefer|love|like|enjoy|adore|hate|dislike|avoid|can't stand|cannot stand)s?\b"
+    # "I'm into / a fan of / passionate about / allergic to / vegetarian"
+    r"|\bI(?:'m| am)\s+(?:(?:really|also|quite|very|a|an|big|huge|such)\s+)*"
+    r"(?:into|fan of|passionate about|fond of|allergic to|vegetarian|vegan|not a fan)\b"
+    # "my favourite…", "my go-to…", habits: "I usually / always / tend to / never…"
+    r"|\bmy (?:favou?rites?|go-to)\b|\bI (?:usually|always|often|tend to|never|normally|typically)\b",
+    re.I)
+_ZH = re.compile(
+    r"我(?:很|最|更|比较|特别|非常|超|挺|还是|一直|也|真的|不太|不|就|向来|从小)?"
+    r"(?:喜欢|爱吃|爱喝|爱看|爱听|爱玩|偏爱|偏好|讨厌|习惯|热衷|迷上|钟爱|受不了|不吃|不喝|吃素|对.{1,8}过敏)"
+    r"|我(?:的)?最爱|我(?:平时|一般|通常|每天|总是)")
+
+
+def states_preference(text: str) -> bool:
+    """Whether ``text`` (a person's turn) states what they like, dislike or
+    usually do."""
+    return _EN.search(text) is not None or _ZH.search(text) is not None
