@@ -105,4 +105,4 @@ def test_focused_turns_keep_the_budget_and_their_speaker_for_arbitrary_text(text
                                       about=about(message))
     assert block.tokens <= policy.max_tokens
     assert not block.text or counter.count(block.text) == block.tokens
-    assert all(line.startswith("- Melanie: ") for line in _lines(block))
+    assert all(line.startswith("- Melanie:") for line in _lines(block))
