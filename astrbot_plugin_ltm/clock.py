@@ -27,8 +27,16 @@ def parse_stored_time(value: datetime | str) -> datetime:
 
 
 # A wall clock that moves this much more (or less) than the time elapsed
-# has jumped (a manual change, a VM resumed, NTP stepping a wrong clock).
+# has jumped (a manual change, NTP stepping a wrong clock).
 JUMP_TOLERANCE = timedelta(minutes=2)
+
+
+def elapsed() -> float:
+    """Seconds on a clock no one sets that counts a suspended machine's
+    sleep too (Linux's boot time), so a laptop or VM waking up is time
+    that passed, not a jump; time.monotonic elsewhere."""
+    boottime = getattr(time, "CLOCK_BOOTTIME", None)
+    return time.clock_gettime(boottime) if boottime is not None else time.monotonic()
 
 
 class SteadyClock:
@@ -42,7 +50,7 @@ class SteadyClock:
     /ltm status. ``wall`` and ``monotonic`` are replaceable for tests."""
 
     def __init__(self, wall: Clock = lambda: datetime.now(UTC),
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+                 monotonic: Callable[[], float] = elapsed) -> None:
         self._wall = wall
         self._monotonic = monotonic
         self._anchor: tuple[datetime, float] | None = None  # (steady time, monotonic) it was last known at
