@@ -70,7 +70,11 @@ async def test_auto_mode_keeps_low_confidence_in_shadow(ltm, origin):
     await ltm.turn(a, "I might like green tea", "OK.", tea(confidence=0.7))  # 0.56 < 0.6
     item = await ltm.item()
     assert item.status == "shadow" and item.confidence == pytest.approx(0.56)
-    assert not await ltm.block(a, "green tea")
+    block = await ltm.block(a, "green tea")
+    # The unsure memory is never injected; the turn it was made of reads as said,
+    # as any turn no memory stands for does in mode auto (docs/decisions.md#d81).
+    assert block.items == [] and [s.type for s in block.events] == ["event"]
+    assert "Alice: I might like green tea" in block.text and "confidence" not in block.text
     (create,) = await actions(ltm, "create")
     assert "min_confidence" in create.reason
 
@@ -89,7 +93,7 @@ async def test_auto_mode_min_evidence_count(make_ltm, origin):
     item = await ltm.item()
     assert item.status == "shadow"
     assert "min_evidence_count" in (await actions(ltm, "create"))[0].reason
-    assert not await ltm.block(a, "green tea")
+    assert (await ltm.block(a, "green tea")).items == []  # the turn alone may read as said (d81)
 
     # A second, independent confirmation meets the threshold.
     await ltm.turn(a, "Green tea again today", "Enjoy.", tea(confidence=0.9))
@@ -97,7 +101,7 @@ async def test_auto_mode_min_evidence_count(make_ltm, origin):
     assert item.evidence_count == 2 and item.status == "active"
     (status,) = await actions(ltm, "status")
     assert (status.detail["old"], status.detail["new"]) == ("shadow", "active") and status.reason
-    assert await ltm.block(a, "green tea")
+    assert [s.memory_id for s in (await ltm.block(a, "green tea")).items] == [item.memory_id]
 
 
 async def test_manual_mode_queues_until_approved(make_ltm, origin):
