@@ -512,12 +512,16 @@ async def run_size(size: int, scopes: int, per_scope: int, n_queries: int, n_hoo
         emit(out, "cold start")
 
         hook_us = []
+        cpu = time.process_time()
         messages = [(" ".join(words.some(rng.randint(5, 30))), " ".join(words.some(rng.randint(10, 60))))
                     for _ in range(n_hooks)]
         for user, assistant in messages:
             start = time.perf_counter_ns()
             engine.record_turn(target, user, assistant)
             hook_us.append((time.perf_counter_ns() - start) / 1000)
+        # CPU time (every thread of the process) is less sensitive than the
+        # wall clock to other processes on a busy machine (docs/decisions.md#d94).
+        out["hook_cpu_us"] = (time.process_time() - cpu) / max(1, n_hooks) * 1e6
         out["hook_p50_us"], out["hook_p95_us"] = pct(hook_us, 50), pct(hook_us, 95)
         start = time.perf_counter()
         flushed = await engine.recorder.flush()
@@ -534,9 +538,10 @@ async def run_size(size: int, scopes: int, per_scope: int, n_queries: int, n_hoo
         await engine.recorder.flush()
         clock.now = NOW + timedelta(seconds=n_writes + 60)
         embed_before = timed.seconds if timed else 0.0
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         results = await engine.worker.drain(max_batches=100000)
         elapsed = time.perf_counter() - start
+        out["write_cpu_ms_per_candidate"] = (time.process_time() - cpu) * 1000 / max(1, extractor.candidates)
         out["write_candidates"] = extractor.candidates
         out["write_created"] = sum(1 for r in results for o in r.outcomes if o.action == "created")
         out["write_batches"] = len(results)
@@ -580,7 +585,9 @@ async def run_size(size: int, scopes: int, per_scope: int, n_queries: int, n_hoo
             out["reads_done"] = len(reads.ms)
             emit(out, "reads (partial)")
 
+        cpu = time.process_time()
         main = await timed_reads(engine, origins, queries, timed, 800, count, progress)
+        out["read_cpu_ms"] = (time.process_time() - cpu) * 1000 / max(1, len(main.ms))
         out["read_p50_ms"], out["read_p95_ms"] = pct(main.ms, 50), pct(main.ms, 95)
         out["reads_done"] = len(main.ms)
         out["read_embed_p50_ms"] = pct(main.embed_ms, 50)
@@ -684,6 +691,7 @@ ROWS = [
     ("reads done", "reads_done", ",.0f"),
     ("read p50 (ms)", "read_p50_ms", ".2f"),
     ("read p95 (ms)", "read_p95_ms", ".2f"),
+    ("  read CPU per read (ms)", "read_cpu_ms", ".2f"),
     ("  query embedding p50 (ms)", "read_embed_p50_ms", ".2f"),
     ("  mean tokens injected", "read_mean_tokens", ".0f"),
     ("  mean lines injected", "read_mean_lines", ".1f"),
@@ -693,8 +701,10 @@ ROWS = [
     ("read small scope p95 (ms)", "read_small_scope_p95_ms", ".2f"),
     ("hook p50 (µs)", "hook_p50_us", ".1f"),
     ("hook p95 (µs)", "hook_p95_us", ".1f"),
+    ("  hook CPU per call (µs)", "hook_cpu_us", ".1f"),
     ("recorder flush (events/s)", "flush_events_per_s", ",.0f"),
     ("write pipeline (cand./s)", "write_candidates_per_s", ",.0f"),
+    ("  CPU per candidate (ms)", "write_cpu_ms_per_candidate", ".1f"),
     ("  candidates / created", None, ""),
     ("budget violations / checks", None, ""),
     ("list requests", "lists_requests", ",.0f"),

@@ -194,6 +194,21 @@ async def test_the_vector_fill_and_eviction_reach_every_index(channel, origin):
     assert first.id not in (await channel.engine.embeddings.query([ALICE], "Alice likes tea", 5)).memories
 
 
+async def test_a_memory_edited_after_the_fill_caught_up_is_embedded_again(channel, origin):
+    # The fill only looks above what it has checked, lowered through the
+    # channel when a fact is written (docs/decisions.md#d94).
+    old = await learn(channel, origin, "I live in Paris", "Alice lives in Paris")
+    newer = await learn(channel, origin, "I like tea", "Alice likes tea")
+    await channel.engine.worker.fill_vectors()
+    assert await channel.engine.worker.fill_vectors() == 0  # caught up
+    channel.log.clear()
+    await channel.engine.admin.update_item(old.memory_id, {"fact": "Alice lives in Lisbon"}, "operator:root")
+    assert await channel.engine.worker.fill_vectors() == 1
+    (stored,) = [c for c in handed(channel, VectorsStored) if c.corpus == Corpus.MEMORIES]
+    assert stored.rowids == (old.id,) and newer.id not in stored.rowids
+    assert old.id in (await channel.engine.embeddings.query([ALICE], "Alice lives in Lisbon", 5)).memories
+
+
 # -- a write that rolls back reaches no index ---------------------------------------------------------
 
 

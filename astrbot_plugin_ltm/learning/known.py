@@ -19,7 +19,7 @@ from ..indexes.embeddings import Embeddings
 from ..indexes.keywords import KeywordIndex
 from ..scope import Scope
 from ..storing.database import Database
-from ..storing.tables import MemoryEvent, MemoryItem
+from ..storing.tables import NOT_SUPERSEDED, MemoryEvent, MemoryItem
 from ..text import query_tokens
 from .candidates import KnownFact
 
@@ -73,7 +73,7 @@ async def _name_facts(session: AsyncSession, scope: Scope) -> list[MemoryItem]:
     # By the scope's key index (uq_ltm_items_scope_key, over what is not
     # superseded); the status is checked on the few rows it gives.
     usual = select(MemoryItem.id).where(MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id,
-                                        MemoryItem.status != Status.SUPERSEDED, MemoryItem.fact_key.in_(NAME_KEYS))
+                                        NOT_SUPERSEDED, MemoryItem.fact_key.in_(NAME_KEYS))
     recent = select(MemoryItem.id, MemoryItem.fact_key).where(*_in_force(scope)) \
         .order_by(MemoryItem.updated_at.desc()).limit(NAME_WINDOW).subquery()
     other = select(recent.c.id).where(recent.c.fact_key.like("%name%"))

@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..enums import WRITE_ACTIONS
 from ..scope import Scope
-from ..storing.tables import MemoryAudit
+from ..storing.tables import NOT_SUPERSEDED, MemoryAudit, MemoryItem
 
 # A private chat on QQ or Telegram keeps one unified_msg_origin for ever:
 # counting its writes over a day keeps the per-session limit a limit on
@@ -29,6 +29,7 @@ class WriteCounts:
         self._session_since = now - SESSION_WINDOW
         self._by_session: dict[str | None, int] = {}
         self._hour: int | None = None
+        self._in_force: int | None = None
 
     async def session(self, session_id: str | None) -> int:
         if session_id is None:
@@ -58,6 +59,23 @@ class WriteCounts:
                 )
             ).scalar_one()
         return self._hour
+
+    async def in_force(self) -> int:
+        """The scope's memories that count towards max_items_per_scope (all
+        but the superseded): counted once per batch, then kept up to date
+        by :meth:`grew`; a count per candidate walked the whole scope
+        (docs/decisions.md#d94)."""
+        if self._in_force is None:
+            self._in_force = (await self._session.execute(
+                select(func.count()).select_from(MemoryItem).where(
+                    MemoryItem.scope == self._scope.kind, MemoryItem.scope_id == self._scope.id, NOT_SUPERSEDED)
+            )).scalar_one()
+        return self._in_force
+
+    def grew(self, by: int) -> None:
+        """``by`` more memories count (fewer when negative)."""
+        if self._in_force is not None:
+            self._in_force += by
 
     def add(self, session_id: str | None) -> None:
         if session_id is not None:

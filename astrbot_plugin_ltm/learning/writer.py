@@ -29,7 +29,7 @@ from ..scope import Scope
 from ..storing.audit import audit
 from ..storing.memory_rows import fact_written, memory_changed
 from ..storing.removal import remove_memory
-from ..storing.tables import MemoryEvent, MemoryEvidence, MemoryItem, MemoryTombstone
+from ..storing.tables import NOT_SUPERSEDED, MemoryEvent, MemoryEvidence, MemoryItem, MemoryTombstone
 from ..text import contradicts, normalize_fact_key, related_keys, same_value, token_set_similarity
 from .candidates import Candidate
 from .gate_log import note_gate
@@ -120,7 +120,7 @@ class MemoryWriter:
         if not verdict.allowed:
             note_gate(session, scope, c, plan.action, plan.key, seen, verdict, None, now)
             return self._drop(session, scope, c, verdict.reason, actor, now, plan.key)
-        outcome = await self._persist(session, scope, c, plan, verdict, method, actor, now, cfg)
+        outcome = await self._persist(session, scope, c, plan, verdict, method, actor, now, cfg, counts)
         note_gate(session, scope, c, plan.action, plan.key, seen, verdict, outcome.memory_id, now)
         if plan.action in WRITE_ACTIONS:
             counts.add(c.session_id)
@@ -221,18 +221,21 @@ class MemoryWriter:
     # -- persist --------------------------------------------------------------------
 
     async def _persist(self, session: AsyncSession, scope: Scope, c: Candidate, plan: Plan, verdict: GateDecision,
-                       method: Method, actor: str, now: datetime, cfg: LTMConfig) -> WriteOutcome:
+                       method: Method, actor: str, now: datetime, cfg: LTMConfig,
+                       counts: WriteCounts | None = None) -> WriteOutcome:
         if plan.revive is not None:
             await session.delete(plan.revive)
             audit(session, AuditAction.REVIVE, actor, str(msg("learn.restated")),
                   scope=scope, session_id=c.session_id, now=now, fact_key=plan.key, fact=c.fact)
         previous_fact = None
         if plan.item is None:
-            if plan.replaces is not None:
+            if plan.replaces is not None:  # closes one as it adds one: the count stays
                 previous_fact = self._close(session, plan.replaces, actor, now, c)
                 await session.flush()  # the key is free for the new value
             else:
-                await self._make_room(session, scope, cfg.write_policy.max_items_per_scope, actor, now)
+                await self._make_room(session, scope, cfg.write_policy.max_items_per_scope, actor, now, counts)
+                if counts is not None:
+                    counts.grew(1)
             item = MemoryItem(
                 scope=scope.kind, scope_id=scope.id, type=c.type, fact=c.fact, fact_key=plan.key,
                 confidence=plan.confidence, importance=c.importance, evidence_count=1,
@@ -312,13 +315,15 @@ class MemoryWriter:
                   now=now, old=old_status, new=item.status)
         return old_fact
 
-    async def _make_room(self, session: AsyncSession, scope: Scope, cap: int, actor: str, now: datetime) -> None:
+    async def _make_room(self, session: AsyncSession, scope: Scope, cap: int, actor: str, now: datetime,
+                         counts: WriteCounts | None = None) -> None:
         """Evict the least important, least recently confirmed memories so
         that one more fits under ``max_items_per_scope``. A superseded
-        memory is the history of one in force: it neither counts nor goes."""
-        counted = (MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id,
-                   MemoryItem.status != Status.SUPERSEDED)
-        count = (await session.execute(select(func.count()).select_from(MemoryItem).where(*counted))).scalar_one()
+        memory is the history of one in force: it neither counts nor goes.
+        ``counts``: the batch's running count of the scope."""
+        counted = (MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id, NOT_SUPERSEDED)
+        count = await counts.in_force() if counts is not None else (
+            await session.execute(select(func.count()).select_from(MemoryItem).where(*counted))).scalar_one()
         excess = count - cap + 1
         if excess <= 0:
             return
@@ -329,6 +334,8 @@ class MemoryWriter:
             await remove_memory(session, victim, withhold=False)
             audit(session, AuditAction.EVICT, actor, str(msg("learn.evicted", cap=cap, rule=self.eviction_rule)),
                   item=victim, now=now, fact=victim.fact, importance=victim.importance)
+        if counts is not None:
+            counts.grew(-len(victims))
 
     @staticmethod
     def _drop(session: AsyncSession, scope: Scope, c: Candidate, reason: str, actor: str, now: datetime,
@@ -376,8 +383,7 @@ def _meta(c: Candidate, weighted: float) -> dict[str, object]:
 async def _current(session: AsyncSession, scope: Scope, key: str) -> MemoryItem | None:
     """The scope's current (not superseded) memory under ``key``."""
     return (await session.execute(select(MemoryItem).where(
-        MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id, MemoryItem.fact_key == key,
-        MemoryItem.status != Status.SUPERSEDED,
+        MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id, MemoryItem.fact_key == key, NOT_SUPERSEDED,
     ))).scalar_one_or_none()
 
 
@@ -386,7 +392,7 @@ async def _related(session: AsyncSession, scope: Scope, key: str) -> MemoryItem 
     (``text.related_keys``); None when there is none, or several."""
     prefix = key.split("_", 1)[0] + "_"
     keys = (await session.execute(select(MemoryItem.id, MemoryItem.fact_key).where(
-        MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id, MemoryItem.status != Status.SUPERSEDED,
+        MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id, NOT_SUPERSEDED,
         MemoryItem.fact_key >= prefix, MemoryItem.fact_key < prefix + "\U0010ffff",
     ))).all()
     found = [row_id for row_id, other in keys if related_keys(other, key)]

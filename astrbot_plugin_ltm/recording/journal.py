@@ -40,6 +40,9 @@ KEPT_SUFFIX = ".unreadable"
 # What a journal line holds of an event: everything the recorder sets.
 FIELDS = ("event_id", "scope", "scope_id", "source_type", "source_role", "content",
           "platform_id", "session_id", "sender_id", "sender_name")
+# One encoder for every line: json.dumps with options builds a new one per
+# call, a fifth of the hook's journal cost (docs/decisions.md#d95).
+_to_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def encode(events: Iterable[MemoryEvent]) -> bytes:
@@ -49,7 +52,8 @@ def encode(events: Iterable[MemoryEvent]) -> bytes:
         record["created_at"] = event.created_at.isoformat()
         if event.extraction_status != ExtractionStatus.PENDING:  # said while the scope's writes were off
             record["extraction_status"] = event.extraction_status
-        lines.append(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
+        lines.append(_to_json(record))
+        lines.append("\n")
     return "".join(lines).encode()
 
 

@@ -15,7 +15,19 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Dialect, Float, Index, MetaData, String, TypeDecorator, UniqueConstraint, text
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Dialect,
+    Float,
+    Index,
+    MetaData,
+    String,
+    TypeDecorator,
+    UniqueConstraint,
+    literal_column,
+    text,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, MappedAsDataclass, mapped_column
 
 from ..clock import as_utc, utcnow
@@ -150,6 +162,13 @@ class MemoryItem(LTMBase, kw_only=True):
     tool_count: Mapped[int] = mapped_column(default=0, server_default="0")  # returned by the memory search tool
     use_count: Mapped[int] = mapped_column(default=0, server_default="0")  # the two together, for sorting
     last_used_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+# "Not superseded" with the value written out: SQLite uses a partial index
+# (uq_ltm_items_scope_key: a scope's current memory by key) only for a
+# query that repeats the index's WHERE literally, never with a bound
+# parameter; bound, a key lookup scanned the scope (docs/decisions.md#d94).
+NOT_SUPERSEDED = MemoryItem.status != literal_column(f"'{Status.SUPERSEDED}'")
 
 
 class MemoryEvidence(LTMBase, kw_only=True):
