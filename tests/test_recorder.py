@@ -67,6 +67,25 @@ async def test_recorded_fields(ltm, origin):
     assert (b.source_role, b.sender_id, b.sender_name, b.content) == ("assistant", None, None, {"text": "Nice!"})
 
 
+async def test_an_event_built_on_the_hot_path_is_stored_as_one_built_by_its_constructor(ltm):
+    # new_event skips __init__'s per-attribute events (docs/decisions.md#d95): the row must not differ.
+    from sqlalchemy import select
+
+    from astrbot_plugin_ltm.storing.tables import MemoryEvent, new_event
+
+    values = dict(scope="user", scope_id="qq:alice", source_type="message", source_role="user",
+                  content={"text": "I live in Paris"}, platform_id="qq", session_id="qq:FriendMessage:alice",
+                  sender_id="alice", sender_name="Alice", created_at=ltm.clock(), extraction_status="skipped")
+    built, fast = MemoryEvent(**values), new_event(**values)
+    async with ltm.engine.db.write() as session:
+        session.add_all([built, fast])
+    async with ltm.engine.db.read() as session:
+        rows = (await session.execute(select(MemoryEvent).order_by(MemoryEvent.id))).scalars().all()
+    columns = [c.key for c in MemoryEvent.__table__.columns if c.key not in ("id", "event_id")]
+    assert [[getattr(r, c) for c in columns] for r in rows] == [[getattr(rows[0], c) for c in columns]] * 2
+    assert rows[1].event_id == fast.event_id != built.event_id and rows[1].attempts == 0 and not rows[1].withheld
+
+
 async def test_empty_messages_are_not_recorded(ltm, origin):
     assert ltm.engine.record_turn(origin("alice"), "   ", "") == []
     events = ltm.engine.record_turn(origin("alice"), "", "Hello there")

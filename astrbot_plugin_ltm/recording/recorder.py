@@ -28,7 +28,7 @@ from ..logs import log
 from ..scope import Origin, Scope, ScopeResolver
 from ..storing.database import Database, DatabaseBusyError, ReadOnlyError, is_full
 from ..storing.keyword_rows import index_turns
-from ..storing.tables import MemoryEvent
+from ..storing.tables import MemoryEvent, new_event
 from ..storing.turns import withhold
 from .journal import Journal
 
@@ -87,7 +87,7 @@ class EventRecorder:
         # learning, in a group too: recorded, never extracted (docs/decisions.md#d52).
         writes_off = self._config().write_policy.writes_off(scope) or self._paused(scope) or (
             origin.is_group and self._paused(self._resolver().user_scope(origin)))
-        return MemoryEvent(
+        return new_event(
             scope=scope.kind,
             scope_id=scope.id,
             source_type=source_type,
