@@ -16,12 +16,13 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from . import text as tokenizing
+from .background import TaskSet
 from .clock import Clock, SteadyClock, signed_span, steady, utcnow
 from .config import parse_config
 from .enums import CandidateSource, ExtractionStatus, Method, Role, SourceType, WriteMode
@@ -78,10 +79,6 @@ EXPLICIT_IMPORTANCE = 0.8  # "remember that …": the user said it matters (docs
 
 
 class LTMEngine:
-    # Writes every engine's summaries instead of the chat model (the
-    # benchmark's stand-in, bench/summary_standin.py).
-    summarizer_standin: ClassVar[Summarizer | None] = None
-
     def __init__(
         self,
         sql_engine: AsyncEngine,
@@ -130,15 +127,15 @@ class LTMEngine:
             self.db, lambda: self.config, lambda: self.resolver, clock, on_inserted=self._capture_explicit,
             journal_dir=Path(data_dir) / "journal" if data_dir else None, paused=self.pauses.covers)
         self.last_time = LastTime(self.db, clock, self.recorder.speaking)
+        self.summaries = SummaryWorker(self.db, self.writer, summarizer_for or self._summarizer_for,
+                                       lambda: self.config, clock)
         self.worker = ExtractionWorker(
             self.db, self.writer, extractor_for or self._extractor_for, lambda: self.config, clock,
             embeddings=self.embeddings if with_vectors else None, fill=self.vector_fill if with_vectors else None,
             known=KnownFacts(self.db, self.keyword_index, self.embeddings if with_vectors else None),
             paused=self.pauses.covers,
+            then_drain=self.summaries.drain,  # a drain summarises what it leaves ended
         )
-        self.summaries = SummaryWorker(self.db, self.writer, summarizer_for or self._summarizer_for,
-                                       lambda: self.config, clock)
-        self.worker.then_drain = self.summaries.drain  # a drain summarises what it leaves ended
         self._counter = counter
         if retrievers is None:
             retrievers = [KeywordRetriever(self.keyword_index)]
@@ -157,6 +154,10 @@ class LTMEngine:
                                    same_fact_cosine=self.embeddings.same_fact_cosine)
         # The language each sender last wrote in, for the chat commands' replies.
         self.languages = SenderLanguages()
+        # The loops, stopped in this order (as before D104): the learners
+        # first, then the recorder's last flush, then the counts.
+        self.tasks = TaskSet(self.worker.task, self.summaries.task, self.recorder.task, self.usage.task,
+                             self.drift.task, self.compactor.task)
         self.started = False
 
     # -- lifecycle ---------------------------------------------------------
@@ -188,12 +189,7 @@ class LTMEngine:
             unbacked_turns=lambda: self.config.write_policy.mode == WriteMode.AUTO, tz=self.tz,
         )
         if background:
-            self.recorder.start()
-            self.worker.start()
-            self.summaries.start()
-            self.usage.start()
-            self.drift.start()
-            self.compactor.start()
+            self.tasks.start()
         self.started = True
 
     async def loads_settled(self) -> None:
@@ -202,13 +198,8 @@ class LTMEngine:
         await asyncio.gather(self.keyword_index.loads_settled(), self.vector_index.loads_settled())
 
     async def stop(self) -> None:
-        await self.jobs.stop()
-        await self.worker.stop()
-        await self.summaries.stop()
-        await self.recorder.stop()
-        await self.usage.stop()
-        await self.drift.stop()
-        await self.compactor.stop()
+        await self.jobs.stop()  # one-off operator jobs, not loops (operating/jobs.py)
+        await self.tasks.stop()
         await self.keyword_index.loads_settled()  # they read the database closed below
         await self.vector_index.flush()
         await self.db.close()
@@ -270,7 +261,7 @@ class LTMEngine:
             return []
         events = self.recorder.record_turn(origin, user_text, assistant_text, created_at)
         if events:
-            self.worker.kick()
+            self.worker.task.wake()
         return events
 
     def record_tool(self, origin: Origin, tool: str, args: Any, result: Any) -> MemoryEvent | None:
@@ -360,8 +351,6 @@ class LTMEngine:
         return LLMExtractor(complete, model, self.config.extraction.max_fact_chars)
 
     async def _summarizer_for(self, session_id: str | None) -> Summarizer | None:
-        if self.summarizer_standin is not None:
-            return self.summarizer_standin
         found = await self._completer(session_id)
         if found is None:
             return None

@@ -722,7 +722,9 @@ def conversation_db(db_path: str | None, conv: Conversation, conversations: int)
 
 def _standin_calls() -> dict[str, int]:
     """The summary stand-in's calls so far (bench/summary_standin.py), if installed."""
-    return dict(getattr(LTMEngine.summarizer_standin, "calls", None) or {})
+    from . import summary_standin
+
+    return dict(getattr(summary_standin.INSTALLED, "calls", None) or {})
 
 
 async def run_conversation(conv: Conversation, settings: RunSettings, embedder: Any | None,
@@ -745,6 +747,11 @@ async def run_conversation(conv: Conversation, settings: RunSettings, embedder: 
         return extractors.get(session_id or "")
 
     kwargs: dict[str, Any] = {"extractor_for": extractor_for, "clock": clock, "counter": counter}
+    from .summary_standin import summarizer_for
+
+    standin = summarizer_for()  # --summaries: the dataset's summaries instead of a model
+    if standin is not None:
+        kwargs["summarizer_for"] = standin
     timed = None
     takes = engine_takes_embedder()
     if takes and embedder is not None and settings.use_engine_embedder:
@@ -822,9 +829,9 @@ def _init_worker(setup: WorkerSetup) -> None:
     bot_lines.BOT_SHARE = setup.bot_share
     bot_lines.BOT_CHARS = setup.bot_chars
     if setup.summaries_data is not None:
-        from .summary_standin import DatasetSummaries
+        from .summary_standin import install
 
-        LTMEngine.summarizer_standin = DatasetSummaries(setup.summaries_data)
+        install(setup.summaries_data)
     _WORKER["setup"] = setup
     _WORKER["embedder"] = setup.embedder_factory() if setup.embedder_factory is not None else None
     _WORKER["counter"] = setup.counter or default_counter()

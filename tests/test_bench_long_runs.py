@@ -190,14 +190,14 @@ def test_data_without_recorded_summaries_is_summarised_extractively_and_labelled
 def test_summary_calls_made_in_worker_processes_are_counted_as_in_a_serial_run(tmp_path, monkeypatch):
     import json
 
-    from astrbot_plugin_ltm.engine import LTMEngine
+    from bench import summary_standin
 
     path = tmp_path / "data.json"
     path.write_text(json.dumps(dataset()), encoding="utf-8")
     overrides = ["summaries.enable=true"]
-    monkeypatch.setattr(LTMEngine, "summarizer_standin", DatasetSummaries(path))
+    monkeypatch.setattr(summary_standin, "INSTALLED", DatasetSummaries(path))
     serial = run(tmp_path, overrides=overrides)
-    monkeypatch.setattr(LTMEngine, "summarizer_standin", None)
+    monkeypatch.setattr(summary_standin, "INSTALLED", None)
     parallel = run(tmp_path, overrides=overrides, jobs=2, summaries_data=str(path))
     # one session summary per session of the three conversations, all extractive
     assert serial["summary_calls"]["session"] == 6 and serial["summary_calls"]["extractive"] == 6

@@ -105,7 +105,7 @@ async def test_a_full_disk_while_recording_keeps_every_acknowledged_turn_and_wri
         hook_us.append((time.perf_counter() - started) * 1e6)
     print(f"\nhook while the disk is full: median {statistics.median(hook_us):.0f} µs, max {max(hook_us):.0f} µs")
 
-    ltm.engine.recorder.start()  # the flusher, as in AstrBot: it retries with a growing pause
+    ltm.engine.recorder.task.start()  # the flusher, as in AstrBot: it retries with a growing pause
     await _wait(lambda: "the disk is full" in caplog.text, 5)
     await _sleep(1.6)
     attempts = caplog.text.count("the disk is full;")
