@@ -345,17 +345,11 @@ class LTMEngine:
 
     async def _extractor_for(self, session_id: str | None) -> Extractor | None:
         found = await self._completer(session_id)
-        if found is None:
-            return None
-        complete, model = found
-        return LLMExtractor(complete, model, self.config.extraction.max_fact_chars)
+        return None if found is None else LLMExtractor(*found, self.config.extraction.max_fact_chars)
 
     async def _summarizer_for(self, session_id: str | None) -> Summarizer | None:
         found = await self._completer(session_id)
-        if found is None:
-            return None
-        complete, model = found
-        return LLMSummarizer(complete, model, self.config.summaries.max_chars)
+        return None if found is None else LLMSummarizer(*found, self.config.summaries.max_chars)
 
 
 def _has(model: object) -> bool:
