@@ -181,7 +181,6 @@ class Compactor:
         self._model = model  # the current embedding model; None: no vectors, nothing to compare
         self._same = same_fact_cosine  # the model's merge threshold (the writer's, indexes.calibration)
         self._clock = clock
-        self._every = every_seconds
         self._after: tuple[str, str] | None = None  # the last scope looked at
         self.task = BackgroundTask("compaction", self._step, every=every_seconds)
         self.merged = 0  # merges made since start (for the stats and tests)
