@@ -23,7 +23,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import POLICY_KEYS, policy_of
+from ..config import POLICY_KEYS, policy_of, policy_schema
 from ..engine import LTMEngine
 from ..enums import (
     MEMORY_TYPES,
@@ -352,6 +352,8 @@ class MemoryAPI:
             **policy_of(cfg),
             "config_warnings": self.engine.config_errors,
             "version": await self.engine.policy_versions.current_version(),
+            # The page's forms take their bounds, types and the import limit from here.
+            "schema": {**policy_schema(), "max_import_bytes": MAX_IMPORT_BYTES},
         }
 
     async def put_policy(self, body: Any, user: str | None) -> dict[str, Any]:
