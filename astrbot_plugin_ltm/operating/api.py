@@ -41,6 +41,7 @@ from ..scope import Scope
 from ..storing.database import DatabaseBusyError, ReadOnlyError, is_full
 from . import rollback_preview
 from . import validators as v
+from .drift_monitor import MIN_ITEMS_FOR_ALARM
 from .errors import AdminError
 from .meaning_search import search_by_meaning
 from .pauses import Pause
@@ -473,7 +474,8 @@ class MemoryAPI:
         kind = _choice(query, "scope", SCOPE_KINDS)
         snapshots, total = await self.engine.drift.listing(kind, (page - 1) * size, size)
         return {"snapshots": snapshots, "total": total, "page": page, "page_size": size,
-                "alarms": await self.engine.drift.alarms(), **await self.engine.drift.status()}
+                "alarms": await self.engine.drift.alarms(), "min_items_for_alarm": MIN_ITEMS_FOR_ALARM,
+                **await self.engine.drift.status()}
 
     # -- export / import ---------------------------------------------------------
 

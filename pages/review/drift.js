@@ -17,8 +17,6 @@
   const KINDS = ["user", "group"];
   const W = 760, H = 240, PAD = { left: 44, right: 16, top: 14, bottom: 28 };
 
-  // An alarm needs this many memories in a scope kind (operating/drift_monitor.py MIN_ITEMS_FOR_ALARM).
-  const MIN_ITEMS_FOR_ALARM = 20;
   const T = (key, vars) => L.T("drift." + key, vars);
   const el = L.h, svg = L.svg, fmtTime = L.fmtTime;
 
@@ -123,7 +121,8 @@
     panel.replaceChildren();
     panel.appendChild(el("p", { class: "muted" }, T("intro")));
     panel.appendChild(el("p", { class: "muted", "data-testid": "drift-min-items" },
-      T("min_items", { n: data.min_items_for_alarm || MIN_ITEMS_FOR_ALARM })));
+      // How many memories of a scope kind an alarm needs: the server says (GET drift).
+      T("min_items", { n: data.min_items_for_alarm })));
     panel.appendChild(el("p", { class: "muted", "data-testid": "drift-auto" },
       T("auto", { state: data.auto_rollback ? T("on") : T("off") })));
     panel.appendChild(el("h2", {}, T("chart")));

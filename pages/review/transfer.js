@@ -35,7 +35,8 @@ window.LTM.panel("transfer", (L) => {
     state.importFile = null;
     if (!file) return;
     const status = $("#import-status");
-    if (file.size > state.schema.max_import_bytes) {
+    const limit = state.schema.max_import_bytes;  // the server's (GET policy's schema)
+    if (limit && file.size > limit) {
       status.textContent = T("transfer.too_big");
       return;
     }
