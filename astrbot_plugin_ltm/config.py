@@ -392,6 +392,20 @@ def policy_of(cfg: LTMConfig) -> dict[str, Any]:
             "write_policy": asdict(cfg.write_policy), "read_policy": asdict(cfg.read_policy)}
 
 
+def policy_schema() -> dict[str, Any]:
+    """The policy's bounds and choices for the review page's forms (GET
+    policy's ``schema``), so the page never re-types them (docs/decisions.md#d111)."""
+    policy = ("write_policy.", "read_policy.")
+    bounds: dict[str, dict[str, Any]] = {
+        path: {"min": low, "max": high, "kind": "float" if isinstance(low, float) else "int"}
+        for path, (low, high) in _RANGES.items() if path.startswith(policy)
+    }
+    for path, choices in _CHOICES.items():
+        if path.startswith(policy):
+            bounds[path] = {"choices": list(choices)}
+    return {"memory_types": list(MEMORY_TYPES), "fields": bounds}
+
+
 def with_policy(raw: dict[str, Any], changes: dict[str, Any], *, replace: bool = False) -> dict[str, Any]:
     """A copy of the settings ``raw`` with ``changes`` applied, for
     ``parse_config``: a section's settings are merged onto the saved ones

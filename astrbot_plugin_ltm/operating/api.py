@@ -23,7 +23,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import POLICY_KEYS, policy_of
+from ..config import POLICY_KEYS, policy_of, policy_schema
 from ..engine import LTMEngine
 from ..enums import (
     MEMORY_TYPES,
@@ -41,6 +41,7 @@ from ..scope import Scope
 from ..storing.database import DatabaseBusyError, ReadOnlyError, is_full
 from . import rollback_preview
 from . import validators as v
+from .drift_monitor import MIN_ITEMS_FOR_ALARM
 from .errors import AdminError
 from .meaning_search import search_by_meaning
 from .pauses import Pause
@@ -352,6 +353,8 @@ class MemoryAPI:
             **policy_of(cfg),
             "config_warnings": self.engine.config_errors,
             "version": await self.engine.policy_versions.current_version(),
+            # The page's forms take their bounds, types and the import limit from here.
+            "schema": {**policy_schema(), "max_import_bytes": MAX_IMPORT_BYTES},
         }
 
     async def put_policy(self, body: Any, user: str | None) -> dict[str, Any]:
@@ -471,7 +474,8 @@ class MemoryAPI:
         kind = _choice(query, "scope", SCOPE_KINDS)
         snapshots, total = await self.engine.drift.listing(kind, (page - 1) * size, size)
         return {"snapshots": snapshots, "total": total, "page": page, "page_size": size,
-                "alarms": await self.engine.drift.alarms(), **await self.engine.drift.status()}
+                "alarms": await self.engine.drift.alarms(), "min_items_for_alarm": MIN_ITEMS_FOR_ALARM,
+                **await self.engine.drift.status()}
 
     # -- export / import ---------------------------------------------------------
 
