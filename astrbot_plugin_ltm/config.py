@@ -14,10 +14,10 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from .enums import MEMORY_TYPES, InjectionPosition, WriteMode
+from .errors import AdminError
 from .i18n import Lang, Message, msg, translate
-from .operating.errors import AdminError
-from .operating.validators import flag, shown
 from .persona import PERSONA_MARK
+from .validators import flag, shown
 
 SCOPE_STRATEGIES = ("sender_id", "unified_msg_origin")
 MODES: tuple[str, ...] = tuple(WriteMode)

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from astrbot_plugin_ltm.operating.api import MAX_PAGE_SIZE
+from astrbot_plugin_ltm.doors.api import MAX_PAGE_SIZE
 from astrbot_plugin_ltm.operating.transfer import (
     EVENT_FIELDS,
     ITEM_FIELDS,

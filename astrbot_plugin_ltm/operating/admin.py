@@ -10,7 +10,9 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from .. import validators
 from ..enums import AuditAction, MemoryType, Status
+from ..errors import AdminError
 from ..i18n import msg
 from ..persona import with_persona
 from ..scope import Scope
@@ -19,8 +21,6 @@ from ..storing.memory_rows import fact_written, memory_changed
 from ..storing.removal import forget_turns, remove_memory
 from ..storing.tables import MemoryAudit, MemoryEvent, MemoryItem, MemoryTombstone
 from ..text import normalize_fact_key
-from . import validators
-from .errors import AdminError
 from .queries import AdminQueries
 from .serialize import item_dict
 

@@ -21,11 +21,11 @@ from sqlalchemy import Connection, delete, text
 
 from ..clock import Clock, as_utc, parse_stored_time
 from ..config import scope_problem
+from ..errors import AdminError
 from ..i18n import msg, parse
 from ..scope import Scope
 from ..storing.database import Database
 from ..storing.tables import HoldoutSession
-from .errors import AdminError
 
 DEFAULT_SHARE = 0.2
 RECENT_DAYS = 90

@@ -25,13 +25,13 @@ from sqlalchemy import func, select
 from ..clock import Clock
 from ..config import POLICY_KEYS, LTMConfig, parse_config, policy_of, refusal_message, scope_problem, with_policy
 from ..enums import AuditAction, PolicySource
+from ..errors import AdminError
 from ..extension_points import PolicyListener
 from ..i18n import msg, parse
 from ..logs import log
 from ..storing.audit import audit
 from ..storing.database import Database, ReadOnlyError
 from ..storing.tables import PolicyVersion
-from .errors import AdminError
 
 MAX_REASON_CHARS = 500
 MAX_HISTORY_PAGE = 200

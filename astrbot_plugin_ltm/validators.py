@@ -15,9 +15,9 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from ..enums import MEMORY_TYPES, SCOPE_KINDS, Status
-from ..i18n import msg
+from .enums import MEMORY_TYPES, SCOPE_KINDS, Status
 from .errors import AdminError
+from .i18n import msg
 
 MAX_TTL_DAYS = 36_500  # a hundred years; further is "permanent" (null)
 MAX_EVIDENCE_COUNT = 1_000_000_000

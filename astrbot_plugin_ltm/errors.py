@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..i18n import Lang, Message, render
+from .i18n import Lang, Message, render
 
 
 class AdminError(ValueError):

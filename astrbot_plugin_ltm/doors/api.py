@@ -23,6 +23,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import validators as v
 from ..config import POLICY_KEYS, policy_of
 from ..engine import LTMEngine
 from ..enums import (
@@ -35,21 +36,16 @@ from ..enums import (
     Status,
     WriteMode,
 )
+from ..errors import AdminError
 from ..i18n import Lang, Message, code_of, lang_of, msg, say, translate
 from ..logs import log
-from ..scope import Scope
-from ..storing.database import DatabaseBusyError, ReadOnlyError, is_full
-from . import rollback_preview
-from . import validators as v
-from .errors import AdminError
-from .meaning_search import search_by_meaning
-from .pauses import Pause
-from .policy_versions import reason_text, scope_name
-from .preview import preview as preview_block
-from .queries import SORTS, AuditFilter, EventFilter, ItemFilter
-from .replay_api import ReplayAPI
-from .serialize import audit_dict, event_dict, item_api_dict, shown
-from .transfer import (
+from ..operating import rollback_preview
+from ..operating.meaning_search import search_by_meaning
+from ..operating.pauses import Pause
+from ..operating.policy_versions import reason_text, scope_name
+from ..operating.queries import SORTS, AuditFilter, EventFilter, ItemFilter
+from ..operating.serialize import audit_dict, event_dict, item_api_dict, shown
+from ..operating.transfer import (
     AS_EXPORTED,
     FOR_REVIEW,
     IMPORT_STATUSES,
@@ -61,6 +57,10 @@ from .transfer import (
     parse_file,
     unwrap,
 )
+from ..scope import Scope
+from ..storing.database import DatabaseBusyError, ReadOnlyError, is_full
+from .preview import preview as preview_block
+from .replay_api import ReplayAPI
 
 MAX_PAGE_SIZE = 200
 POLICY_CHANGE_SOURCES = (PolicySource.API.value, PolicySource.PAGE.value)
@@ -292,7 +292,7 @@ class MemoryAPI:
 
     async def preview(self, body: Any) -> dict[str, Any]:
         """The block the bot would be given for a message from a user
-        (operating/preview.py): same reader, nothing written or counted."""
+        (doors/preview.py): same reader, nothing written or counted."""
         return await preview_block(self.engine, body, answer_lang())
 
     # -- events, stats, audit --------------------------------------------------

@@ -1,5 +1,5 @@
 """The dashboard API of policy replay, tuning and the holdout set
-(framework-free, like operating/api.py, which hands these routes here).
+(framework-free, like doors/api.py, which hands these routes here).
 
 A candidate policy is validated exactly as ``PUT policy`` validates a
 change: merged onto the saved settings and parsed by ``config.parse_config``;
@@ -13,17 +13,17 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from .. import validators as v
 from ..clock import as_utc
 from ..config import POLICY_KEYS, LTMConfig, parse_config, policy_of, refusal_message, with_policy
 from ..engine import LTMEngine
+from ..errors import AdminError
 from ..i18n import msg
+from ..operating.holdout import Holdout, parse_rule, parse_scopes
+from ..operating.jobs import Job
+from ..operating.replay import Selection, compare, load
+from ..operating.tuning import TUNE_READS, tune
 from ..storing.database import ReadOnlyError
-from . import validators as v
-from .errors import AdminError
-from .holdout import Holdout, parse_rule, parse_scopes
-from .jobs import Job
-from .replay import Selection, compare, load
-from .tuning import TUNE_READS, tune
 
 SETS = ("holdout", "fitting", "all")
 
