@@ -16,7 +16,6 @@ from typing import Any
 from .enums import MEMORY_TYPES, InjectionPosition, WriteMode
 from .errors import AdminError
 from .i18n import Lang, Message, msg, translate
-from .persona import PERSONA_MARK
 from .validators import flag, shown
 
 SCOPE_STRATEGIES = ("sender_id", "unified_msg_origin")
@@ -25,6 +24,9 @@ INJECTION_POSITIONS: tuple[str, ...] = tuple(InjectionPosition)
 # The chat commands' reply language when a command does not show one
 # (operating/reply_language.py); auto: the chat client's, else English.
 REPLY_LANGUAGES = ("auto", "zh", "en")
+# What parts a persona's scope id from its person's (identity.persona_scoped,
+# persona.py); here, below scope.py and persona.py, which both read it.
+PERSONA_MARK = "#persona:"
 
 
 @dataclass

@@ -9,11 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from .. import validators as v
+from ..config import PERSONA_MARK
 from ..engine import LTMEngine
 from ..enums import SCOPE_KINDS, ScopeKind
 from ..errors import AdminError
 from ..i18n import Lang, msg, say
-from ..persona import PERSONA_MARK, persona_name
+from ..persona import persona_name
 from ..recalling.trace import Trace
 from ..scope import Origin, Scope
 
