@@ -42,6 +42,7 @@ from ..logs import log
 from ..operating import rollback_preview
 from ..operating.meaning_search import search_by_meaning
 from ..operating.pauses import Pause
+from ..operating.policy_change import PUT_POLICY, refuse_unknown_keys
 from ..operating.policy_versions import reason_text, scope_name
 from ..operating.queries import SORTS, AuditFilter, EventFilter, ItemFilter
 from ..operating.serialize import audit_dict, event_dict, item_api_dict, shown
@@ -360,16 +361,13 @@ class MemoryAPI:
         body = dict(_body(body, msg("api.what.settings")))
         reason = body.pop("reason", None)
         source = PolicySource(v.choice(body.pop("source", "api"), "source", POLICY_CHANGE_SOURCES))
-        unknown = set(body) - set(POLICY_KEYS)
-        if unknown:
-            raise AdminError(msg("api.policy_unknown", names=", ".join(v.shown(k) for k in sorted(unknown)[:5]),
-                                 keys=", ".join(POLICY_KEYS)))
+        refuse_unknown_keys(body, PUT_POLICY)
         if not body:
             raise AdminError(msg("api.policy_nothing", keys=", ".join(POLICY_KEYS)))
         for key, value in body.items():
             if key in ("write_policy", "read_policy") and not isinstance(value, dict):
                 raise AdminError(msg("api.policy_object", key=key))
-        await self.engine.policy_versions.change(body, _actor(user), source, reason)
+        await self.engine.policy_versions.change(body, _actor(user), source, reason, refusals=PUT_POLICY)
         return await self.get_policy()
 
     async def policy_history(self, query: Mapping[str, Any]) -> dict[str, Any]:
