@@ -14,10 +14,9 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from .enums import MEMORY_TYPES, InjectionPosition, WriteMode
+from .errors import AdminError
 from .i18n import Lang, Message, msg, translate
-from .operating.errors import AdminError
-from .operating.validators import flag, shown
-from .persona import PERSONA_MARK
+from .validators import flag, scope_problem, shown
 
 SCOPE_STRATEGIES = ("sender_id", "unified_msg_origin")
 MODES: tuple[str, ...] = tuple(WriteMode)
@@ -25,6 +24,9 @@ INJECTION_POSITIONS: tuple[str, ...] = tuple(InjectionPosition)
 # The chat commands' reply language when a command does not show one
 # (operating/reply_language.py); auto: the chat client's, else English.
 REPLY_LANGUAGES = ("auto", "zh", "en")
+# What parts a persona's scope id from its person's (identity.persona_scoped,
+# persona.py); here, below scope.py and persona.py, which both read it.
+PERSONA_MARK = "#persona:"
 
 
 @dataclass
@@ -236,20 +238,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "reply_language": REPLY_LANGUAGES,
 }
 _TYPE_LISTS = ("write_policy.allowed_types", "write_policy.require_approval_types")
-MAX_SCOPE_ID_CHARS = 255
 MAX_DISABLED_SCOPES = 100000
-
-
-def scope_problem(entry: str) -> str | None:
-    """Why ``entry`` is not a ``user:<id>`` or ``group:<id>`` scope, or None."""
-    kind, colon, scope_id = entry.partition(":")
-    if not colon or kind not in ("user", "group"):
-        return str(msg("config.scope_kind"))
-    if not scope_id.strip() or scope_id != scope_id.strip():
-        return str(msg("config.scope_no_id"))
-    if len(scope_id) > MAX_SCOPE_ID_CHARS:
-        return str(msg("config.scope_long", max=MAX_SCOPE_ID_CHARS))
-    return None
 
 
 def _coerce(path: str, value: Any, default: Any, errors: list[str]) -> Any:

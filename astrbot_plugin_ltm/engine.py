@@ -26,6 +26,7 @@ from .background import TaskSet
 from .clock import Clock, SteadyClock, signed_span, steady, utcnow
 from .config import parse_config
 from .enums import CandidateSource, ExtractionStatus, Method, Role, SourceType, WriteMode
+from .errors import AdminError
 from .extension_points import (
     Complete,
     Embedder,
@@ -53,7 +54,6 @@ from .learning.writer import MemoryWriter, WriteOutcome
 from .logs import log
 from .operating.admin import Admin
 from .operating.drift_monitor import DriftMonitor
-from .operating.errors import AdminError
 from .operating.jobs import Jobs
 from .operating.pauses import Pauses
 from .operating.policy_versions import PolicyVersions

@@ -37,6 +37,8 @@ from astrbot_plugin_ltm.enums import Role
 from astrbot_plugin_ltm.storing.tables import MemoryEvent
 from astrbot_plugin_ltm.text import search_tokens
 
+from .conversations import exchanges, parse_when  # the replay's own reading of the dates
+
 # The session prompt's "at most 6 sentences" (learning/summary_prompt.py).
 EXTRACTIVE_SENTENCES = 6
 EXTRACTIVE_LABEL = "extractive stand-in: lead sentences of the session's turns, no model"
@@ -56,8 +58,6 @@ class DatasetSummaries:
     """The Summarizer protocol, answering from a LoCoMo-format file."""
 
     def __init__(self, data: str | Path, max_chars: int = SummariesConfig().max_chars) -> None:
-        from .locomo import parse_when  # the replay's own reading of the dates
-
         samples: list[dict[str, Any]] = json.loads(Path(data).read_text(encoding="utf-8"))
         self._max_chars = max_chars
         # sample id -> session starts, in order, and their summaries
@@ -108,8 +108,6 @@ class DatasetSummaries:
         """The model calls of a run over ``conversations`` (bench.locomo's):
         extraction one per session, plus the summaries' ``calls`` (added up
         over the worker processes), per recorded turn and per exchange."""
-        from .locomo import exchanges
-
         sessions = sum(len(c.sessions) for c in conversations)
         turns = sum(len(c.turns) for c in conversations)
         exchanged = sum(len(exchanges(c, s)) for c in conversations for s in c.sessions)

@@ -33,7 +33,7 @@ from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from astrbot_plugin_ltm import LTMEngine, Origin
-from astrbot_plugin_ltm.operating.api import MemoryAPI, request_lang, without_lang
+from astrbot_plugin_ltm.doors.api import MemoryAPI, request_lang, without_lang
 from astrbot_plugin_ltm.storing.tables import (
     MemoryAudit,
     MemoryEvent,

@@ -15,7 +15,7 @@ import pytest
 from astrbot_plugin_ltm.config import ReadPolicy
 from astrbot_plugin_ltm.recalling.block import frame
 from astrbot_plugin_ltm.recalling.tokens import EstimateCounter
-from bench import locomo
+from bench import conversations, locomo
 from bench.embedders import HashEmbedder
 from bench.metrics import (
     BM25,
@@ -303,16 +303,16 @@ def test_recorded_extractor_links_every_cited_turn():
 
 
 def test_fact_type_heuristic():
-    assert locomo.fact_type("Alice loves hiking in the Alps.") == "preference"
-    assert locomo.fact_type("Bob lives in Boston with his wife.") == "profile"
-    assert locomo.fact_type("Alice went to a concert last Friday.") == "episode"
+    assert conversations.fact_type("Alice loves hiking in the Alps.") == "preference"
+    assert conversations.fact_type("Bob lives in Boston with his wife.") == "profile"
+    assert conversations.fact_type("Alice went to a concert last Friday.") == "episode"
 
 
 def test_parse_when():
-    assert locomo.parse_when("1:56 pm on 8 May, 2023").isoformat() == "2023-05-08T13:56:00+00:00"
-    assert locomo.parse_when("12:09 am on 13 September, 2023").hour == 0
+    assert conversations.parse_when("1:56 pm on 8 May, 2023").isoformat() == "2023-05-08T13:56:00+00:00"
+    assert conversations.parse_when("12:09 am on 13 September, 2023").hour == 0
     with pytest.raises(ValueError):
-        locomo.parse_when("yesterday")
+        conversations.parse_when("yesterday")
 
 
 def test_answer_words_counts_the_answers_content_words_in_the_block():

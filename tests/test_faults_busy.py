@@ -21,7 +21,7 @@ import time
 
 from sqlalchemy import event
 
-from astrbot_plugin_ltm.operating.commands import Commands
+from astrbot_plugin_ltm.doors.commands import Commands
 
 HOLD_SECONDS = 1.5
 BUSY_TIMEOUT_MS = 200

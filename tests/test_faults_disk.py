@@ -26,8 +26,8 @@ import numpy as np
 import pytest
 from sqlalchemy import event
 
+from astrbot_plugin_ltm.doors.commands import Commands
 from astrbot_plugin_ltm.indexes import faiss_files
-from astrbot_plugin_ltm.operating.commands import Commands
 from devtools.exports import reseal
 
 NO_LIMIT = 1073741823  # SQLite's default max_page_count

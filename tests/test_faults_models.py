@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 
 from astrbot_plugin_ltm.clock import as_utc
-from astrbot_plugin_ltm.operating.commands import Commands
+from astrbot_plugin_ltm.doors.commands import Commands
 
 
 class RateLimited(Exception):

@@ -27,9 +27,9 @@ from datetime import UTC, datetime
 import pytest
 
 from astrbot_plugin_ltm.config import parse_config
+from astrbot_plugin_ltm.doors.commands import Commands
 from astrbot_plugin_ltm.enums import PolicySource
-from astrbot_plugin_ltm.operating.commands import Commands
-from astrbot_plugin_ltm.operating.errors import AdminError
+from astrbot_plugin_ltm.errors import AdminError
 from astrbot_plugin_ltm.operating.policy_versions import diff, normalised, policy_of
 from astrbot_plugin_ltm.recording.journal import decode, encode
 from astrbot_plugin_ltm.storing.database import ReadOnlyError

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from astrbot_plugin_ltm.config import ReadPolicy
 from astrbot_plugin_ltm.enums import MEMORY_TYPES, MemoryType
+from astrbot_plugin_ltm.extension_points import Query
 from astrbot_plugin_ltm.instructions import neutralise
 from astrbot_plugin_ltm.recalling.block import (
     CUT_MIN_TOKENS,
@@ -25,7 +26,7 @@ from astrbot_plugin_ltm.recalling.block import (
     language_of,
 )
 from astrbot_plugin_ltm.recalling.ranking import Ranked
-from astrbot_plugin_ltm.recalling.retrieval import KeywordRetriever, Query
+from astrbot_plugin_ltm.recalling.retrieval import KeywordRetriever
 from astrbot_plugin_ltm.recalling.rows import EventRow
 from astrbot_plugin_ltm.recalling.summary_lines import ELLIPSIS
 from astrbot_plugin_ltm.recalling.tokens import EstimateCounter, default_counter

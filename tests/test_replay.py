@@ -9,13 +9,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from astrbot_plugin_ltm.config import WritePolicy
+from astrbot_plugin_ltm.doors.replay_api import ReplayAPI
 from astrbot_plugin_ltm.enums import Method
+from astrbot_plugin_ltm.errors import AdminError
 from astrbot_plugin_ltm.learning.candidates import Candidate
 from astrbot_plugin_ltm.learning.gate_log import REFUSED
 from astrbot_plugin_ltm.learning.replay_gate import ACTIVE, SHADOW, LoggedCandidate, Switches, replay_gate
-from astrbot_plugin_ltm.operating.errors import AdminError
 from astrbot_plugin_ltm.operating.replay import Selection, load, read_scopes
-from astrbot_plugin_ltm.operating.replay_api import ReplayAPI
 from astrbot_plugin_ltm.operating.tuning import tune
 from astrbot_plugin_ltm.storing.database import ReadOnlyError
 from astrbot_plugin_ltm.storing.tables import GateLogEntry, MemoryItem

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 from astrbot_plugin_ltm.config import ReadPolicy
 from astrbot_plugin_ltm.enums import Role
+from astrbot_plugin_ltm.extension_points import Found
 from astrbot_plugin_ltm.recalling.ranking import rank
-from astrbot_plugin_ltm.recalling.retrieval import Found
 from astrbot_plugin_ltm.recalling.rows import EventRow, load_turns
 from astrbot_plugin_ltm.scope import Scope
 

@@ -28,8 +28,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from .. import validators as v
 from ..clock import Clock, as_utc, utcnow
 from ..enums import AuditAction, ExtractionStatus, MemoryType, Method, Role, SourceType, Status
+from ..errors import AdminError
 from ..i18n import msg
 from ..instructions import instruction_reason
 from ..storing.audit import audit
@@ -39,8 +41,6 @@ from ..storing.memory_rows import fact_written, memory_changed
 from ..storing.tables import MemoryEvent, MemoryEvidence, MemoryItem, MemoryTombstone
 from ..storing.turns import withhold
 from ..text import normalize_fact_key
-from . import validators as v
-from .errors import AdminError
 from .queries import ItemFilter
 from .serialize import EVENT_FIELDS, HISTORY_FIELDS, ITEM_FIELDS, evidence_dict, item_dict
 

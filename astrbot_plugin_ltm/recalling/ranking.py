@@ -18,9 +18,9 @@ from datetime import date, datetime
 from ..clock import as_utc
 from ..config import ReadPolicy
 from ..enums import Role
+from ..extension_points import Found
 from .dates import Period
 from .preferences import states_preference
-from .retrieval import Found
 from .rows import EventRow, ItemView
 
 # Reciprocal-rank fusion: a candidate's similarity is the sum over the

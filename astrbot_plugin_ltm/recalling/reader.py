@@ -19,7 +19,7 @@ from sqlalchemy import Connection
 
 from ..clock import Clock, as_utc, utcnow
 from ..config import ReadPolicy
-from ..extension_points import Retriever, TokenCounter
+from ..extension_points import Found, Query, Retriever, TokenCounter
 from ..scope import Scope
 from ..storing.database import Database
 from .asking import asks_for_suggestions, event_parts
@@ -29,7 +29,6 @@ from .explain import explain_hits
 from .history import History
 from .periods import PeriodRows, load_period, resolve
 from .ranking import leading, rank
-from .retrieval import Found, Query
 from .rows import EventRow, ItemView, load_evidence, load_memories, load_turns, usable
 from .trace import Trace
 

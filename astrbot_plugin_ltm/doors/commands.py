@@ -20,16 +20,16 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from .. import validators
 from ..engine import LTMEngine
 from ..enums import SCOPE_KINDS, Outcome, PolicySource, ScopeKind, Status
+from ..errors import AdminError
 from ..i18n import CATALOGUE, Lang, msg, say, translate
+from ..operating.queries import ItemFilter
+from ..operating.reply_language import reply_language, said_in
 from ..scope import Origin, Scope
 from ..storing.database import DatabaseBusyError, ReadOnlyError, is_full
 from ..storing.tables import MemoryItem
-from . import validators
-from .errors import AdminError
-from .queries import ItemFilter
-from .reply_language import reply_language, said_in
 
 TARGET_SYNTAX = say("cmd.target_syntax", "en")
 HELP = say("cmd.help", "en", target=TARGET_SYNTAX)
