@@ -287,9 +287,12 @@ class LTMEngine:
         cut, and why; then nothing is counted as used."""
         if not (self.config.enable and self.config.read_policy.enable) or self.reader is None:
             return MemoryBlock()
-        block = await self.last_time.read(self.reader, self.resolver.read_scopes(origin), query, self.config,
-                                          ids=self.config.tools.expand,
-                                          history=await History.read(history) if history else None, trace=trace)
+        scopes = self.resolver.read_scopes(origin)
+        held = await History.read(history) if history else None
+        # "Last time we talked" is a candidate the reader places first (docs/decisions.md#d107).
+        pinned = await self.last_time.pinned(scopes, query, self.config, held)
+        block = await self.reader.read(scopes, query, self.config.read_policy, ids=self.config.tools.expand,
+                                       history=held, trace=trace, pinned=pinned)
         if trace is None:
             self.usage.note(block, via="block")
         return block

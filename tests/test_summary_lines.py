@@ -73,9 +73,9 @@ def test_a_summary_of_the_period_the_message_names_is_shown_whole():
 
 def test_last_time_reads_as_what_the_message_is_about_else_the_opening():
     last = LastSummary("m1", "user:x", SUMMARY, 0.9, datetime(2023, 6, 9, 19, tzinfo=UTC))
-    asked = lines(last, "en", query_tokens("Did you get the lasagne recipe?"))
+    asked = "\n".join(lines(last, "en", query_tokens("Did you get the lasagne recipe?")))
     assert asked == "Last time we talked (2023-06-09):\n- … Bob promised to send Alice his lasagne recipe."
-    greeted = lines(last, "en", query_tokens("hi"))
+    greeted = "\n".join(lines(last, "en", query_tokens("hi")))
     assert greeted == "Last time we talked (2023-06-09):\n- Alice and Bob talked on 9 June 2023. …"
 
 
