@@ -58,6 +58,7 @@ from .operating.pauses import Pauses
 from .operating.policy_versions import PolicyVersions
 from .operating.reply_language import SenderLanguages
 from .recalling.block import MemoryBlock
+from .recalling.bot_lines import withhold
 from .recalling.dates import time_zone
 from .recalling.history import History
 from .recalling.last_time import LastTime
@@ -72,7 +73,6 @@ from .scope import Origin, Scope, ScopeResolver, display_name
 from .storing.database import Database
 from .storing.keyword_rows import backfill_turn_rows, match_stemmer, match_turn_passages
 from .storing.tables import MemoryEvent
-from .storing.turns import withhold
 
 EXPLICIT_IMPORTANCE = 0.8  # "remember that …": the user said it matters (docs/decisions.md#d29)
 

@@ -12,10 +12,11 @@ from sqlalchemy import ColumnElement, and_, func, select
 
 from ..clock import Clock, utcnow
 from ..enums import RECALLED_ROLES, Corpus
+from ..recalling.bot_lines import speaker_of
 from ..scope import Scope
 from ..storing.database import Database, ReadOnlyError
 from ..storing.tables import EventVector, MemoryEvent, MemoryItem, MemoryVector
-from ..storing.turns import speaker_of, turn_passages
+from ..storing.turns import turn_passages
 from ..storing.vector_rows import VECTOR_ROWS, delete_other_models, store_vectors
 from .embeddings import Embeddings
 

@@ -32,12 +32,12 @@ from ..clock import Clock, as_utc, utcnow
 from ..enums import AuditAction, ExtractionStatus, MemoryType, Method, Role, SourceType, Status
 from ..i18n import msg
 from ..instructions import instruction_reason
+from ..recalling.bot_lines import withhold
 from ..storing.audit import audit
 from ..storing.database import Database
 from ..storing.keyword_rows import index_turns
 from ..storing.memory_rows import fact_written, memory_changed
 from ..storing.tables import MemoryEvent, MemoryEvidence, MemoryItem, MemoryTombstone
-from ..storing.turns import withhold
 from ..text import normalize_fact_key
 from . import validators as v
 from .errors import AdminError

@@ -17,10 +17,10 @@ from ..enums import MemoryType, SourceType
 from ..extension_points import TokenCounter
 from ..instructions import instruction_reason, neutralise
 from ..storing.tables import MemoryEvent
-from ..storing.turns import BOT_JUDGED_CHARS, speaker_of, turn_parts
+from ..storing.turns import turn_parts
 from ..text import is_cjk, token_set_similarity
 from . import bot_lines
-from .bot_lines import BotAllowance, is_bot
+from .bot_lines import BOT_JUDGED_CHARS, BotAllowance, is_bot, speaker_of
 from .excerpts import excerpt
 from .ranking import Ranked
 from .rows import EventRow, ItemView
@@ -167,7 +167,7 @@ def event_body(event: MemoryEvent | EventRow, about: Focus | None = None, whole:
         room, keep = max(CUT_MIN_CHARS, chars - len(who) - 2), None if whole or about is None else TURN_SENTENCES
         shown = excerpt(said, about.tokens if about is not None else (), room, keep)
         # A reply of the bot's was judged when recorded on its start only
-        # (storing.turns.withhold): a part from further on that reads as an
+        # (bot_lines.withhold): a part from further on that reads as an
         # instruction gives way to the opening (docs/decisions.md#d80).
         if is_bot(event) and len(said) > BOT_JUDGED_CHARS and _steers(shown):
             shown = excerpt(said, (), room, keep)
