@@ -69,6 +69,36 @@ def test_every_decision_is_listed_under_its_area():
     assert sorted(label for label, _ in listed) == sorted(re.findall(r"^## (D\d{2,3}) ", decisions, re.M))
 
 
+# a decision reads at a glance; its tables, commands and variants are in its record
+DECISION_LINES = 10
+
+
+def test_every_decision_is_a_few_lines_linking_its_full_record():
+    decisions = (REPO / "docs" / "decisions.md").read_text(encoding="utf-8")
+    records = (REPO / "docs" / "decision-records.md").read_text(encoding="utf-8")
+    record_headings = dict(re.findall(r'<a id="(r\d{2,3})"></a>\n## (D\d{2,3}) ', records))
+    entries = re.split(r'(?=<a id="d\d{2,3}"></a>)', decisions)[1:]
+    assert len(entries) > 80
+    for entry in entries:
+        number = entry[len('<a id="d'):].split('"', 1)[0]
+        lines = [line for line in entry.splitlines()[1:] if line.strip()]
+        assert len(lines) <= DECISION_LINES, f"D{number}: {len(lines)} lines; the detail goes to its record"
+        assert f"](decision-records.md#r{number})" in entry, f"D{number} does not link its full record"
+        assert record_headings.get(f"r{number}") == f"D{number}", f"no record r{number} headed D{number}"
+
+
+def test_every_link_to_a_decision_record_or_a_bench_section_lands():
+    bench = (REPO / "bench" / "README.md").read_text(encoding="utf-8")
+    records = (REPO / "docs" / "decision-records.md").read_text(encoding="utf-8")
+    anchors = {"decision-records.md": set(re.findall(r'<a id="([\w-]+)"></a>', records)),
+               "README.md": set(re.findall(r'<a id="([\w-]+)"></a>', bench))}
+    linked = [(Path(target).name, anchor) for doc in DOCS
+              for target, anchor in re.findall(r"\]\(([^)#\s]*(?:decision-records|bench/README)\.md)#([\w-]+)\)",
+                                               doc.read_text(encoding="utf-8"))]
+    assert len(linked) > 80
+    assert [link for link in linked if link[1] not in anchors[link[0]]] == []
+
+
 def test_the_architecture_is_a_short_map_naming_every_module():
     architecture = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
     assert len(architecture.encode()) <= 15_000, "a map read in ten minutes: details go to the area pages"
