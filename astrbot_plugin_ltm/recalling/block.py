@@ -25,19 +25,7 @@ from .excerpts import excerpt
 from .ranking import Ranked
 from .rows import EventRow, ItemView
 from .summary_lines import focus, summary_day
-from .trace import (
-    BOT_SHARE,
-    BUDGET,
-    COVERED,
-    DUPLICATE,
-    FULL,
-    MAX_EVENTS,
-    MAX_ITEMS,
-    PER_TYPE,
-    Line,
-    Trace,
-    candidate_of,
-)
+from .trace import BOT_SHARE, BUDGET, COVERED, DUPLICATE, FULL, MAX_EVENTS, MAX_ITEMS, PER_TYPE, Trace, candidate_of
 
 HEADER = "[Long-term Memory]"
 FOOTER = "[End Memory]"
@@ -397,9 +385,7 @@ class BlockBuilder:
                 trace.leave_out(pinned.text, pinned.source, pinned_id, 1.0, BUDGET)
             return block
         if trace is not None:  # its line, if ranked in, moved under the opening
-            trace.drop(pinned_id)
-            trace.lines.insert(0, Line(pinned.text, pinned.source, pinned_id, 1.0,
-                                       self.counter.count("\n" + pinned.text)))
+            trace.pin(pinned.text, pinned.source, pinned_id, self.counter.count("\n" + pinned.text))
         return MemoryBlock(text=text, items=[pinned.selected, *(s for _, _, s in kept)], tokens=tokens,
                            events=block.events)
 
