@@ -59,6 +59,7 @@ from .operating.pauses import Pauses
 from .operating.policy_versions import PolicyVersions
 from .operating.reply_language import SenderLanguages
 from .recalling.block import MemoryBlock
+from .recalling.bot_lines import speaker_of, withhold
 from .recalling.dates import time_zone
 from .recalling.history import History
 from .recalling.last_time import LastTime
@@ -73,7 +74,6 @@ from .scope import Origin, Scope, ScopeResolver, display_name
 from .storing.database import Database
 from .storing.keyword_rows import backfill_turn_rows, match_stemmer, match_turn_passages
 from .storing.tables import MemoryEvent
-from .storing.turns import withhold
 
 EXPLICIT_IMPORTANCE = 0.8  # "remember that …": the user said it matters (docs/decisions.md#d29)
 
@@ -114,7 +114,8 @@ class LTMEngine:
         self.db.subscribe(self.keyword_index)
         self.db.subscribe(self.vector_index)
         self.embeddings = Embeddings(embedder, self.vector_index, self.config.vectors.query_timeout_seconds)
-        self.vector_fill = VectorFill(self.db, self.embeddings, lambda: self.config.vectors.embed_turns, clock)
+        self.vector_fill = VectorFill(self.db, self.embeddings, speaker_of,
+                                       lambda: self.config.vectors.embed_turns, clock)
         with_vectors = embedder is not None
         # Users' own pauses (/ltm pause): their state, not the policy; checked without I/O.
         self.pauses = Pauses(self.db, clock)
@@ -278,9 +279,12 @@ class LTMEngine:
         cut, and why; then nothing is counted as used."""
         if not (self.config.enable and self.config.read_policy.enable) or self.reader is None:
             return MemoryBlock()
-        block = await self.last_time.read(self.reader, self.resolver.read_scopes(origin), query, self.config,
-                                          ids=self.config.tools.expand,
-                                          history=await History.read(history) if history else None, trace=trace)
+        scopes = self.resolver.read_scopes(origin)
+        held = await History.read(history) if history else None
+        # "Last time we talked" is a candidate the reader places first (docs/decisions.md#d107).
+        pinned = await self.last_time.pinned(scopes, query, self.config, held)
+        block = await self.reader.read(scopes, query, self.config.read_policy, ids=self.config.tools.expand,
+                                       history=held, trace=trace, pinned=pinned)
         if trace is None:
             self.usage.note(block, via="block")
         return block

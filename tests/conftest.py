@@ -25,7 +25,7 @@ import copy
 import json
 from collections import deque
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -41,8 +41,7 @@ from astrbot_plugin_ltm.storing.tables import (
     MemoryItem,
     MemoryTombstone,
 )
-
-START = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
+from tests.helpers import START
 
 
 class FakeClock:

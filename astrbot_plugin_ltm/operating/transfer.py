@@ -34,12 +34,12 @@ from ..enums import AuditAction, ExtractionStatus, MemoryType, Method, Role, Sou
 from ..errors import AdminError
 from ..i18n import msg
 from ..instructions import instruction_reason
+from ..recalling.bot_lines import withhold
 from ..storing.audit import audit
 from ..storing.database import Database
 from ..storing.keyword_rows import index_turns
 from ..storing.memory_rows import fact_written, memory_changed
 from ..storing.tables import MemoryEvent, MemoryEvidence, MemoryItem, MemoryTombstone
-from ..storing.turns import withhold
 from ..text import normalize_fact_key
 from .queries import ItemFilter
 from .serialize import EVENT_FIELDS, HISTORY_FIELDS, ITEM_FIELDS, evidence_dict, item_dict

@@ -97,7 +97,7 @@ def rank(found: Sequence[Found], items: dict[int, ItemView], evidence: dict[str,
     best = max([*memory_sims.values(), *turn_sims.values()], default=0.0) or 1.0
     # (row, similarity, when, importance): a memory's day is that of its
     # last change, a turn's the day it was said. A turn extraction read and
-    # kept nothing of (rows.NOTHING_KEPT) has no importance: small talk
+    # kept nothing of (storing.turns._NOTHING_KEPT) has no importance: small talk
     # ("Thanks, Mel!") makes way for what was worth remembering (docs/decisions.md#d73).
     candidates: list[tuple[ItemView | EventRow, float, datetime, float]] = [
         (item, memory_sims.get(rowid, 0.0) / best, item.updated_at, item.importance)
