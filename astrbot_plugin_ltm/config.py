@@ -4,6 +4,9 @@ AstrBot hands plugins a dict built from ``_conf_schema.json``; operators can
 also type anything into its JSON editor. Nothing here raises on bad input:
 each invalid value is replaced by its safe default and explained in a
 message the operator can act on (the adapter logs them).
+
+Over 400 lines: one dataclass per settings section and the validation tables they
+share; the lowest layer, so nothing else may hold part of it.
 """
 
 from __future__ import annotations

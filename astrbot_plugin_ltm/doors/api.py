@@ -13,6 +13,9 @@ Language: each request is answered in one language (:func:`request_lang`:
 ``lang`` in the query or the JSON body, else Accept-Language, else
 English); :meth:`MemoryAPI.call` renders error messages in it and shows the
 stored reasons in the answer in it, each with its code (serialize.shown).
+
+Over 400 lines: one method per route, each a few lines over the engine; the replay
+routes live in replay_api.py.
 """
 
 from __future__ import annotations

@@ -17,6 +17,9 @@ level and period (``summary_session_20261125t100000``), so an operator who
 deletes or rejects one leaves a tombstone on that key, and the same events
 are never summarised again. A failed call leaves the session pending; it is
 retried with the extraction settings' backoff, then skipped until a restart.
+
+Over 400 lines: sessions, roll-ups and their model calls share where a scope stands;
+the prompt and its check live in summary_prompt.py.
 """
 
 from __future__ import annotations

@@ -12,6 +12,9 @@ An import accepts the document itself or AstrBot's answer envelope around it
 validators as edits, can be dry-run to report what would be added, merged or
 skipped, runs in one transaction (all or nothing) and is idempotent:
 importing the same file twice changes nothing the second time.
+
+Over 400 lines: export and import share the file format, the canonical checksums and
+the validation of every field, which must agree byte for byte.
 """
 
 from __future__ import annotations
