@@ -4,6 +4,9 @@ AstrBot hands plugins a dict built from ``_conf_schema.json``; operators can
 also type anything into its JSON editor. Nothing here raises on bad input:
 each invalid value is replaced by its safe default and explained in a
 message the operator can act on (the adapter logs them).
+
+Over 400 lines: one dataclass per settings section and the validation tables they
+share; the lowest layer, so nothing else may hold part of it.
 """
 
 from __future__ import annotations
@@ -14,10 +17,9 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from .enums import MEMORY_TYPES, InjectionPosition, WriteMode
+from .errors import AdminError
 from .i18n import Lang, Message, msg, translate
-from .operating.errors import AdminError
-from .operating.validators import flag, shown
-from .persona import PERSONA_MARK
+from .validators import flag, scope_problem, shown
 
 SCOPE_STRATEGIES = ("sender_id", "unified_msg_origin")
 MODES: tuple[str, ...] = tuple(WriteMode)
@@ -25,6 +27,9 @@ INJECTION_POSITIONS: tuple[str, ...] = tuple(InjectionPosition)
 # The chat commands' reply language when a command does not show one
 # (operating/reply_language.py); auto: the chat client's, else English.
 REPLY_LANGUAGES = ("auto", "zh", "en")
+# What parts a persona's scope id from its person's (identity.persona_scoped,
+# persona.py); here, below scope.py and persona.py, which both read it.
+PERSONA_MARK = "#persona:"
 
 
 @dataclass
@@ -236,20 +241,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "reply_language": REPLY_LANGUAGES,
 }
 _TYPE_LISTS = ("write_policy.allowed_types", "write_policy.require_approval_types")
-MAX_SCOPE_ID_CHARS = 255
 MAX_DISABLED_SCOPES = 100000
-
-
-def scope_problem(entry: str) -> str | None:
-    """Why ``entry`` is not a ``user:<id>`` or ``group:<id>`` scope, or None."""
-    kind, colon, scope_id = entry.partition(":")
-    if not colon or kind not in ("user", "group"):
-        return str(msg("config.scope_kind"))
-    if not scope_id.strip() or scope_id != scope_id.strip():
-        return str(msg("config.scope_no_id"))
-    if len(scope_id) > MAX_SCOPE_ID_CHARS:
-        return str(msg("config.scope_long", max=MAX_SCOPE_ID_CHARS))
-    return None
 
 
 def _coerce(path: str, value: Any, default: Any, errors: list[str]) -> Any:
@@ -390,6 +382,20 @@ def policy_of(cfg: LTMConfig) -> dict[str, Any]:
     """The policy part of a configuration (as GET policy shows it and a version stores it)."""
     return {"enable": cfg.enable, "emergency_read_only": cfg.emergency_read_only,
             "write_policy": asdict(cfg.write_policy), "read_policy": asdict(cfg.read_policy)}
+
+
+def policy_schema() -> dict[str, Any]:
+    """The policy's bounds and choices for the review page's forms (GET
+    policy's ``schema``), so the page never re-types them (docs/decisions.md#d111)."""
+    policy = ("write_policy.", "read_policy.")
+    bounds: dict[str, dict[str, Any]] = {
+        path: {"min": low, "max": high, "kind": "float" if isinstance(low, float) else "int"}
+        for path, (low, high) in _RANGES.items() if path.startswith(policy)
+    }
+    for path, choices in _CHOICES.items():
+        if path.startswith(policy):
+            bounds[path] = {"choices": list(choices)}
+    return {"memory_types": list(MEMORY_TYPES), "fields": bounds}
 
 
 def with_policy(raw: dict[str, Any], changes: dict[str, Any], *, replace: bool = False) -> dict[str, Any]:

@@ -16,15 +16,17 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from . import text as tokenizing
+from .background import TaskSet
 from .clock import Clock, SteadyClock, signed_span, steady, utcnow
 from .config import parse_config
 from .enums import CandidateSource, ExtractionStatus, Method, Role, SourceType, WriteMode
+from .errors import AdminError
 from .extension_points import (
     Complete,
     Embedder,
@@ -52,12 +54,12 @@ from .learning.writer import MemoryWriter, WriteOutcome
 from .logs import log
 from .operating.admin import Admin
 from .operating.drift_monitor import DriftMonitor
-from .operating.errors import AdminError
 from .operating.jobs import Jobs
 from .operating.pauses import Pauses
 from .operating.policy_versions import PolicyVersions
 from .operating.reply_language import SenderLanguages
 from .recalling.block import MemoryBlock
+from .recalling.bot_lines import speaker_of, withhold
 from .recalling.dates import time_zone
 from .recalling.history import History
 from .recalling.last_time import LastTime
@@ -72,16 +74,11 @@ from .scope import Origin, Scope, ScopeResolver, display_name
 from .storing.database import Database
 from .storing.keyword_rows import backfill_turn_rows, match_stemmer, match_turn_passages
 from .storing.tables import MemoryEvent
-from .storing.turns import withhold
 
 EXPLICIT_IMPORTANCE = 0.8  # "remember that …": the user said it matters (docs/decisions.md#d29)
 
 
 class LTMEngine:
-    # Writes every engine's summaries instead of the chat model (the
-    # benchmark's stand-in, bench/summary_standin.py).
-    summarizer_standin: ClassVar[Summarizer | None] = None
-
     def __init__(
         self,
         sql_engine: AsyncEngine,
@@ -117,7 +114,8 @@ class LTMEngine:
         self.db.subscribe(self.keyword_index)
         self.db.subscribe(self.vector_index)
         self.embeddings = Embeddings(embedder, self.vector_index, self.config.vectors.query_timeout_seconds)
-        self.vector_fill = VectorFill(self.db, self.embeddings, lambda: self.config.vectors.embed_turns, clock)
+        self.vector_fill = VectorFill(self.db, self.embeddings, speaker_of,
+                                       lambda: self.config.vectors.embed_turns, clock)
         with_vectors = embedder is not None
         # Users' own pauses (/ltm pause): their state, not the policy; checked without I/O.
         self.pauses = Pauses(self.db, clock)
@@ -130,15 +128,15 @@ class LTMEngine:
             self.db, lambda: self.config, lambda: self.resolver, clock, on_inserted=self._capture_explicit,
             journal_dir=Path(data_dir) / "journal" if data_dir else None, paused=self.pauses.covers)
         self.last_time = LastTime(self.db, clock, self.recorder.speaking)
+        self.summaries = SummaryWorker(self.db, self.writer, summarizer_for or self._summarizer_for,
+                                       lambda: self.config, clock)
         self.worker = ExtractionWorker(
             self.db, self.writer, extractor_for or self._extractor_for, lambda: self.config, clock,
             embeddings=self.embeddings if with_vectors else None, fill=self.vector_fill if with_vectors else None,
             known=KnownFacts(self.db, self.keyword_index, self.embeddings if with_vectors else None),
             paused=self.pauses.covers,
+            then_drain=self.summaries.drain,  # a drain summarises what it leaves ended
         )
-        self.summaries = SummaryWorker(self.db, self.writer, summarizer_for or self._summarizer_for,
-                                       lambda: self.config, clock)
-        self.worker.then_drain = self.summaries.drain  # a drain summarises what it leaves ended
         self._counter = counter
         if retrievers is None:
             retrievers = [KeywordRetriever(self.keyword_index)]
@@ -157,6 +155,10 @@ class LTMEngine:
                                    same_fact_cosine=self.embeddings.same_fact_cosine)
         # The language each sender last wrote in, for the chat commands' replies.
         self.languages = SenderLanguages()
+        # The loops, stopped in this order (as before D104): the learners
+        # first, then the recorder's last flush, then the counts.
+        self.tasks = TaskSet(self.worker.task, self.summaries.task, self.recorder.task, self.usage.task,
+                             self.drift.task, self.compactor.task)
         self.started = False
 
     # -- lifecycle ---------------------------------------------------------
@@ -188,12 +190,7 @@ class LTMEngine:
             unbacked_turns=lambda: self.config.write_policy.mode == WriteMode.AUTO, tz=self.tz,
         )
         if background:
-            self.recorder.start()
-            self.worker.start()
-            self.summaries.start()
-            self.usage.start()
-            self.drift.start()
-            self.compactor.start()
+            self.tasks.start()
         self.started = True
 
     async def loads_settled(self) -> None:
@@ -202,13 +199,8 @@ class LTMEngine:
         await asyncio.gather(self.keyword_index.loads_settled(), self.vector_index.loads_settled())
 
     async def stop(self) -> None:
-        await self.jobs.stop()
-        await self.worker.stop()
-        await self.summaries.stop()
-        await self.recorder.stop()
-        await self.usage.stop()
-        await self.drift.stop()
-        await self.compactor.stop()
+        await self.jobs.stop()  # one-off operator jobs, not loops (operating/jobs.py)
+        await self.tasks.stop()
         await self.keyword_index.loads_settled()  # they read the database closed below
         await self.vector_index.flush()
         await self.db.close()
@@ -270,7 +262,7 @@ class LTMEngine:
             return []
         events = self.recorder.record_turn(origin, user_text, assistant_text, created_at)
         if events:
-            self.worker.kick()
+            self.worker.task.wake()
         return events
 
     def record_tool(self, origin: Origin, tool: str, args: Any, result: Any) -> MemoryEvent | None:
@@ -287,9 +279,12 @@ class LTMEngine:
         cut, and why; then nothing is counted as used."""
         if not (self.config.enable and self.config.read_policy.enable) or self.reader is None:
             return MemoryBlock()
-        block = await self.last_time.read(self.reader, self.resolver.read_scopes(origin), query, self.config,
-                                          ids=self.config.tools.expand,
-                                          history=await History.read(history) if history else None, trace=trace)
+        scopes = self.resolver.read_scopes(origin)
+        held = await History.read(history) if history else None
+        # "Last time we talked" is a candidate the reader places first (docs/decisions.md#d107).
+        pinned = await self.last_time.pinned(scopes, query, self.config, held)
+        block = await self.reader.read(scopes, query, self.config.read_policy, ids=self.config.tools.expand,
+                                       history=held, trace=trace, pinned=pinned)
         if trace is None:
             self.usage.note(block, via="block")
         return block
@@ -354,19 +349,11 @@ class LTMEngine:
 
     async def _extractor_for(self, session_id: str | None) -> Extractor | None:
         found = await self._completer(session_id)
-        if found is None:
-            return None
-        complete, model = found
-        return LLMExtractor(complete, model, self.config.extraction.max_fact_chars)
+        return None if found is None else LLMExtractor(*found, self.config.extraction.max_fact_chars)
 
     async def _summarizer_for(self, session_id: str | None) -> Summarizer | None:
-        if self.summarizer_standin is not None:
-            return self.summarizer_standin
         found = await self._completer(session_id)
-        if found is None:
-            return None
-        complete, model = found
-        return LLMSummarizer(complete, model, self.config.summaries.max_chars)
+        return None if found is None else LLMSummarizer(*found, self.config.summaries.max_chars)
 
 
 def _has(model: object) -> bool:

@@ -7,17 +7,18 @@ vector retrievers and indexes); tests and benchmarks pass their own.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from .text import query_tokens
+
 if TYPE_CHECKING:
     from .learning.candidates import ExtractionResult, KnownFact
-    from .recalling.retrieval import Found, Query
     from .scope import Scope
-    from .storing.changes import Change
     from .storing.tables import MemoryEvent, MemoryItem
 
 # A chat model as extraction uses it: (system prompt, user prompt) -> text.
@@ -85,6 +86,26 @@ class TokenCounter(Protocol):
     def count(self, text: str) -> int: ...
 
 
+@dataclass(frozen=True)
+class Query:
+    """A message to find memories for, tokenised once per read."""
+
+    text: str
+    tokens: list[str]
+
+    @classmethod
+    def of(cls, text: str) -> Query:
+        return cls(text, query_tokens(text))
+
+
+@dataclass
+class Found:
+    """A retriever's answer: row ids, best first."""
+
+    memories: list[int] = field(default_factory=list)  # items of any status (the reader keeps the usable)
+    turns: list[int] = field(default_factory=list)  # events (the reader checks which may be shown)
+
+
 class Retriever(Protocol):
     """Ranks, for a query, the memories and turns of the scopes it reads."""
 
@@ -101,13 +122,8 @@ class SemanticMatcher(Protocol):
     async def find(self, session: AsyncSession, scope: Scope, fact: str) -> MemoryItem | None: ...
 
 
-class DerivedIndex(Protocol):
-    """A cache derived from SQLite that follows every committed write
-    (Database.subscribe). It must never hold what SQLite does not: what it
-    cannot apply it drops, to be loaded afresh."""
-
-    async def follow(self, changes: Sequence[Change]) -> None: ...
-
+# DerivedIndex (a cache that follows every committed write) is declared in
+# storing/changes.py, beside the changes it follows.
 
 # Awaited with ("before", current version) before a policy change and
 # ("after", new version) after it.

@@ -15,12 +15,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from .config import PERSONA_MARK
 from .enums import MemoryType
 
-if TYPE_CHECKING:  # scope.py reads its personas from here
+if TYPE_CHECKING:
     from .scope import Scope
 
-PERSONA_MARK = "#persona:"
 # Facts about the person, shared by every persona (docs/decisions.md#d62).
 SHARED_TYPES: frozenset[str] = frozenset({MemoryType.PROFILE, MemoryType.PREFERENCE, MemoryType.CONSTRAINT})
 # AstrBot's names for "no persona chosen": memory stays in the shared scope.
@@ -31,10 +31,6 @@ def persona_name(value: object) -> str | None:
     """AstrBot's persona id as the core keeps it; None for the defaults."""
     name = str(value or "").strip()
     return None if name in NO_PERSONA else name
-
-
-def with_persona(scope: Scope, persona: str) -> Scope:
-    return replace(scope, id=f"{scope.id}{PERSONA_MARK}{persona}")
 
 
 def shared_scope(scope: Scope) -> Scope:

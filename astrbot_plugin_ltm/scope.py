@@ -9,11 +9,10 @@ platforms into one scope.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from .config import IdentityConfig
+from .config import PERSONA_MARK, IdentityConfig
 from .enums import ScopeKind
-from .persona import with_persona
 
 
 def display_name(sender_id: str | None, sender_name: str | None) -> str:
@@ -61,6 +60,12 @@ class Scope:
     @property
     def namespace(self) -> str:
         return f"ltm_{self.kind}_{self.id}"
+
+
+def with_persona(scope: Scope, persona: str) -> Scope:
+    """A persona's own scope: the person's (or group's) with the persona
+    after it (persona.py says what it keeps)."""
+    return replace(scope, id=f"{scope.id}{PERSONA_MARK}{persona}")
 
 
 class ScopeResolver:

@@ -16,7 +16,7 @@ from typing import Any
 
 try:
     from .logs import log as _log  # with the filter AstrBot's log handlers need
-except ImportError:  # loaded on its own by a migration (0013, 0015), which says nothing: the plugin has said it
+except ImportError:  # loaded on its own by a migration (0015), which says nothing: the plugin has said it
     _log = logging.getLogger("astrbot.plugin.astrbot_plugin_ltm.migrations")
     _log.setLevel(logging.ERROR)
 

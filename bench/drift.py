@@ -35,7 +35,8 @@ from astrbot_plugin_ltm.engine import LTMEngine
 from astrbot_plugin_ltm.enums import DriftTrigger
 from astrbot_plugin_ltm.operating.drift_monitor import MIN_ITEMS_FOR_ALARM
 
-from .locomo import DEFAULT_DATA, Clock, Conversation, RecordedExtractor, bench_config, load_conversations, origin_for
+from .conversations import Conversation, load_conversations
+from .locomo import DEFAULT_DATA, Clock, RecordedExtractor, bench_config, origin_for
 
 
 def _embedder(name: str) -> Any:

@@ -23,6 +23,7 @@ from typing import Any
 
 from astrbot_plugin_ltm.recalling.history import History
 
+from .conversations import exchanges, load_conversations
 from .metrics import QuestionResult, percentile, report
 
 # AstrBot's default max_turns: no limit by turns.
@@ -128,8 +129,6 @@ def cost(data: str, repeats: int = 20) -> list[str]:
     ``data``: building the History of the whole conversation (AstrBot's
     default) and checking 60 turns against it (a read's candidates), the
     best of ``repeats`` (a loaded machine only adds to it)."""
-    from .locomo import exchanges, load_conversations
-
     lines = []
     for conv in load_conversations(data):
         held = request_history([x for s in conv.sessions for x in exchanges(conv, s)], ALL_TURNS)

@@ -74,7 +74,7 @@ async def run_way(way: str, turns: list[tuple[str, str]], contended: bool) -> di
         event.listen(sql_engine.sync_engine, "connect", _pragmas("FULL" if way == "sqlite FULL" else "NORMAL"))
         engine = LTMEngine(sql_engine, {}, data_dir=path / "data" if way.startswith("journal") else None)
         await engine.start(background=False)
-        engine.recorder.start()  # the flusher, as in AstrBot
+        engine.recorder.task.start()  # the flusher, as in AstrBot
         if way == "journal+fsync":
             journal = engine.recorder._journal
             assert journal is not None

@@ -11,8 +11,9 @@ from sqlalchemy import select, text
 
 from astrbot_plugin_ltm import LTMEngine
 from astrbot_plugin_ltm.extension_points import TokenCounter
+from astrbot_plugin_ltm.recalling.bot_lines import speaker_of
 from astrbot_plugin_ltm.storing.tables import MemoryEvent
-from astrbot_plugin_ltm.storing.turns import PASSAGE_BREAK, speaker_of, turn_parts, turn_passages
+from astrbot_plugin_ltm.storing.turns import PASSAGE_BREAK, turn_parts, turn_passages
 from astrbot_plugin_ltm.text import sentences
 
 BATCH = 2000

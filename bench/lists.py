@@ -2,7 +2,7 @@
 request costs, and whether its SQL reads an index or the whole table.
 
 :func:`measure_lists` sends a matrix of list requests (:func:`matrix`)
-through :class:`astrbot_plugin_ltm.operating.api.MemoryAPI` the way the dashboard
+through :class:`astrbot_plugin_ltm.doors.api.MemoryAPI` the way the dashboard
 routes do (plain query-string mappings, each answer checked for success),
 times each one ``repeats`` times, and records every SQL statement the API
 executed for it (SQLAlchemy's ``before_cursor_execute``). Each distinct

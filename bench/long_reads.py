@@ -45,7 +45,8 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from astrbot_plugin_ltm.engine import LTMEngine
 from astrbot_plugin_ltm.recalling.tokens import default_counter
 
-from .locomo import READ_AFTER, Clock, RecordedExtractor, bench_config, load_conversations, origin_for, replay
+from .conversations import load_conversations
+from .locomo import READ_AFTER, Clock, RecordedExtractor, bench_config, origin_for, replay
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "longmemeval" / "longmemeval_dev.json"

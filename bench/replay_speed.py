@@ -28,11 +28,11 @@ from typing import Any
 from sqlalchemy import text as sql
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from astrbot_plugin_ltm.doors.replay_api import candidate_config
 from astrbot_plugin_ltm.engine import LTMEngine
 from astrbot_plugin_ltm.learning.candidates import Candidate, ExtractionResult
 from astrbot_plugin_ltm.operating.jobs import Job
 from astrbot_plugin_ltm.operating.replay import Selection, compare, load
-from astrbot_plugin_ltm.operating.replay_api import candidate_config
 from astrbot_plugin_ltm.operating.tuning import TUNE_READS, tune
 from astrbot_plugin_ltm.scope import Origin
 

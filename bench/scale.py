@@ -84,10 +84,10 @@ from sqlalchemy import text as sql
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from astrbot_plugin_ltm.config import parse_config
+from astrbot_plugin_ltm.doors.api import MemoryAPI
 from astrbot_plugin_ltm.engine import LTMEngine
 from astrbot_plugin_ltm.enums import MEMORY_TYPES
 from astrbot_plugin_ltm.learning.candidates import Candidate, ExtractionResult
-from astrbot_plugin_ltm.operating.api import MemoryAPI
 from astrbot_plugin_ltm.recalling import tokens as tokens_module
 from astrbot_plugin_ltm.scope import Origin
 from astrbot_plugin_ltm.storing.keyword_rows import backfill_turn_rows, rebuild_fact_rows

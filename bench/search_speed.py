@@ -29,9 +29,9 @@ from typing import Any
 from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from astrbot_plugin_ltm.doors.api import MemoryAPI
 from astrbot_plugin_ltm.engine import LTMEngine
 from astrbot_plugin_ltm.enums import MEMORY_TYPES
-from astrbot_plugin_ltm.operating.api import MemoryAPI
 from astrbot_plugin_ltm.storing.keyword_rows import rebuild_fact_rows
 from astrbot_plugin_ltm.storing.tables import MemoryItem
 

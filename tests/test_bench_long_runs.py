@@ -23,42 +23,8 @@ from bench import locomo
 from bench.embed_cache import CachedEmbedder, EmbeddingStore, cached
 from bench.embedders import HashEmbedder
 from bench.summary_standin import DatasetSummaries, extractive_summary, first_sentence
+from tests.helpers import TINY_LOCOMO
 
-SAMPLE: dict[str, Any] = {
-    "sample_id": "tiny",
-    "conversation": {
-        "speaker_a": "Alice",
-        "speaker_b": "Bob",
-        "session_1_date_time": "1:56 pm on 8 May, 2023",
-        "session_1": [
-            {"speaker": "Alice", "dia_id": "D1:1", "text": "I adopted a kitten last week, her name is Miso."},
-            {"speaker": "Bob", "dia_id": "D1:2", "text": "Cute! I'm training for the city marathon in May."},
-            {"speaker": "Bob", "dia_id": "D1:3", "text": "Running every morning before work."},
-        ],
-        "session_2_date_time": "10:00 am on 3 June, 2023",
-        "session_2": [
-            {"speaker": "Alice", "dia_id": "D2:1", "text": "Look what I painted this weekend!",
-             "blip_caption": "a painting of a sunset over the sea"},
-            {"speaker": "Bob", "dia_id": "D2:2", "text": "Wow, the colours are great."},
-            {"speaker": "Alice", "dia_id": "D2:3", "text": "Miso sat next to me the whole time."},
-        ],
-    },
-    "observation": {
-        "session_1_observation": {
-            "Alice": [["Alice adopted a kitten named Miso.", "D1:1"]],
-            "Bob": [["Bob is training for the city marathon in May.", "D1:2"]],
-        },
-        "session_2_observation": {"Alice": [["Alice painted a sunset while Miso sat with her.", "D2:1; D2:3"]]},
-    },
-    "qa": [
-        {"question": "What is the name of Alice's kitten?", "answer": "Miso", "evidence": ["D1:1"], "category": 4},
-        {"question": "How does Bob prepare for the marathon?", "answer": "runs every morning",
-         "evidence": ["D1:2", "D1:3"], "category": 1},
-        {"question": "When did Alice paint a sunset?", "answer": "June 2023", "evidence": ["D2:1; D2:3"],
-         "category": 2},
-        {"question": "What did Bob paint?", "evidence": ["D2:2"], "category": 5},
-    ],
-}
 TIMING = re.compile(r"(_ms|seconds|_ms_excl_embedding)$|^seconds$|^total$")
 
 
@@ -66,7 +32,7 @@ def dataset() -> list[dict[str, Any]]:
     """Three small conversations, told apart by their ids and a few words."""
     out = []
     for n, pet in enumerate(("Miso", "Tofu", "Pepper"), 1):
-        sample = copy.deepcopy(SAMPLE)
+        sample = copy.deepcopy(TINY_LOCOMO)
         sample["sample_id"] = f"tiny-{n}"
         for turn in sample["conversation"]["session_1"] + sample["conversation"]["session_2"]:
             turn["text"] = turn["text"].replace("Miso", pet)
@@ -190,14 +156,14 @@ def test_data_without_recorded_summaries_is_summarised_extractively_and_labelled
 def test_summary_calls_made_in_worker_processes_are_counted_as_in_a_serial_run(tmp_path, monkeypatch):
     import json
 
-    from astrbot_plugin_ltm.engine import LTMEngine
+    from bench import summary_standin
 
     path = tmp_path / "data.json"
     path.write_text(json.dumps(dataset()), encoding="utf-8")
     overrides = ["summaries.enable=true"]
-    monkeypatch.setattr(LTMEngine, "summarizer_standin", DatasetSummaries(path))
+    monkeypatch.setattr(summary_standin, "INSTALLED", DatasetSummaries(path))
     serial = run(tmp_path, overrides=overrides)
-    monkeypatch.setattr(LTMEngine, "summarizer_standin", None)
+    monkeypatch.setattr(summary_standin, "INSTALLED", None)
     parallel = run(tmp_path, overrides=overrides, jobs=2, summaries_data=str(path))
     # one session summary per session of the three conversations, all extractive
     assert serial["summary_calls"]["session"] == 6 and serial["summary_calls"]["extractive"] == 6

@@ -15,7 +15,7 @@ import pytest
 from astrbot_plugin_ltm.config import ReadPolicy
 from astrbot_plugin_ltm.recalling.block import frame
 from astrbot_plugin_ltm.recalling.tokens import EstimateCounter
-from bench import locomo
+from bench import conversations, locomo
 from bench.embedders import HashEmbedder
 from bench.metrics import (
     BM25,
@@ -34,6 +34,7 @@ from bench.metrics import (
     report,
     rrf,
 )
+from tests.helpers import TINY_LOCOMO
 
 
 def words(text: str) -> int:
@@ -192,45 +193,7 @@ def test_budget_cut_rechecks_the_whole_block():
 # -- a whole (tiny) run through the plugin -----------------------------------------------------------
 
 
-FIXTURE = [{
-    "sample_id": "tiny-1",
-    "conversation": {
-        "speaker_a": "Alice",
-        "speaker_b": "Bob",
-        "session_1_date_time": "1:56 pm on 8 May, 2023",
-        "session_1": [
-            {"speaker": "Alice", "dia_id": "D1:1", "text": "I adopted a kitten last week, her name is Miso."},
-            {"speaker": "Bob", "dia_id": "D1:2", "text": "Cute! I'm training for the city marathon in May."},
-            {"speaker": "Bob", "dia_id": "D1:3", "text": "Running every morning before work."},
-        ],
-        "session_2_date_time": "10:00 am on 3 June, 2023",
-        "session_2": [
-            {"speaker": "Alice", "dia_id": "D2:1", "text": "Look what I painted this weekend!",
-             "img_url": ["http://example.invalid/x.jpg"], "blip_caption": "a painting of a sunset over the sea"},
-            {"speaker": "Bob", "dia_id": "D2:2", "text": "Wow, the colours are great."},
-            {"speaker": "Alice", "dia_id": "D2:3", "text": "Miso sat next to me the whole time."},
-        ],
-    },
-    "observation": {
-        "session_1_observation": {
-            "Alice": [["Alice adopted a kitten named Miso.", "D1:1"]],
-            "Bob": [["Bob is training for the city marathon in May.", "D1:2"]],
-        },
-        "session_2_observation": {
-            "Alice": [["Alice painted a sunset while her cat Miso sat with her.", "D2:1; D2:3"]],
-            "Bob": [],
-        },
-    },
-    "qa": [
-        {"question": "What is the name of Alice's kitten?", "answer": "Miso", "evidence": ["D1:1"], "category": 4},
-        {"question": "How does Bob prepare for the marathon?", "answer": "runs every morning",
-         "evidence": ["D1:2", "D1:3"], "category": 1},
-        {"question": "When did Alice paint a sunset?", "answer": "June 2023", "evidence": ["D2:1; D2:3"],
-         "category": 2},
-        {"question": "What did Bob paint?", "evidence": ["D2:2"], "category": 5, "adversarial_answer": "a sunset"},
-        {"question": "Where does Alice live?", "answer": "?", "evidence": ["D9:9"], "category": 4},
-    ],
-}]
+FIXTURE = [TINY_LOCOMO]
 
 
 def test_load_conversations_fixture():
@@ -303,16 +266,16 @@ def test_recorded_extractor_links_every_cited_turn():
 
 
 def test_fact_type_heuristic():
-    assert locomo.fact_type("Alice loves hiking in the Alps.") == "preference"
-    assert locomo.fact_type("Bob lives in Boston with his wife.") == "profile"
-    assert locomo.fact_type("Alice went to a concert last Friday.") == "episode"
+    assert conversations.fact_type("Alice loves hiking in the Alps.") == "preference"
+    assert conversations.fact_type("Bob lives in Boston with his wife.") == "profile"
+    assert conversations.fact_type("Alice went to a concert last Friday.") == "episode"
 
 
 def test_parse_when():
-    assert locomo.parse_when("1:56 pm on 8 May, 2023").isoformat() == "2023-05-08T13:56:00+00:00"
-    assert locomo.parse_when("12:09 am on 13 September, 2023").hour == 0
+    assert conversations.parse_when("1:56 pm on 8 May, 2023").isoformat() == "2023-05-08T13:56:00+00:00"
+    assert conversations.parse_when("12:09 am on 13 September, 2023").hour == 0
     with pytest.raises(ValueError):
-        locomo.parse_when("yesterday")
+        conversations.parse_when("yesterday")
 
 
 def test_answer_words_counts_the_answers_content_words_in_the_block():

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from astrbot_plugin_ltm import validators
 from astrbot_plugin_ltm.adapter import client_locale
 from astrbot_plugin_ltm.config import parse_config
+from astrbot_plugin_ltm.doors.commands import Commands, help_text
 from astrbot_plugin_ltm.enums import MEMORY_TYPES
+from astrbot_plugin_ltm.errors import AdminError
 from astrbot_plugin_ltm.i18n import Lang, msg, say, translate
-from astrbot_plugin_ltm.operating import validators
-from astrbot_plugin_ltm.operating.commands import Commands, help_text
-from astrbot_plugin_ltm.operating.errors import AdminError
 from astrbot_plugin_ltm.operating.reply_language import (
     KEPT_SAMPLES,
     SAMPLE_CHARS,

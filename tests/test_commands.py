@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from astrbot_plugin_ltm.operating.commands import HELP, TARGET_SYNTAX, Commands, parse_target
-from astrbot_plugin_ltm.operating.errors import AdminError
+from astrbot_plugin_ltm.doors.commands import HELP, TARGET_SYNTAX, Commands, parse_target
+from astrbot_plugin_ltm.errors import AdminError
 from astrbot_plugin_ltm.scope import Scope
 from astrbot_plugin_ltm.storing.tables import MemoryItem
 

@@ -49,22 +49,53 @@ def test_every_registered_route_and_method_is_documented():
 
 def test_every_pointer_into_the_decisions_lands_on_an_entry():
     decisions = (REPO / "docs" / "decisions.md").read_text(encoding="utf-8")
-    anchors = set(re.findall(r'<a id="(d\d\d)"></a>', decisions))
+    anchors = set(re.findall(r'<a id="(d\d\d+)"></a>', decisions))
     sources = [*REPO.glob("astrbot_plugin_ltm/**/*.py"), *REPO.glob("migrations/*.py"), *REPO.glob("bench/*.py")]
     pointers = {(path.name, anchor) for path in sources
-                for anchor in re.findall(r"docs/decisions\.md#(d\d\d)", path.read_text(encoding="utf-8"))}
+                for anchor in re.findall(r"docs/decisions\.md#(d\d\d+)", path.read_text(encoding="utf-8"))}
     assert len(pointers) > 20  # the code does point here
     assert {anchor for _, anchor in pointers} <= anchors, sorted(p for p in pointers if p[1] not in anchors)
-    headings = re.findall(r"^## (D\d\d) ", decisions, re.M)
-    assert [h.lower() for h in headings] == sorted(anchors) and len(headings) == len(set(headings))
+    headings = re.findall(r"^## (D\d\d+) ", decisions, re.M)
+    in_order = sorted(anchors, key=lambda a: int(a[1:]))  # d93 before d104
+    assert [h.lower() for h in headings] == in_order and len(headings) == len(set(headings))
 
 
 def test_every_decision_is_listed_under_its_area():
     decisions = (REPO / "docs" / "decisions.md").read_text(encoding="utf-8")
     by_area = decisions.split("## By area", 1)[1].split('<a id="d', 1)[0]
-    listed = re.findall(r"\[(D\d\d)\]\(#(d\d\d)\)", by_area)
+    listed = re.findall(r"\[(D\d\d+)\]\(#(d\d\d+)\)", by_area)
     assert all(label.lower() == anchor for label, anchor in listed)
-    assert sorted(label for label, _ in listed) == sorted(re.findall(r"^## (D\d\d) ", decisions, re.M))
+    assert sorted(label for label, _ in listed) == sorted(re.findall(r"^## (D\d\d+) ", decisions, re.M))
+
+
+# a decision reads at a glance; its tables, commands and variants are in its record
+DECISION_LINES = 10
+
+
+def test_every_decision_is_a_few_lines_linking_its_full_record():
+    decisions = (REPO / "docs" / "decisions.md").read_text(encoding="utf-8")
+    records = (REPO / "docs" / "decision-records.md").read_text(encoding="utf-8")
+    record_headings = dict(re.findall(r'<a id="(r\d\d+)"></a>\n## (D\d\d+) ', records))
+    entries = re.split(r'(?=<a id="d\d\d+"></a>)', decisions)[1:]
+    assert len(entries) > 80
+    for entry in entries:
+        number = re.match(r'<a id="d(\d+)"', entry).group(1)  # two digits or three (D104)
+        lines = [line for line in entry.splitlines()[1:] if line.strip()]
+        assert len(lines) <= DECISION_LINES, f"D{number}: {len(lines)} lines; the detail goes to its record"
+        assert f"](decision-records.md#r{number})" in entry, f"D{number} does not link its full record"
+        assert record_headings.get(f"r{number}") == f"D{number}", f"no record r{number} headed D{number}"
+
+
+def test_every_link_to_a_decision_record_or_a_bench_section_lands():
+    bench = (REPO / "bench" / "README.md").read_text(encoding="utf-8")
+    records = (REPO / "docs" / "decision-records.md").read_text(encoding="utf-8")
+    anchors = {"decision-records.md": set(re.findall(r'<a id="([\w-]+)"></a>', records)),
+               "README.md": set(re.findall(r'<a id="([\w-]+)"></a>', bench))}
+    linked = [(Path(target).name, anchor) for doc in DOCS
+              for target, anchor in re.findall(r"\]\(([^)#\s]*(?:decision-records|bench/README)\.md)#([\w-]+)\)",
+                                               doc.read_text(encoding="utf-8"))]
+    assert len(linked) > 80
+    assert [link for link in linked if link[1] not in anchors[link[0]]] == []
 
 
 def test_the_architecture_is_a_short_map_naming_every_module():

@@ -310,6 +310,7 @@ async def test_get_drift_pages_snapshots_newest_first_with_the_alarms(make_ltm, 
     assert data["snapshots"][0]["trigger"] == "daily" and data["snapshots"][0]["alarm"]
     assert [a["scope_kind"] for a in data["alarms"]] == ["user"]
     assert data["latest_alarm"]["id"] == data["snapshots"][0]["id"] and data["threshold"] == 0.9
+    assert data["min_items_for_alarm"] == MIN_ITEMS_FOR_ALARM  # the page says it as the server counts it
     stats = (await api.call("stats", {})).body["data"]
     assert stats["drift"]["latest_alarm"]["similarity"] == pytest.approx(0.75)
     for bad in ({"scope": "planet"}, {"page_size": "100000"}, {"page": "x"}):

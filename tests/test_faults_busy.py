@@ -21,7 +21,7 @@ import time
 
 from sqlalchemy import event
 
-from astrbot_plugin_ltm.operating.commands import Commands
+from astrbot_plugin_ltm.doors.commands import Commands
 
 HOLD_SECONDS = 1.5
 BUSY_TIMEOUT_MS = 200
@@ -144,7 +144,7 @@ async def test_a_lock_held_past_the_wait_is_a_clear_message_and_the_flusher_writ
         reply = await reply_of(commands, commands.remember(a, "I have a cat named Tom"))
         refused = await api.err(503, "delete_item", outcome.memory_id, "root")
         assert holder.thread.is_alive()
-        ltm.engine.recorder.start()  # gives up too, and retries with a growing pause
+        ltm.engine.recorder.task.start()  # gives up too, and retries with a growing pause
     assert "stayed locked by another program" in reply and "database is locked" not in reply
     assert "stayed locked by another program" in refused and "database is locked" not in refused
     assert (await ltm.item()).status == "active"  # nothing changed

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from astrbot_plugin_ltm.clock import SteadyClock, as_utc, signed_span
-from astrbot_plugin_ltm.operating.commands import Commands
+from astrbot_plugin_ltm.doors.commands import Commands
 from astrbot_plugin_ltm.storing.tables import MemoryItem
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from astrbot_plugin_ltm.doors.commands import Commands
 from astrbot_plugin_ltm.indexes import faiss_files
-from astrbot_plugin_ltm.operating.commands import Commands
 from astrbot_plugin_ltm.recording.journal import KEPT_SUFFIX, encode
 
 

@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 
 from astrbot_plugin_ltm.clock import as_utc
-from astrbot_plugin_ltm.operating.commands import Commands
+from astrbot_plugin_ltm.doors.commands import Commands
 
 
 class RateLimited(Exception):
@@ -52,13 +52,13 @@ async def test_a_failing_chat_model_leaves_events_pending_with_a_growing_backoff
     a = origin("alice")
     events = await ltm.record(a, "I am a nurse in Lyon", "Nice!")
     api = api_of(ltm)
-    ltm.engine.worker.start()  # the loop, as in AstrBot
+    ltm.engine.worker.task.start()  # the loop, as in AstrBot
     retry_times = []
     for attempt in (1, 2, 3):
         if attempt > 1:  # the backoff has passed
             ltm.clock.advance(seconds=BACKOFF * 2 ** (attempt - 2) + 1)
         script(ltm.gateway)
-        ltm.engine.worker.kick()
+        ltm.engine.worker.task.wake()
         await _until_attempts(ltm, attempt)
         await settle(0.5)  # ten polls: no call until the backoff has passed
         assert len(ltm.gateway.calls) == attempt
@@ -80,7 +80,7 @@ async def test_a_failing_chat_model_leaves_events_pending_with_a_growing_backoff
     # The model recovers: the same events are learned from, nothing was lost.
     ltm.gateway.facts({"fact": "Alice is a nurse", "type": "profile", "fact_key": "job"})
     ltm.clock.advance(seconds=4 * BACKOFF + 1)
-    ltm.engine.worker.kick()
+    ltm.engine.worker.task.wake()
     await _until(ltm, lambda items: [i.fact for i in items] == ["Alice is a nurse"])
     assert [(e.event_id, e.extraction_status) for e in await ltm.events()] == [
         (e.event_id, "done") for e in events]
@@ -94,10 +94,10 @@ async def test_a_model_that_answers_an_empty_list_for_ever_is_asked_once_per_bat
     ltm.gateway.default = "[]"
     a = origin("alice")
     said = []
-    ltm.engine.worker.start()
+    ltm.engine.worker.task.start()
     for n in range(3):
         said += await ltm.record(a, f"I am a nurse in Lyon, day {n}", "Nice!")
-        ltm.engine.worker.kick()
+        ltm.engine.worker.task.wake()
         await _until_calls(ltm, n + 1)
     await settle(0.5)  # ten polls
     assert len(ltm.gateway.calls) == 3  # one per batch, never again

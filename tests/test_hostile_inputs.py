@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from astrbot_plugin_ltm.operating import validators
-from astrbot_plugin_ltm.operating.api import MemoryAPI
-from astrbot_plugin_ltm.operating.commands import Commands
-from astrbot_plugin_ltm.operating.errors import AdminError
+from astrbot_plugin_ltm import validators
+from astrbot_plugin_ltm.doors.api import MemoryAPI
+from astrbot_plugin_ltm.doors.commands import Commands
+from astrbot_plugin_ltm.errors import AdminError
 from astrbot_plugin_ltm.operating.serialize import EVENT_FIELDS, ITEM_FIELDS
 from devtools.exports import reseal
 

@@ -8,8 +8,8 @@ import re
 import pytest
 
 from astrbot_plugin_ltm import i18n
+from astrbot_plugin_ltm.errors import AdminError
 from astrbot_plugin_ltm.i18n import CATALOGUE, language_of, msg, say, translate
-from astrbot_plugin_ltm.operating.errors import AdminError
 
 PLACEHOLDER = re.compile(r"\{(\w+)\}")
 HAN = re.compile(r"[\u4e00-\u9fff]")

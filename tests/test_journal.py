@@ -12,16 +12,15 @@ import signal
 import subprocess
 import sys
 import textwrap
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from astrbot_plugin_ltm.recording.journal import Journal, _try_lock
 from astrbot_plugin_ltm.storing.tables import MemoryEvent
+from tests.helpers import START
 
 REPO = Path(__file__).resolve().parent.parent
-START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
 
 def journal_of(ltm):

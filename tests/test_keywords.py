@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 from sqlalchemy import text
 
 from astrbot_plugin_ltm.enums import Corpus
+from astrbot_plugin_ltm.extension_points import Query
 from astrbot_plugin_ltm.indexes import bm25, keywords
 from astrbot_plugin_ltm.indexes.bm25 import KeywordNamespace
 from astrbot_plugin_ltm.indexes.keywords import load_namespace
 from astrbot_plugin_ltm.operating.fact_search import search_facts
-from astrbot_plugin_ltm.recalling.retrieval import KeywordRetriever, Query
+from astrbot_plugin_ltm.recalling.retrieval import KeywordRetriever
 from astrbot_plugin_ltm.scope import Scope
 from astrbot_plugin_ltm.storing.changes import MemoriesReindexed
 from astrbot_plugin_ltm.storing.keyword_rows import rebuild_fact_rows

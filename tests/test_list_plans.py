@@ -28,8 +28,8 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import insert
 
+from astrbot_plugin_ltm.doors.api import MemoryAPI
 from astrbot_plugin_ltm.enums import MEMORY_TYPES
-from astrbot_plugin_ltm.operating.api import MemoryAPI
 from astrbot_plugin_ltm.storing.keyword_rows import backfill_turn_rows, rebuild_fact_rows
 from astrbot_plugin_ltm.storing.tables import MemoryAudit, MemoryEvent, MemoryEvidence, MemoryItem
 from bench.lists import PROBLEM_KINDS, REPORTED_KINDS, Request, measure_lists, plan_problems

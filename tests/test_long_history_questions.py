@@ -141,7 +141,7 @@ async def test_a_request_for_suggestions_brings_a_preference_said_in_other_words
 
 
 def test_the_bench_reads_a_longmemeval_question_date():
-    from bench.locomo import parse_question_date
+    from bench.conversations import parse_question_date
 
     assert parse_question_date("2023/04/22 (Sat) 08:01") == datetime(2023, 4, 22, 8, 1, tzinfo=UTC)
     assert parse_question_date(None) is None and parse_question_date("next week") is None

@@ -405,7 +405,11 @@ def test_0005_indexes_shown_turns_with_context_and_withholds_turns_of_deleted_me
     the hour, exactly as the recorder indexes new turns; turns with no
     evidence left in a scope where memories were deleted after them are
     withheld."""
-    from astrbot_plugin_ltm.storing.keyword_rows import turn_row
+    from astrbot_plugin_ltm.storing.keyword_rows import scoped_tokens
+    from astrbot_plugin_ltm.storing.turns import turn_tokens
+
+    def turn_row(rowid: int, scope: str, scope_id: str, content: dict, context: dict | None = None) -> dict:
+        return {"r": rowid, "s": scoped_tokens(scope, scope_id, turn_tokens(content, context))}
 
     db = tmp_path / "ctx.db"
     migrate(str(db), target=4)

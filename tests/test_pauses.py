@@ -20,11 +20,11 @@ from dataclasses import replace
 
 import pytest
 
+from astrbot_plugin_ltm.doors.commands import Commands
+from astrbot_plugin_ltm.doors.replay_api import ReplayAPI
 from astrbot_plugin_ltm.enums import PolicySource
+from astrbot_plugin_ltm.errors import AdminError
 from astrbot_plugin_ltm.learning.summary_prompt import SESSION_MARK
-from astrbot_plugin_ltm.operating.commands import Commands
-from astrbot_plugin_ltm.operating.errors import AdminError
-from astrbot_plugin_ltm.operating.replay_api import ReplayAPI
 from astrbot_plugin_ltm.storing.tables import MemoryEvent, MemoryItem
 
 OPERATOR = "root"

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 from astrbot_plugin_ltm.adapter import note_persona, origin_from_event
 from astrbot_plugin_ltm.config import IdentityConfig
 from astrbot_plugin_ltm.enums import Status
-from astrbot_plugin_ltm.persona import persona_name, shared_scope, target_scope, with_persona
-from astrbot_plugin_ltm.scope import Scope, ScopeResolver
+from astrbot_plugin_ltm.persona import persona_name, shared_scope, target_scope
+from astrbot_plugin_ltm.scope import Scope, ScopeResolver, with_persona
 from astrbot_plugin_ltm.storing.tables import MemoryItem
 
 ON = {"write_policy": {"mode": "auto"}, "identity": {"persona_scoped": True}}
@@ -201,8 +201,7 @@ async def test_forgetting_a_person_forgets_what_every_persona_kept(make_ltm, ori
 
 def test_a_persona_scope_follows_its_persons_write_switch():
     from astrbot_plugin_ltm.config import WritePolicy
-    from astrbot_plugin_ltm.persona import with_persona
-    from astrbot_plugin_ltm.scope import Scope
+    from astrbot_plugin_ltm.scope import Scope, with_persona
 
     policy = WritePolicy(disabled_scopes=["user:qq:alice"])
     assert policy.writes_off(Scope("user", "qq:alice"))

@@ -22,21 +22,20 @@ What is proven here:
 from __future__ import annotations
 
 import copy
-from datetime import UTC, datetime
 
 import pytest
 
 from astrbot_plugin_ltm.config import parse_config
+from astrbot_plugin_ltm.doors.commands import Commands
 from astrbot_plugin_ltm.enums import PolicySource
-from astrbot_plugin_ltm.operating.commands import Commands
-from astrbot_plugin_ltm.operating.errors import AdminError
+from astrbot_plugin_ltm.errors import AdminError
 from astrbot_plugin_ltm.operating.policy_versions import diff, normalised, policy_of
 from astrbot_plugin_ltm.recording.journal import decode, encode
 from astrbot_plugin_ltm.storing.database import ReadOnlyError
 from astrbot_plugin_ltm.storing.tables import MemoryEvent, MemoryItem
+from tests.helpers import START
 
 USER = "root"
-START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 PARIS = {"type": "profile", "fact": "Alice lives in Paris", "fact_key": "city", "confidence": 0.9,
          "importance": 0.7}
 

@@ -1,4 +1,4 @@
-"""The injection preview (``POST preview``, operating/preview.py): the block
+"""The injection preview (``POST preview``, doors/preview.py): the block
 the bot would be given for a user's message, read by the bot's own reader,
 with each line's source and the lines cut and why — and nothing written or
 counted as used."""
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from astrbot_plugin_ltm.operating.preview import MAX_MESSAGE_CHARS
+from astrbot_plugin_ltm.doors.preview import MAX_MESSAGE_CHARS
 from astrbot_plugin_ltm.storing.tables import MemoryItem
 
 PARIS = {"type": "profile", "fact": "Alice lives in Paris", "fact_key": "city", "confidence": 0.9, "importance": 0.7}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import random
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from astrbot_plugin_ltm.config import ReadPolicy
 from astrbot_plugin_ltm.enums import MEMORY_TYPES, MemoryType
+from astrbot_plugin_ltm.extension_points import Query
 from astrbot_plugin_ltm.instructions import neutralise
 from astrbot_plugin_ltm.recalling.block import (
     CUT_MIN_TOKENS,
@@ -25,15 +26,13 @@ from astrbot_plugin_ltm.recalling.block import (
     language_of,
 )
 from astrbot_plugin_ltm.recalling.ranking import Ranked
-from astrbot_plugin_ltm.recalling.retrieval import KeywordRetriever, Query
-from astrbot_plugin_ltm.recalling.rows import EventRow
+from astrbot_plugin_ltm.recalling.retrieval import KeywordRetriever
 from astrbot_plugin_ltm.recalling.summary_lines import ELLIPSIS
 from astrbot_plugin_ltm.recalling.tokens import EstimateCounter, default_counter
 from astrbot_plugin_ltm.scope import Scope
 from astrbot_plugin_ltm.storing.memory_rows import fact_written
 from astrbot_plugin_ltm.storing.tables import MemoryItem
-
-START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+from tests.helpers import START, event_row
 
 ALICE = Scope("user", "qq:alice")
 _keys = itertools.count()
@@ -155,8 +154,7 @@ async def test_budget_fills_up_with_shorter_lower_ranked_lines(make_ltm, origin)
 
 
 def _turn(n: int, said: str) -> Ranked:
-    return Ranked(1.0 - n / 10, turn=EventRow(n, f"e{n}", "user", "x", "message", "user", {"text": said}, "alice",
-                                             "Alice", START + timedelta(minutes=n)))
+    return Ranked(1.0 - n / 10, turn=event_row(n, said, at=START + timedelta(minutes=n)))
 
 
 def test_the_first_turn_that_does_not_fit_is_cut_to_the_room_left():
@@ -205,8 +203,7 @@ def test_fit_respects_every_cap_and_the_budget_for_arbitrary_text(entries, links
     ranked = []
     for n, (text_, kind, score, day) in enumerate(entries):
         if kind == "turn":
-            turn = EventRow(n, f"e{n}", "user", "x", "message", "user", {"text": text_}, "alice", "Alice",
-                            START + timedelta(days=day, minutes=n))
+            turn = event_row(n, text_, at=START + timedelta(days=day, minutes=n))
             ranked.append(Ranked(score, turn=turn))
         else:
             covers = frozenset(f"e{t}" for m, t in links if m == n and t < len(entries) and entries[t][1] == "turn")
@@ -420,8 +417,7 @@ def test_the_turns_of_one_day_make_room_for_a_nearly_as_good_turn_of_another():
     from astrbot_plugin_ltm.recalling.ranking import DAY_SPREAD, spread
 
     def said(n: int, day: int, score: float) -> Ranked:
-        return Ranked(score, turn=EventRow(n, f"e{n}", "user", "x", "message", "user", {"text": f"turn {n}"},
-                                           "alice", "Alice", START + timedelta(days=day, minutes=n)))
+        return Ranked(score, turn=event_row(n, f"turn {n}", at=START + timedelta(days=day, minutes=n)))
 
     # four turns of day 0 lead a turn of day 1 by less than three spreads
     ranked = [said(n, 0, 1.0 - n * 0.001) for n in range(4)] + [said(9, 1, 1.0 - 2.5 * DAY_SPREAD)]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from astrbot_plugin_ltm.operating.commands import Commands
+from astrbot_plugin_ltm.doors.commands import Commands
 from astrbot_plugin_ltm.operating.queries import ItemFilter
 from astrbot_plugin_ltm.scope import Scope
 from astrbot_plugin_ltm.storing.database import ReadOnlyError

@@ -9,18 +9,18 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from astrbot_plugin_ltm.config import WritePolicy
+from astrbot_plugin_ltm.doors.replay_api import ReplayAPI
 from astrbot_plugin_ltm.enums import Method
+from astrbot_plugin_ltm.errors import AdminError
 from astrbot_plugin_ltm.learning.candidates import Candidate
 from astrbot_plugin_ltm.learning.gate_log import REFUSED
 from astrbot_plugin_ltm.learning.replay_gate import ACTIVE, SHADOW, LoggedCandidate, Switches, replay_gate
-from astrbot_plugin_ltm.operating.errors import AdminError
 from astrbot_plugin_ltm.operating.replay import Selection, load, read_scopes
-from astrbot_plugin_ltm.operating.replay_api import ReplayAPI
 from astrbot_plugin_ltm.operating.tuning import tune
 from astrbot_plugin_ltm.storing.database import ReadOnlyError
 from astrbot_plugin_ltm.storing.tables import GateLogEntry, MemoryItem
 
-START = datetime(2026, 11, 1, tzinfo=UTC)
+NOVEMBER_1 = datetime(2026, 11, 1, tzinfo=UTC)
 TEA = {"type": "preference", "fact": "Alice loves green tea", "fact_key": "tea", "confidence": 0.9}
 CITY = {"type": "profile", "fact": "Alice lives in Berlin", "fact_key": "city", "confidence": 0.8}
 CLIMB = {"type": "preference", "fact": "Alice might try climbing", "fact_key": "climbing", "confidence": 0.7}
@@ -270,7 +270,7 @@ def test_a_replayed_group_message_reads_what_a_live_read_would(ltm, origin):
 
 
 def logged(n, key, confidence, minutes, session="s1", memory_id=None):
-    return LoggedCandidate(id=n, created_at=START + timedelta(minutes=minutes), scope="user", scope_id="qq:a",
+    return LoggedCandidate(id=n, created_at=NOVEMBER_1 + timedelta(minutes=minutes), scope="user", scope_id="qq:a",
                            session_id=session, memory_id=memory_id, fact_key=key, type="preference",
                            fact=f"A likes {key}", confidence=confidence, explicit=False, instruction=None,
                            event_ids=(f"e{n}",))

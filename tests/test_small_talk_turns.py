@@ -7,18 +7,18 @@ from datetime import UTC, datetime
 
 from astrbot_plugin_ltm.config import ReadPolicy
 from astrbot_plugin_ltm.enums import Role
+from astrbot_plugin_ltm.extension_points import Found
 from astrbot_plugin_ltm.recalling.ranking import rank
-from astrbot_plugin_ltm.recalling.retrieval import Found
 from astrbot_plugin_ltm.recalling.rows import EventRow, load_turns
 from astrbot_plugin_ltm.scope import Scope
+from tests.helpers import event_row
 
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 ALICE = Scope("user", "qq:alice")
 
 
 def _turn(n: int, text: str, nothing_kept: bool) -> EventRow:
-    return EventRow(n, f"e{n}", "user", "qq:alice", "message", "user", {"text": text}, "alice", "Alice", NOW,
-                    nothing_kept)
+    return event_row(n, text, scope_id="qq:alice", at=NOW, nothing_kept=nothing_kept)
 
 
 def test_a_turn_nothing_was_kept_of_ranks_below_an_equal_turn_a_fact_was_made_of():

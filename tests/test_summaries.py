@@ -312,7 +312,7 @@ async def test_a_later_conversation_waits_for_an_earlier_one_that_failed(sltm, o
 
 
 async def test_the_stats_count_the_summary_calls(sltm, origin, gateway):
-    from astrbot_plugin_ltm.operating.api import MemoryAPI
+    from astrbot_plugin_ltm.doors.api import MemoryAPI
 
     await talk(sltm, origin("alice"), "I play the cello")
     gateway.reply(RuntimeError("busy"))

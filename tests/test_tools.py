@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from astrbot_plugin_ltm.operating.tools import MemoryTools, parse_period
+from astrbot_plugin_ltm.doors.tools import MemoryTools, parse_period
 from astrbot_plugin_ltm.storing.tables import MemoryItem
 
 CITY = {"type": "profile", "fact": "Alice lives in Paris", "fact_key": "alice_city"}

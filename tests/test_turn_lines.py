@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 from astrbot_plugin_ltm.config import ReadPolicy
 from astrbot_plugin_ltm.recalling.block import TURN_SENTENCES, WHOLE_TURNS, BlockBuilder, Focus
 from astrbot_plugin_ltm.recalling.ranking import Ranked
-from astrbot_plugin_ltm.recalling.rows import EventRow
 from astrbot_plugin_ltm.recalling.tokens import default_counter
 from astrbot_plugin_ltm.text import query_tokens
+from tests.helpers import event_row
 
-START = datetime(2023, 6, 9, 18, 0, tzinfo=UTC)
+SAID_AT = datetime(2023, 6, 9, 18, 0, tzinfo=UTC)  # a LoCoMo evening
 CAMPING = ("Thanks, Caroline! It was a lovely weekend. We went camping at the lake with the kids. "
            "The weather was great too. Talk soon!")
 CAMPING_FOCUSED = "Melanie: … We went camping at the lake with the kids. The weather was great too."
@@ -23,8 +23,8 @@ CAMPING_FOCUSED = "Melanie: … We went camping at the lake with the kids. The w
 
 def _turn(n: int, said: str, *, who: str = "Melanie", source_type: str = "message",
           content: dict[str, str] | None = None) -> Ranked:
-    return Ranked(1.0 - n / 100, turn=EventRow(n, f"e{n}", "user", "x", source_type, "user",
-                                               content or {"text": said}, who, who, START + timedelta(minutes=n)))
+    return Ranked(1.0 - n / 100, turn=event_row(n, said, source_type=source_type, content=content, sender_id=who,
+                                                sender_name=who, at=SAID_AT + timedelta(minutes=n)))
 
 
 def about(message: str) -> Focus:
@@ -73,8 +73,8 @@ def test_short_turns_are_whole_and_a_tool_result_reads_from_its_start():
 
 def test_focused_turns_leave_room_for_more_turns_of_other_days():
     builder = BlockBuilder(default_counter())
-    ranked = [Ranked(1.0 - n / 100, turn=EventRow(n, f"e{n}", "user", "x", "message", "user", {"text": CAMPING},
-                                                  "Melanie", "Melanie", START + timedelta(days=n)))
+    ranked = [Ranked(1.0 - n / 100, turn=event_row(n, CAMPING, sender_id="Melanie", sender_name="Melanie",
+                                                   at=SAID_AT + timedelta(days=n)))
               for n in range(12)]
     policy = ReadPolicy(max_tokens=400)
     whole = builder.fit(ranked, policy)

@@ -1,4 +1,4 @@
-"""Raw turns in the injected block: which may be shown (storing.turns.shown_turns),
+"""Raw turns in the injected block: which may be shown (storing.turns.shown_turns_among),
 how they share the budget with memories, and that what an operator or a
 user took back is never quoted again."""
 

@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import pytest
 
 from astrbot_plugin_ltm.adapter import origin_from_event
+from astrbot_plugin_ltm.errors import AdminError
 from astrbot_plugin_ltm.learning.candidates import KnownFact
 from astrbot_plugin_ltm.learning.extractor import build_prompt, event_line, validate
-from astrbot_plugin_ltm.operating.errors import AdminError
 from astrbot_plugin_ltm.operating.queries import ItemFilter
 from astrbot_plugin_ltm.operating.serialize import HISTORY_FIELDS
 from astrbot_plugin_ltm.operating.transfer import checksum, export_items, import_items

@@ -87,7 +87,7 @@ async def test_nothing_is_counted_or_written_while_read_only(ltm, origin):
     assert "Alice likes green tea" in {s.fact for s in block.items}  # reads go on
     ltm.engine.usage.note(block, via="tool")
     assert await ltm.engine.usage.flush() == 0
-    await ltm.engine.usage.stop()
+    await ltm.engine.usage.task.stop()
     assert await ltm.table_snapshot() == before
     assert ltm.engine.usage.pending == 0
 
@@ -120,7 +120,7 @@ async def test_the_background_task_writes_after_enough_reads(ltm, origin):
     block = await ltm.block(a, "green tea")
     await ltm.engine.usage.flush()
     usage = Usage(ltm.engine.db, ltm.clock, flush_seconds=3600, flush_after=3)
-    usage.start()
+    usage.task.start()
     try:
         for _ in range(3):
             usage.note(block)
@@ -129,7 +129,7 @@ async def test_the_background_task_writes_after_enough_reads(ltm, origin):
                 break
             await asyncio.sleep(0.01)
     finally:
-        await usage.stop()
+        await usage.task.stop()
     assert usage.written == len(block.items)
     assert (await counts(ltm))["Alice likes green tea"] == (4, 0, 4, True)
 

@@ -16,7 +16,7 @@ from ..scope import Scope
 from ..storing.changes import Change, MemoryWritten
 from ..storing.database import Database, ReadOnlyError
 from ..storing.tables import EventVector, MemoryEvent, MemoryItem, MemoryVector
-from ..storing.turns import speaker_of, turn_passages
+from ..storing.turns import turn_passages
 from ..storing.vector_rows import VECTOR_ROWS, delete_other_models, store_vectors
 from .embeddings import Embeddings
 
@@ -25,8 +25,12 @@ NO_NOTE = 2**63
 
 
 class VectorFill:
-    def __init__(self, db: Database, embeddings: Embeddings, embed_turns: Callable[[], bool] = lambda: True,
-                 clock: Clock = utcnow, batch_size: int = BATCH) -> None:
+    def __init__(self, db: Database, embeddings: Embeddings, speaker_of: Callable[[Any], str | None],
+                 embed_turns: Callable[[], bool] = lambda: True, clock: Clock = utcnow,
+                 batch_size: int = BATCH) -> None:
+        # A turn is embedded as the block shows it, speaker first; the rule of
+        # who a turn is said by belongs to recalling/bot_lines.py (the engine passes it).
+        self.speaker_of = speaker_of
         self.db = db
         self.embeddings = embeddings
         self.embed_turns = embed_turns
@@ -170,7 +174,7 @@ class VectorFill:
         if not events:
             self._turns_checked[space] = last
             return 0
-        passages = [turn_passages(e.source_type, e.content, speaker_of(e)) for e in events]
+        passages = [turn_passages(e.source_type, e.content, self.speaker_of(e)) for e in events]
         flat = await self.embeddings.embed([p for ps in passages for p in ps],
                                            timeout=self.embeddings.query_timeout * 10)
         if flat is None:

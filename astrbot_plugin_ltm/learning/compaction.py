@@ -17,6 +17,7 @@ goes through Database.write; nothing is written while read-only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -180,16 +181,9 @@ class Compactor:
         self._model = model  # the current embedding model; None: no vectors, nothing to compare
         self._same = same_fact_cosine  # the model's merge threshold (the writer's, indexes.calibration)
         self._clock = clock
-        self._every = every_seconds
         self._after: tuple[str, str] | None = None  # the last scope looked at
-        self._task = BackgroundTask("ltm-compaction", self._loop)
+        self.task = BackgroundTask("compaction", self._step, every=every_seconds)
         self.merged = 0  # merges made since start (for the stats and tests)
-
-    def start(self) -> None:
-        self._task.start()
-
-    async def stop(self) -> None:
-        await self._task.stop()
 
     async def run_once(self, scopes_per_run: int = SCOPES_PER_RUN) -> list[Merge]:
         """One bounded pass; the merges it made."""
@@ -217,12 +211,6 @@ class Compactor:
             log.info("ltm: compaction merged %d near-duplicate memories", len(done))
         return done
 
-    async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self._every)
-            try:
-                await self.run_once()
-            except ReadOnlyError:  # switched on mid-run: the next run tries again
-                pass
-            except Exception:  # the task outlives any one run
-                log.exception("ltm: compaction run failed")
+    async def _step(self) -> None:
+        with contextlib.suppress(ReadOnlyError):  # switched on mid-run: the next run tries again
+            await self.run_once()

@@ -17,12 +17,14 @@ level and period (``summary_session_20261125t100000``), so an operator who
 deletes or rejects one leaves a tombstone on that key, and the same events
 are never summarised again. A failed call leaves the session pending; it is
 retried with the extraction settings' backoff, then skipped until a restart.
+
+Over 400 lines: sessions, roll-ups and their model calls share where a scope stands;
+the prompt and its check live in summary_prompt.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -174,8 +176,7 @@ class SummaryWorker:
         self._clock = clock
         self._failures: dict[tuple[Scope, str], _Failure] = {}
         self.stats = SummaryStats()
-        self._task = BackgroundTask("ltm-summaries", self._run)
-        self._kick = asyncio.Event()
+        self.task = BackgroundTask("summaries", self.run_once, run_at_start=True, every=self._every)
 
     # -- one pass ----------------------------------------------------------
 
@@ -467,29 +468,10 @@ class SummaryWorker:
 
     # -- loop ----------------------------------------------------------------------
 
-    def kick(self) -> None:
-        self._kick.set()
-
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self.run_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("ltm: summary worker error; continuing")
-            cfg = self._config()
-            # Often enough to notice a conversation's end within a tenth of the idle time.
-            wait = min(60.0, max(cfg.extraction.poll_seconds, cfg.summaries.idle_minutes * 6.0))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._kick.wait(), timeout=wait)
-            self._kick.clear()
-
-    def start(self) -> None:
-        self._task.start()
-
-    async def stop(self) -> None:
-        await self._task.stop()
+    def _every(self) -> float:
+        cfg = self._config()
+        # Often enough to notice a conversation's end within a tenth of the idle time.
+        return min(60.0, max(cfg.extraction.poll_seconds, cfg.summaries.idle_minutes * 6.0))
 
 
 def _due(rows: list[MemoryItem], horizon: datetime) -> list[tuple[MemoryItem, MemoryItem]]:

@@ -12,7 +12,6 @@ pending and are retried with exponential backoff, and after
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -64,6 +63,7 @@ class ExtractionWorker:
         fill: VectorFill | None = None,
         known: KnownFacts | None = None,
         paused: Callable[[Scope], bool] = lambda scope: False,
+        then_drain: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
         self._db = db
         self._paused = paused  # a user's own pause (operating/pauses.py)
@@ -74,13 +74,14 @@ class ExtractionWorker:
         self._extractor_for = extractor_for
         self._config = config
         self._clock = clock
-        self._task = BackgroundTask("ltm-extraction", self._run)
-        self._kick = asyncio.Event()
+        # A recorded turn wakes it; else it looks every extraction.poll_seconds.
+        self.task = BackgroundTask("extraction", self._step, run_at_start=True,
+                                   every=lambda: self._config().extraction.poll_seconds)
         self._last_sweep: datetime | None = None
         # Scopes whose failure could not even be written (the disk is full,
         # the database locked): when they may be tried again, in memory.
         self._held: dict[Scope, datetime] = {}
-        self.then_drain: Callable[[], Awaitable[object]] | None = None
+        self._then_drain = then_drain  # run by drain() after extracting (the engine's summaries)
 
     async def ready_scopes(self, ignore_idle: bool = False) -> list[Scope]:
         cfg = self._config().extraction
@@ -132,8 +133,8 @@ class ExtractionWorker:
             results.extend(batch)
             if not batch or not any(r.ok for r in batch):
                 break
-        if self.then_drain is not None:
-            await self.then_drain()
+        if self._then_drain is not None:
+            await self._then_drain()
         await self.fill_vectors()
         return results
 
@@ -282,30 +283,13 @@ class ExtractionWorker:
 
     # -- loop ------------------------------------------------------------
 
-    def kick(self) -> None:
-        """Look for work now instead of at the next poll."""
-        self._kick.set()
-
-    async def _run(self) -> None:
-        while True:
-            try:
-                if self._config().enable:
-                    await self.run_once()
-                    await self.fill_vectors(max_rounds=20)
-                now = self._clock()
-                if self._last_sweep is None or now - self._last_sweep > timedelta(hours=1):
-                    await self.sweep_expired()
-                    self._last_sweep = now
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("ltm: extraction worker error; continuing")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._kick.wait(), timeout=self._config().extraction.poll_seconds)
-            self._kick.clear()
-
-    def start(self) -> None:
-        self._task.start()
-
-    async def stop(self) -> None:
-        await self._task.stop()
+    async def _step(self) -> None:
+        """One look for work: extract what is ready, embed, and sweep the
+        expired memories once an hour."""
+        if self._config().enable:
+            await self.run_once()
+            await self.fill_vectors(max_rounds=20)
+        now = self._clock()
+        if self._last_sweep is None or now - self._last_sweep > timedelta(hours=1):
+            await self.sweep_expired()
+            self._last_sweep = now

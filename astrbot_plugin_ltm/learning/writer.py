@@ -6,6 +6,9 @@ evidence and an audit row.
 :meth:`MemoryWriter.apply` works inside the caller's transaction, so a batch
 of candidates and the marking of its events as extracted commit together or
 not at all.
+
+Over 400 lines: decide, gate and persist share one transaction and the candidate's
+state between them; split, each step would need the others' internals.
 """
 
 from __future__ import annotations

@@ -10,17 +10,16 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from .. import validators
 from ..enums import AuditAction, MemoryType, Status
+from ..errors import AdminError
 from ..i18n import msg
-from ..persona import with_persona
-from ..scope import Scope
+from ..scope import Scope, with_persona
 from ..storing.audit import audit
 from ..storing.memory_rows import fact_written, memory_changed
 from ..storing.removal import forget_turns, remove_memory
 from ..storing.tables import MemoryAudit, MemoryEvent, MemoryItem, MemoryTombstone
 from ..text import normalize_fact_key
-from . import validators
-from .errors import AdminError
 from .queries import AdminQueries
 from .serialize import item_dict
 
@@ -178,7 +177,7 @@ async def _status_before_superseded(session: AsyncSession, item: MemoryItem) -> 
 
 
 async def _persona_parts(session: AsyncSession, scope: Scope) -> list[Scope]:
-    """The scopes the personas keep of ``scope`` (persona.with_persona)."""
+    """The scopes the personas keep of ``scope`` (scope.with_persona)."""
     prefix = with_persona(scope, "").id
     ids: set[str] = set()
     for table in (MemoryItem, MemoryEvent):

@@ -12,7 +12,6 @@ load thread; only the rows are written through ``Database.write``. While
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -137,10 +136,10 @@ class DriftMonitor:
         self._db = db
         self._config = config
         self._clock = clock
-        self._poll_seconds = poll_seconds
         self.versions: PolicyVersionSource | None = None
         self._rolling_back = False
-        self._task = BackgroundTask("ltm-drift", self._loop)
+        # Asks every poll_seconds whether the daily snapshot is due.
+        self.task = BackgroundTask("drift", self.tick, every=poll_seconds, run_at_start=True)
         if versions is not None:
             self.attach(versions)
 
@@ -169,22 +168,6 @@ class DriftMonitor:
         if not daily_due(last, self._clock()):
             return False
         return bool(await self.snapshot(DriftTrigger.DAILY))
-
-    async def _loop(self) -> None:
-        while True:
-            try:
-                await self.tick()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("ltm: drift snapshot failed; retried at the next poll")
-            await asyncio.sleep(self._poll_seconds)
-
-    def start(self) -> None:
-        self._task.start()
-
-    async def stop(self) -> None:
-        await self._task.stop()
 
     # -- snapshots ----------------------------------------------------------------
 

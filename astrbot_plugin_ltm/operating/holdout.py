@@ -20,12 +20,12 @@ from typing import Any
 from sqlalchemy import Connection, delete, text
 
 from ..clock import Clock, as_utc, parse_stored_time
-from ..config import scope_problem
-from ..i18n import msg, parse
+from ..errors import AdminError
+from ..i18n import msg
 from ..scope import Scope
 from ..storing.database import Database
 from ..storing.tables import HoldoutSession
-from .errors import AdminError
+from ..validators import scope_entry
 
 DEFAULT_SHARE = 0.2
 RECENT_DAYS = 90
@@ -87,9 +87,7 @@ def parse_scopes(raw: Any) -> tuple[Scope, ...]:
         raise AdminError(msg("api.scopes_max", max=MAX_SCOPES))
     out = []
     for s in raw:
-        why = scope_problem(s)  # as write_policy.disabled_scopes: one reading of a scope
-        if why is not None:
-            raise AdminError(msg("api.not_scope", scope=repr(s[:80]), why=parse(why) or why))
+        scope_entry(s, "api.not_scope")  # as write_policy.disabled_scopes: one reading of a scope
         kind, _, scope_id = s.partition(":")
         out.append(Scope(kind, scope_id))
     return tuple(dict.fromkeys(out))

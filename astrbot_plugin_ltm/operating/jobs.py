@@ -12,9 +12,9 @@ from datetime import datetime
 from typing import Any
 
 from ..clock import Clock, utcnow
+from ..errors import AdminError
 from ..i18n import msg
 from ..logs import log
-from .errors import AdminError
 
 KEPT = 10  # finished jobs kept for GET
 

@@ -10,12 +10,12 @@ import numpy as np
 from sqlalchemy import Connection, select
 
 from ..enums import Corpus, Status
+from ..errors import AdminError
 from ..i18n import msg
 from ..indexes.embeddings import Embeddings
 from ..storing.database import Database
 from ..storing.tables import MemoryItem
 from ..storing.vector_rows import VECTOR_ROWS
-from .errors import AdminError
 from .queries import ItemFilter
 
 MEANING_HITS = 200  # memories a meaning search ranks, nearest first

@@ -20,11 +20,10 @@ from sqlalchemy import delete, select
 from sqlalchemy.dialects.sqlite import insert
 
 from ..clock import Clock
-from ..config import LTMConfig
+from ..config import PERSONA_MARK, LTMConfig
 from ..enums import AuditAction, PolicySource, ScopeKind
 from ..i18n import say
 from ..logs import log
-from ..persona import PERSONA_MARK
 from ..scope import Scope
 from ..storing.audit import audit
 from ..storing.database import Database

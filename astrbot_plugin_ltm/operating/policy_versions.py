@@ -23,15 +23,17 @@ from typing import Any
 from sqlalchemy import func, select
 
 from ..clock import Clock
-from ..config import POLICY_KEYS, LTMConfig, parse_config, policy_of, refusal_message, scope_problem, with_policy
+from ..config import POLICY_KEYS, LTMConfig, parse_config, policy_of
 from ..enums import AuditAction, PolicySource
+from ..errors import AdminError
 from ..extension_points import PolicyListener
-from ..i18n import msg, parse
+from ..i18n import msg
 from ..logs import log
 from ..storing.audit import audit
 from ..storing.database import Database, ReadOnlyError
 from ..storing.tables import PolicyVersion
-from .errors import AdminError
+from ..validators import scope_entry
+from .policy_change import STORED, Refusals, policy_change
 
 MAX_REASON_CHARS = 500
 MAX_HISTORY_PAGE = 200
@@ -79,10 +81,7 @@ def scope_name(target: Any) -> str:
     """A validated ``user:<id>`` / ``group:<id>`` for the write switch."""
     if not isinstance(target, str):
         raise AdminError(msg("api.scope_text"))
-    why = scope_problem(target.strip())
-    if why is not None:
-        raise AdminError(msg("api.scope_bad", scope=repr(target[:80]), why=parse(why) or why))
-    return target.strip()
+    return scope_entry(target.strip(), "api.scope_bad", shown_as=target)
 
 
 def _version_dict(row: PolicyVersion, with_policy: bool = False) -> dict[str, Any]:
@@ -163,29 +162,25 @@ class PolicyVersions:
     # -- changing ------------------------------------------------------------
 
     async def change(self, changes: dict[str, Any], actor: str, source: PolicySource, reason: str | None = None,
-                     *, replace: bool = False, rollback_of: int | None = None) -> dict[str, Any]:
+                     *, replace: bool = False, rollback_of: int | None = None,
+                     refusals: Refusals = STORED) -> dict[str, Any]:
         """Apply ``changes`` (policy keys; a section is merged into the
         current one, or replaces it with ``replace``), save, record.
 
         Returns ``{"changed", "version", "policy"}``; nothing changes, is
         saved or recorded when the policy would stay the same. Raises
-        AdminError for invalid settings, ReadOnlyError while read-only stays on."""
+        AdminError for invalid settings (in ``refusals``' words: the
+        door's, operating/policy_change.py), ReadOnlyError while read-only stays on."""
         return await self._change(lambda cfg: changes, actor, source, reason, replace=replace,
-                                  rollback_of=rollback_of)
+                                  rollback_of=rollback_of, refusals=refusals)
 
     async def _change(self, build: Callable[[LTMConfig], dict[str, Any]], actor: str, source: PolicySource,
                       reason: str | None, *, replace: bool = False,
-                      rollback_of: int | None = None) -> dict[str, Any]:
+                      rollback_of: int | None = None, refusals: Refusals = STORED) -> dict[str, Any]:
         reason = reason_text(reason)
         async with self._lock:  # one change at a time: each diff is against the one before
             changes = build(self._config())
-            unknown = set(changes) - set(POLICY_KEYS)
-            if unknown:
-                raise AdminError(msg("api.not_policy", names=", ".join(sorted(unknown)[:5])))
-            raw = with_policy(self._raw(), changes, replace=replace)
-            new, problems = parse_config(raw)
-            if problems:
-                raise AdminError(msg("api.invalid_settings", problems=refusal_message(problems)))
+            raw, new = policy_change(self._raw(), changes, refusals, replace=replace)
             current = self._config()
             before, after = policy_of(current), policy_of(new)
             if before == after:

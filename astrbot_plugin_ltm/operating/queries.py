@@ -12,16 +12,16 @@ from typing import Any
 from sqlalchemy import ColumnElement, UnaryExpression, and_, func, literal_column, or_, select, true
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from .. import validators
 from ..clock import Clock, utcnow
 from ..config import LTMConfig
 from ..enums import MEMORY_TYPES, RECALLED_ROLES, WRITE_ACTIONS, Status
+from ..errors import AdminError
 from ..i18n import msg
 from ..scope import Scope
 from ..storing.database import Database
 from ..storing.tables import MemoryAudit, MemoryEvent, MemoryEvidence, MemoryItem
 from ..text import query_tokens
-from . import validators
-from .errors import AdminError
 from .fact_search import search_facts
 from .serialize import evidence_dict, item_api_dict
 

@@ -13,6 +13,9 @@ the model and without writing anything.
 - *Self-recall*: for each memory with two or more evidence events, its
   latest event's text as the query: is the memory in the block?
 - A combined score (weights below, docs/decisions.md#d54) and a verdict.
+
+Over 400 lines: writes, reads and self-recall are replayed over one pair of policies
+and scored together; the pure gate and the read overlay already live apart.
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ from typing import Any
 
 from ..config import LTMConfig, policy_of
 from ..enums import WriteMode
+from ..errors import AdminError
 from ..i18n import Lang, Message, msg
-from .errors import AdminError
 from .policy_versions import PolicyVersions, diff
 
 # A lower value of these keeps more: each lowered is a warning.

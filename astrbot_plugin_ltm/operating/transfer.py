@@ -12,6 +12,9 @@ An import accepts the document itself or AstrBot's answer envelope around it
 validators as edits, can be dry-run to report what would be added, merged or
 skipped, runs in one transaction (all or nothing) and is idempotent:
 importing the same file twice changes nothing the second time.
+
+Over 400 lines: export and import share the file format, the canonical checksums and
+the validation of every field, which must agree byte for byte.
 """
 
 from __future__ import annotations
@@ -28,19 +31,19 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from .. import validators as v
 from ..clock import Clock, as_utc, utcnow
 from ..enums import AuditAction, ExtractionStatus, MemoryType, Method, Role, SourceType, Status
+from ..errors import AdminError
 from ..i18n import msg
 from ..instructions import instruction_reason
+from ..recalling.bot_lines import withhold
 from ..storing.audit import audit
 from ..storing.database import Database
 from ..storing.keyword_rows import index_turns
 from ..storing.memory_rows import fact_written, memory_changed
 from ..storing.tables import MemoryEvent, MemoryEvidence, MemoryItem, MemoryTombstone
-from ..storing.turns import withhold
 from ..text import normalize_fact_key
-from . import validators as v
-from .errors import AdminError
 from .queries import ItemFilter
 from .serialize import EVENT_FIELDS, HISTORY_FIELDS, ITEM_FIELDS, evidence_dict, item_dict
 

@@ -3,11 +3,14 @@ best of them under the caps and the token budget.
 
 The budget is a hard limit: the block is measured with the same token
 counter that decides what fits, header and footer included.
+
+Over 400 lines: the block's layout and its fitting are one contract (the budget is
+measured on the lines as laid out), so they stay in one file.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from functools import lru_cache
 
@@ -17,10 +20,10 @@ from ..enums import MemoryType, SourceType
 from ..extension_points import TokenCounter
 from ..instructions import instruction_reason, neutralise
 from ..storing.tables import MemoryEvent
-from ..storing.turns import BOT_JUDGED_CHARS, speaker_of, turn_parts
+from ..storing.turns import turn_parts
 from ..text import is_cjk, token_set_similarity
 from . import bot_lines
-from .bot_lines import BotAllowance, is_bot
+from .bot_lines import BOT_JUDGED_CHARS, BotAllowance, is_bot, speaker_of
 from .excerpts import excerpt
 from .ranking import Ranked
 from .rows import EventRow, ItemView
@@ -64,6 +67,23 @@ class Selected:
     confidence: float
     score: float
     scope: str
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """A candidate the reader places right under the block's opening, before
+    the ranked ones, when it fits ("last time we talked", last_time.py):
+    its lines as they read, and what the block reports of it. The rest of
+    the block is fitted to what it leaves of the budget; a ranked line of
+    the same memory gives way to it (docs/decisions.md#d107)."""
+
+    lines: tuple[str, ...]
+    selected: Selected
+    source: str  # the trace's source of its lines (trace.LAST_TIME)
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
 
 
 @dataclass
@@ -121,6 +141,11 @@ class Focus:
 
 
 def format_event_line(event: MemoryEvent | EventRow, about: Focus | None = None, whole: bool = True) -> str:
+    """A raw turn's line: "- " and its body (``event_body``)."""
+    return f"- {event_body(event, about, whole)}"
+
+
+def event_body(event: MemoryEvent | EventRow, about: Focus | None = None, whole: bool = True) -> str:
     """A raw turn: who, then what (under its day's heading, turn_day).
     A long one reads as the part ``about`` the message is about, within
     its line's bound (excerpts.py); ``whole`` False (a turn further down
@@ -133,7 +158,7 @@ def format_event_line(event: MemoryEvent | EventRow, about: Focus | None = None,
         room, keep = max(CUT_MIN_CHARS, chars - len(who) - 2), None if whole or about is None else TURN_SENTENCES
         shown = excerpt(said, about.tokens if about is not None else (), room, keep)
         # A reply of the bot's was judged when recorded on its start only
-        # (storing.turns.withhold): a part from further on that reads as an
+        # (bot_lines.withhold): a part from further on that reads as an
         # instruction gives way to the opening (docs/decisions.md#d80).
         if is_bot(event) and len(said) > BOT_JUDGED_CHARS and _steers(shown):
             shown = excerpt(said, (), room, keep)
@@ -143,7 +168,7 @@ def format_event_line(event: MemoryEvent | EventRow, about: Focus | None = None,
     body = neutralise(said[:chars * 2])
     if len(body) > chars:
         body = body[:chars] + "…"
-    return f"- {body}"
+    return body
 
 
 def turn_day(event: MemoryEvent | EventRow) -> str:
@@ -169,15 +194,31 @@ class BlockBuilder:
         # the exact text, so a cached count is the counter's own answer.
         self._count = lru_cache(maxsize=COUNT_CACHE)(counter.count)
 
+    def fits_alone(self, pinned: Pinned, policy: ReadPolicy, language: str) -> bool:
+        """Whether the block's frame and ``pinned`` fit the budget, nothing else."""
+        opening, closing = frame(language)
+        return self.counter.count(f"{opening}\n{pinned.text}\n{closing}") <= policy.max_tokens
+
     def fit(self, ranked: list[Ranked], policy: ReadPolicy, language: str = "en", ids: bool = False,
-            about: Focus | None = None, trace: Trace | None = None) -> MemoryBlock:
+            about: Focus | None = None, trace: Trace | None = None, pinned: Pinned | None = None) -> MemoryBlock:
         """The best-scored candidates under the caps and the budget.
         Memories: max_items, max_per_type, and no near-duplicate of one
         already chosen. Turns: max_events, and none behind a chosen memory
         (one chosen before its memory goes when the memory comes). A line
         that does not fit is skipped, as a shorter one may still fit.
-        ``trace``: filled with the lines taken and the candidates left out, and why."""
+        ``trace``: filled with the lines taken and the candidates left out, and why.
+        ``pinned``: placed first, the rest fitted to what it leaves (the
+        reader has checked it fits alone, ``fits_alone``)."""
         opening, closing = frame(language)
+        room = policy.max_tokens
+        if pinned is not None:
+            policy = replace(policy, max_tokens=max(0, room - self.counter.count("\n" + pinned.text)))
+        block, chosen = self._choose(ranked, policy, opening, closing, ids, about, trace)
+        return block if pinned is None else self._pin(pinned, block, chosen, opening, closing, room, trace)
+
+    def _choose(self, ranked: list[Ranked], policy: ReadPolicy, opening: str, closing: str, ids: bool,
+                about: Focus | None, trace: Trace | None) -> tuple[MemoryBlock, list[Chosen]]:
+        """The block of the best candidates that fit, and its entries."""
         frame_cost = self._count(opening + "\n" + closing)
 
         def left_out(r: Ranked, why: str, line: str | None = None) -> None:
@@ -191,7 +232,7 @@ class BlockBuilder:
         if frame_cost > policy.max_tokens:
             for r in ranked:
                 left_out(r, BUDGET)
-            return MemoryBlock()
+            return MemoryBlock(), []
         used = frame_cost
         chosen: list[Chosen] = []
         per_type: dict[str, int] = {}
@@ -220,7 +261,8 @@ class BlockBuilder:
                 if n_turns >= policy.max_events or event.event_id in covered:
                     left_out(r, MAX_EVENTS if n_turns >= policy.max_events else COVERED)
                     continue
-                line = format_event_line(event, about, whole=n_turns < WHOLE_TURNS)
+                body = event_body(event, about, whole=n_turns < WHOLE_TURNS)
+                line = f"- {body}"
                 day = turn_day(event)
             heading = self._count("\n" + day) if r.turn is not None and day not in days else 0
             cost = self._count("\n" + line)
@@ -231,7 +273,7 @@ class BlockBuilder:
             if used + cost > policy.max_tokens:
                 # The first turn that does not fit is cut to the room left,
                 # rather than leaving it empty (docs/decisions.md#d50).
-                shorter = None if cut or r.turn is None else self._cut(line, policy.max_tokens - used - heading)
+                shorter = None if cut or r.turn is None else self._cut(body, policy.max_tokens - used - heading)
                 if shorter is None:
                     left_out(r, BUDGET, line)
                     misses += 1
@@ -240,7 +282,8 @@ class BlockBuilder:
                             left_out(rest, FULL)
                         break
                     continue
-                line, cost, cut = shorter, self.counter.count("\n" + shorter) + heading, True
+                body, line = shorter, f"- {shorter}"
+                cost, cut = self.counter.count("\n" + line) + heading, True
             misses = 0
             if r.memory is not None:
                 # Last, as it is the dearest check: most candidates fail the
@@ -269,7 +312,7 @@ class BlockBuilder:
                     days = {turn_day(c[0].turn) for c in chosen if c[0].turn is not None}
                     used = self._cost(chosen, days) + frame_cost
             else:
-                selected = Selected(event.event_id, "event", f"{day} {line[2:]}", 1.0, round(r.score, 4),
+                selected = Selected(event.event_id, "event", f"{day} {body}", 1.0, round(r.score, 4),
                                     f"{event.scope}:{event.scope_id}")
                 n_turns += 1
                 days.add(day)
@@ -279,12 +322,12 @@ class BlockBuilder:
             chosen.append((r, line, selected))
         return self._assemble(chosen, policy, opening, closing, trace)
 
-    def _cut(self, line: str, room: int) -> str | None:
-        """``line`` (a turn's) cut at a word to fit ``room`` tokens, if at
-        least CUT_MIN_TOKENS are left: the longest such start, then "…"."""
+    def _cut(self, said: str, room: int) -> str | None:
+        """A turn's body cut at a word for its line to fit ``room`` tokens,
+        if at least CUT_MIN_TOKENS are left: the longest such start, then "…"."""
         if room < CUT_MIN_TOKENS:
             return None
-        body = line[2:].removesuffix("…")
+        body = said.removesuffix("…")
         lo, hi = 0, len(body)  # the longest fitting length is in [lo, hi]
         while lo < hi:
             mid = (lo + hi + 1) // 2
@@ -295,30 +338,23 @@ class BlockBuilder:
         start = body[:lo]
         if lo < len(body) and " " in start and not is_cjk(body[lo - 1]):
             start = start.rsplit(" ", 1)[0]  # not in the middle of a word
-        return f"- {start.rstrip()}…" if len(start) >= CUT_MIN_CHARS else None
+        return f"{start.rstrip()}…" if len(start) >= CUT_MIN_CHARS else None
 
     def _cost(self, chosen: list[Chosen], days: set[str]) -> int:
         """The tokens of the chosen lines and of the turns' day headings."""
         return sum(self._count("\n" + line) for _, line, _ in chosen) + sum(self._count("\n" + d) for d in days)
 
     def _assemble(self, chosen: list[Chosen], policy: ReadPolicy, opening: str, closing: str,
-                  trace: Trace | None = None) -> MemoryBlock:
+                  trace: Trace | None = None) -> tuple[MemoryBlock, list[Chosen]]:
         """Memories best first, then turns oldest first under their days'
         headings (a conversation reads in order), measured whole: BPE
         merges across lines can make the block dearer than the sum of its
-        lines, so the lowest-scored entry goes until it fits."""
+        lines, so the lowest-scored entry goes until it fits. With the
+        block, its entries in that order."""
         while chosen:
             memories = [c for c in chosen if c[0].memory is not None]
             turns = sorted((c for c in chosen if c[0].turn is not None), key=_said)
-            lines = [opening, *(line for _, line, _ in memories)]
-            heading = None
-            for r, line, _ in turns:
-                assert r.turn is not None
-                if turn_day(r.turn) != heading:
-                    heading = turn_day(r.turn)
-                    lines.append(heading)
-                lines.append(line)
-            text = "\n".join([*lines, closing])
+            text = "\n".join([opening, *(line for _, line, _ in memories), *_under_days(turns), closing])
             tokens = self._count(text)
             if tokens <= policy.max_tokens:
                 if trace is not None:
@@ -326,13 +362,48 @@ class BlockBuilder:
                         source, id_ = candidate_of(r.memory, r.turn)
                         trace.take(line, source, id_, r.score, self._count("\n" + line))
                 return MemoryBlock(text=text, tokens=tokens, items=[s for _, _, s in memories],
-                                   events=[s for _, _, s in turns])
+                                   events=[s for _, _, s in turns]), [*memories, *turns]
             lowest = min(chosen, key=lambda c: c[0].score)
             chosen.remove(lowest)
             if trace is not None:
                 source, id_ = candidate_of(lowest[0].memory, lowest[0].turn)
                 trace.leave_out(lowest[1], source, id_, lowest[0].score, BUDGET)
-        return MemoryBlock()
+        return MemoryBlock(), []
+
+    def _pin(self, pinned: Pinned, block: MemoryBlock, chosen: list[Chosen], opening: str, closing: str,
+             room: int, trace: Trace | None) -> MemoryBlock:
+        """``block`` with ``pinned`` under its opening, if the whole still
+        fits ``room`` (BPE merges across the joined lines may not): a
+        memory of the block that is the pinned one gives way to it. Else
+        the block as fitted."""
+        memories = [c for c in chosen if c[0].memory is not None]
+        turns = [c for c in chosen if c[0].turn is not None]
+        pinned_id = pinned.selected.memory_id
+        at = next((n for n, c in enumerate(memories) if c[2].memory_id == pinned_id), None)
+        kept = [c for n, c in enumerate(memories) if n != at]
+        text = "\n".join([opening, *pinned.lines, *(line for _, line, _ in kept), *_under_days(turns), closing])
+        tokens = self.counter.count(text)
+        if tokens > room:
+            if trace is not None:
+                trace.leave_out(pinned.text, pinned.source, pinned_id, 1.0, BUDGET)
+            return block
+        if trace is not None:  # its line, if ranked in, moved under the opening
+            trace.pin(pinned.text, pinned.source, pinned_id, self.counter.count("\n" + pinned.text))
+        return MemoryBlock(text=text, items=[pinned.selected, *(s for _, _, s in kept)], tokens=tokens,
+                           events=block.events)
+
+
+def _under_days(turns: list[Chosen]) -> list[str]:
+    """The turns' lines, oldest first, each day's under its heading."""
+    lines: list[str] = []
+    heading = None
+    for r, line, _ in turns:
+        assert r.turn is not None
+        if turn_day(r.turn) != heading:
+            heading = turn_day(r.turn)
+            lines.append(heading)
+        lines.append(line)
+    return lines
 
 
 def _said(chosen: Chosen) -> tuple[object, int]:

@@ -14,8 +14,10 @@ from sqlalchemy import Connection
 from ..config import ReadPolicy
 from ..enums import Status
 from ..scope import Scope
+from ..storing.driver_rows import fetch_rows
+from ..storing.turns import turns_among
 from .block import format_event_line
-from .rows import EventRow, ItemRow, fetch_rows, usable
+from .rows import EventRow, ItemRow, usable
 from .trace import (
     AWAITING_APPROVAL,
     EXPIRED,
@@ -51,7 +53,7 @@ def explain_memories(conn: Connection, scopes: list[Scope], rowids: set[int], po
 def explain_turns(conn: Connection, scopes: list[Scope], rowids: set[int], trace: Trace) -> None:
     """Note each of the turns ``rowids`` (hits the block may not show) with why."""
     wanted = {(s.kind, s.id) for s in scopes}
-    for row in _rows(conn, f"SELECT {EventRow.COLUMNS}, x.withheld FROM ltm_events x", "x.id", rowids):
+    for row in turns_among(conn, rowids) if rowids else []:
         turn, withheld = EventRow.of(row[:-1]), bool(row[-1])
         if (turn.scope, turn.scope_id) in wanted:
             trace.leave_out(format_event_line(turn), TURN, turn.event_id, 0.0, WITHHELD if withheld else UNREVIEWED)

@@ -1,18 +1,18 @@
-""""Last time we talked…": the first turn of a new conversation brings the
+"""""Last time we talked…": the first turn of a new conversation brings the
 person's most recent session summary into the block, inside its budget.
 
 A conversation is new when its scope has had no turn for
 ``summaries.idle_minutes`` (the turn being answered is recorded after the
-reply, so it is not counted). The summary's lines are measured first and
-the rest of the block is read with what is left of ``max_tokens``; the
-summary goes right under the block's opening, with a label in the
-language of the message.
+reply, so it is not counted). The summary is a pinned candidate
+(block.Pinned) with a label in the language of the message: the reader
+places it right under the block's opening and fits the rest to what it
+leaves of ``max_tokens`` (docs/decisions.md#d107).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,11 +27,10 @@ from ..scope import Scope
 from ..storing.database import Database
 from ..storing.tables import MemoryEvent, MemoryItem
 from ..text import query_tokens
-from .block import MemoryBlock, Selected, frame, language_of
+from .block import Pinned, Selected, language_of
 from .history import History
-from .reader import MemoryReader
 from .summary_lines import focus
-from .trace import BUDGET, LAST_TIME, Line, Trace
+from .trace import LAST_TIME
 
 LABELS = {"en": "Last time we talked ({day}):", "zh": "上次聊天（{day}）："}
 # The last session's summary reads as this many of its sentences: the one
@@ -49,11 +48,11 @@ class LastSummary:
     ended: datetime
 
 
-def lines(last: LastSummary, language: str, query: Iterable[str] = ()) -> str:
+def lines(last: LastSummary, language: str, query: Iterable[str] = ()) -> tuple[str, str]:
     """The label and the summary, as they read in the block: the sentences
     sharing ``query``'s words first, then the opening ones."""
     label = LABELS.get(language, LABELS["en"]).format(day=f"{as_utc(last.ended):%Y-%m-%d}")
-    return f"{label}\n- {focus(neutralise(last.fact), query, LAST_TIME_SENTENCES, fill=True)}"
+    return label, f"- {focus(neutralise(last.fact), query, LAST_TIME_SENTENCES, fill=True)}"
 
 
 class LastTime:
@@ -100,40 +99,15 @@ class LastTime:
         ).order_by(MemoryEvent.created_at.desc(), MemoryEvent.id.desc()).limit(1))).scalar_one_or_none()
         return content if isinstance(content, dict) else {}
 
-    async def read(self, reader: MemoryReader, scopes: list[Scope], query: str, config: LTMConfig,
-                   ids: bool = False, history: History | None = None, trace: Trace | None = None) -> MemoryBlock:
-        """The reader's block, with the last session's summary when this
-        message starts a new conversation; ``history``: the request's
-        earlier messages (history.py), not recalled again; ``trace``: as the reader's."""
-        policy = config.read_policy
-        wanted = config.summaries.enable and config.summaries.last_session_in_block
-        last = await self.find(scopes, timedelta(minutes=config.summaries.idle_minutes), history) if wanted else None
+    async def pinned(self, scopes: list[Scope], query: str, config: LTMConfig,
+                     history: History | None = None) -> Pinned | None:
+        """The last session's summary as the candidate the reader places
+        first, when this message starts a new conversation; ``history``:
+        the request's earlier messages (history.py)."""
+        if not (config.summaries.enable and config.summaries.last_session_in_block):
+            return None
+        last = await self.find(scopes, timedelta(minutes=config.summaries.idle_minutes), history)
         if last is None:
-            return await reader.read(scopes, query, policy, ids=ids, history=history, trace=trace)
-        language = language_of(query)
-        extra = lines(last, language, query_tokens(query))
-        cost = reader.counter.count("\n" + extra)
-        opening, closing = frame(language)
-        if reader.counter.count(f"{opening}\n{extra}\n{closing}") > policy.max_tokens:
-            if trace is not None:  # it does not fit at all
-                trace.leave_out(extra, LAST_TIME, last.memory_id, 1.0, BUDGET)
-            return await reader.read(scopes, query, policy, ids=ids, history=history, trace=trace)
-        block = await reader.read(scopes, query, replace(policy, max_tokens=max(0, policy.max_tokens - cost)),
-                                  ids=ids, history=history, trace=trace)
-        body = block.text.split("\n")[2:-1] if block.text else []  # between the opening and the closing
-        items = list(block.items)
-        # Ranked in already: its line (memories come first, in order) moves under the label.
-        at = next((n for n, s in enumerate(items) if s.memory_id == last.memory_id), None)
-        if at is not None:
-            del body[at], items[at]
-        text = "\n".join([opening, extra, *body, closing])
-        tokens = reader.counter.count(text)
-        if tokens > policy.max_tokens:
-            if trace is not None:
-                trace.leave_out(extra, LAST_TIME, last.memory_id, 1.0, BUDGET)
-            return block  # BPE merges across the joined lines: the block as read
-        if trace is not None:  # its line, if ranked in, moved under the label
-            trace.drop(last.memory_id)
-            trace.lines.insert(0, Line(extra, LAST_TIME, last.memory_id, 1.0, cost))
+            return None
         selected = Selected(last.memory_id, MemoryType.SUMMARY, last.fact, last.confidence, 1.0, last.scope)
-        return MemoryBlock(text=text, items=[selected, *items], tokens=tokens, events=block.events)
+        return Pinned(lines(last, language_of(query), query_tokens(query)), selected, LAST_TIME)

@@ -16,10 +16,10 @@ from sqlalchemy import Connection
 from ..clock import Clock
 from ..config import ReadPolicy
 from ..enums import Status
+from ..extension_points import Found
 from ..scope import Scope
 from .ranking import leading
 from .reader import MemoryReader
-from .retrieval import Found
 from .rows import BASELINE_POOL, ItemRow, ItemView, fetch_rows, load_evidence, usable
 
 

@@ -25,7 +25,7 @@ from ..config import ReadPolicy
 from ..enums import Status
 from ..scope import Scope
 from ..storing.keyword_rows import scope_prefix
-from ..storing.turns import shown_turns
+from ..storing.turns import matching_shown_turns_in_period, shown_turns_in_period
 from ..text import fts_match_expression
 from .dates import First, Period, day_period
 from .rows import EventRow, ItemRow, fetch_rows, load_evidence, usable
@@ -76,7 +76,8 @@ def load_period(conn: Connection, scopes: list[Scope], period: Period, unbacked:
     """The period's showable turns and usable memories, of the scopes;
     ``tokens``: the message's search tokens (retrieval.Query)."""
     rows = PeriodRows(period)
-    bounds = {"start": _stored(period.start), "end": _stored(period.end), "limit": PERIOD_LIMIT}
+    start, end = _stored(period.start), _stored(period.end)
+    bounds = {"start": start, "end": end, "limit": PERIOD_LIMIT}
     matched: list[tuple[float, int]] = []
     for scope in scopes:
         params = {**bounds, "kind": scope.kind, "id": scope.id}
@@ -84,17 +85,13 @@ def load_period(conn: Connection, scopes: list[Scope], period: Period, unbacked:
         if policy.max_events > 0:
             taken: set[int] = set()  # this scope's, at most PERIOD_LIMIT
             if tokens:
-                prefix = scope_prefix(scope.kind, scope.id)
-                for row in fetch_rows(
-                        conn, f"SELECT {EventRow.COLUMNS}, bm25(ltm_events_fts) FROM ltm_events_fts "
-                        f"JOIN ltm_events x ON x.id = ltm_events_fts.rowid WHERE ltm_events_fts MATCH :match "
-                        f"AND {in_period} AND {shown_turns(unbacked)} ORDER BY bm25(ltm_events_fts) LIMIT :limit",
-                        {**params, "match": fts_match_expression([prefix + t for t in dict.fromkeys(tokens)])}):
+                match = fts_match_expression([scope_prefix(scope.kind, scope.id) + t for t in dict.fromkeys(tokens)])
+                for row in matching_shown_turns_in_period(conn, scope.kind, scope.id, start, end, unbacked,
+                                                          PERIOD_LIMIT, match):
                     rows.turns.setdefault(row[0], EventRow.of(row[:-1]))
                     matched.append((float(row[-1]), row[0]))
                     taken.add(row[0])
-            for row in fetch_rows(conn, f"SELECT {EventRow.COLUMNS} FROM ltm_events x WHERE {in_period} "
-                                    f"AND {shown_turns(unbacked)} ORDER BY x.created_at LIMIT :limit", params):
+            for row in shown_turns_in_period(conn, scope.kind, scope.id, start, end, unbacked, PERIOD_LIMIT):
                 if len(taken) >= PERIOD_LIMIT:
                     break
                 rows.turns.setdefault(row[0], EventRow.of(row))

@@ -18,9 +18,9 @@ from datetime import date, datetime
 from ..clock import as_utc
 from ..config import ReadPolicy
 from ..enums import Role
+from ..extension_points import Found
 from .dates import Period
 from .preferences import states_preference
-from .retrieval import Found
 from .rows import EventRow, ItemView
 
 # Reciprocal-rank fusion: a candidate's similarity is the sum over the
@@ -97,7 +97,7 @@ def rank(found: Sequence[Found], items: dict[int, ItemView], evidence: dict[str,
     best = max([*memory_sims.values(), *turn_sims.values()], default=0.0) or 1.0
     # (row, similarity, when, importance): a memory's day is that of its
     # last change, a turn's the day it was said. A turn extraction read and
-    # kept nothing of (rows.NOTHING_KEPT) has no importance: small talk
+    # kept nothing of (storing.turns._NOTHING_KEPT) has no importance: small talk
     # ("Thanks, Mel!") makes way for what was worth remembering (docs/decisions.md#d73).
     candidates: list[tuple[ItemView | EventRow, float, datetime, float]] = [
         (item, memory_sims.get(rowid, 0.0) / best, item.updated_at, item.importance)

@@ -19,19 +19,18 @@ from sqlalchemy import Connection
 
 from ..clock import Clock, as_utc, utcnow
 from ..config import ReadPolicy
-from ..extension_points import Retriever, TokenCounter
+from ..extension_points import Found, Query, Retriever, TokenCounter
 from ..scope import Scope
 from ..storing.database import Database
 from .asking import asks_for_suggestions, event_parts
-from .block import BlockBuilder, Focus, MemoryBlock, language_of
+from .block import BlockBuilder, Focus, MemoryBlock, Pinned, language_of
 from .dates import First, Period, named_period
 from .explain import explain_hits
 from .history import History
 from .periods import PeriodRows, load_period, resolve
 from .ranking import leading, rank
-from .retrieval import Found, Query
 from .rows import EventRow, ItemView, load_evidence, load_memories, load_turns, usable
-from .trace import Trace
+from .trace import BUDGET, Trace
 
 # Hits each retriever returns per corpus, best first (docs/decisions.md#d06).
 HITS_PER_SEARCH = 50
@@ -76,14 +75,23 @@ class MemoryReader:
         return self.builder.counter
 
     async def read(self, scopes: list[Scope], query: str, policy: ReadPolicy, *, only: Only | None = None,
-                   ids: bool = False, history: History | None = None, trace: Trace | None = None) -> MemoryBlock:
+                   ids: bool = False, history: History | None = None, trace: Trace | None = None,
+                   pinned: Pinned | None = None) -> MemoryBlock:
         """The block for ``query``; ``ids``: each memory line carries its
         short id (for the memory_expand tool); ``history``: the request's
         earlier messages, whose turns are not recalled again (history.py);
         ``trace``: filled with the lines taken and the hits and candidates
-        left out, and why."""
+        left out, and why; ``pinned``: placed under the block's opening
+        when it fits, before the ranked candidates (last_time.py)."""
+        language = language_of(query)
+        if pinned is not None and not self.builder.fits_alone(pinned, policy, language):
+            if trace is not None:  # it does not fit at all
+                trace.leave_out(pinned.text, pinned.source, pinned.selected.memory_id, 1.0, BUDGET)
+            pinned = None
         if not policy.enable or not scopes or (policy.max_items <= 0 and policy.max_events <= 0):
-            return MemoryBlock()
+            if pinned is None:
+                return MemoryBlock()
+            return self.builder.fit([], policy, language, trace=trace, pinned=pinned)
         now = self._clock()
         q = Query.of(query)
         unbacked = self._unbacked_turns()
@@ -121,8 +129,8 @@ class MemoryReader:
             turn_hits = leading([f.turns for f in found]) - set(turns) if policy.max_events > 0 else set()
             await self.db.run(lambda conn: explain_hits(conn, scopes, memory_hits, turn_hits, policy, now, trace))
         return await asyncio.to_thread(self._rank_and_fit, ranked_by, items, evidence, turns, policy, now,
-                                       language_of(query), ids, period, in_period, frozenset(q.tokens), trace,
-                                       asks_for_suggestions(query))
+                                       language, ids, period, in_period, frozenset(q.tokens), trace,
+                                       asks_for_suggestions(query), pinned)
 
     @staticmethod
     async def _nothing() -> None:
@@ -157,7 +165,7 @@ class MemoryReader:
                       turns: dict[int, EventRow], policy: ReadPolicy, now: datetime, language: str,
                       ids: bool, period: Period | None, in_period: frozenset[int],
                       tokens: frozenset[str] = frozenset(), trace: Trace | None = None,
-                      preferences: bool = False) -> MemoryBlock:
+                      preferences: bool = False, pinned: Pinned | None = None) -> MemoryBlock:
         ranked = rank(found, items, evidence, turns, policy, now, period, in_period, preferences)
         # A summary of the period the message names is shown whole; others by what the message is about.
-        return self.builder.fit(ranked, policy, language, ids, Focus(tokens, in_period), trace)
+        return self.builder.fit(ranked, policy, language, ids, Focus(tokens, in_period), trace, pinned)

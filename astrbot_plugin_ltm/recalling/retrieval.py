@@ -5,33 +5,12 @@ turns of the scopes a message reads; the reader fuses their rankings."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
 
 from ..enums import Corpus
+from ..extension_points import Found, Query
 from ..indexes.embeddings import Embeddings
 from ..indexes.keywords import KeywordIndex
 from ..scope import Scope
-from ..text import query_tokens
-
-
-@dataclass(frozen=True)
-class Query:
-    """A message to find memories for, tokenised once per read."""
-
-    text: str
-    tokens: list[str]
-
-    @classmethod
-    def of(cls, text: str) -> Query:
-        return cls(text, query_tokens(text))
-
-
-@dataclass
-class Found:
-    """A retriever's answer: row ids, best first."""
-
-    memories: list[int] = field(default_factory=list)  # items of any status (the reader keeps the usable)
-    turns: list[int] = field(default_factory=list)  # events (the reader checks which may be shown)
 
 
 class KeywordRetriever:

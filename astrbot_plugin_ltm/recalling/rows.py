@@ -5,7 +5,7 @@ read's few hundred candidates cost more than finding them (docs/decisions.md#d25
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
@@ -14,10 +14,11 @@ from sqlalchemy import Connection
 
 from ..clock import as_utc, parse_stored_time
 from ..config import ReadPolicy
-from ..enums import ExtractionStatus, MemoryType, Status
+from ..enums import Status
 from ..scope import Scope
+from ..storing.driver_rows import fetch_rows
 from ..storing.tables import MemoryItem
-from ..storing.turns import shown_turns
+from ..storing.turns import shown_turns_among
 
 # Memories with no keyword or vector hit that still compete on importance
 # and recency ("hi!" should still get the user's name); bounded so a large
@@ -58,25 +59,10 @@ class ItemRow:
 ItemView = ItemRow | MemoryItem
 
 
-# Over an ``ltm_events`` row aliased ``x``: extraction has read the turn
-# and no fact (a memory other than a summary, which cites every turn of
-# its period) cites it: small talk, by the extractor's own judgement
-# (ranking.py, docs/decisions.md#d73). Served by ix_ltm_evidence_event.
-NOTHING_KEPT = (
-    f"(x.extraction_status = '{ExtractionStatus.DONE}' AND NOT EXISTS (SELECT 1 FROM ltm_evidence v "
-    f"CROSS JOIN ltm_items i ON i.memory_id = v.memory_id WHERE v.event_id = x.event_id "
-    f"AND i.type != '{MemoryType.SUMMARY}'))"
-)
-
-
 @dataclass(slots=True)
 class EventRow:
-    """A raw turn: the columns the read path uses (the table aliased ``x``)."""
+    """A raw turn: what the read path uses, a row of storing.turns' queries."""
 
-    COLUMNS: ClassVar[str] = (
-        "x.id, x.event_id, x.scope, x.scope_id, x.source_type, x.source_role, x.content, x.sender_id, "
-        f"x.sender_name, x.created_at, {NOTHING_KEPT}"
-    )
     id: int
     event_id: str
     scope: str
@@ -87,7 +73,7 @@ class EventRow:
     sender_id: str | None
     sender_name: str | None
     created_at: datetime
-    nothing_kept: bool = False  # extracted, and no fact cites it (NOTHING_KEPT)
+    nothing_kept: bool = False  # extracted, and no fact but a summary cites it (small talk)
 
     @classmethod
     def of(cls, row: Sequence[Any]) -> EventRow:
@@ -96,13 +82,6 @@ class EventRow:
         return cls(rowid, event_id, scope, scope_id, source_type, source_role,
                    json.loads(content) if isinstance(content, str) else content,
                    sender_id, sender_name, parse_stored_time(created_at), bool(nothing_kept))
-
-
-def fetch_rows(conn: Connection, sql: str, params: Mapping[str, Any]) -> list[Any]:
-    """The rows of ``sql`` (named ``:parameters``) from the driver's own
-    cursor: SQLAlchemy's result rows cost ~0.15 ms a statement on the read
-    path, a third of what the statements take (docs/decisions.md#d72)."""
-    return conn.connection.driver_connection.execute(sql, params).fetchall()  # type: ignore[union-attr]
 
 
 def usable(item: ItemView, policy: ReadPolicy, now: datetime) -> bool:
@@ -144,14 +123,12 @@ def load_memories(conn: Connection, scopes: list[Scope], rowids: set[int], polic
 
 
 def load_turns(conn: Connection, scopes: list[Scope], rowids: list[int], unbacked: bool) -> dict[int, EventRow]:
-    """The turns among ``rowids`` that may be shown (storing.turns.shown_turns;
+    """The turns among ``rowids`` that may be shown (storing.turns.shown_turns_among;
     ``unbacked``: also those no memory cites), of the scopes."""
     if not rowids:
         return {}
     wanted = {(s.kind, s.id) for s in scopes}
-    rows = fetch_rows(conn, f"SELECT {EventRow.COLUMNS} FROM ltm_events x "
-                        f"WHERE x.id IN (SELECT value FROM json_each(:ids)) AND {shown_turns(unbacked)}",
-                  {"ids": json.dumps(rowids)})
+    rows = shown_turns_among(conn, rowids, unbacked)
     return {row[0]: EventRow.of(row) for row in rows if (row[2], row[3]) in wanted}
 
 

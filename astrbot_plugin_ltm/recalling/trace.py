@@ -70,6 +70,12 @@ class Trace:
     def leave_out(self, text: str, source: str, id_: str, score: float, why_code: str, **params: str) -> None:
         self.cut.append(Cut(text, source, id_, round(score, 4), why_code, tuple(sorted(params.items()))))
 
+    def pin(self, text: str, source: str, id_: str, tokens: int) -> None:
+        """A pinned candidate's line (block.Pinned), first, in place of a
+        line of the same id the block took."""
+        self.drop(id_)
+        self.lines.insert(0, Line(text, source, id_, 1.0, tokens))
+
     def drop(self, id_: str) -> Line | None:
         """Take a line back out (a later step moved or removed it)."""
         for n, line in enumerate(self.lines):

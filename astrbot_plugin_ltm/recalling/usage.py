@@ -12,7 +12,6 @@ counted or written.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -46,12 +45,11 @@ class Usage:
                  flush_after: int = FLUSH_AFTER) -> None:
         self._db = db
         self._clock = clock
-        self._flush_seconds = flush_seconds
         self._flush_after = flush_after
         self._pending: dict[str, _Count] = {}
         self._notes = 0
-        self._wake = asyncio.Event()
-        self._task = BackgroundTask("ltm-usage", self._loop)
+        # Writes every flush_seconds, sooner when enough notes wake it, and once more at stop.
+        self.task = BackgroundTask("usage", self.flush, every=flush_seconds, finish=self.flush)
         self.written = 0  # memory counts added to the store (for the stats and tests)
         self.dropped = 0  # counts not written: read-only, or too many waiting after failed flushes
 
@@ -83,7 +81,7 @@ class Usage:
                 count.last = now
             self._notes += 1
             if self._notes >= self._flush_after:
-                self._wake.set()
+                self.task.wake()
         except Exception:  # counting must never break a read
             log.exception("ltm: could not count the memories used")
 
@@ -134,23 +132,3 @@ class Usage:
             count.tool += n.tool
             if n.last is not None and (count.last is None or n.last > count.last):
                 count.last = n.last
-
-    # -- the background task ------------------------------------------------------------
-
-    def start(self) -> None:
-        self._task.start()
-
-    async def stop(self) -> None:
-        """Stop the task and write what is left."""
-        await self._task.stop()
-        await self.flush()
-
-    async def _loop(self) -> None:
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._flush_seconds)
-            self._wake.clear()
-            try:
-                await self.flush()
-            except Exception:  # the task outlives any one flush
-                log.exception("ltm: usage flush failed")

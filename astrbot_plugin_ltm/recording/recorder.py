@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
@@ -19,17 +20,17 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from ..background import BackgroundTask
+from ..background import BackgroundTask, Failure
 from ..clock import Clock, utcnow
 from ..config import LTMConfig
 from ..enums import ExtractionStatus, Role, SourceType
 from ..i18n import msg
 from ..logs import log
+from ..recalling.bot_lines import withhold
 from ..scope import Origin, Scope, ScopeResolver
 from ..storing.database import Database, DatabaseBusyError, ReadOnlyError, is_full
 from ..storing.keyword_rows import index_turns
 from ..storing.tables import MemoryEvent, new_event
-from ..storing.turns import withhold
 from .journal import Journal
 
 # Event ids looked up per statement when a journal is replayed (SQLite's
@@ -69,8 +70,8 @@ class EventRecorder:
         self._clock = clock
         self._on_inserted = on_inserted
         self._queue: list[MemoryEvent] = []
-        self._wake = asyncio.Event()
-        self._task = BackgroundTask("ltm-recorder", self._run)
+        # The flusher: a turn wakes it; a failed flush is retried with a growing pause.
+        self.task = BackgroundTask("recorder", self.flush, explain=self._explain, finish=self._last_flush)
         # Without a directory (tests, benchmarks) turns are only queued.
         self._journal = Journal(journal_dir) if journal_dir is not None else None
         self._flushing = asyncio.Lock()  # a batch's segments are deleted only after *its* commit
@@ -162,7 +163,7 @@ class EventRecorder:
                 log.warning("ltm: %d event(s) not journaled (%s); a crash before they are written loses them",
                             len(events), exc)
         self._queue.extend(events)
-        self._wake.set()
+        self.task.wake()
 
     # -- background -------------------------------------------------------
 
@@ -274,34 +275,17 @@ class EventRecorder:
                 await self._insert(session, missing)
         return len(missing)
 
-    async def _run(self) -> None:
-        delay = 0.5
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            try:
-                await self.flush()
-                delay = 0.5
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                if is_full(exc):  # one line, not a traceback a second while the disk stays full
-                    log.error("ltm: the disk is full; %d recorded event(s) wait in the journal, retrying in "
-                              "%.1fs", self.queued, delay)
-                elif isinstance(exc, DatabaseBusyError):
-                    log.warning("ltm: the database is locked by another connection; %d recorded event(s) wait "
-                                "in the journal, retrying in %.1fs", self.queued, delay)
-                else:
-                    log.exception("ltm: writing events failed; retrying in %.1fs", delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 30.0)
-                self._wake.set()
+    def _explain(self, exc: Exception) -> Failure | None:
+        """The flusher's known failures, as one line each (no traceback)."""
+        waiting = f"{self.queued} recorded event(s) wait in the journal"
+        if is_full(exc):
+            return Failure("disk_full", f"the disk is full; {waiting}", logging.ERROR)
+        if isinstance(exc, DatabaseBusyError):
+            return Failure("busy", f"the database is locked by another connection; {waiting}")
+        return None
 
-    def start(self) -> None:
-        self._task.start()
-
-    async def stop(self) -> None:
-        await self._task.stop()
+    async def _last_flush(self) -> None:
+        """At stop: write what is queued; what cannot be stays in the journal."""
         try:
             await self.flush()
         except Exception:

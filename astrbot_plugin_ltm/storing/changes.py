@@ -11,7 +11,9 @@ these records.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -88,6 +90,15 @@ Change = (
 )
 
 _NOTED = "ltm_changes"  # the session.info key
+
+
+class DerivedIndex(Protocol):
+    """A cache derived from SQLite that follows every committed write
+    (Database.subscribe). It must never hold what SQLite does not: what it
+    cannot apply it drops, to be loaded afresh. Declared here, beside the
+    changes it follows, so that storing/ needs nothing above it."""
+
+    async def follow(self, changes: Sequence[Change]) -> None: ...
 
 
 def note(session: AsyncSession, *changes: Change) -> None:

@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.exc import OperationalError
@@ -25,10 +25,7 @@ from ..faults import Faults
 from ..i18n import msg
 from ..logs import log
 from . import migrate as migrations
-from .changes import Change, taken
-
-if TYPE_CHECKING:
-    from ..extension_points import DerivedIndex
+from .changes import Change, DerivedIndex, taken
 
 T = TypeVar("T")
 # Threads for Database.run: the reads of a few turns at once (each read

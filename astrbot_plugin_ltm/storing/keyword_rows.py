@@ -54,11 +54,6 @@ def fact_row(rowid: int, scope: str, scope_id: str, fact: str) -> dict[str, obje
     return {"r": rowid, "t": index_text(fact), "s": scoped_text(scope, scope_id, fact)}
 
 
-def turn_row(rowid: int, scope: str, scope_id: str, content: dict[str, Any],
-             context: dict[str, Any] | None = None) -> dict[str, object]:
-    return {"r": rowid, "s": scoped_tokens(scope, scope_id, turn_tokens(content, context))}
-
-
 # -- facts -----------------------------------------------------------------------
 
 

@@ -1,24 +1,27 @@
-"""Raw turns: which ones the model may be shown, how one reads, and what it
-is searched by.
+"""Raw turns: the queries for the ones the model may be shown, how one's
+text is put together, and what it is searched by.
 
 A turn is a recorded event of a person, a tool or the bot itself
-(``RECALLED_ROLES``); the bot's lines read as the bot's (``BOT_LABEL``),
-never as something a person said. What is said here is used by the
-keyword rows, the vector fill and the reader alike, so a turn reads and is
-found the same way everywhere.
+(``RECALLED_ROLES``). Who said it is the caller's to say (``speaker``):
+how the bot's lines are shown, and which of them never are, is
+recalling.bot_lines'. What is said here is used by the keyword rows, the
+vector fill and the reader alike, so a turn reads and is found the same
+way everywhere.
 """
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
-from ..enums import RECALLED_ROLES, MemoryType, Role, SourceType, Status
-from ..instructions import instruction_reason
-from ..text import _CJK_RUN, _SENTENCE_END, is_cjk, search_tokens, sentences
-from .tables import MemoryEvent
+from sqlalchemy import Connection
 
-# -- which turns may be shown ---------------------------------------------------
+from ..enums import RECALLED_ROLES, ExtractionStatus, MemoryType, Role, SourceType, Status
+from ..text import _CJK_RUN, _SENTENCE_END, is_cjk, search_tokens, sentences
+from .driver_rows import fetch_rows
+
+# -- which turns may be shown: the read path's queries ------------------------------
 
 # A turn behind no memory that is held back (shadow, awaiting approval,
 # disabled, expired): operators decide what the bot knows, and a raw turn
@@ -31,7 +34,8 @@ from .tables import MemoryEvent
 # memory no one is asked to approve (below the confidence bar in mode auto,
 # or learnt in mode shadow) neither backs nor hides: the turn reads as if
 # nothing cited it, so an unsure guess at a long reply does not take the
-# reply out of reach (docs/decisions.md#d81).
+# reply out of reach (docs/decisions.md#d81). The queries below own their
+# aliases: ``x`` the turn, ``p`` the message a reply answers.
 def _backing(alias: str) -> str:
     return (
         f"(SELECT min(CASE WHEN i.status = '{Status.SHADOW}' AND NOT i.awaiting_approval THEN NULL "
@@ -51,99 +55,73 @@ _PROMPT_HIDDEN = (
 )
 
 
-def shown_turns(unbacked: bool) -> str:
-    """SQL over an ``ltm_events`` row aliased ``x``: a turn the model may
-    be shown. A person's, a tool's or the bot's, not withheld (a memory it
-    backed was deleted or rejected, or its scope forgotten), behind no
-    held-back memory; the bot's only when the message it answers may be
-    too. ``unbacked``: turns no memory cites qualify too — only where
-    facts go live without review (mode auto)."""
+def _shown(unbacked: bool) -> str:
+    """A turn the model may be shown. A person's, a tool's or the bot's,
+    not withheld (a memory it backed was deleted or rejected, or its scope
+    forgotten), behind no held-back memory; the bot's only when the
+    message it answers may be too. ``unbacked``: turns no memory cites
+    qualify too — only where facts go live without review (mode auto)."""
     backing = f"coalesce({_backing('x')}, 1) = 1" if unbacked else f"{_backing('x')} = 1"
     roles = ", ".join(f"'{role}'" for role in RECALLED_ROLES)
     return (f"x.source_role IN ({roles}) AND NOT x.withheld AND {backing} "
             f"AND (x.source_role != '{Role.ASSISTANT}' OR NOT {_PROMPT_HIDDEN})")
 
 
-# What the block could show of a reply of the bot's, with a margin.
-BOT_JUDGED_CHARS = 300
-# A reply of the bot's with fewer search tokens than this in its first
-# SMALL_TALK_CHARS ("OK.", "How nice!", "当然了") is small talk: it says
-# nothing to remember (a recommendation, advice or a promise never is).
-SMALL_TALK_TOKENS = 4
-SMALL_TALK_CHARS = 120
-# A reply at least this share of whose words are the words of the message
-# it answers only says it back ("ECHO: …", "So you live in Paris!"): the
-# person's line, or the memory made of it, stands for it.
-ECHO_SHARE = 0.8
+# Extraction has read the turn and no fact (a memory other than a summary,
+# which cites every turn of its period) cites it: small talk, by the
+# extractor's own judgement (recalling.ranking, docs/decisions.md#d73).
+# Served by ix_ltm_evidence_event.
+_NOTHING_KEPT = (
+    f"(x.extraction_status = '{ExtractionStatus.DONE}' AND NOT EXISTS (SELECT 1 FROM ltm_evidence v "
+    f"CROSS JOIN ltm_items i ON i.memory_id = v.memory_id WHERE v.event_id = x.event_id "
+    f"AND i.type != '{MemoryType.SUMMARY}'))"
+)
+# What each query returns of a turn, in this order (recalling.rows.EventRow):
+# id, event_id, scope, scope_id, source_type, source_role, content,
+# sender_id, sender_name, created_at, and whether extraction kept nothing of it.
+_COLUMNS = (
+    "x.id, x.event_id, x.scope, x.scope_id, x.source_type, x.source_role, x.content, x.sender_id, "
+    f"x.sender_name, x.created_at, {_NOTHING_KEPT}"
+)
+_IN_PERIOD = "x.scope = :kind AND x.scope_id = :id AND x.created_at >= :start AND x.created_at < :end"
 
 
-def small_talk(reply: str) -> bool:
-    """Too few words to be a recommendation, advice or a promise."""
-    return len(search_tokens(reply[:SMALL_TALK_CHARS])) < SMALL_TALK_TOKENS
+def shown_turns_among(conn: Connection, rowids: list[int], unbacked: bool) -> list[Any]:
+    """The turns among ``rowids`` the model may be shown (``_shown``)."""
+    return fetch_rows(conn, f"SELECT {_COLUMNS} FROM ltm_events x "
+                            f"WHERE x.id IN (SELECT value FROM json_each(:ids)) AND {_shown(unbacked)}",
+                      {"ids": json.dumps(rowids)})
 
 
-def echoes(reply: str, message: str) -> bool:
-    """The reply's words are mostly the message's."""
-    said = set(search_tokens(reply))
-    return bool(said) and len(said & set(search_tokens(message))) / len(said) >= ECHO_SHARE
+def turns_among(conn: Connection, rowids: set[int]) -> list[Any]:
+    """The turns ``rowids``, whether or not they may be shown, each row
+    ending in whether it is withheld; by id."""
+    return fetch_rows(conn, f"SELECT {_COLUMNS}, x.withheld FROM ltm_events x "
+                            "WHERE x.id IN (SELECT value FROM json_each(:ids)) ORDER BY x.id",
+                      {"ids": json.dumps(sorted(rowids))})
 
 
-def withhold(events: list[MemoryEvent]) -> int:
-    """Withhold, before they are stored, the turns that must never be shown,
-    judged once here rather than on every read (a recorded turn never
-    changes). Such a turn is kept in the archive and extracted like any
-    other (the write gate holds what it yields), but never indexed or shown:
+def shown_turns_in_period(conn: Connection, kind: str, scope_id: str, start: str, end: str, unbacked: bool,
+                          limit: int) -> list[Any]:
+    """The scope's showable turns said in [start, end) (stored times),
+    oldest first, at most ``limit``."""
+    return fetch_rows(conn, f"SELECT {_COLUMNS} FROM ltm_events x WHERE {_IN_PERIOD} "
+                            f"AND {_shown(unbacked)} ORDER BY x.created_at LIMIT :limit",
+                      {"start": start, "end": end, "limit": limit, "kind": kind, "id": scope_id})
 
-    - a turn that would steer the bot if shown ("ignore your rules", a
-      fake end of the block); a reply of the bot's own is judged on its
-      start (BOT_JUDGED_CHARS), what the block could show of it: its code
-      and advice further on are not orders;
-    - a reply of the bot's that is small talk, or that echoes the person's
-      message before it in ``events`` (the recorder writes a turn's message
-      and reply in one batch; a reply without its message is not judged an
-      echo).
 
-    About 0.1 ms a turn: call it off the event loop. Returns how many were
-    withheld."""
-    withheld = 0
-    previous: dict[str | None, MemoryEvent] = {}  # each conversation's event before this one
-    for event in events:
-        said_before = previous.get(event.session_id)
-        previous[event.session_id] = event
-        if event.withheld or event.source_role not in RECALLED_ROLES:
-            continue
-        content = event.content or {}
-        said = turn_text(event.source_type, content, speaker_of(event))
-        if event.source_role == Role.ASSISTANT:
-            reply = str(content.get("text", ""))
-            message = str((said_before.content or {}).get("text", "")) \
-                if said_before is not None and said_before.source_role == Role.USER else None
-            if small_talk(reply) or (message is not None and echoes(reply, message)):
-                event.withheld = True
-                withheld += 1
-                continue
-            said = said[:BOT_JUDGED_CHARS]
-        if instruction_reason(said):
-            event.withheld = True
-            withheld += 1
-    return withheld
+def matching_shown_turns_in_period(conn: Connection, kind: str, scope_id: str, start: str, end: str,
+                                   unbacked: bool, limit: int, match: str) -> list[Any]:
+    """The scope's showable turns said in [start, end) that the FTS5
+    expression ``match`` finds, best first, each row ending in its bm25
+    score (lower is better); at most ``limit``."""
+    return fetch_rows(conn, f"SELECT {_COLUMNS}, bm25(ltm_events_fts) FROM ltm_events_fts "
+                            f"JOIN ltm_events x ON x.id = ltm_events_fts.rowid WHERE ltm_events_fts MATCH :match "
+                            f"AND {_IN_PERIOD} AND {_shown(unbacked)} ORDER BY bm25(ltm_events_fts) LIMIT :limit",
+                      {"start": start, "end": end, "limit": limit, "kind": kind, "id": scope_id, "match": match})
 
 
 # -- how a turn reads -----------------------------------------------------------------
-
-# Who a line of the bot's own reads as: the model it is shown to is the bot
-# ("you recommended…"), and no person is ever credited with it.
-BOT_LABEL = "bot (you)"
-
-
-def speaker_of(event: Any) -> str | None:
-    """The name a turn is said by: the bot's label for its own replies,
-    else the sender's nickname or id (a MemoryEvent or a reader's row)."""
-    if event.source_role == Role.ASSISTANT:
-        return BOT_LABEL
-    return event.sender_name or event.sender_id
-
-
 
 def turn_parts(source_type: str, content: dict[str, Any], speaker: str | None) -> tuple[str, str]:
     """Who (or which tool) said it, and what."""

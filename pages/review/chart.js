@@ -1,9 +1,8 @@
 /* The parts of the drift and replay SVG charts (window.LTMChart): the
- * frame, labels, lines, bars, legend keys, and replay.js's element builder
- * (attributes set as written). Texts, the API and the other builders are
- * app.js's (window.LTM).
+ * frame, labels, lines, bars, legend keys. The element builders (LTM.h,
+ * LTM.svg), texts and the API are runtime.js's (window.LTM).
  *
- * Loaded after app.js and before policy.js, drift.js and replay.js. Colours stay in
+ * Loaded after runtime.js and before drift.js and replay.js. Colours stay in
  * each panel's CSS classes, which use style.css's theme variables, so the
  * light and dark themes both hold. Text only ever reaches the page through
  * text nodes.
@@ -11,24 +10,7 @@
 (function () {
   "use strict";
 
-  const SVG = "http://www.w3.org/2000/svg";
-
-  /** An element; attributes left out when null; children are nodes or text. */
-  function el(tag, attrs, children, ns) {
-    const node = ns ? document.createElementNS(ns, tag) : document.createElement(tag);
-    for (const [key, value] of Object.entries(attrs || {})) {
-      if (value !== null && value !== undefined) node.setAttribute(key, String(value));
-    }
-    [].concat(children === undefined || children === null ? [] : children).forEach((c) => {
-      if (c === null || c === undefined || c === false) return;
-      node.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
-    });
-    return node;
-  }
-
-  function svg(tag, attrs, children) {
-    return el(tag, attrs, children, SVG);
-  }
+  const svg = window.LTM.svg;
 
   // -- chart parts -------------------------------------------------------------------
 
@@ -56,5 +38,5 @@
     return [bar(x, y - 10, 12, 10, cls), label(x + 18, y, textCls, text)];
   }
 
-  window.LTMChart = { el, svg, frame, label, hline, bar, key };
+  window.LTMChart = { frame, label, hline, bar, key };
 })();

@@ -1,12 +1,12 @@
 /* The drift panel and banner of the review page (GET drift).
  *
- * Separate from app.js: the similarity of each scope kind's consecutive
+ * A panel of its own: the similarity of each scope kind's consecutive
  * memory-distribution snapshots over time as an inline SVG chart with the
  * threshold line, the newest snapshots as a table, and a banner over the
  * page while an alarm of the last 7 days stands. Texts are in
  * .astrbot-plugin/i18n/*.json under views.review.drift; colours come from
  * style.css's theme variables (light and dark). The API, texts, element and
- * table builders are app.js's (window.LTM), the chart's parts chart.js's
+ * table builders are runtime.js's (window.LTM), the chart's parts chart.js's
  * (window.LTMChart). Text only ever reaches the page as text.
  */
 (function () {
@@ -14,14 +14,11 @@
 
   const C = window.LTMChart;
   const L = window.LTM;
-  if (!C || !L) return;
   const KINDS = ["user", "group"];
   const W = 760, H = 240, PAD = { left: 44, right: 16, top: 14, bottom: 28 };
 
-  // An alarm needs this many memories in a scope kind (operating/drift_monitor.py MIN_ITEMS_FOR_ALARM).
-  const MIN_ITEMS_FOR_ALARM = 20;
   const T = (key, vars) => L.T("drift." + key, vars);
-  const el = L.h, svg = C.svg, fmtTime = L.fmtTime;
+  const el = L.h, svg = L.svg, fmtTime = L.fmtTime;
 
   function fmtSim(value) {
     return value === null || value === undefined ? T("none") : Number(value).toFixed(3);
@@ -124,7 +121,8 @@
     panel.replaceChildren();
     panel.appendChild(el("p", { class: "muted" }, T("intro")));
     panel.appendChild(el("p", { class: "muted", "data-testid": "drift-min-items" },
-      T("min_items", { n: data.min_items_for_alarm || MIN_ITEMS_FOR_ALARM })));
+      // How many memories of a scope kind an alarm needs: the server says (GET drift).
+      T("min_items", { n: data.min_items_for_alarm })));
     panel.appendChild(el("p", { class: "muted", "data-testid": "drift-auto" },
       T("auto", { state: data.auto_rollback ? T("on") : T("off") })));
     panel.appendChild(el("h2", {}, T("chart")));

@@ -4,15 +4,14 @@
  * shows one version's whole policy, and rolls back to a version (POST
  * policy/rollback) after a confirmation. On the statistics tab every scope
  * row gets a switch for its writes (POST policy/writes). Everything goes
- * through app.js's helpers (window.LTM): the dashboard bridge, the dialog,
+ * through runtime.js's helpers (window.LTM): the dashboard bridge, the dialog,
  * toasts, tables, texts. Text only through textContent.
  */
 (function () {
   "use strict";
   const L = window.LTM;
-  if (!L) return;
 
-  // Texts: .astrbot-plugin/i18n/*.json under views.review.history (app.js's T).
+  // Texts: .astrbot-plugin/i18n/*.json under views.review.history (runtime.js's T).
   const t = (key, vars) => L.T("history." + key, vars);
 
   const $ = (sel) => document.querySelector(sel);
@@ -160,7 +159,7 @@
   $("#refresh-all").addEventListener("click", () => {
     if (L.state.tab === "history") reloadHistory();
   });
-  // app.js redraws the statistics rows; each redraw gets its switches.
+  // stats.js redraws the statistics rows; each redraw gets its switches.
   new MutationObserver(addSwitches).observe($("#stats-rows"), { childList: true });
   // The dashboard's language can change while the page is open.
   L.onLanguage(applyTexts);

@@ -4,14 +4,12 @@
  * comes from, and the lines the budget or the policy cut and why. The same
  * reader as a real turn, with no writes and no usage counted.
  *
- * Everything goes through app.js's kit (window.LTM); text only through
+ * Everything goes through runtime.js's kit (window.LTM); text only through
  * text nodes.
  */
-(function () {
+window.LTM.panel("preview", (L) => {
   "use strict";
-  const L = window.LTM;
-  if (!L) return;
-  const h = L.h, T = L.T;
+  const { h, T } = L;
   const panel = () => document.getElementById("panel-preview");
   const form = { scope: "", group: "", persona: "", message: "" };
   let result = null;
@@ -124,4 +122,4 @@
     render();
   });
   L.onLanguage(() => { if (L.state.tab === "preview") render(); });
-})();
+});

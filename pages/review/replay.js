@@ -4,10 +4,11 @@
  * tune the thresholds (POST policy/tune) and show the proposal; the
  * holdout replay set (GET policy/holdout, POST policy/holdout/redraw).
  *
- * Separate from app.js. Texts are in .astrbot-plugin/i18n/*.json under
+ * A panel of its own. Texts are in .astrbot-plugin/i18n/*.json under
  * views.review.replay; colours come from style.css's theme variables (light
- * and dark). The API calls and texts are app.js's (window.LTM), the element
- * builder and the chart's parts chart.js's (window.LTMChart). Text only
+ * and dark). The API calls, texts, element and table builders and the policy
+ * form are runtime.js's and policy_form.js's (window.LTM), the chart's parts
+ * chart.js's (window.LTMChart). Text only
  * ever reaches the page as text.
  */
 (function () {
@@ -16,19 +17,15 @@
   const C = window.LTMChart;
   const POLL_MS = 700;
   const state = { policy: null, jobId: null, timer: null, tune: null };
-  // Texts: .astrbot-plugin/i18n/*.json under views.review.replay (app.js's T).
-  const T = (key, vars) => window.LTM.T("replay." + key, vars);
-  const el = C.el, svg = C.svg;
+  // Texts: .astrbot-plugin/i18n/*.json under views.review.replay (runtime.js's T).
+  const L = window.LTM;
+  const T = (key, vars) => L.T("replay." + key, vars);
+  const el = L.h, svg = L.svg;
   const panel = () => document.querySelector('[data-panel="replay"]');
   const q = (sel) => panel().querySelector(sel);
 
-  // app.js's calls: the page's language goes with each one.
-  const apiGet = (endpoint, params) => window.LTM.apiGet(endpoint, params);
-  const apiPost = (endpoint, body) => window.LTM.apiPost(endpoint, body);
-
-  function message(err) {
-    return (err && err.message) || String(err);
-  }
+  // runtime.js's calls: the page's language goes with each one.
+  const apiGet = L.apiGet, apiPost = L.apiPost, message = L.errorMessage;
 
   function say(text, kind) {
     const box = q("#replay-notice");
@@ -48,16 +45,16 @@
     return el("label", { class: "field" }, [el("span", null, label), input]);
   }
 
-  function number(name, step, min, max) {
-    return el("input", { type: "number", name: name, step: step, min: min, max: max, "data-testid": "replay-" + name.replace(/[._]/g, "-") });
+  /** A policy field; its bounds and step come from the server (LTM.policyForm.prepare). */
+  function number(name) {
+    return el("input", { type: "number", name: name, "data-testid": "replay-" + name.replace(/[._]/g, "-") });
   }
 
   function build() {
     const root = panel();
     if (!root || root.getAttribute("data-built")) return;
     root.setAttribute("data-built", "1");
-    const mode = el("select", { name: "write_policy.mode", "data-testid": "replay-mode" },
-      ["shadow", "auto", "manual"].map((m) => el("option", { value: m }, m)));
+    const mode = el("select", { name: "write_policy.mode", "data-testid": "replay-mode" });  // choices: the server's
     const set = el("select", { name: "set", "data-testid": "replay-set" },
       ["holdout", "fitting", "all"].map((s) => el("option", { value: s, "data-replay-i18n": "set." + s }, T("set." + s))));
     root.replaceChildren(
@@ -74,12 +71,12 @@
         el("h2", { "data-replay-i18n": "candidate" }, T("candidate")),
         el("div", { class: "grid" }, [
           field(T("mode"), mode),
-          field(T("w_min_confidence"), number("write_policy.min_confidence", "0.05", "0", "1")),
-          field(T("w_min_evidence"), number("write_policy.min_evidence_count", "1", "1")),
-          field(T("r_max_tokens"), number("read_policy.max_tokens", "1", "0")),
-          field(T("r_max_items"), number("read_policy.max_items", "1", "0")),
-          field(T("r_max_events"), number("read_policy.max_events", "1", "0")),
-          field(T("r_min_confidence"), number("read_policy.min_confidence", "0.05", "0", "1")),
+          field(T("w_min_confidence"), number("write_policy.min_confidence")),
+          field(T("w_min_evidence"), number("write_policy.min_evidence_count")),
+          field(T("r_max_tokens"), number("read_policy.max_tokens")),
+          field(T("r_max_items"), number("read_policy.max_items")),
+          field(T("r_max_events"), number("read_policy.max_events")),
+          field(T("r_min_confidence"), number("read_policy.min_confidence")),
           field(T("set_head"), set),
           field(T("scopes"), el("input", { type: "text", name: "scopes", maxlength: "2000", "data-testid": "replay-scopes" })),
           field(T("since"), el("input", { type: "date", name: "since", "data-testid": "replay-since" })),
@@ -103,24 +100,15 @@
     q("#replay-redraw").addEventListener("click", redraw);
   }
 
+  // The candidate's fields are the policy form's (policy_form.js): filled and read the same way.
   function fillForm(policy) {
     const form = q("#replay-form");
-    form.querySelectorAll("[name]").forEach((input) => {
-      const [section, name] = input.name.split(".");
-      if (!name || !policy[section]) return;
-      const value = policy[section][name];
-      if (value !== undefined) input.value = String(value);
-    });
+    L.policyForm.prepare(form);
+    L.policyForm.fill(form, policy);
   }
 
   function candidatePolicy() {
-    const out = { write_policy: {}, read_policy: {} };
-    q("#replay-form").querySelectorAll("[name]").forEach((input) => {
-      const [section, name] = input.name.split(".");
-      if (!name || input.value === "") return;
-      out[section][name] = input.tagName === "SELECT" ? input.value : Number(input.value);
-    });
-    return out;
+    return L.policyForm.read(q("#replay-form"), true);
   }
 
   // -- the holdout set ----------------------------------------------------------------
@@ -278,11 +266,10 @@
     return root;
   }
 
+  /** runtime.js's table: the first column text, the others figures. */
   function table(head, body, testid) {
-    return el("div", { class: "table-wrap" }, el("table", { class: "table", "data-testid": testid }, [
-      el("thead", null, el("tr", null, head.map((x, i) => el("th", { class: i ? "num" : null }, x)))),
-      el("tbody", null, body.map((r) => el("tr", null, r.map((x, i) => el("td", { class: i ? "num" : null }, x))))),
-    ]));
+    return L.table(head.map((x, i) => ({ text: x, class: i ? "num" : null })),
+      body.map((r) => el("tr", null, r.map((x, i) => el("td", { class: i ? "num" : null }, x)))), null, { "data-testid": testid });
   }
 
   function renderReport(report) {

@@ -5,14 +5,12 @@
  *
  * Lifting a pause is explicit: a dialog asks for a reason, then POST
  * pauses/lift (audited). The write switch is POST policy/writes, as on the
- * statistics rows. Everything goes through app.js's kit (window.LTM); text
+ * statistics rows. Everything goes through runtime.js's kit (window.LTM); text
  * only through text nodes.
  */
-(function () {
+window.LTM.panel("user", (L) => {
   "use strict";
-  const L = window.LTM;
-  if (!L) return;
-  const h = L.h, T = L.T;
+  const { h, T } = L;
   const panel = () => document.getElementById("panel-user");
   const view = { scope: "", data: null };
 
@@ -185,4 +183,4 @@
   L.openUser = open;
   L.addTab("user", load);
   L.onLanguage(() => { if (L.state.tab === "user") render(); });
-})();
+});

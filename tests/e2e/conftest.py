@@ -93,8 +93,8 @@ PLUGIN_ERROR_PATTERNS = [
         r"ltm: turn not recorded",
         r"ltm: tool result not recorded",
         r"ltm command failed",
-        r"ltm: writing events failed",
-        r"ltm: extraction worker error",
+        r"ltm: \w+ task failed",  # a background step raised (background.py)
+        r"ltm: \w+ task ended",
         r"Failed to import plugin",
         r"File \".*astrbot_plugin_ltm",
     )

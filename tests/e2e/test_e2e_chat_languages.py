@@ -9,8 +9,8 @@ import re
 
 import pytest
 
+from astrbot_plugin_ltm.doors.commands import help_text
 from astrbot_plugin_ltm.i18n import say
-from astrbot_plugin_ltm.operating.commands import help_text
 
 pytestmark = pytest.mark.e2e
 

@@ -13,6 +13,9 @@ Language: each request is answered in one language (:func:`request_lang`:
 ``lang`` in the query or the JSON body, else Accept-Language, else
 English); :meth:`MemoryAPI.call` renders error messages in it and shows the
 stored reasons in the answer in it, each with its code (serialize.shown).
+
+Over 400 lines: one method per route, each a few lines over the engine; the replay
+routes live in replay_api.py.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import POLICY_KEYS, policy_of
+from .. import validators as v
+from ..config import POLICY_KEYS, policy_of, policy_schema
 from ..engine import LTMEngine
 from ..enums import (
     MEMORY_TYPES,
@@ -35,21 +39,18 @@ from ..enums import (
     Status,
     WriteMode,
 )
+from ..errors import AdminError
 from ..i18n import Lang, Message, code_of, lang_of, msg, say, translate
 from ..logs import log
-from ..scope import Scope
-from ..storing.database import DatabaseBusyError, ReadOnlyError, is_full
-from . import rollback_preview
-from . import validators as v
-from .errors import AdminError
-from .meaning_search import search_by_meaning
-from .pauses import Pause
-from .policy_versions import reason_text, scope_name
-from .preview import preview as preview_block
-from .queries import SORTS, AuditFilter, EventFilter, ItemFilter
-from .replay_api import ReplayAPI
-from .serialize import audit_dict, event_dict, item_api_dict, shown
-from .transfer import (
+from ..operating import rollback_preview
+from ..operating.drift_monitor import MIN_ITEMS_FOR_ALARM
+from ..operating.meaning_search import search_by_meaning
+from ..operating.pauses import Pause
+from ..operating.policy_change import PUT_POLICY, refuse_unknown_keys
+from ..operating.policy_versions import reason_text, scope_name
+from ..operating.queries import SORTS, AuditFilter, EventFilter, ItemFilter
+from ..operating.serialize import audit_dict, event_dict, item_api_dict, shown
+from ..operating.transfer import (
     AS_EXPORTED,
     FOR_REVIEW,
     IMPORT_STATUSES,
@@ -61,6 +62,10 @@ from .transfer import (
     parse_file,
     unwrap,
 )
+from ..scope import Scope
+from ..storing.database import DatabaseBusyError, ReadOnlyError, is_full
+from .preview import preview as preview_block
+from .replay_api import ReplayAPI
 
 MAX_PAGE_SIZE = 200
 POLICY_CHANGE_SOURCES = (PolicySource.API.value, PolicySource.PAGE.value)
@@ -292,7 +297,7 @@ class MemoryAPI:
 
     async def preview(self, body: Any) -> dict[str, Any]:
         """The block the bot would be given for a message from a user
-        (operating/preview.py): same reader, nothing written or counted."""
+        (doors/preview.py): same reader, nothing written or counted."""
         return await preview_block(self.engine, body, answer_lang())
 
     # -- events, stats, audit --------------------------------------------------
@@ -352,6 +357,8 @@ class MemoryAPI:
             **policy_of(cfg),
             "config_warnings": self.engine.config_errors,
             "version": await self.engine.policy_versions.current_version(),
+            # The page's forms take their bounds, types and the import limit from here.
+            "schema": {**policy_schema(), "max_import_bytes": MAX_IMPORT_BYTES},
         }
 
     async def put_policy(self, body: Any, user: str | None) -> dict[str, Any]:
@@ -360,16 +367,13 @@ class MemoryAPI:
         body = dict(_body(body, msg("api.what.settings")))
         reason = body.pop("reason", None)
         source = PolicySource(v.choice(body.pop("source", "api"), "source", POLICY_CHANGE_SOURCES))
-        unknown = set(body) - set(POLICY_KEYS)
-        if unknown:
-            raise AdminError(msg("api.policy_unknown", names=", ".join(v.shown(k) for k in sorted(unknown)[:5]),
-                                 keys=", ".join(POLICY_KEYS)))
+        refuse_unknown_keys(body, PUT_POLICY)
         if not body:
             raise AdminError(msg("api.policy_nothing", keys=", ".join(POLICY_KEYS)))
         for key, value in body.items():
             if key in ("write_policy", "read_policy") and not isinstance(value, dict):
                 raise AdminError(msg("api.policy_object", key=key))
-        await self.engine.policy_versions.change(body, _actor(user), source, reason)
+        await self.engine.policy_versions.change(body, _actor(user), source, reason, refusals=PUT_POLICY)
         return await self.get_policy()
 
     async def policy_history(self, query: Mapping[str, Any]) -> dict[str, Any]:
@@ -471,7 +475,8 @@ class MemoryAPI:
         kind = _choice(query, "scope", SCOPE_KINDS)
         snapshots, total = await self.engine.drift.listing(kind, (page - 1) * size, size)
         return {"snapshots": snapshots, "total": total, "page": page, "page_size": size,
-                "alarms": await self.engine.drift.alarms(), **await self.engine.drift.status()}
+                "alarms": await self.engine.drift.alarms(), "min_items_for_alarm": MIN_ITEMS_FOR_ALARM,
+                **await self.engine.drift.status()}
 
     # -- export / import ---------------------------------------------------------
 

@@ -27,11 +27,12 @@ from ..engine import LTMEngine
 from ..enums import MEMORY_TYPES, Outcome, Status
 from ..instructions import instruction_reason, neutralise
 from ..recalling.block import EVENT_CHARS
+from ..recalling.bot_lines import speaker_of
 from ..recalling.reader import Only
 from ..scope import Origin, Scope
 from ..storing.database import ReadOnlyError
 from ..storing.tables import MemoryEvent, MemoryEvidence, MemoryItem
-from ..storing.turns import speaker_of, turn_text
+from ..storing.turns import turn_text
 
 EXPAND_TURNS = 8  # source turns memory_expand returns at most
 _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")

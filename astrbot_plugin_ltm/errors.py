@@ -1,8 +1,9 @@
-"""The one error operating raises for a request it cannot carry out."""
+"""The one error the core raises for a request it cannot carry out; beside
+config.py, which reads it too, so the lowest layer imports nothing above it."""
 
 from __future__ import annotations
 
-from ..i18n import Lang, Message, render
+from .i18n import Lang, Message, render
 
 
 class AdminError(ValueError):

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import validators as v
+from ..config import PERSONA_MARK
 from ..engine import LTMEngine
 from ..enums import SCOPE_KINDS, ScopeKind
+from ..errors import AdminError
 from ..i18n import Lang, msg, say
-from ..persona import PERSONA_MARK, persona_name
+from ..persona import persona_name
 from ..recalling.trace import Trace
 from ..scope import Origin, Scope
-from . import validators as v
-from .errors import AdminError
 
 MAX_MESSAGE_CHARS = 4000  # a message to preview; longer is refused, not cut
 MAX_CUT_SHOWN = 100  # cut lines listed, best-scored first as the reader met them

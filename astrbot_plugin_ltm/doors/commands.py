@@ -10,6 +10,9 @@ their command with the users' one, so ``origin.is_admin`` (AstrBot's
 Every reply is a catalogue text (``i18n/commands.py``) in the language
 ``Commands._lang`` picks for its sender (``reply_language.py``); the
 keywords (confirm, history, rollback, on/off) are accepted in Chinese too.
+
+Over 400 lines: one method per `/ltm` command, each a few lines over the engine; the
+commands share the reply language, targets and confirmations.
 """
 
 from __future__ import annotations
@@ -20,16 +23,16 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from .. import validators
 from ..engine import LTMEngine
 from ..enums import SCOPE_KINDS, Outcome, PolicySource, ScopeKind, Status
+from ..errors import AdminError
 from ..i18n import CATALOGUE, Lang, msg, say, translate
+from ..operating.queries import ItemFilter
+from ..operating.reply_language import reply_language, said_in
 from ..scope import Origin, Scope
 from ..storing.database import DatabaseBusyError, ReadOnlyError, is_full
 from ..storing.tables import MemoryItem
-from . import validators
-from .errors import AdminError
-from .queries import ItemFilter
-from .reply_language import reply_language, said_in
 
 TARGET_SYNTAX = say("cmd.target_syntax", "en")
 HELP = say("cmd.help", "en", target=TARGET_SYNTAX)
@@ -149,6 +152,15 @@ class Commands:
             raise AdminError(msg(f"cmd.operator_only.{verb}"))
         return parse_target(target)
 
+    def _target_or_refusal(self, origin: Origin, target: str, verb: str) -> tuple[Lang, Scope | None, str]:
+        """The reply's language and ``_target``, with a refused target as the
+        reply to send instead."""
+        lang = self._lang(origin)
+        try:
+            return lang, self._target(origin, target, verb), ""
+        except AdminError as exc:
+            return lang, None, exc.message(lang)
+
     @staticmethod
     def _nothing_in(scope: Scope, lang: Lang) -> str:
         return say("cmd.nothing_in", lang, scope=scope, target=msg("cmd.target_syntax"))
@@ -169,11 +181,9 @@ class Commands:
         return reply
 
     async def _status(self, origin: Origin, target: str = "") -> str:
-        lang = self._lang(origin)
-        try:
-            scope = self._target(origin, target, "see")
-        except AdminError as exc:
-            return exc.message(lang)
+        lang, scope, refused = self._target_or_refusal(origin, target, "see")
+        if refused:
+            return refused
         stats = await self.engine.admin.stats([scope] if scope else self.engine.resolver.read_scopes(origin))
         # What limits memory right now, to admins: the operator can fix it.
         notices = self.engine.notices() if origin.is_admin else []
@@ -202,11 +212,9 @@ class Commands:
         return filters
 
     async def list(self, origin: Origin, target: str = "") -> str:
-        lang = self._lang(origin)
-        try:
-            scope = self._target(origin, target, "see")
-        except AdminError as exc:
-            return exc.message(lang)
+        lang, scope, refused = self._target_or_refusal(origin, target, "see")
+        if refused:
+            return refused
         items, total = [], 0
         for f in [_in_scope(scope)] if scope else self._own_filters(origin):
             found, count = await self.engine.admin.list_items(f, sort="importance", limit=LIST_LIMIT)
@@ -285,10 +293,9 @@ class Commands:
         lang = self._lang(origin)
         words = " ".join(args).split()
         confirmed = bool(words) and words[-1].lower() in CONFIRM_WORDS
-        try:
-            target = self._target(origin, " ".join(words[:-1] if confirmed else words), "delete")
-        except AdminError as exc:
-            return exc.message(lang)
+        _, target, refused = self._target_or_refusal(origin, " ".join(words[:-1] if confirmed else words), "delete")
+        if refused:
+            return refused
         if target:
             scope, actor, whose = target, f"operator:{origin.sender_id}", "target"
             command = say("cmd.forget_all.confirm_target", lang, target=target)

@@ -1,5 +1,5 @@
 """The dashboard API of policy replay, tuning and the holdout set
-(framework-free, like operating/api.py, which hands these routes here).
+(framework-free, like doors/api.py, which hands these routes here).
 
 A candidate policy is validated exactly as ``PUT policy`` validates a
 change: merged onto the saved settings and parsed by ``config.parse_config``;
@@ -13,17 +13,18 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from .. import validators as v
 from ..clock import as_utc
-from ..config import POLICY_KEYS, LTMConfig, parse_config, policy_of, refusal_message, with_policy
+from ..config import LTMConfig, policy_of
 from ..engine import LTMEngine
+from ..errors import AdminError
 from ..i18n import msg
+from ..operating.holdout import Holdout, parse_rule, parse_scopes
+from ..operating.jobs import Job
+from ..operating.policy_change import CANDIDATE, policy_change
+from ..operating.replay import Selection, compare, load
+from ..operating.tuning import TUNE_READS, tune
 from ..storing.database import ReadOnlyError
-from . import validators as v
-from .errors import AdminError
-from .holdout import Holdout, parse_rule, parse_scopes
-from .jobs import Job
-from .replay import Selection, compare, load
-from .tuning import TUNE_READS, tune
 
 SETS = ("holdout", "fitting", "all")
 
@@ -34,13 +35,7 @@ def candidate_config(raw_config: dict[str, Any], policy: Any) -> LTMConfig:
     if not isinstance(policy, dict) or not policy:
         raise AdminError(msg("api.send_candidate"))
     v.json_depth(policy)
-    unknown = set(policy) - set(POLICY_KEYS)
-    if unknown:
-        raise AdminError(msg("api.candidate_keys", names=", ".join(v.shown(k) for k in sorted(unknown)[:5]),
-                             keys=", ".join(POLICY_KEYS)))
-    cfg, problems = parse_config(with_policy(raw_config, policy))
-    if problems:
-        raise AdminError(msg("api.candidate_invalid", problems=refusal_message(problems)))
+    _, cfg = policy_change(raw_config, policy, CANDIDATE)
     return cfg
 
 

@@ -15,9 +15,9 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from ..enums import MEMORY_TYPES, SCOPE_KINDS, Status
-from ..i18n import msg
+from .enums import MEMORY_TYPES, SCOPE_KINDS, Status
 from .errors import AdminError
+from .i18n import msg, parse
 
 MAX_TTL_DAYS = 36_500  # a hundred years; further is "permanent" (null)
 MAX_EVIDENCE_COUNT = 1_000_000_000
@@ -155,6 +155,30 @@ def fact(value: Any, max_chars: int) -> str:
     if len(collapsed) > max_chars:
         raise AdminError(msg("api.fact_too_long", max=max_chars, length=len(collapsed)))
     return text(collapsed, "fact", max_chars)
+
+
+def scope_problem(entry: str) -> str | None:
+    """Why ``entry`` is not a ``user:<id>`` or ``group:<id>`` scope, or None
+    (the settings' disabled_scopes, the write switch, a replay's scopes)."""
+    kind, colon, scope_id = entry.partition(":")
+    if not colon or kind not in ("user", "group"):
+        return str(msg("config.scope_kind"))
+    if not scope_id.strip() or scope_id != scope_id.strip():
+        return str(msg("config.scope_no_id"))
+    if len(scope_id) > MAX_SCOPE_ID_CHARS:
+        return str(msg("config.scope_long", max=MAX_SCOPE_ID_CHARS))
+    return None
+
+
+def scope_entry(entry: str, refusal: str, shown_as: str | None = None) -> str:
+    """``entry`` when it is a ``user:<id>`` / ``group:<id>`` scope; else
+    AdminError(``refusal``: a code with {scope} and {why}), naming it as
+    sent (``shown_as``, cut to 80 characters)."""
+    why = scope_problem(entry)
+    if why is not None:
+        raise AdminError(msg(refusal, scope=repr((entry if shown_as is None else shown_as)[:80]),
+                             why=parse(why) or why))
+    return entry
 
 
 def scope_id(value: Any, name: str = "scope_id") -> str:
