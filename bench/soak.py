@@ -21,8 +21,8 @@ retention, day/week/month roll-ups and the daily drift snapshots all come
 round). Fake models: an extractor that gives a fact for about one user
 message in three, many of them new values of a user's earlier facts (so
 the writer updates, supersedes and evicts), a summarizer that answers the
-session's first sentences, and the deterministic HashEmbedder (vectors and
-FAISS files on).
+session's first sentences, and a deterministic embedder (a seeded random
+vector per text: vectors and FAISS files on).
 
 The loops whose period is wall time (summaries: 60 s, drift: 600 s,
 compaction: 3600 s) would come round only a few times in a run that moves
@@ -49,6 +49,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import hashlib
 import json
 import random
 import shutil
@@ -61,6 +62,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from sqlalchemy import event
 from sqlalchemy import text as sql
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -70,7 +72,6 @@ from astrbot_plugin_ltm.learning.candidates import Candidate, ExtractionResult
 from astrbot_plugin_ltm.scope import Origin
 from astrbot_plugin_ltm.storing.tables import MemoryEvent
 
-from .embedders import HashEmbedder
 from .scale import Words, pct, rss_mb
 
 START = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
@@ -91,16 +92,30 @@ class SoakClock:
         return self.now
 
 
-class SoakEmbedder(HashEmbedder):
-    """HashEmbedder with a bounded token cache: its unbounded one (every
-    word pair ever seen) would be the bench's own growth, not the plugin's."""
+class SoakEmbedder:
+    """The embedding provider's stand-in: a deterministic unit vector per
+    text, drawn from a generator seeded by the text's hash (~30 µs a text).
+    AstrBot's provider is a remote call whose cost is not the plugin's; the
+    HashEmbedder's pure-Python token hashing took ~40 % of a soak's CPU.
+    Vectors carry no meaning here: the soak measures resources, not recall."""
 
-    CACHE = 50_000
+    def __init__(self, dim: int = 384) -> None:
+        self.dim = dim
+        self.model_id = f"soak-{dim}"
+        self.calls = 0
+        self.texts = 0
 
-    def _index(self, token: str) -> tuple[int, float]:
-        if len(self._cache) > self.CACHE:
-            self._cache.clear()
-        return super()._index(token)
+    def embed_sync(self, texts: list[str]) -> np.ndarray:
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            seed = int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
+            out[row] = np.random.default_rng(seed).standard_normal(self.dim)
+        return out / np.linalg.norm(out, axis=1, keepdims=True).clip(min=1e-9)
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        self.calls += 1
+        self.texts += len(texts)
+        return self.embed_sync(list(texts))
 
 
 class SoakExtractor:
