@@ -8,7 +8,7 @@ flusher, extraction worker with the vector fill and the retention sweep,
 summaries, usage counts, drift monitor, compaction) and fed ``--turns``
 turns through ``engine.record_turn`` (what on_agent_done runs) as fast as
 it takes them: the feed waits while more than ``--max-backlog`` events are
-pending extraction, so the worker is the pace. Every ``--restart-every``
+queued or pending extraction, so the flusher and the worker set the pace. Every ``--restart-every``
 turns the engine is stopped and a new one opened on the same files (a
 plugin reload, an AstrBot restart).
 
@@ -358,7 +358,9 @@ class Soak:
         engine takes turns, not faster."""
         start = time.perf_counter()
         pending = "SELECT count(*) FROM ltm_events WHERE extraction_status = 'pending'"
-        while time.perf_counter() - start < 120 and await scalar(engine, pending) > self.args.max_backlog:
+        # The recorder's queue counts too: a feed faster than the flusher would grow it.
+        while time.perf_counter() - start < 120 and (
+                engine.recorder.queued + await scalar(engine, pending) > self.args.max_backlog):
             engine.worker.kick()
             await asyncio.sleep(0.05)
         self.waited_s += time.perf_counter() - start
@@ -547,14 +549,14 @@ def main(argv: list[str] | None = None) -> int:
     warmup = args.warmup if args.warmup is not None else min(args.window, args.turns)
     settings = {k: v for k, v in vars(args).items() if k not in ("json_out", "svg_out", "dir")}
     left = {k: v for k, v in final["queues_left"].items() if v}
-    result = {"settings": settings, "turns_done": soak.turns_done, "windows": soak.windows,
+    flat = flatness(soak.windows, warmup)
+    result: dict[str, Any] = {"settings": settings, "turns_done": soak.turns_done, "windows": soak.windows,
               "restarts": soak.restarts, "final": final,
-              "rss_after_warmup": flatness(soak.windows, warmup), "seconds": time.perf_counter() - started,
+              "rss_after_warmup": flat, "seconds": time.perf_counter() - started,
               "drained": not left}
     print(f"\ndrain at the end: {final['drain_s']:.1f} s; queues left: "
           + ", ".join(f"{k}={v}" for k, v in final["queues_left"].items())
           + f"; journal after stop: {final['journal_kb_after_stop']:.1f} KB")
-    flat = result["rss_after_warmup"]
     if flat.get("windows"):
         print(f"RSS after warm-up ({warmup:,} turns): {flat['first_mb']:.0f} → {flat['last_mb']:.0f} MB, "
               f"range {flat['min_mb']:.0f}–{flat['max_mb']:.0f}, max deviation {flat['max_dev_pct']:.1f} %")
