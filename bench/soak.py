@@ -333,6 +333,9 @@ class Soak:
             "wall_s": elapsed, "turns_per_s": (done - turns_start) / elapsed if elapsed else None,
             "waited_for_worker_s": self.waited_s,
             "rss_mb": rss_mb(),
+            # The loaded keyword and vector namespaces: a cache bounded by vectors.max_memory_mb.
+            "namespaces_mb": (engine.keyword_index.held() + engine.vector_index.held()) / 2**20,
+            "namespaces_loaded": engine.keyword_index.loaded_count + engine.vector_index.loaded_count,
             "hook_p50_us": pct(self.hook_us, 50), "hook_p95_us": pct(self.hook_us, 95),
             "hook_p99_us": pct(self.hook_us, 99), "hook_max_us": max(self.hook_us, default=None),
             "reads": len(self.read_ms), "read_p50_ms": pct(self.read_ms, 50), "read_p95_ms": pct(self.read_ms, 95),
@@ -435,6 +438,39 @@ class Soak:
                 "rows": await rows(engine)}
 
 
+async def inspect_store(data: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The namespace cache at its largest: a soak's data directory opened
+    again (no background loops), one read in every scope that has turns,
+    then the bytes the loaded namespaces hold and the process's RSS."""
+    soak = Soak(args)
+    db = create_async_engine(f"sqlite+aiosqlite:///{data / 'ltm.db'}")
+    event.listen(db.sync_engine, "connect", pragmas)
+    engine = LTMEngine(db, soak_config(), extractor_for=soak._extractor_for, summarizer_for=soak._summarizer_for,
+                       embedder=soak.embedder, data_dir=data / "plugin", clock=soak.clock)
+    await engine.start(background=False)
+    async with engine.db.read() as session:
+        scopes = [(str(kind), str(sid), str(sender)) for kind, sid, sender in await session.execute(sql(
+            "SELECT scope, scope_id, max(sender_id) FROM ltm_events WHERE source_role = 'user' "
+            "GROUP BY scope, scope_id"))]
+    gc.collect()
+    before = rss_mb()
+    start = time.perf_counter()
+    for kind, sid, sender in scopes:
+        place = sid.split(":", 1)[1]
+        origin = Origin(PLATFORM, f"{PLATFORM}:GroupMessage:{place}", sender, sender, group_id=place) \
+            if kind == "group" else Origin(PLATFORM, f"{PLATFORM}:FriendMessage:{place}", place, place)
+        await engine.memory_block(origin, "what did we talk about")
+    await engine.loads_settled()
+    out = {"scopes": len(scopes), "rss_before_reads_mb": before, "read_all_s": time.perf_counter() - start,
+           "rss_after_reads_mb": rss_mb(),
+           "keyword_mb": engine.keyword_index.held() / 2**20, "vector_mb": engine.vector_index.held() / 2**20,
+           "namespaces_loaded": engine.keyword_index.loaded_count + engine.vector_index.loaded_count,
+           "budget_mb": engine.config.vectors.max_memory_mb}
+    await engine.stop()
+    await db.dispose()
+    return out
+
+
 def _f(v: Any, fmt: str) -> str:
     return "—" if v is None else format(v, fmt)
 
@@ -445,7 +481,7 @@ def _f(v: Any, fmt: str) -> str:
 def svg(windows: list[dict[str, Any]], restarts: list[int], title: str) -> str:
     """Four small line charts, hand-written SVG (no plotting dependency)."""
     panels = [
-        ("resident memory (MB)", [("RSS", "rss_mb", "#1f77b4")]),
+        ("resident memory (MB)", [("RSS", "rss_mb", "#1f77b4"), ("namespaces", "namespaces_mb", "#17becf")]),
         ("hook latency (µs)", [("p50", "hook_p50_us", "#2ca02c"), ("p95", "hook_p95_us", "#ff7f0e"),
                                ("p99", "hook_p99_us", "#d62728")]),
         ("read latency (ms)", [("p50", "read_p50_ms", "#2ca02c"), ("p95", "read_p95_ms", "#ff7f0e")]),
@@ -534,7 +570,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", dest="json_out")
     parser.add_argument("--svg", dest="svg_out")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--inspect", metavar="DIR",
+                        help="open a kept soak directory (--dir), read once in every scope, report the namespaces")
     args = parser.parse_args(argv)
+    if args.inspect:
+        print(json.dumps(asyncio.run(inspect_store(Path(args.inspect), args)), indent=1))
+        return 0
 
     tmp = None if args.dir else tempfile.mkdtemp(prefix="ltm-soak-")
     data = Path(args.dir or tmp or ".")

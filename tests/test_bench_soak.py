@@ -31,6 +31,7 @@ def test_a_short_soak_drains_every_queue_and_reports_each_window(tmp_path: Path)
     assert [w["turns"] for w in result["windows"]] == [500, 1000, 1500, 2000]
     assert [r["after_turns"] for r in result["restarts"]] == [1000]
     for window in result["windows"]:
+        assert window["namespaces_loaded"] >= 0 and window["namespaces_mb"] >= 0
         assert window["rss_mb"] > 0 and window["hook_p50_us"] is not None and window["hook_p99_us"] is not None
         assert window["reads"] == 500 // 25 and window["read_p95_ms"] is not None
         assert set(window["queues"]) >= QUEUES
@@ -41,4 +42,4 @@ def test_a_short_soak_drains_every_queue_and_reports_each_window(tmp_path: Path)
     assert last["rows"]["ltm_items_active"] > 0
 
     svg = ET.fromstring(plot.read_text())
-    assert len(svg.findall("{http://www.w3.org/2000/svg}polyline")) == 9  # RSS, 3 hook, 2 read, 3 sizes
+    assert len(svg.findall("{http://www.w3.org/2000/svg}polyline")) == 10  # RSS, namespaces, 3 hook, 2 read, 3 sizes
