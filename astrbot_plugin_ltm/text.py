@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import unicodedata
 from functools import lru_cache
 from importlib import metadata
@@ -115,6 +116,7 @@ def _load_stemmer() -> tuple[Any, str]:
 
 
 _STEMMER, KEYWORD_STEMMER = _load_stemmer()
+_STEM_LOCK = threading.Lock()
 
 
 def stem(word: str) -> str:
@@ -128,7 +130,11 @@ def stem(word: str) -> str:
 # them out, and a miss costs ~70 µs (docs/decisions.md#d72).
 @lru_cache(maxsize=65536)
 def _english_stem(word: str) -> str:
-    return str(_STEMMER.stemWord(word))
+    # One stemmer object keeps its state on itself: two threads (the
+    # recorder's withhold, a read) stemming at once raised or stemmed wrong,
+    # and lru_cache kept the wrong stem (docs/decisions.md#d100).
+    with _STEM_LOCK:
+        return str(_STEMMER.stemWord(word))
 
 
 def search_tokens(text: str) -> list[str]:

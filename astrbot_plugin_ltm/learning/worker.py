@@ -33,7 +33,7 @@ from ..storing.audit import audit
 from ..storing.database import Database, ReadOnlyError, is_full
 from ..storing.tables import MemoryEvent
 from .known import KnownFacts
-from .retention import sweep_expired
+from .retention import prune_gate_log, sweep_expired
 from .writer import MemoryWriter, WriteOutcome
 
 ACTOR = "system:extractor"
@@ -292,4 +292,5 @@ class ExtractionWorker:
         now = self._clock()
         if self._last_sweep is None or now - self._last_sweep > timedelta(hours=1):
             await self.sweep_expired()
+            await prune_gate_log(self._db, self._clock)  # bounded (docs/decisions.md#d99)
             self._last_sweep = now

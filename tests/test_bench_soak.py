@@ -1,0 +1,45 @@
+"""bench.soak in small: 2,000 turns of many users and groups through an
+engine with every background loop, a restart half-way, summaries on. The
+run drains every queue at the end (else it exits 1), and its result has a
+window per 500 turns with the figures the full soak plots. No timing is
+asserted (benchmarks print them)."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from bench import soak
+
+QUEUES = {"recorder_queue", "pending_events", "failed_events", "items_without_vector", "turns_without_vector",
+          "turns_unsummarised", "usage_pending"}
+
+
+def test_a_short_soak_drains_every_queue_and_reports_each_window(tmp_path: Path) -> None:
+    out, plot = tmp_path / "soak.json", tmp_path / "soak.svg"
+    status = soak.main(["--turns", "2000", "--window", "500", "--restart-every", "1000", "--users", "60",
+                        "--groups", "6", "--conversations", "8", "--read-every", "25", "--tick-turns", "500",
+                        "--dir", str(tmp_path / "data"), "--json", str(out), "--svg", str(plot)])
+    result = json.loads(out.read_text())
+    assert status == 0
+    assert result["drained"] is True
+    left = result["final"]["queues_left"]
+    assert set(left) >= QUEUES and not any(left.values())
+    assert result["final"]["journal_kb_after_stop"] == 0  # every journaled turn reached SQLite
+
+    assert [w["turns"] for w in result["windows"]] == [500, 1000, 1500, 2000]
+    assert [r["after_turns"] for r in result["restarts"]] == [1000]
+    for window in result["windows"]:
+        assert window["namespaces_loaded"] >= 0 and window["namespaces_mb"] >= 0
+        assert window["rss_mb"] > 0 and window["hook_p50_us"] is not None and window["hook_p99_us"] is not None
+        assert window["reads"] == 500 // 25 and window["read_p95_ms"] is not None
+        assert set(window["queues"]) >= QUEUES
+        assert {"sqlite_mb", "faiss_mb", "journal_kb"} <= set(window["sizes"])
+    last = result["windows"][-1]
+    assert last["rows"]["ltm_events"] >= 2 * 2000 * 0.9  # a turn is two events (some withheld are still rows)
+    assert last["rows"]["ltm_items_summary"] > 0  # summaries on: sessions were summarised
+    assert last["rows"]["ltm_items_active"] > 0
+
+    svg = ET.fromstring(plot.read_text())
+    assert len(svg.findall("{http://www.w3.org/2000/svg}polyline")) == 10  # RSS, namespaces, 3 hook, 2 read, 3 sizes
