@@ -141,7 +141,7 @@ def instruction_reason(text: str) -> str | None:
         found = next((m for m in (p.search(form) for p in _HOSTILE) if m), None)
     if found:
         # The catalogue's "reason.instruction", written out: this module imports
-        # only the standard library (migration 0012 loads it on its own).
+        # only the standard library.
         return f"reads as an instruction or a marker, not a fact: {found.group(0).strip()[:40]!r}"
     return None
 

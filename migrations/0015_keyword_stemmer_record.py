@@ -16,21 +16,25 @@ which the next start rebuilds; no rows at all were built by none. A new table
 and one row: instant on any store.
 """
 
-import importlib.util
 from datetime import UTC, datetime
-from pathlib import Path
+from importlib import metadata
 
-TEXT = Path(__file__).resolve().parent.parent / "astrbot_plugin_ltm" / "text.py"
 UNKNOWN = "unknown"
+NO_STEMMER = "none"  # text.NO_STEMMER, frozen
 
 
 def _stemmer() -> tuple[str, str]:
-    """(the stemmer installed now, the name of none) from the plugin's text.py."""
-    spec = importlib.util.spec_from_file_location("ltm_migration_0015_text", TEXT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.KEYWORD_STEMMER, module.NO_STEMMER
+    """(the stemmer installed now, the name of none), named as text.KEYWORD_STEMMER
+    names it (a frozen copy: a migration never loads a live module)."""
+    try:
+        import snowballstemmer
+    except ImportError:
+        return NO_STEMMER, NO_STEMMER
+    try:
+        version = metadata.version("snowballstemmer")
+    except metadata.PackageNotFoundError:
+        version = getattr(snowballstemmer, "__version__", "?")
+    return "snowballstemmer " + ".".join(version.split(".")[:2]), NO_STEMMER
 
 
 def upgrade(conn) -> None:

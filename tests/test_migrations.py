@@ -399,17 +399,20 @@ def test_0003_keeps_the_keyword_indexes_and_keys_them_by_scope(tmp_path):
         conn.close()
 
 
+def turn_row(rowid: int, scope: str, scope_id: str, content: dict, context: dict | None = None) -> dict:
+    """A turn's keyword row as the plugin writes it today: the migrations' result is checked against it."""
+    from astrbot_plugin_ltm.storing.keyword_rows import scoped_tokens
+    from astrbot_plugin_ltm.storing.turns import turn_tokens
+
+    return {"r": rowid, "s": scoped_tokens(scope, scope_id, turn_tokens(content, context))}
+
+
 def test_0005_indexes_shown_turns_with_context_and_withholds_turns_of_deleted_memories(tmp_path):
     """The events' index keeps only what the reader may show, each turn
     with the first words of the one before it in its conversation within
     the hour, exactly as the recorder indexes new turns; turns with no
     evidence left in a scope where memories were deleted after them are
     withheld."""
-    from astrbot_plugin_ltm.storing.keyword_rows import scoped_tokens
-    from astrbot_plugin_ltm.storing.turns import turn_tokens
-
-    def turn_row(rowid: int, scope: str, scope_id: str, content: dict, context: dict | None = None) -> dict:
-        return {"r": rowid, "s": scoped_tokens(scope, scope_id, turn_tokens(content, context))}
 
     db = tmp_path / "ctx.db"
     migrate(str(db), target=4)
@@ -467,7 +470,7 @@ def test_0006_stems_both_keyword_indexes_and_clears_the_whole_turn_vectors(tmp_p
     """Tokens indexed before stemming become exactly what the plugin indexes
     now, in their scope; the turns' vectors (one per whole turn) are
     deleted, to be embedded again sentence by sentence."""
-    from astrbot_plugin_ltm.storing.keyword_rows import scoped_text, scoped_tokens, turn_row
+    from astrbot_plugin_ltm.storing.keyword_rows import scoped_text, scoped_tokens
     from astrbot_plugin_ltm.text import index_text
 
     def unstemmed(text_: str) -> str:  # what 0001–0005 stored: the words, lowercased
