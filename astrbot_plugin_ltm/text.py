@@ -319,12 +319,23 @@ def related_keys(a: str, b: str) -> bool:
     the other's: ``alice_dog`` / ``alice_dog_name``, ``alice_city`` /
     ``alice_home_city``, ``alice_job`` / ``alice_occupation``
     (docs/decisions.md#d90)."""
-    wa = [_KEY_SYNONYMS.get(w, w) for w in a.split("_") if w]
-    wb = [_KEY_SYNONYMS.get(w, w) for w in b.split("_") if w]
-    if not wa or not wb or wa[0] != wb[0] or a == b:
+    if a == b:
         return False
-    shorter, longer = sorted((set(wa), set(wb)), key=len)
+    first_a, words_a = _key_words(a)
+    first_b, words_b = _key_words(b)
+    if not first_a or first_a != first_b:
+        return False
+    shorter, longer = sorted((words_a, words_b), key=len)
     return len(shorter) >= MIN_RELATED_KEY_WORDS and len(longer) <= MAX_RELATED_KEY_WORDS and shorter <= longer
+
+
+@lru_cache(maxsize=8192)
+def _key_words(key: str) -> tuple[str, frozenset[str]]:
+    """A key's first word and its words, synonyms made one: the writer
+    compares a candidate's key with every key of its subject, the same
+    keys candidate after candidate (docs/decisions.md#d128)."""
+    words = [_KEY_SYNONYMS.get(w, w) for w in key.split("_") if w]
+    return (words[0] if words else ""), frozenset(words)
 
 
 # A sentence ends at . ! ? ; or … followed by a space, at CJK full stops,

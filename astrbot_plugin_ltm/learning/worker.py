@@ -196,18 +196,23 @@ class ExtractionWorker:
         session_of = {e.event_id: e.session_id for e in events}
         for candidate in result.candidates:
             candidate.session_id = session_of.get(candidate.event_ids[0])
-        try:
-            async with self._db.write() as session:
-                outcomes = await self._writer.apply(
-                    session, scope, result.candidates, method=Method.LLM_EXTRACT, actor=ACTOR
+
+        async def write(session: AsyncSession) -> list[WriteOutcome]:
+            outcomes = await self._writer.apply(
+                session, scope, result.candidates, method=Method.LLM_EXTRACT, actor=ACTOR
+            )
+            for rejection in result.rejected:
+                audit(
+                    session, AuditAction.POLICY, ACTOR,
+                    str(msg("learn.invalid_candidate", reason=rejection.reason)),
+                    scope=scope, decision="rejected", raw=repr(rejection.raw)[:500],
                 )
-                for rejection in result.rejected:
-                    audit(
-                        session, AuditAction.POLICY, ACTOR,
-                        str(msg("learn.invalid_candidate", reason=rejection.reason)),
-                        scope=scope, decision="rejected", raw=repr(rejection.raw)[:500],
-                    )
-                await self._set_status(session, events, ExtractionStatus.DONE)
+            await self._set_status(session, events, ExtractionStatus.DONE)
+            return outcomes
+
+        try:
+            # One hop to the writer thread for the whole batch (docs/decisions.md#d128).
+            outcomes = await self._db.write_batch(write)
         except ReadOnlyError:
             return BatchResult(scope, len(events), False, [], "emergency_read_only")
         except Exception as exc:

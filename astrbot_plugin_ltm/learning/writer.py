@@ -30,6 +30,7 @@ from ..instructions import instruction_reason
 from ..persona import target_scope
 from ..scope import Scope
 from ..storing.audit import audit
+from ..storing.batch_writes import on_event_loop
 from ..storing.memory_rows import fact_written, memory_changed
 from ..storing.removal import remove_memory
 from ..storing.tables import NOT_SUPERSEDED, MemoryEvent, MemoryEvidence, MemoryItem, MemoryTombstone
@@ -199,7 +200,7 @@ class MemoryWriter:
         if related is not None:
             action, known, unsure = await self._against(session, scope, c, related, AuditAction.MERGE)
             return action, known, unsure or action == AuditAction.SUPERSEDE
-        close = await self.matcher.find(session, scope, c.fact) if self.matcher is not None else None
+        close = await self._match(session, scope, c.fact)
         # A cosine alone over-merges (a person's different facts sit close
         # under some models): the two must also share words (decisions.md#d46).
         if close is None or close.status == Status.SUPERSEDED \
@@ -216,10 +217,19 @@ class MemoryWriter:
         when the words could not tell."""
         judged = same_value(known.fact, c.fact)
         if judged is None and self.matcher is not None:
-            judged = True if await self.matcher.find(session, scope, c.fact) is known else None
+            judged = True if await self._match(session, scope, c.fact) is known else None
         if judged:
             return same, None if same == AuditAction.CONFIRM else known, False
         return AuditAction.SUPERSEDE, known, judged is None
+
+    async def _match(self, session: AsyncSession, scope: Scope, fact: str) -> MemoryItem | None:
+        """The matcher's memory close to ``fact``, asked on the bot's event
+        loop, where its provider and caches live (a batch runs in the writer
+        thread, docs/decisions.md#d128)."""
+        matcher = self.matcher
+        if matcher is None:
+            return None
+        return await on_event_loop(session, lambda: matcher.find(session, scope, fact))
 
     # -- persist --------------------------------------------------------------------
 

@@ -21,9 +21,10 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import IO, Any
 
@@ -40,19 +41,36 @@ KEPT_SUFFIX = ".unreadable"
 # What a journal line holds of an event: everything the recorder sets.
 FIELDS = ("event_id", "scope", "scope_id", "source_type", "source_role", "content",
           "platform_id", "session_id", "sender_id", "sender_name")
-# One encoder for every line: json.dumps with options builds a new one per
-# call, a fifth of the hook's journal cost (docs/decisions.md#d95).
-_to_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def _not_json(value: object) -> object:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+# One C encoder for every line, made once: json.dumps with options, and even
+# JSONEncoder.encode, build a new one per call, with a closure and a dict of
+# markers, a third of the hook's journal cost (docs/decisions.md#d95, #d129).
+# The bytes are json.dumps(record, ensure_ascii=False, separators=(",", ":"))'s;
+# no cycle check, as a recorded turn's values hold none (a tool's arguments
+# with one are kept as their repr). The pure-Python encoder where C's is missing.
+_chunks: Callable[[dict[str, Any], int], Iterable[str]] = (
+    c_make_encoder(None, _not_json, encode_basestring, None, ":", ",", False, False, True)
+    if c_make_encoder is not None else
+    lambda record, _level: (json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode(record),))
 
 
 def encode(events: Iterable[MemoryEvent]) -> bytes:
-    lines = []
+    lines: list[str] = []
     for event in events:
-        record: dict[str, Any] = {"v": VERSION, **{name: getattr(event, name) for name in FIELDS}}
+        # The values as the recorder put them, without the ORM's descriptor per field.
+        values = event.__dict__
+        record: dict[str, Any] = {"v": VERSION}
+        for name in FIELDS:
+            record[name] = values[name] if name in values else getattr(event, name)
         record["created_at"] = event.created_at.isoformat()
         if event.extraction_status != ExtractionStatus.PENDING:  # said while the scope's writes were off
             record["extraction_status"] = event.extraction_status
-        lines.append(_to_json(record))
+        lines.extend(_chunks(record, 0))
         lines.append("\n")
     return "".join(lines).encode()
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
@@ -25,6 +25,7 @@ from ..faults import Faults
 from ..i18n import msg
 from ..logs import log
 from . import migrate as migrations
+from .batch_writes import ASKED_FROM, WriterThread, direct_engine
 from .changes import Change, DerivedIndex, taken
 
 T = TypeVar("T")
@@ -84,6 +85,9 @@ class Database:
         self.read_pool = self._read_pool(sql_engine)
         self._read_threads: ThreadPoolExecutor | None = None
         self._load_threads: ThreadPoolExecutor | None = None
+        self._writer_thread = WriterThread()  # write_batch's (docs/decisions.md#d128)
+        self._batch_engine: AsyncEngine | None = None
+        self._batch_sessions: async_sessionmaker[AsyncSession] | None = None
         self._indexes: list[DerivedIndex] = []
         self.faults = Faults()  # what goes wrong now, for /ltm status (faults.py)
         self.lock_wait = WRITE_LOCK_WAIT
@@ -142,6 +146,54 @@ class Database:
                 changes = taken(session)
                 if changes:
                     await self._hand_over(changes)
+
+    async def write_batch(self, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
+        """``await work(session)`` in one transaction, as ``async with
+        write() as session`` would, but in the writer thread on a blocking
+        connection of the plugin's own: a batch of dozens of statements
+        costs one hop to a thread, not several per statement
+        (docs/decisions.md#d128). The same rules hold: refused while
+        read-only, our writes one at a time, SQLite's write lock taken as
+        the transaction begins and waited for, the changes handed to the
+        indexes after the commit, on this loop. ``work`` runs on the
+        thread's loop: what it needs of this one goes through
+        ``batch_writes.on_event_loop``."""
+        if self.is_read_only():
+            raise ReadOnlyError(str(msg("api.read_only")))
+        async with self._write_lock:
+            if self.is_read_only():
+                raise ReadOnlyError(str(msg("api.read_only")))
+            done = asyncio.wrap_future(self._writer_thread.submit(
+                self._batch(work, asyncio.get_running_loop())))
+            try:
+                result, changes = await asyncio.shield(done)
+            except asyncio.CancelledError:
+                # The batch ends in its thread all the same, and the next
+                # write waits for it: what it committed reaches the indexes.
+                try:
+                    _, changes = await done
+                except Exception:
+                    changes = []
+                if changes:
+                    await self._hand_over(changes)
+                raise
+            if changes:
+                await self._hand_over(changes)
+            return result
+
+    async def _batch(self, work: Callable[[AsyncSession], Awaitable[T]],
+                     asked_from: asyncio.AbstractEventLoop) -> tuple[T, list[Change]]:
+        """In the writer thread: the transaction, and the changes it noted."""
+        if self._batch_sessions is None:
+            self._batch_engine = direct_engine(self.sql_engine.url)
+            self._batch_sessions = async_sessionmaker(self._batch_engine, class_=AsyncSession,
+                                                      expire_on_commit=False)
+        async with self._batch_sessions() as session:
+            session.info[ASKED_FROM] = asked_from
+            async with session.begin():
+                await self._take_write_lock(session)
+                result = await work(session)
+            return result, taken(session)
 
     async def _take_write_lock(self, session: AsyncSession) -> None:
         """Take SQLite's write lock as the transaction begins (BEGIN
@@ -209,9 +261,15 @@ class Database:
         return await asyncio.to_thread(migrations.migrate, self.path)
 
     async def close(self) -> None:
-        """Let running reads finish, then close the read connections."""
+        """Let running reads finish, then close the read connections, and
+        the writer thread's once no batch runs."""
         for threads in (self._read_threads, self._load_threads):
             if threads is not None:
                 await asyncio.to_thread(threads.shutdown, wait=True)
         self._read_threads = self._load_threads = None
         self.read_pool.dispose()
+        async with self._write_lock:  # no batch running
+            if self._batch_engine is not None:
+                batch_engine, self._batch_engine, self._batch_sessions = self._batch_engine, None, None
+                await asyncio.wrap_future(self._writer_thread.submit(batch_engine.dispose()))
+            await asyncio.to_thread(self._writer_thread.stop)

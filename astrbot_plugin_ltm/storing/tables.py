@@ -11,7 +11,7 @@ written), and the type checker knows every column.
 
 from __future__ import annotations
 
-import uuid
+import os
 from datetime import UTC, datetime
 from typing import Any
 
@@ -38,7 +38,13 @@ ID_LENGTH = 36  # a uuid4 as text
 
 
 def new_id() -> str:
-    return str(uuid.uuid4())
+    """A random (version 4) UUID's text, as ``str(uuid.uuid4())`` writes it,
+    without the UUID object: the hook makes one per event (docs/decisions.md#d129)."""
+    h = os.urandom(16).hex()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[int(h[16], 16) & 3]}{h[17:20]}-{h[20:]}"
+
+
+_VARIANT = "89ab"  # RFC 4122's variant: the clock_seq's top bits 10
 
 
 class UTCDateTime(TypeDecorator[datetime]):
