@@ -116,9 +116,13 @@ async def run(store: Path, with_sql: bool, profile_dir: Path | None) -> dict[str
         clock.now = scale.NOW + timedelta(seconds=460)
 
         statements = Statements()
+        # AstrBot's engine, and the plugin's own for write batches (docs/decisions.md#d128)
+        batch_engine = getattr(engine.db, "batch_engine", None)
+        engines = [db.sync_engine] + ([batch_engine.sync_engine] if batch_engine is not None else [])
         if with_sql:
-            event.listen(db.sync_engine, "before_cursor_execute", statements.before)
-            event.listen(db.sync_engine, "after_cursor_execute", statements.after)
+            for sync_engine in engines:
+                event.listen(sync_engine, "before_cursor_execute", statements.before)
+                event.listen(sync_engine, "after_cursor_execute", statements.after)
         worker = engine.worker
         found = profiler("write")
         wall, cpu = time.perf_counter(), time.process_time()
@@ -133,8 +137,9 @@ async def run(store: Path, with_sql: bool, profile_dir: Path | None) -> dict[str
         out["write_cpu_ms_per_candidate"] = (time.process_time() - cpu) * 1000 / max(1, extractor.candidates)
         out["embed_s"] = timed.seconds
         if with_sql:
-            event.remove(db.sync_engine, "before_cursor_execute", statements.before)
-            event.remove(db.sync_engine, "after_cursor_execute", statements.after)
+            for sync_engine in engines:
+                event.remove(sync_engine, "before_cursor_execute", statements.before)
+                event.remove(sync_engine, "after_cursor_execute", statements.after)
             statements.report()
 
         await engine.memory_block(target, words.query(stored["target_facts"]))

@@ -50,12 +50,15 @@ class HashEmbedder:
 
 class DiskLimit:
     """The database file may grow no further while ``full``: SQLite's
-    max_page_count, set on each connection as the pool hands it out."""
+    max_page_count, set on each connection as the pool hands it out, on
+    AstrBot's engine and on the plugin's own for write batches (a full disk
+    is full for every connection)."""
 
     def __init__(self, ltm) -> None:
         self.path = ltm.path
         self.pages = NO_LIMIT
         event.listen(ltm.engine.db.sql_engine.sync_engine, "checkout", self._apply)
+        event.listen(ltm.engine.db.batch_engine.sync_engine, "checkout", self._apply)
 
     def _apply(self, dbapi_connection, _record, _proxy) -> None:
         cursor = dbapi_connection.cursor()

@@ -78,6 +78,10 @@ class WriterThread:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
+    @property
+    def running(self) -> bool:
+        return self._loop is not None
+
     def submit[T](self, batch: Coroutine[Any, Any, T]) -> Future[T]:
         if self._loop is None:
             loop = asyncio.new_event_loop()

@@ -85,9 +85,10 @@ class Database:
         self.read_pool = self._read_pool(sql_engine)
         self._read_threads: ThreadPoolExecutor | None = None
         self._load_threads: ThreadPoolExecutor | None = None
-        self._writer_thread = WriterThread()  # write_batch's (docs/decisions.md#d128)
-        self._batch_engine: AsyncEngine | None = None
-        self._batch_sessions: async_sessionmaker[AsyncSession] | None = None
+        # write_batch's thread and connection (docs/decisions.md#d128)
+        self._writer_thread = WriterThread()
+        self.batch_engine = direct_engine(sql_engine.url)
+        self._batch_sessions = async_sessionmaker(self.batch_engine, class_=AsyncSession, expire_on_commit=False)
         self._indexes: list[DerivedIndex] = []
         self.faults = Faults()  # what goes wrong now, for /ltm status (faults.py)
         self.lock_wait = WRITE_LOCK_WAIT
@@ -184,10 +185,6 @@ class Database:
     async def _batch(self, work: Callable[[AsyncSession], Awaitable[T]],
                      asked_from: asyncio.AbstractEventLoop) -> tuple[T, list[Change]]:
         """In the writer thread: the transaction, and the changes it noted."""
-        if self._batch_sessions is None:
-            self._batch_engine = direct_engine(self.sql_engine.url)
-            self._batch_sessions = async_sessionmaker(self._batch_engine, class_=AsyncSession,
-                                                      expire_on_commit=False)
         async with self._batch_sessions() as session:
             session.info[ASKED_FROM] = asked_from
             async with session.begin():
@@ -269,7 +266,6 @@ class Database:
         self._read_threads = self._load_threads = None
         self.read_pool.dispose()
         async with self._write_lock:  # no batch running
-            if self._batch_engine is not None:
-                batch_engine, self._batch_engine, self._batch_sessions = self._batch_engine, None, None
-                await asyncio.wrap_future(self._writer_thread.submit(batch_engine.dispose()))
-            await asyncio.to_thread(self._writer_thread.stop)
+            if self._writer_thread.running:
+                await asyncio.wrap_future(self._writer_thread.submit(self.batch_engine.dispose()))
+                await asyncio.to_thread(self._writer_thread.stop)
