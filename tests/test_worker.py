@@ -513,14 +513,17 @@ async def test_the_pending_events_of_a_scope_are_found_through_their_index(ltm, 
         if "FROM ltm_events" in statement:
             seen.append((statement, parameters))
 
-    sync_engine = ltm.engine.db.sql_engine.sync_engine
-    event.listen(sync_engine, "before_cursor_execute", capture)
+    # Read on a read-only connection in a thread (docs/decisions.md#d128).
+    sync_engines = (ltm.engine.db.sql_engine.sync_engine, ltm.engine.db.read_pool)
+    for sync_engine in sync_engines:
+        event.listen(sync_engine, "before_cursor_execute", capture)
     try:
         scope = (await ltm.engine.worker.ready_scopes(ignore_idle=True))[0]
         assert isinstance(scope, Scope)
         assert await ltm.engine.worker._pending(scope)
     finally:
-        event.remove(sync_engine, "before_cursor_execute", capture)
+        for sync_engine in sync_engines:
+            event.remove(sync_engine, "before_cursor_execute", capture)
     statement, parameters = next((s, p) for s, p in seen if "extraction_status" in s and "LIMIT" in s)
     async with ltm.engine.db.sql_engine.connect() as conn:
         plan = " ".join(

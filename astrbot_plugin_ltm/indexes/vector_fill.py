@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 from sqlalchemy import ColumnElement, and_, func, select
+from sqlalchemy.orm import Session
 
 from ..clock import Clock, utcnow
 from ..enums import RECALLED_ROLES, Corpus
@@ -99,19 +100,21 @@ class VectorFill:
             self._rounds.pop(round_id, None)
 
     async def _fill_memories_above(self, model: str, space: str, checked: int, round_id: int) -> int:
-        async with self.db.read() as session:
-            last = (await session.execute(select(func.coalesce(func.max(MemoryItem.id), 0)))).scalar_one() or 0
-            items = list((
-                await session.execute(
-                    select(MemoryItem)
-                    .outerjoin(MemoryVector, and_(MemoryVector.item_id == MemoryItem.id, MemoryVector.model == model,
-                                                  VECTOR_ROWS[Corpus.MEMORIES].whole(),
-                                                  *self._of_dimension(MemoryVector.dim, model)))
-                    .where(MemoryItem.id > checked, MemoryItem.id <= last, MemoryVector.item_id.is_(None))
-                    .order_by(MemoryItem.id)
-                    .limit(self.batch_size)
-                )
-            ).scalars())
+        of_dimension = self._of_dimension(MemoryVector.dim, model)
+
+        def read(session: Session) -> tuple[int, list[MemoryItem]]:
+            last = session.execute(select(func.coalesce(func.max(MemoryItem.id), 0))).scalar_one() or 0
+            return last, list(session.scalars(
+                select(MemoryItem)
+                .outerjoin(MemoryVector, and_(MemoryVector.item_id == MemoryItem.id, MemoryVector.model == model,
+                                              VECTOR_ROWS[Corpus.MEMORIES].whole(), *of_dimension))
+                .where(MemoryItem.id > checked, MemoryItem.id <= last, MemoryVector.item_id.is_(None))
+                .order_by(MemoryItem.id)
+                .limit(self.batch_size)
+            ))
+
+        # Both statements in one hop to a read thread (docs/decisions.md#d128).
+        last, items = await self.db.run_session(read)
         if not items:
             self._advance_items(space, last, round_id)
             return 0
@@ -157,20 +160,21 @@ class VectorFill:
         space = f"{model}@{self.embeddings.dims.get(model, 0)}"  # a new dimension starts over
         checked = self._turns_checked.get(space, 0)
         self._turns_checked = {space: checked}
-        async with self.db.read() as session:
-            last = (await session.execute(select(func.coalesce(func.max(MemoryEvent.id), 0)))).scalar_one() or 0
-            events = list((
-                await session.execute(
-                    select(MemoryEvent)
-                    .outerjoin(EventVector, and_(EventVector.event_rowid == MemoryEvent.id, EventVector.model == model,
-                                                 VECTOR_ROWS[Corpus.TURNS].whole(),
-                                                 *self._of_dimension(EventVector.dim, model)))
-                    .where(MemoryEvent.id > checked, MemoryEvent.id <= last, EventVector.event_rowid.is_(None),
-                           MemoryEvent.source_role.in_(RECALLED_ROLES), MemoryEvent.withheld.is_(False))
-                    .order_by(MemoryEvent.id)
-                    .limit(self.batch_size)
-                )
-            ).scalars())
+        of_dimension = self._of_dimension(EventVector.dim, model)
+
+        def read(session: Session) -> tuple[int, list[MemoryEvent]]:
+            last = session.execute(select(func.coalesce(func.max(MemoryEvent.id), 0))).scalar_one() or 0
+            return last, list(session.scalars(
+                select(MemoryEvent)
+                .outerjoin(EventVector, and_(EventVector.event_rowid == MemoryEvent.id, EventVector.model == model,
+                                             VECTOR_ROWS[Corpus.TURNS].whole(), *of_dimension))
+                .where(MemoryEvent.id > checked, MemoryEvent.id <= last, EventVector.event_rowid.is_(None),
+                       MemoryEvent.source_role.in_(RECALLED_ROLES), MemoryEvent.withheld.is_(False))
+                .order_by(MemoryEvent.id)
+                .limit(self.batch_size)
+            ))
+
+        last, events = await self.db.run_session(read)
         if not events:
             self._turns_checked[space] = last
             return 0

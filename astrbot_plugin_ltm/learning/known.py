@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sqlalchemy import ColumnElement, select
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
 
 from ..enums import SHOWN_ROLES, Corpus, Status
 from ..indexes.embeddings import Embeddings
@@ -53,22 +53,26 @@ class KnownFacts:
         if self._embeddings is not None:
             hits = (await self._embeddings.query([scope], said, KNOWN_FACTS, (Corpus.MEMORIES,))).memories
             ranked += sorted(hits, key=lambda rowid: -hits[rowid])
-        async with self._db.read() as session:
-            wanted = list(dict.fromkeys(ranked))
+        wanted = list(dict.fromkeys(ranked))
+
+        def read(session: Session) -> tuple[list[MemoryItem], list[MemoryItem], list[MemoryItem]]:
             # By primary key; with the scope and status in the statement SQLite
             # walked the scope's index instead (6 ms a batch at 10k memories).
-            near = [i for i in (await session.execute(select(MemoryItem).where(MemoryItem.id.in_(wanted))))
-                    .scalars().all() if _current(i, scope)] if wanted else []
-            names = await _name_facts(session, scope)
-            recent = (await session.execute(select(MemoryItem).where(*_in_force(scope))
-                                            .order_by(MemoryItem.updated_at.desc()).limit(KNOWN_FACTS))).scalars().all()
+            near = [i for i in session.scalars(select(MemoryItem).where(MemoryItem.id.in_(wanted)))
+                    if _current(i, scope)] if wanted else []
+            recent = list(session.scalars(select(MemoryItem).where(*_in_force(scope))
+                                          .order_by(MemoryItem.updated_at.desc()).limit(KNOWN_FACTS)))
+            return near, _name_facts(session, scope), recent
+
+        # The statements in one hop to a read thread (docs/decisions.md#d128).
+        near, names, recent = await self._db.run_session(read)
         order = {rowid: n for n, rowid in enumerate(wanted)}
         chosen = [*sorted(near, key=lambda i: order.get(i.id or 0, 0)), *names, *recent]
         unique = list({i.memory_id: i for i in chosen}.values())[:KNOWN_FACTS]
         return [KnownFact(i.memory_id, i.fact_key, i.fact, i.valid_from) for i in unique]
 
 
-async def _name_facts(session: AsyncSession, scope: Scope) -> list[MemoryItem]:
+def _name_facts(session: Session, scope: Scope) -> list[MemoryItem]:
     """The scope's current facts about names, newest first (NAME_FACTS)."""
     # By the scope's key index (uq_ltm_items_scope_key, over what is not
     # superseded); the status is checked on the few rows it gives.
@@ -77,11 +81,10 @@ async def _name_facts(session: AsyncSession, scope: Scope) -> list[MemoryItem]:
     recent = select(MemoryItem.id, MemoryItem.fact_key).where(*_in_force(scope)) \
         .order_by(MemoryItem.updated_at.desc()).limit(NAME_WINDOW).subquery()
     other = select(recent.c.id).where(recent.c.fact_key.like("%name%"))
-    ids = {*(await session.execute(usual)).scalars(), *(await session.execute(other)).scalars()}
+    ids = {*session.scalars(usual), *session.scalars(other)}
     if not ids:
         return []
-    rows = [i for i in (await session.execute(select(MemoryItem).where(MemoryItem.id.in_(ids)))).scalars().all()
-            if _current(i, scope)]
+    rows = [i for i in session.scalars(select(MemoryItem).where(MemoryItem.id.in_(ids))) if _current(i, scope)]
     return sorted(rows, key=lambda i: i.updated_at, reverse=True)[:NAME_FACTS]
 
 

@@ -90,27 +90,27 @@ class ExtractionWorker:
             MemoryEvent.extraction_status == ExtractionStatus.PENDING,
             or_(MemoryEvent.next_attempt_at.is_(None), MemoryEvent.next_attempt_at <= now),
         )
-        async with self._db.read() as session:
-            rows = await session.execute(
-                select(
-                    MemoryEvent.scope,
-                    MemoryEvent.scope_id,
-                    func.count(),
-                    func.max(MemoryEvent.created_at),
-                )
-                .where(due)
-                .group_by(MemoryEvent.scope, MemoryEvent.scope_id)
+        waiting = (
+            select(
+                MemoryEvent.scope,
+                MemoryEvent.scope_id,
+                func.count(),
+                func.max(MemoryEvent.created_at),
             )
-            quiet_since = now - timedelta(seconds=cfg.idle_seconds)
-            policy = self._config().write_policy
-            return [
-                Scope(kind, sid)
-                for kind, sid, count, latest in rows
-                if (ignore_idle or count >= cfg.batch_size or as_utc(latest) <= quiet_since)
-                and self._held.get(Scope(kind, sid), now) <= now
-                # writes off: what was pending before waits until they are back on
-                and not policy.writes_off(Scope(kind, sid)) and not self._paused(Scope(kind, sid))
-            ]
+            .where(due)
+            .group_by(MemoryEvent.scope, MemoryEvent.scope_id)
+        )
+        rows = await self._db.run_session(lambda session: session.execute(waiting).all())
+        quiet_since = now - timedelta(seconds=cfg.idle_seconds)
+        policy = self._config().write_policy
+        return [
+            Scope(kind, sid)
+            for kind, sid, count, latest in rows
+            if (ignore_idle or count >= cfg.batch_size or as_utc(latest) <= quiet_since)
+            and self._held.get(Scope(kind, sid), now) <= now
+            # writes off: what was pending before waits until they are back on
+            and not policy.writes_off(Scope(kind, sid)) and not self._paused(Scope(kind, sid))
+        ]
 
     async def run_once(self, ignore_idle: bool = False) -> list[BatchResult]:
         """Process every scope that is ready now, one batch each."""
@@ -153,19 +153,19 @@ class ExtractionWorker:
 
     async def _pending(self, scope: Scope) -> list[MemoryEvent]:
         now = self._clock()
-        async with self._db.read() as session:
-            rows = await session.execute(
-                select(MemoryEvent)
-                .where(
-                    MemoryEvent.scope == scope.kind,
-                    MemoryEvent.scope_id == scope.id,
-                    MemoryEvent.extraction_status == ExtractionStatus.PENDING,
-                    or_(MemoryEvent.next_attempt_at.is_(None), MemoryEvent.next_attempt_at <= now),
-                )
-                .order_by(MemoryEvent.created_at, MemoryEvent.id)
-                .limit(self._config().extraction.batch_size)
+        pending = (
+            select(MemoryEvent)
+            .where(
+                MemoryEvent.scope == scope.kind,
+                MemoryEvent.scope_id == scope.id,
+                MemoryEvent.extraction_status == ExtractionStatus.PENDING,
+                or_(MemoryEvent.next_attempt_at.is_(None), MemoryEvent.next_attempt_at <= now),
             )
-            return list(rows.scalars())
+            .order_by(MemoryEvent.created_at, MemoryEvent.id)
+            .limit(self._config().extraction.batch_size)
+        )
+        # One hop to a read thread (docs/decisions.md#d128).
+        return await self._db.run_session(lambda session: list(session.scalars(pending)))
 
     async def process_scope(self, scope: Scope) -> BatchResult | None:
         events = await self._pending(scope)

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.orm import Session
 
 from ..faults import Faults
 from ..i18n import msg
@@ -240,6 +241,18 @@ class Database:
         if self._read_threads is None:
             self._read_threads = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="ltm-read")
         return await asyncio.get_running_loop().run_in_executor(self._read_threads, self._call, fn)
+
+    async def run_session(self, fn: Callable[[Session], T]) -> T:
+        """``fn(session)``, an ORM session on a read-only connection, as
+        :meth:`run` does: the background's reads of whole rows (the
+        worker's pending events, the fill's rows without a vector) in one
+        hop, not several per statement (docs/decisions.md#d128). The
+        objects come back loaded and detached."""
+        def in_session(connection: Connection) -> T:
+            with Session(connection, expire_on_commit=False) as session:
+                return fn(session)
+
+        return await self.run(in_session)
 
     async def load(self, fn: Callable[[Connection], T]) -> T:
         """Like :meth:`run`, on threads of their own: for building caches
