@@ -5,7 +5,7 @@ the turns that match best are often the others' turns that address her
 ("Thanks, Melanie! Your kind words…"): a name is said to a person more than
 by them, and the keyword index never sees who spoke. So the candidate turns
 said by a person the question names rank as one more retriever's hits
-would, the best match first (ranking.py, docs/decisions.md#d123).
+would, the best match first (ranking.py, docs/decisions.md#d124).
 """
 
 from __future__ import annotations

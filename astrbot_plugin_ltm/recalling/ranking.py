@@ -97,7 +97,7 @@ def rank(found: Sequence[Found], items: dict[int, ItemView], evidence: dict[str,
     turn_rankings = [[r for r in f.turns if r in turns] for f in found]
     if preferences:
         turn_rankings.append(stated_preferences(turn_rankings, turns))
-    # A question naming a person who spoke ranks that person's own turns (people.py, docs/decisions.md#d123).
+    # A question naming a person who spoke ranks that person's own turns (people.py, docs/decisions.md#d124).
     if theirs := named_speakers_turns(asked, fuse(turn_rankings), turns):
         turn_rankings.append(theirs)
     turn_sims = fuse(turn_rankings)
