@@ -3,11 +3,11 @@ with the rule and without it, in alternating order, over one replay per
 conversation (keyword-only), so the machine's load falls on both alike.
 
     python -m bench.paired_reads --data ../shared/data/locomo/locomo_dev.json \\
-        --without named_speakers_turns [--limit-conversations N] [--rounds 2]
+        --without named_speakers [--limit-conversations N] [--rounds 2]
 
-``--without NAME``: a function of recalling/ranking.py that returns a
-ranking to fuse (a list of row ids); "without" reads it as returning none
-(docs/decisions.md#d124).
+``--without NAME``: a function of recalling/ranking.py whose empty answer
+switches its rule off (a ranking to fuse, or what it is made of: a list or a
+set); "without" reads it as answering empty (docs/decisions.md#d124).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from .conversations import Conversation, load_conversations
 from .metrics import percentile
 
 
-def _none(*_: Any) -> list[int]:
-    return []
+def _none(*_: Any) -> frozenset[Any]:
+    return frozenset()
 
 
 async def read_paired(conv: Conversation, name: str, rounds: int, times: dict[bool, list[float]]) -> None:

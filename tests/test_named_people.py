@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from astrbot_plugin_ltm.recalling.people import named_speakers_turns, names_speaker
+from astrbot_plugin_ltm.recalling.people import named_speakers, names_speaker, their_turns
 from astrbot_plugin_ltm.text import query_tokens
 from tests.helpers import START, event_row
 
@@ -29,21 +29,23 @@ def test_a_name_is_named_by_all_its_words():
 def test_the_named_persons_turns_come_best_match_first():
     turns = {1: said_by(1, "Bob"), 2: said_by(2, "Alice"), 3: said_by(3, "Alice"), 4: said_by(4, "Bob")}
     fused = {1: 0.5, 2: 0.1, 3: 0.3}
-    assert named_speakers_turns(asked("What trips has Alice taken?"), fused, turns) == [3, 2]
+    named = named_speakers(asked("What trips has Alice taken?"), turns)
+    assert named == {"Alice"}
+    assert their_turns(named, fused, turns) == [3, 2]
 
 
 def test_a_question_naming_everyone_who_spoke_or_nobody_lifts_no_one():
     turns = {1: said_by(1, "Bob"), 2: said_by(2, "Alice")}
-    assert named_speakers_turns(asked("What have Alice and Bob both painted?"), {}, turns) == []
-    assert named_speakers_turns(asked("What did we paint?"), {}, turns) == []
+    assert named_speakers(asked("What have Alice and Bob both painted?"), turns) == set()
+    assert named_speakers(asked("What did we paint?"), turns) == set()
     # One person with the bot: the name tells no turn from another.
     alone = {1: said_by(1, "Alice"), 2: said_by(2, "Alice", role="assistant")}
-    assert named_speakers_turns(asked("What did Alice paint?"), {}, alone) == []
+    assert named_speakers(asked("What did Alice paint?"), alone) == set()
 
 
 def test_the_bots_replies_are_never_the_named_persons():
     turns = {1: said_by(1, "Bob"), 2: said_by(2, "Alice"), 3: said_by(3, "Alice", role="assistant")}
-    assert named_speakers_turns(asked("What did Alice paint?"), {}, turns) == [2]
+    assert their_turns(named_speakers(asked("What did Alice paint?"), turns), {}, turns) == [2]
 
 
 async def test_a_question_about_a_person_reaches_their_turn_over_turns_that_address_them(make_ltm, origin):

@@ -31,19 +31,24 @@ def names_speaker(tokens: frozenset[str], speaker: str | None) -> bool:
     return bool(name) and name <= tokens
 
 
-def named_speakers_turns(tokens: Collection[str], fused: dict[int, float], turns: dict[int, EventRow]) -> list[int]:
-    """The candidate turns said by the people ``tokens`` name, the best
-    ``fused`` match first. None when the question names nobody who spoke
-    among the candidates, or everyone who did: then the name tells no turn
-    from another (a chat of one person with the bot, "what did Caroline and
-    Melanie both paint?"). The bot's replies are never a person's."""
+def named_speakers(tokens: Collection[str], turns: dict[int, EventRow]) -> frozenset[str]:
+    """The people among those who said the candidate ``turns`` that the
+    question's ``tokens`` name. None when it names nobody who spoke, or
+    everyone who did: then the name tells no turn from another (a chat of
+    one person with the bot, "what did Caroline and Melanie both paint?").
+    The bot's replies are never a person's. One pass over the turns: most
+    questions name nobody, and cost no more."""
     if not tokens or not turns:
-        return []
+        return frozenset()
+    # speaker_of, for a person's turn.
+    speakers = {turn.sender_name or turn.sender_id for turn in turns.values() if turn.source_role == Role.USER}
     wanted = frozenset(tokens)
-    said_by = {rowid: speaker_of(turn) for rowid, turn in turns.items() if turn.source_role == Role.USER}
-    speakers = set(said_by.values())
-    named = {s for s in speakers if names_speaker(wanted, s)}
-    if not named or named == speakers:
-        return []
-    theirs = [rowid for rowid, speaker in said_by.items() if speaker in named]
+    named = frozenset(s for s in speakers if s is not None and names_speaker(wanted, s))
+    return frozenset() if named == speakers else named
+
+
+def their_turns(named: frozenset[str], fused: dict[int, float], turns: dict[int, EventRow]) -> list[int]:
+    """The candidate turns the ``named`` people said, the best ``fused`` match first."""
+    theirs = [rowid for rowid, turn in turns.items()
+              if turn.source_role == Role.USER and speaker_of(turn) in named]
     return sorted(theirs, key=lambda rowid: (-fused.get(rowid, 0.0), rowid))

@@ -21,7 +21,7 @@ from ..config import ReadPolicy
 from ..enums import Role
 from ..extension_points import Found
 from .dates import Period
-from .people import named_speakers_turns
+from .people import named_speakers, their_turns
 from .preferences import states_preference
 from .rows import EventRow, ItemView
 
@@ -98,8 +98,8 @@ def rank(found: Sequence[Found], items: dict[int, ItemView], evidence: dict[str,
     if preferences:
         turn_rankings.append(stated_preferences(turn_rankings, turns))
     # A question naming a person who spoke ranks that person's own turns (people.py, docs/decisions.md#d124).
-    if theirs := named_speakers_turns(asked, fuse(turn_rankings), turns):
-        turn_rankings.append(theirs)
+    if named := named_speakers(asked, turns):
+        turn_rankings.append(their_turns(named, fuse(turn_rankings), turns))
     turn_sims = fuse(turn_rankings)
     best = max([*memory_sims.values(), *turn_sims.values()], default=0.0) or 1.0
     # (row, similarity, when, importance): a memory's day is that of its
