@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from astrbot_plugin_ltm.recalling.tokens import EstimateCounter, default_counter, fewest_tokens
+from astrbot_plugin_ltm.recalling.tokens import EstimateCounter, default_counter, fewest_tokens, joined_count
 from astrbot_plugin_ltm.text import (
     FACT_KEY_MAX_CHARS,
     MAX_SENTENCES,
@@ -174,6 +174,7 @@ _TRICKY = st.lists(st.sampled_from(
     max_size=60).map("".join)
 
 
+@settings(deadline=None)
 @given(st.one_of(st.text(max_size=80), _TRICKY))
 def test_the_fewest_tokens_of_a_text_never_exceed_its_count(text):
     """The block skips counting a line whose fewest tokens already exceed
@@ -181,6 +182,23 @@ def test_the_fewest_tokens_of_a_text_never_exceed_its_count(text):
     counters, or a line that fits would be left out."""
     for counter in (default_counter(), EstimateCounter()):
         assert 0 <= fewest_tokens(counter, text) <= counter.count(text)
+
+
+_LINE = st.lists(st.one_of(st.sampled_from(
+    ["- ", "[said 2025-01-02]", "(confidence: 0.90)", " #12", "…", "tea", " Alice", "'s", "小明", "。", ")", "]",
+     "🍵", "\u0301", "\ufe0f", "_", "²", "  ", "\t", " ", "!?", "\x1c", "\u3000", "\n", "9", "é"]),
+    st.text(max_size=4)),
+    max_size=12).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(_LINE, st.sampled_from(["[Long-term Memory]\nPast notes.", "[End Memory]"])),
+                min_size=1, max_size=8))
+def test_a_joined_text_counts_as_its_lines_counted_apart(parts):
+    """The block's whole count is made from its lines' counts (docs/decisions.md#d134):
+    it must be the count of the joined text, whatever the lines hold."""
+    counter = default_counter()
+    assert joined_count(counter, parts, counter.count) == counter.count("\n".join(parts))
 
 
 def test_an_unknown_counter_has_no_lower_bound():
