@@ -106,14 +106,16 @@ def rank(found: Sequence[Found], items: dict[int, ItemView], evidence: dict[str,
     # last change, a turn's the day it was said. A turn extraction read and
     # kept nothing of (storing.turns._NOTHING_KEPT) has no importance: small talk
     # ("Thanks, Mel!") makes way for what was worth remembering (docs/decisions.md#d73).
+    # (Times made aware once per candidate: a read ranks a hundred or more, docs/decisions.md#d133.)
     candidates: list[tuple[ItemView | EventRow, float, datetime, float]] = [
-        (item, memory_sims.get(rowid, 0.0) / best, item.updated_at, item.importance)
+        (item, memory_sims.get(rowid, 0.0) / best, as_utc(item.updated_at), item.importance)
         for rowid, item in items.items()
     ] + [
-        (turn, turn_sims.get(rowid, 0.0) / best, turn.created_at, 0.0 if turn.nothing_kept else policy.event_importance)
+        (turn, turn_sims.get(rowid, 0.0) / best, as_utc(turn.created_at),
+         0.0 if turn.nothing_kept else policy.event_importance)
         for rowid, turn in turns.items()
     ]
-    days = [as_utc(when).date() for _, _, when, _ in candidates]
+    days = [when.date() for _, _, when, _ in candidates]
     # What was said around the best match is read with it: an answer is
     # often a few turns from the words that match ("Where did you go?" —
     # "To the lake."). Each candidate gains day_weight × the best
@@ -122,6 +124,7 @@ def rank(found: Sequence[Found], items: dict[int, ItemView], evidence: dict[str,
     for (_, sim, _, _), day in zip(candidates, days, strict=True):
         day_best[day] = max(day_best.get(day, 0.0), sim)
     ranked: list[Ranked] = []
+    turn_days: dict[int, date] = {}  # a turn's day, for spread
     for (row, sim, when, importance), day in zip(candidates, days, strict=True):
         # A message that names a time names the days to lift: the period's
         # candidates gain the whole lift, as if the best match were theirs,
@@ -135,19 +138,21 @@ def rank(found: Sequence[Found], items: dict[int, ItemView], evidence: dict[str,
                  + policy.importance_weight * importance + policy.recency_weight * time_decay(when, now))
         if isinstance(row, EventRow):
             ranked.append(Ranked(score, turn=row))
+            turn_days[id(row)] = day
         else:
             ranked.append(Ranked(score, memory=row, covers=evidence.get(row.memory_id, frozenset())))
     ranked.sort(key=_order)
-    return spread(ranked)
+    return spread(ranked, turn_days)
 
 
-def spread(ranked: list[Ranked]) -> list[Ranked]:
+def spread(ranked: list[Ranked], days: dict[int, date] | None = None) -> list[Ranked]:
     """``ranked`` (best first), each turn lowered by DAY_SPREAD × the turns
-    of its day ranked before it, in the new order."""
+    of its day ranked before it, in the new order. ``days``: each turn's
+    day by ``id()`` of its row, where the caller has it already."""
     before: dict[date, int] = {}
     for r in ranked:
         if r.turn is not None:
-            day = as_utc(r.turn.created_at).date()
+            day = days[id(r.turn)] if days is not None else as_utc(r.turn.created_at).date()
             n = before.get(day, 0)
             r.score -= DAY_SPREAD * n
             before[day] = n + 1

@@ -103,9 +103,11 @@ class MemoryReader:
             *(r.search(scopes, each, HITS_PER_SEARCH) for each in queries for r in self.retrievers)))
         # Most messages name no time: then no third trip to a read thread.
         names = named_period(query, now, self.tz)
-        (items, evidence), turns, named = await asyncio.gather(
-            self.db.run(lambda conn: self._memories(conn, scopes, found, policy, now)),
-            self.db.run(lambda conn: self._turns(conn, scopes, found, unbacked, policy)),
+        # The memories and the turns in one trip: two cost more in hops and
+        # connections than they gained side by side (docs/decisions.md#d133).
+        (items, evidence, turns), named = await asyncio.gather(
+            self.db.run(lambda conn: (*self._memories(conn, scopes, found, policy, now),
+                                      self._turns(conn, scopes, found, unbacked, policy))),
             self._nothing() if names is None else
             self.db.run(lambda conn: self._named(conn, scopes, names, unbacked, policy, now, q.tokens)),
         )
