@@ -22,6 +22,7 @@ from ..extension_points import Found
 from .dates import Period
 from .preferences import states_preference
 from .rows import EventRow, ItemView
+from .summary_lines import behind_their_turns
 
 # Reciprocal-rank fusion: a candidate's similarity is the sum over the
 # rankings it is in of 1 / (RRF_K + rank); ranks need no calibration
@@ -130,6 +131,7 @@ def rank(found: Sequence[Found], items: dict[int, ItemView], evidence: dict[str,
             ranked.append(Ranked(score, turn=row))
         else:
             ranked.append(Ranked(score, memory=row, covers=evidence.get(row.memory_id, frozenset())))
+    ranked = behind_their_turns(ranked)  # docs/decisions.md#d114
     ranked.sort(key=_order)
     return spread(ranked)
 
