@@ -232,6 +232,9 @@ def bench_config(max_tokens: int, max_items: int, max_per_type: int | None) -> d
         # A question's embedding waits behind no chat here, only the
         # machine's load: a timeout would make the figures follow that.
         "vectors": {"query_timeout_seconds": QUERY_TIMEOUT},
+        # No summary model here: --summaries turns them on with the data's
+        # stand-in (bench/summary_standin.py); off, the run measures without.
+        "summaries": {"enable": False},
     }
 
 
