@@ -251,11 +251,14 @@ async def queues(engine: LTMEngine, model: str) -> dict[str, int]:
             "SELECT count(*) FROM ltm_events e WHERE e.withheld = 0 AND e.source_role IN ('user', 'tool', "
             "'assistant') AND NOT EXISTS (SELECT 1 FROM ltm_event_vectors v WHERE v.event_rowid = e.id "
             f"AND v.model = '{model}')")),
-        # Turns after their scope's newest session summary (the summary worker's watermark).
+        # Turns after their scope's newest session summary (the summary worker's watermark),
+        # in scopes holding min_events of them: a shorter tail waits by design (docs/decisions.md#d113).
         "turns_unsummarised": await scalar(engine, (
-            "SELECT count(*) FROM ltm_events e WHERE e.withheld = 0 AND e.source_role IN ('user', 'assistant') "
+            "SELECT coalesce(sum(n), 0) FROM (SELECT count(*) AS n FROM ltm_events e WHERE e.withheld = 0 "
+            "AND e.source_role IN ('user', 'assistant') "
             "AND e.created_at > coalesce((SELECT max(i.valid_to) FROM ltm_items i WHERE i.scope = e.scope AND "
-            "i.scope_id = e.scope_id AND i.type = 'summary' AND i.fact_key LIKE 'summary_session_%'), '')")),
+            "i.scope_id = e.scope_id AND i.type = 'summary' AND i.fact_key LIKE 'summary_session_%'), '') "
+            f"GROUP BY e.scope, e.scope_id HAVING count(*) >= {int(engine.config.summaries.min_events)})")),
         "usage_pending": engine.usage.pending,
     }
 
