@@ -233,6 +233,9 @@ def bench_config(max_tokens: int, max_items: int, max_per_type: int | None) -> d
         # A question's embedding waits behind no chat here, only the
         # machine's load: a timeout would make the figures follow that.
         "vectors": {"query_timeout_seconds": QUERY_TIMEOUT},
+        # No summary model here: --summaries turns them on with the data's
+        # stand-in (bench/summary_standin.py); off, the run measures without.
+        "summaries": {"enable": False},
     }
 
 
@@ -394,11 +397,14 @@ async def read_question(engine: LTMEngine, origin: Origin, q: Question, rep: Rep
     embed_ms = ((timed.seconds - before) * 1000.0) if timed is not None else 0.0
     entries = injected(block)
     reached = reached_dia_ids(entries, rep.evidence, rep.event_dia)
+    plain = [e for e in entries if e.type != "summary"]
     result = QuestionResult(q.category, frozenset(q.evidence), frozenset(reached),
                             block.tokens, len(entries), ms, embed_ms,
                             raw_events=len(entries) - len(block.items), answer_words=q.answer_words(block.text),
                             evidence_role=q.evidence_role,
-                            bot_tokens=bot_line_tokens(block, rep.bot_events, counter))
+                            bot_tokens=bot_line_tokens(block, rep.bot_events, counter),
+                            reached_without_summaries=None if len(plain) == len(entries) else
+                            frozenset(reached_dia_ids(plain, rep.evidence, rep.event_dia)))
     return result, block
 
 
@@ -845,6 +851,9 @@ def table(doc: dict[str, Any]) -> str:
         for name, r in doc["baselines"].items():
             lines.append(f"    {name}: " + "; ".join(
                 f"{role} {_f(x['evidence_recall'])}" for role, x in r.get("by_evidence_role", {}).items()))
+    if "evidence_recall_without_summaries" in ours:
+        lines.append(f"  recall through facts and turns alone (no credit for summary lines): "
+                     f"{_f(ours['evidence_recall_without_summaries'])}")
     if "bot_token_share" in ours:
         lines.append(f"  the bot's own lines: {ours['mean_bot_tokens']:.0f} tokens a block on average, "
                      f"{ours['bot_token_share']:.1%} of the tokens injected")

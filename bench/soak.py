@@ -251,13 +251,16 @@ async def queues(engine: LTMEngine, model: str) -> dict[str, int]:
             "SELECT count(*) FROM ltm_events e WHERE e.withheld = 0 AND e.source_role IN ('user', 'tool', "
             "'assistant') AND NOT EXISTS (SELECT 1 FROM ltm_event_vectors v WHERE v.event_rowid = e.id "
             f"AND v.model = '{model}')")),
-        # Turns after their scope's newest session summary (the summary worker's watermark). The
+        # Turns after their scope's newest session summary (the summary worker's watermark), in scopes
+        # holding min_events of them: a shorter tail waits by design (docs/decisions.md#d113). The
         # watermarks are grouped first: a subquery per turn made this count quadratic (40 min at 40k turns).
         "turns_unsummarised": await scalar(engine, (
             "WITH marks AS (SELECT scope, scope_id, max(valid_to) AS mark FROM ltm_items WHERE type = 'summary' "
             "AND fact_key LIKE 'summary_session_%' GROUP BY scope, scope_id) "
-            "SELECT count(*) FROM ltm_events e LEFT JOIN marks m ON m.scope = e.scope AND m.scope_id = e.scope_id "
-            "WHERE e.withheld = 0 AND e.source_role IN ('user', 'assistant') AND e.created_at > coalesce(m.mark, '')")),
+            "SELECT coalesce(sum(n), 0) FROM (SELECT count(*) AS n FROM ltm_events e LEFT JOIN marks m "
+            "ON m.scope = e.scope AND m.scope_id = e.scope_id WHERE e.withheld = 0 "
+            "AND e.source_role IN ('user', 'assistant') AND e.created_at > coalesce(m.mark, '') "
+            f"GROUP BY e.scope, e.scope_id HAVING count(*) >= {int(engine.config.summaries.min_events)})")),
         "usage_pending": engine.usage.pending,
     }
 

@@ -24,6 +24,7 @@ from .dates import Period
 from .people import named_speakers, their_turns
 from .preferences import states_preference
 from .rows import EventRow, ItemView
+from .summary_lines import behind_their_turns
 
 # Reciprocal-rank fusion: a candidate's similarity is the sum over the
 # rankings it is in of 1 / (RRF_K + rank); ranks need no calibration
@@ -141,6 +142,7 @@ def rank(found: Sequence[Found], items: dict[int, ItemView], evidence: dict[str,
             turn_days[id(row)] = day
         else:
             ranked.append(Ranked(score, memory=row, covers=evidence.get(row.memory_id, frozenset())))
+    ranked = behind_their_turns(ranked)  # docs/decisions.md#d114
     ranked.sort(key=_order)
     return spread(ranked, turn_days)
 
