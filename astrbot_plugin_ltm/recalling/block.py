@@ -91,7 +91,7 @@ class MemoryBlock:
     text: str = ""
     items: list[Selected] = field(default_factory=list)  # memories (≤ max_items), best first
     tokens: int = 0
-    events: list[Selected] = field(default_factory=list)  # raw turns (≤ max_events), oldest first
+    events: list[Selected] = field(default_factory=list)  # raw turns (the people's ≤ max_events), oldest first
 
     def __bool__(self) -> bool:
         return bool(self.items or self.events)
@@ -237,6 +237,9 @@ class BlockBuilder:
         chosen: list[Chosen] = []
         per_type: dict[str, int] = {}
         n_memories = n_turns = 0
+        # max_events counts the people's turns: the bot's replies are bounded by
+        # their share of the budget (BotAllowance) instead (docs/decisions.md#d118).
+        n_counted = 0
         covered: set[str] = set()
         chosen_facts: list[str] = []
         days: set[str] = set()  # the headings of the turns chosen so far
@@ -244,7 +247,7 @@ class BlockBuilder:
         misses = 0
         cut = False  # a turn was cut to fit
         for at, r in enumerate(ranked):
-            if n_memories >= policy.max_items and n_turns >= policy.max_events:
+            if n_memories >= policy.max_items and n_counted >= policy.max_events:
                 for rest in ranked[at:] if trace is not None else ():
                     left_out(rest, MAX_ITEMS if rest.memory is not None else MAX_EVENTS)
                 break
@@ -258,8 +261,8 @@ class BlockBuilder:
             else:
                 assert r.turn is not None
                 event = r.turn
-                if n_turns >= policy.max_events or event.event_id in covered:
-                    left_out(r, MAX_EVENTS if n_turns >= policy.max_events else COVERED)
+                if (n_counted >= policy.max_events and not is_bot(event)) or event.event_id in covered:
+                    left_out(r, MAX_EVENTS if n_counted >= policy.max_events else COVERED)
                     continue
                 body = event_body(event, about, whole=n_turns < WHOLE_TURNS)
                 line = f"- {body}"
@@ -309,6 +312,7 @@ class BlockBuilder:
                     for c in repeated:
                         left_out(c[0], COVERED, c[1])
                     n_turns -= len(repeated)
+                    n_counted -= sum(1 for c in repeated if c[0].turn is not None and not is_bot(c[0].turn))
                     days = {turn_day(c[0].turn) for c in chosen if c[0].turn is not None}
                     used = self._cost(chosen, days) + frame_cost
             else:
@@ -318,6 +322,8 @@ class BlockBuilder:
                 days.add(day)
                 if is_bot(event):
                     bot.take(self._count("\n" + line))
+                else:
+                    n_counted += 1
             used += cost
             chosen.append((r, line, selected))
         return self._assemble(chosen, policy, opening, closing, trace)
