@@ -200,7 +200,8 @@ class BlockBuilder:
         return self.counter.count(f"{opening}\n{pinned.text}\n{closing}") <= policy.max_tokens
 
     def fit(self, ranked: list[Ranked], policy: ReadPolicy, language: str = "en", ids: bool = False,
-            about: Focus | None = None, trace: Trace | None = None, pinned: Pinned | None = None) -> MemoryBlock:
+            about: Focus | None = None, trace: Trace | None = None, pinned: Pinned | None = None,
+            bot_share: float | None = None) -> MemoryBlock:
         """The best-scored candidates under the caps and the budget.
         Memories: max_items, max_per_type, and no near-duplicate of one
         already chosen. Turns: max_events, and none behind a chosen memory
@@ -208,16 +209,18 @@ class BlockBuilder:
         that does not fit is skipped, as a shorter one may still fit.
         ``trace``: filled with the lines taken and the candidates left out, and why.
         ``pinned``: placed first, the rest fitted to what it leaves (the
-        reader has checked it fits alone, ``fits_alone``)."""
+        reader has checked it fits alone, ``fits_alone``). ``bot_share``: the
+        share of the budget the bot's lines may take (bot_lines.BOT_SHARE if None)."""
         opening, closing = frame(language)
         room = policy.max_tokens
         if pinned is not None:
             policy = replace(policy, max_tokens=max(0, room - self.counter.count("\n" + pinned.text)))
-        block, chosen = self._choose(ranked, policy, opening, closing, ids, about, trace)
+        block, chosen = self._choose(ranked, policy, opening, closing, ids, about, trace, bot_share)
         return block if pinned is None else self._pin(pinned, block, chosen, opening, closing, room, trace)
 
     def _choose(self, ranked: list[Ranked], policy: ReadPolicy, opening: str, closing: str, ids: bool,
-                about: Focus | None, trace: Trace | None) -> tuple[MemoryBlock, list[Chosen]]:
+                about: Focus | None, trace: Trace | None,
+                bot_share: float | None = None) -> tuple[MemoryBlock, list[Chosen]]:
         """The block of the best candidates that fit, and its entries."""
         frame_cost = self._count(opening + "\n" + closing)
 
@@ -243,7 +246,7 @@ class BlockBuilder:
         covered: set[str] = set()
         chosen_facts: list[str] = []
         days: set[str] = set()  # the headings of the turns chosen so far
-        bot = BotAllowance(policy.max_tokens)
+        bot = BotAllowance(policy.max_tokens, bot_share)
         misses = 0
         cut = False  # a turn was cut to fit
         for at, r in enumerate(ranked):

@@ -27,8 +27,12 @@ BOT_LABEL = "bot (you)"
 # A line of the bot's is cut to this many characters (a person's to
 # block.EVENT_CHARS): what it recommended or promised comes early.
 BOT_CHARS = 100
-# The bot's lines together take at most this share of read_policy.max_tokens.
+# The bot's lines together take at most this share of read_policy.max_tokens
+# when the message asks what the bot said (about_bot.py); for any other they
+# are context around what people said, and take at most CONTEXT_SHARE
+# (half as much: docs/decisions.md#d119).
 BOT_SHARE = 0.5
+CONTEXT_SHARE = 0.25
 
 
 def speaker_of(event: Any) -> str | None:

@@ -1,0 +1,30 @@
+"""Whose words a message asks about: what the bot itself said ("you
+recommended…", "remind me what you suggested", "你给我推荐过哪些…"), or
+the person's own life ("how many antiques did I inherit"). The block gives
+the bot's replies their full share only for the first; for the rest they
+are context around what people said, and take a smaller one
+(block.py, docs/decisions.md#d119). A pure function, English and Chinese.
+"""
+
+from __future__ import annotations
+
+import re
+
+_EN = re.compile(
+    r"\byou(?:\s+\w+){0,3}?\s+(?:said|mentioned|suggested|recommended|gave|told|listed|provided|shared|"
+    r"wrote|explained|described|proposed|named|offered|pointed out|referred|talked about|came up with|advised)\b"
+    # "what did you tell me…", "which one did you recommend"
+    r"|\bdid you\s+(?:say|tell|mention|suggest|recommend|give|list|provide|share|write|explain|describe|"
+    r"propose|name|offer|advise)\b"
+    r"|\bremind me\b|\byour (?:suggestions?|recommendations?|advice|answer|reply|list|tips|ideas?)\b"
+    r"|\b(?:our|the|that) (?:previous|last|earlier|past) (?:conversation|chat|discussion|talk)\b",
+    re.I)
+# 你 as the one who spoke: not "我和你推荐过" / "我给你推荐" (the person told the bot).
+_ZH = re.compile(
+    r"(?<![和跟给向对与])你(?:曾经|之前|上次|以前|刚才|那时|那天|还)?(?:给我|跟我|和我|对我|帮我|为我|向我)?"
+    r"(?:推荐|建议|告诉|分享|说|讲|提到|提过|介绍|列|教)")
+
+
+def asks_what_the_bot_said(message: str) -> bool:
+    """Whether ``message`` asks about the bot's own words."""
+    return _EN.search(message) is not None or _ZH.search(message) is not None
