@@ -22,10 +22,10 @@ from ..config import ReadPolicy
 from ..extension_points import Found, Query, Retriever, TokenCounter
 from ..scope import Scope
 from ..storing.database import Database
+from . import bot_lines
 from .about_bot import asks_what_the_bot_said
 from .asking import asks_for_suggestions, event_parts
 from .block import BlockBuilder, Focus, MemoryBlock, Pinned, language_of
-from .bot_lines import BOT_SHARE, CONTEXT_SHARE
 from .dates import First, Period, named_period
 from .explain import explain_hits
 from .history import History
@@ -133,7 +133,8 @@ class MemoryReader:
         return await asyncio.to_thread(self._rank_and_fit, ranked_by, items, evidence, turns, policy, now,
                                        language, ids, period, in_period, frozenset(q.tokens), trace,
                                        asks_for_suggestions(query), pinned,
-                                       BOT_SHARE if asks_what_the_bot_said(query) else CONTEXT_SHARE)
+                                       # None: bot_lines.BOT_SHARE (docs/decisions.md#d119)
+                                       None if asks_what_the_bot_said(query) else bot_lines.CONTEXT_SHARE)
 
     @staticmethod
     async def _nothing() -> None:
