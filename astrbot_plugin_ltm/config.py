@@ -158,9 +158,14 @@ class DriftConfig:
 class SummariesConfig:
     """Session summaries and their roll-ups (learning/summaries.py)."""
 
-    enable: bool = False  # one model call per conversation: opt in
+    # On: ~0.07–0.15 model calls per turn with extraction on the dev splits (docs/decisions.md#d116).
+    enable: bool = True
     idle_minutes: float = 30.0  # a conversation ends after this long without a turn
     max_events: int = 60  # a longer conversation is summarised every this many events
+    # Short conversations are joined until they hold this many events, then
+    # summarised in one call: at most 1/40 = 0.025 calls per turn, which
+    # beside extraction's 1/8 (batch_size 8) keeps under 0.15 (docs/decisions.md#d113).
+    min_events: int = 40
     rollups: bool = True  # sessions → day → week → month, one model call each
     # A summary rolled into a coarser one is closed (superseded by it) once
     # its period ended this long ago: 0 keeps every level in force.
@@ -231,6 +236,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "drift.threshold": (0.0, 1.0),
     "summaries.idle_minutes": (0.05, 10080.0),
     "summaries.max_events": (4, 1000),
+    "summaries.min_events": (1, 1000),
     "summaries.max_chars": (200, 8000),
     "summaries.keep_parts_days": (0, 36500),
 }

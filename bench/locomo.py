@@ -89,6 +89,7 @@ from .metrics import (
     report,
     rrf,
 )
+from .misses import event_rowids, explain
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
@@ -232,6 +233,9 @@ def bench_config(max_tokens: int, max_items: int, max_per_type: int | None) -> d
         # A question's embedding waits behind no chat here, only the
         # machine's load: a timeout would make the figures follow that.
         "vectors": {"query_timeout_seconds": QUERY_TIMEOUT},
+        # No summary model here: --summaries turns them on with the data's
+        # stand-in (bench/summary_standin.py); off, the run measures without.
+        "summaries": {"enable": False},
     }
 
 
@@ -348,7 +352,8 @@ async def warm_indexes(engine: LTMEngine, origin: Origin) -> None:
 
 async def read_questions(engine: LTMEngine, clock: Clock, rep: Replay, timed: Any | None, counter: TokenCounter,
                          history_turns: int | None = None,
-                         with_history: list[HistoryResult] | None = None) -> list[QuestionResult]:
+                         with_history: list[HistoryResult] | None = None,
+                         misses: list[dict[str, Any]] | None = None) -> list[QuestionResult]:
     """Each question's block; with ``history_turns``, each is read again
     with that many of the conversation's last exchanges as the request's
     history, into ``with_history`` (bench/history.py)."""
@@ -360,6 +365,7 @@ async def read_questions(engine: LTMEngine, clock: Clock, rep: Replay, timed: An
     held = None
     if history_turns is not None:
         held = request_history([x for s in conv.sessions for x in exchanges(conv, s)], history_turns)
+    rowids = await event_rowids(engine) if misses is not None else {}
     for q in conv.questions:
         if not q.evidence:
             continue
@@ -367,6 +373,10 @@ async def read_questions(engine: LTMEngine, clock: Clock, rep: Replay, timed: An
         clock.now = max(q.asked_at, conv.end) if q.asked_at is not None else conv.end + READ_AFTER
         result, block = await read_question(engine, origin, q, rep, timed, counter)
         results.append(result)
+        if misses is not None:  # after the timed read: it does not change it
+            record = await explain(engine, origin, q, rep, set(result.reached), rowids)
+            if record is not None:
+                misses.append(record)
         if held is not None and with_history is not None:
             _, history_ms = timed_history(held.texts)
             after, _ = await read_question(engine, origin, q, rep, timed, counter, held.texts)
@@ -387,11 +397,14 @@ async def read_question(engine: LTMEngine, origin: Origin, q: Question, rep: Rep
     embed_ms = ((timed.seconds - before) * 1000.0) if timed is not None else 0.0
     entries = injected(block)
     reached = reached_dia_ids(entries, rep.evidence, rep.event_dia)
+    plain = [e for e in entries if e.type != "summary"]
     result = QuestionResult(q.category, frozenset(q.evidence), frozenset(reached),
                             block.tokens, len(entries), ms, embed_ms,
                             raw_events=len(entries) - len(block.items), answer_words=q.answer_words(block.text),
                             evidence_role=q.evidence_role,
-                            bot_tokens=bot_line_tokens(block, rep.bot_events, counter))
+                            bot_tokens=bot_line_tokens(block, rep.bot_events, counter),
+                            reached_without_summaries=None if len(plain) == len(entries) else
+                            frozenset(reached_dia_ids(plain, rep.evidence, rep.event_dia)))
     return result, block
 
 
@@ -476,6 +489,7 @@ class RunSettings:
     overrides: tuple[str, ...] = ()
     history_turns: int | None = None
     db_path: str | None = None  # keep the databases: this file, or one per conversation beside it
+    misses: bool = False  # explain each missed evidence turn (bench/misses.py)
 
 
 @dataclass
@@ -505,6 +519,7 @@ class ConversationRun:
     max_per_type: int
     index_cost: dict[str, Any] | None = None  # bench/index_cost.py
     embedder_id: str | None = None  # the dense baselines' (and the plugin's) model
+    misses: list[dict[str, Any]] = field(default_factory=list)  # bench/misses.py, with --misses
 
 
 def conversation_db(db_path: str | None, conv: Conversation, conversations: int) -> str | None:
@@ -563,11 +578,13 @@ async def run_conversation(conv: Conversation, settings: RunSettings, embedder: 
     if engine.config_errors:
         raise RuntimeError(f"bench config rejected: {engine.config_errors}")
     with_history: list[HistoryResult] = []
+    misses: list[dict[str, Any]] | None = [] if settings.misses else None
     try:
         await engine.start(background=False)
         rep = await replay(engine, clock, conv, extractor)
         t0 = time.perf_counter()
-        results = await read_questions(engine, clock, rep, timed, counter, settings.history_turns, with_history)
+        results = await read_questions(engine, clock, rep, timed, counter, settings.history_turns, with_history,
+                                       misses)
         read_seconds = time.perf_counter() - t0
         items = await active_items(engine, conv)
         t0 = time.perf_counter()
@@ -592,7 +609,7 @@ async def run_conversation(conv: Conversation, settings: RunSettings, embedder: 
                   "evidence_recall": report(results)["evidence_recall"]},
         mode=mode, config=config, read_policy=asdict(engine.config.read_policy),
         max_per_type=engine.config.read_policy.max_per_type, embedder_id=getattr(embedder, "model_id", None),
-        index_cost=cost,
+        index_cost=cost, misses=misses or [],
     )
 
 
@@ -657,6 +674,7 @@ async def run(
     embedder_factory: Callable[[], Any] | None = None,
     progress: Callable[[str], None] | None = None,
     summaries_data: str | None = None,
+    misses: bool = False,
 ) -> dict[str, Any]:
     """Run the whole benchmark; returns the JSON document.
 
@@ -677,7 +695,7 @@ async def run(
     counter = counter or default_counter()
     started = time.perf_counter()
     settings = RunSettings(max_tokens, max_items, max_per_type, use_engine_embedder, tuple(overrides),
-                           history_turns, str(db_path) if db_path is not None else None)
+                           history_turns, str(db_path) if db_path is not None else None, misses)
     paths = [conversation_db(settings.db_path, c, len(conversations)) for c in conversations]
     done: list[ConversationRun] = []
     if jobs > 1 and len(conversations) > 1:
@@ -778,6 +796,7 @@ def assemble(conversations: list[Conversation], done: list[ConversationRun], set
         **({"summary_calls": summary_calls} if summary_calls else {}),
         "index_cost": combine_costs([d.index_cost for d in done if d.index_cost is not None]),
         "per_conversation": [d.per_conv for d in done],
+        **({"misses": [m for d in done for m in d.misses]} if settings.misses else {}),
         "seconds": {
             "total": seconds,
             "replay": write["replay_seconds"],
@@ -832,6 +851,9 @@ def table(doc: dict[str, Any]) -> str:
         for name, r in doc["baselines"].items():
             lines.append(f"    {name}: " + "; ".join(
                 f"{role} {_f(x['evidence_recall'])}" for role, x in r.get("by_evidence_role", {}).items()))
+    if "evidence_recall_without_summaries" in ours:
+        lines.append(f"  recall through facts and turns alone (no credit for summary lines): "
+                     f"{_f(ours['evidence_recall_without_summaries'])}")
     if "bot_token_share" in ours:
         lines.append(f"  the bot's own lines: {ours['mean_bot_tokens']:.0f} tokens a block on average, "
                      f"{ours['bot_token_share']:.1%} of the tokens injected")
@@ -909,6 +931,9 @@ def main(argv: list[str] | None = None) -> int:
                              "~/.cache/astrbot_plugin_ltm/bench_embeddings.sqlite or LTM_BENCH_CACHE)")
     parser.add_argument("--no-embed-cache", action="store_true", help="embed everything afresh")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument("--misses", metavar="PATH",
+                        help="write why each missed evidence turn was missed here, a JSON line a question "
+                             "(bench/misses.py)")
     args = parser.parse_args(argv)
     standin = None
     if args.summaries:  # bench/summary_standin.py
@@ -948,8 +973,11 @@ def main(argv: list[str] | None = None) -> int:
         max_per_type=args.max_per_type, db_path=args.db,
         use_engine_embedder=not args.keyword_only, overrides=args.overrides, history_turns=args.history,
         jobs=args.jobs, embedder_factory=factory, progress=None if args.quiet else progress,
-        summaries_data=args.data if args.summaries else None,
+        summaries_data=args.data if args.summaries else None, misses=bool(args.misses),
     ))
+    if args.misses:
+        lines = [json.dumps(m, ensure_ascii=False) for m in doc.pop("misses", [])]
+        Path(args.misses).write_text("\n".join(lines) + "\n", encoding="utf-8")
     doc["dataset"]["path"] = str(args.data)
     doc["settings"]["pad_bot_replies"] = args.pad_bot_replies
     doc["settings"]["jobs"] = args.jobs

@@ -159,6 +159,10 @@ class QuestionResult:
     answer_words: float | None = None  # see answer_words; None outside ANSWER_CATEGORIES
     evidence_role: str | None = None  # whose turns hold the answer ("user", "assistant"), where the data says
     bot_tokens: int = 0  # of tokens, taken by the bot's own lines
+    # Reached through the block's facts and turns alone: a summary line is
+    # credited with every event of its period (a span of sessions), which
+    # flatters summaries; None where the block held no summary.
+    reached_without_summaries: frozenset[str] | None = None
 
     @property
     def recall(self) -> float:
@@ -189,6 +193,10 @@ def summarise(results: Sequence[QuestionResult]) -> dict[str, Any]:
         "mean_items": sum(r.items for r in results) / len(results),
         "mean_raw_events": sum(r.raw_events for r in results) / len(results),
     }
+    if any(r.reached_without_summaries is not None for r in results):
+        out["evidence_recall_without_summaries"] = sum(evidence_recall(
+            r.gold, r.reached if r.reached_without_summaries is None else r.reached_without_summaries)
+            for r in results) / len(results)
     answered = [r.answer_words for r in results if r.answer_words is not None]
     if answered:
         out["answer_words"] = sum(answered) / len(answered)

@@ -251,11 +251,16 @@ async def queues(engine: LTMEngine, model: str) -> dict[str, int]:
             "SELECT count(*) FROM ltm_events e WHERE e.withheld = 0 AND e.source_role IN ('user', 'tool', "
             "'assistant') AND NOT EXISTS (SELECT 1 FROM ltm_event_vectors v WHERE v.event_rowid = e.id "
             f"AND v.model = '{model}')")),
-        # Turns after their scope's newest session summary (the summary worker's watermark).
+        # Turns after their scope's newest session summary (the summary worker's watermark), in scopes
+        # holding min_events of them: a shorter tail waits by design (docs/decisions.md#d113). The
+        # watermarks are grouped first: a subquery per turn made this count quadratic (40 min at 40k turns).
         "turns_unsummarised": await scalar(engine, (
-            "SELECT count(*) FROM ltm_events e WHERE e.withheld = 0 AND e.source_role IN ('user', 'assistant') "
-            "AND e.created_at > coalesce((SELECT max(i.valid_to) FROM ltm_items i WHERE i.scope = e.scope AND "
-            "i.scope_id = e.scope_id AND i.type = 'summary' AND i.fact_key LIKE 'summary_session_%'), '')")),
+            "WITH marks AS (SELECT scope, scope_id, max(valid_to) AS mark FROM ltm_items WHERE type = 'summary' "
+            "AND fact_key LIKE 'summary_session_%' GROUP BY scope, scope_id) "
+            "SELECT coalesce(sum(n), 0) FROM (SELECT count(*) AS n FROM ltm_events e LEFT JOIN marks m "
+            "ON m.scope = e.scope AND m.scope_id = e.scope_id WHERE e.withheld = 0 "
+            "AND e.source_role IN ('user', 'assistant') AND e.created_at > coalesce(m.mark, '') "
+            f"GROUP BY e.scope, e.scope_id HAVING count(*) >= {int(engine.config.summaries.min_events)})")),
         "usage_pending": engine.usage.pending,
     }
 
@@ -376,7 +381,8 @@ class Soak:
         step = timedelta(seconds=args.seconds_per_turn)
         deadline = time.perf_counter() + args.time_limit if args.time_limit else None
         for n in range(1, args.turns + 1):
-            last = n == args.turns or (deadline is not None and time.perf_counter() > deadline)
+            last = n == args.turns or (deadline is not None and time.perf_counter() > deadline) or (
+                args.stop_file is not None and n % args.backlog_every == 0 and Path(args.stop_file).exists())
             k = self.rng.randrange(len(conversations))
             conv = conversations[k]
             origin = self.rng.choice(conv.origin_for)
@@ -566,6 +572,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="turns of warm-up before RSS should stay flat (default: the first window)")
     parser.add_argument("--time-limit", type=float, default=0.0,
                         help="stop feeding after this many seconds (then drain and report the turns done); 0: none")
+    parser.add_argument("--stop-file", help="stop feeding (then drain and report) once this file exists")
     parser.add_argument("--dir", help="keep the data here (default: a temporary directory, removed)")
     parser.add_argument("--json", dest="json_out")
     parser.add_argument("--svg", dest="svg_out")

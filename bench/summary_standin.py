@@ -11,9 +11,12 @@ does not have, is the parts' summaries joined and cut to
 
 A file with no ``session_summary`` at all (LongMemEval) gets an
 **extractive** stand-in instead, labelled as such in the output: the first
-sentence of each of the person's turns, then of the bot's, in order, up to
-the summary prompt's 6 sentences and ``summaries.max_chars`` (a lead-sentence
-baseline: no model, no words that the session does not hold).
+sentence of each of the person's turns (6 evenly spaced over the span when
+there are more), then of the bot's, in order, up to the summary prompt's 6
+sentences and ``summaries.max_chars`` (a lead-sentence baseline: no model, no
+words that the session does not hold). A span of several sessions
+(``summaries.min_events``) gets their recorded summaries joined, each cut to
+its share of ``max_chars``.
 
 ``python -m bench.locomo --summaries`` installs it for the bench's engines
 of the process (and of each ``--jobs`` worker), which get it as their
@@ -95,10 +98,15 @@ class DatasetSummaries:
             self.calls["extractive"] += 1
             return extractive_summary(events, self._max_chars)
         sessions = self._sessions.get(sample) or []
-        at = bisect.bisect_right([start for start, _ in sessions], events[0].created_at) - 1
-        if at < 0:
+        starts = [start for start, _ in sessions]
+        first = bisect.bisect_right(starts, events[0].created_at) - 1
+        if first < 0:
             raise LookupError(f"no session_summary for {sample} at {events[0].created_at}")
-        return sessions[at][1][: self._max_chars]
+        # A span of several sessions (summaries.min_events): their summaries,
+        # each cut to its share of max_chars, as a model would fit them in one.
+        texts = [text for _, text in sessions[first:bisect.bisect_right(starts, events[-1].created_at)]]
+        share = self._max_chars // len(texts)
+        return " ".join(text[:share] for text in texts)[: self._max_chars]
 
     async def rollup(self, level: str, start: datetime, end: datetime, summaries: Sequence[str]) -> str:
         self.calls["rollup"] += 1
@@ -130,8 +138,9 @@ def cost_line(cost: dict[str, Any]) -> str:
 
 
 def extractive_summary(events: Sequence[MemoryEvent], max_chars: int) -> str:
-    """The first sentence of each of the person's turns, then of the bot's,
-    in order, up to 6 sentences and ``max_chars``."""
+    """The first sentence of each of the person's turns (6 evenly spaced
+    when there are more), then of the bot's, in order, up to 6 sentences
+    and ``max_chars``."""
     def lead(role_is_bot: bool) -> list[str]:
         out = []
         for e in events:
@@ -143,8 +152,17 @@ def extractive_summary(events: Sequence[MemoryEvent], max_chars: int) -> str:
                 out.append(f"{who}: {found}")
         return out
 
-    picked = (lead(False) + lead(True))[:EXTRACTIVE_SENTENCES]
+    said, replied = lead(False), lead(True)
+    # Spread over a span of several sessions (summaries.min_events), not its first session's opening.
+    picked = (spaced(said, EXTRACTIVE_SENTENCES) + replied)[:EXTRACTIVE_SENTENCES]
     return " ".join(picked)[:max_chars] or "(an empty conversation)"
+
+
+def spaced(items: list[str], n: int) -> list[str]:
+    """``n`` of ``items`` evenly spaced from the first, in order (all when fewer)."""
+    if len(items) <= n:
+        return items
+    return [items[k * len(items) // n] for k in range(n)]
 
 
 def install(data: str | Path, overrides: list[str] | None = None) -> DatasetSummaries:

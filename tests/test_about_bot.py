@@ -1,10 +1,9 @@
-"""Whose words a message asks about (recalling/about_bot.py), and the share
+"""Whose words a message asks about (recalling/bot_lines.py), and the share
 of the block the bot's replies take for each (docs/decisions.md#d119)."""
 
 from __future__ import annotations
 
-from astrbot_plugin_ltm.recalling.about_bot import asks_what_the_bot_said
-from astrbot_plugin_ltm.recalling.bot_lines import BOT_SHARE, CONTEXT_SHARE
+from astrbot_plugin_ltm.recalling.bot_lines import BOT_SHARE, CONTEXT_SHARE, asks_what_the_bot_said
 
 
 def test_a_question_about_the_bots_own_words_is_told_apart_from_one_about_the_person():

@@ -160,7 +160,7 @@ def test_summary_calls_made_in_worker_processes_are_counted_as_in_a_serial_run(t
 
     path = tmp_path / "data.json"
     path.write_text(json.dumps(dataset()), encoding="utf-8")
-    overrides = ["summaries.enable=true"]
+    overrides = ["summaries.enable=true", "summaries.min_events=1"]  # one summary per (short) session
     monkeypatch.setattr(summary_standin, "INSTALLED", DatasetSummaries(path))
     serial = run(tmp_path, overrides=overrides)
     monkeypatch.setattr(summary_standin, "INSTALLED", None)

@@ -29,11 +29,14 @@ BUSY_TIMEOUT_MS = 200
 
 class WriteLockHolder:
     """Another connection to the same file holding the write lock (BEGIN
-    IMMEDIATE and a write) for ``seconds``, then committing."""
+    IMMEDIATE and a write) for at least ``seconds`` and until the test
+    leaves the ``async with`` block, then committing: a loaded machine
+    cannot make the lock go before the test has looked."""
 
     def __init__(self, path: str, seconds: float) -> None:
         self.path, self.seconds = path, seconds
         self.taken = threading.Event()
+        self.released = threading.Event()
         self.thread = threading.Thread(target=self._hold, daemon=True)
 
     def _hold(self) -> None:
@@ -44,6 +47,7 @@ class WriteLockHolder:
             conn.execute("INSERT INTO astrbot_side VALUES ('AstrBot writing its own rows')")
             self.taken.set()
             time.sleep(self.seconds)
+            self.released.wait(60)
             conn.execute("COMMIT")
         finally:
             conn.close()
@@ -54,6 +58,7 @@ class WriteLockHolder:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        self.released.set()
         await asyncio.to_thread(self.thread.join, 30)
 
 

@@ -248,7 +248,8 @@ async def test_what_a_paused_user_says_is_in_no_summary(make_ltm, gateway, origi
             if system.startswith(SESSION_MARK) else "[]"
 
     gateway.default = summarise
-    ltm = await make_ltm({"write_policy": {"mode": "auto"}, "summaries": {"enable": True, "idle_minutes": 30}})
+    ltm = await make_ltm({"write_policy": {"mode": "auto"},
+                          "summaries": {"enable": True, "idle_minutes": 30, "min_events": 1}})
     alice, bob = origin("alice", group="g1"), origin("bob", group="g1")
     await Commands(ltm.engine).pause(alice)
     await ltm.record(alice, "I live in Paris", "Paris, lovely!")

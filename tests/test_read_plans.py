@@ -25,7 +25,7 @@ async def read_statements(ltm, origin, query: str) -> list[tuple[str, object]]:
 
 
 async def test_no_read_statement_walks_a_table_or_a_conversation(ltm, origin):
-    ltm.configure({"write_policy": {"mode": "auto"}, "summaries": {"enable": True}})
+    ltm.configure({"write_policy": {"mode": "auto"}, "summaries": {"enable": True, "min_events": 1}})
     a = origin("alice")
     replies = [
         ("Can you recommend a book about the sea?", "Try The Old Man and the Sea by Hemingway, a short classic."),

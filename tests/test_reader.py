@@ -22,6 +22,7 @@ from astrbot_plugin_ltm.recalling.block import (
     HEADER,
     NOTES,
     BlockBuilder,
+    Focus,
     frame,
     language_of,
 )
@@ -220,6 +221,43 @@ def test_fit_respects_every_cap_and_the_budget_for_arbitrary_text(entries, links
     behind = {e for r in ranked if r.memory is not None and r.memory.memory_id in shown
               and r.memory.type != MemoryType.SUMMARY for e in r.covers}
     assert not behind & {s.memory_id for s in block.events}  # nothing said twice
+
+
+class _Unbounded:
+    """The default counter with no lower bound known to the block: every
+    line it tries is counted."""
+
+    def __init__(self) -> None:
+        self._counter = default_counter()
+        self.name = "unbounded"
+
+    def count(self, text: str) -> int:
+        return self._counter.count(text)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), max_tokens=st.integers(20, 400), bot_share=st.booleans())
+def test_lines_left_uncounted_change_nothing_in_the_block(seed, max_tokens, bot_share):
+    """The walk skips counting a line that cannot fit (tokens.fewest_tokens,
+    docs/decisions.md#d133): the block is the same as when every line is counted."""
+    rng = random.Random(seed)
+    ranked = []
+    for n in range(rng.randint(20, 60)):
+        fact = " ".join(random_fact(rng) for _ in range(rng.choice((1, 1, 2, 4))))
+        if rng.random() < 0.5:
+            turn = event_row(n, fact, at=START + timedelta(days=rng.randint(0, 3), minutes=n),
+                             role="assistant" if bot_share and rng.random() < 0.5 else "user")
+            ranked.append(Ranked(rng.random(), turn=turn))
+        else:
+            ranked.append(Ranked(rng.random(), memory=MemoryItem(
+                id=n, memory_id=f"m{n}", scope="user", scope_id="x", type=rng.choice(MEMORY_TYPES), fact=fact,
+                fact_key=f"k{n}", confidence=0.9)))
+    ranked.sort(key=lambda r: -r.score)
+    policy = ReadPolicy(max_tokens=max_tokens, max_items=50, max_per_type=50, max_events=50)  # the budget binds
+    about = Focus(frozenset(Query.of(random_fact(rng)).tokens))
+    bounded = BlockBuilder(default_counter()).fit(ranked, policy, about=about)
+    counted = BlockBuilder(_Unbounded()).fit(ranked, policy, about=about)
+    assert (bounded.text, bounded.tokens) == (counted.text, counted.tokens)
 
 
 def test_estimate_counter_errs_high_for_cjk():

@@ -87,7 +87,8 @@ async def test_last_time_stays_out_when_the_history_holds_the_last_conversation(
         return "[]"
 
     gateway.default = answer
-    ltm = await make_ltm({"write_policy": {"mode": "auto"}, "summaries": {"enable": True, "idle_minutes": 30}})
+    ltm = await make_ltm({"write_policy": {"mode": "auto"},
+                          "summaries": {"enable": True, "idle_minutes": 30, "min_events": 1}})
     alice = origin("alice")
     await ltm.record(alice, "I am planning a trip to Kyoto", "Kyoto is lovely in autumn")
     ltm.clock.advance(minutes=1)

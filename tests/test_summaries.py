@@ -13,7 +13,8 @@ from astrbot_plugin_ltm.learning.summaries import level_of, period_of, summary_k
 from astrbot_plugin_ltm.learning.summary_prompt import ROLLUP_MARK, SESSION_MARK
 from astrbot_plugin_ltm.storing.tables import MemoryEvidence, MemoryItem
 
-ON = {"write_policy": {"mode": "auto"}, "summaries": {"enable": True, "idle_minutes": 30}}
+# One summary per conversation: most tests here are about a summary, not about when one is due.
+ON = {"write_policy": {"mode": "auto"}, "summaries": {"enable": True, "idle_minutes": 30, "min_events": 1}}
 
 
 def answer(system: str, prompt: str) -> str:
@@ -70,7 +71,7 @@ async def test_an_idle_conversation_gets_one_summary_evidenced_by_every_event(sl
 
 async def test_a_long_conversation_is_summarised_before_it_ends(make_ltm, gateway, origin):
     gateway.default = answer
-    ltm = await make_ltm({**ON, "summaries": {"enable": True, "idle_minutes": 30, "max_events": 4}})
+    ltm = await make_ltm({**ON, "summaries": {**ON["summaries"], "max_events": 4}})
     events = await talk(ltm, origin("alice"), "one", "two", "three")  # 6 events, never idle
     results = await ltm.engine.summaries.run_once()
     assert [r.ok for r in results] == [True]
@@ -326,3 +327,48 @@ async def test_the_stats_count_the_summary_calls(sltm, origin, gateway):
 
 async def _unused(config: dict) -> None:
     raise AssertionError("the stats save no settings")
+
+
+async def test_short_conversations_are_joined_until_they_hold_min_events(make_ltm, gateway, origin):
+    gateway.default = answer
+    ltm = await make_ltm({**ON, "summaries": {**ON["summaries"], "min_events": 6}})
+    alice = origin("alice")
+    first = await talk(ltm, alice, "I am reading Dune", "Recommend me a book")  # 4 events
+    ltm.clock.advance(minutes=31)
+    assert await ltm.engine.summaries.run_once() == [] and gateway.calls == []  # too short to be worth a call
+    second = await talk(ltm, alice, "I finished Dune", "What next?")  # 8 in all
+    ltm.clock.advance(minutes=31)
+    (result,) = await ltm.engine.summaries.run_once()
+    assert result.ok and result.events == 8 and len(gateway.calls) == 1
+    (item,) = summaries(await ltm.items())
+    assert item.valid_from == first[0].created_at and item.valid_to == second[-1].created_at
+    links = await ltm.evidence(MemoryEvidence.memory_id == item.memory_id)
+    assert {link.event_id for link in links} == {e.event_id for e in first + second}
+    # The next short conversation waits for more, even when drained.
+    await talk(ltm, alice, "Thanks")
+    ltm.clock.advance(minutes=31)
+    assert await ltm.engine.summaries.drain() == [] and len(gateway.calls) == 1
+
+
+async def test_a_conversation_that_reaches_min_events_alone_is_summarised_alone_once_it_ends(make_ltm, gateway,
+                                                                                            origin):
+    gateway.default = answer
+    ltm = await make_ltm({**ON, "summaries": {**ON["summaries"], "min_events": 4}})
+    alice = origin("alice")
+    events = await talk(ltm, alice, "I am reading Dune", "Recommend me a book")  # 4 events
+    assert await ltm.engine.summaries.run_once() == []  # enough turns, but the conversation goes on
+    ltm.clock.advance(minutes=31)
+    (result,) = await ltm.engine.summaries.run_once()
+    assert result.ok and result.events == len(events) == 4
+
+
+async def test_the_default_span_keeps_summaries_under_a_fortieth_of_a_call_per_turn(make_ltm, gateway, origin):
+    gateway.default = answer
+    ltm = await make_ltm({"write_policy": {"mode": "auto"}, "summaries": {"enable": True}})
+    alice = origin("alice")
+    for n in range(20):  # twenty conversations of 4 turns (the bot's included): 80 turns
+        await talk(ltm, alice, f"Day {n}: I walked the dog", f"Day {n}: then I cooked")
+        ltm.clock.advance(hours=5)
+        await ltm.engine.summaries.run_once()
+    sessions = summaries(await ltm.items())
+    assert len([i for i in sessions if level_of(i.fact_key) == "session"]) == 80 // 40

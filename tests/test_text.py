@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from astrbot_plugin_ltm.recalling.tokens import EstimateCounter, default_counter
+from astrbot_plugin_ltm.recalling.tokens import EstimateCounter, default_counter, fewest_tokens, joined_count
 from astrbot_plugin_ltm.text import (
     FACT_KEY_MAX_CHARS,
     MAX_SENTENCES,
@@ -164,6 +164,51 @@ def test_the_estimate_counts_cjk_characters_twice_and_other_text_generously():
     est = EstimateCounter()
     assert est.count("小明") == 4
     assert est.count("hello world") == 4  # max(ceil(2 × 1.5), ceil(11 / 3))
+
+
+# Text as lines of the block read, and the characters that split it oddly:
+# whitespace of every kind, the separators str.split() breaks at and
+# cl100k does not, punctuation before line breaks, CJK, emoji, digits.
+_TRICKY = st.lists(st.sampled_from(
+    list("ab Z9-.:)#[]…，。小明\n\t\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u2028\u3000") + ["🍵", "'s", "  "]),
+    max_size=60).map("".join)
+
+
+@settings(deadline=None)
+@given(st.one_of(st.text(max_size=80), _TRICKY))
+def test_the_fewest_tokens_of_a_text_never_exceed_its_count(text):
+    """The block skips counting a line whose fewest tokens already exceed
+    the room left (docs/decisions.md#d133): the bound must hold for both
+    counters, or a line that fits would be left out."""
+    for counter in (default_counter(), EstimateCounter()):
+        assert 0 <= fewest_tokens(counter, text) <= counter.count(text)
+
+
+_LINE = st.lists(st.one_of(st.sampled_from(
+    ["- ", "[said 2025-01-02]", "(confidence: 0.90)", " #12", "…", "tea", " Alice", "'s", "小明", "。", ")", "]",
+     "🍵", "\u0301", "\ufe0f", "_", "²", "  ", "\t", " ", "!?", "\x1c", "\u3000", "\n", "9", "é"]),
+    st.text(max_size=4)),
+    max_size=12).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(_LINE, st.sampled_from(["[Long-term Memory]\nPast notes.", "[End Memory]"])),
+                min_size=1, max_size=8))
+def test_a_joined_text_counts_as_its_lines_counted_apart(parts):
+    """The block's whole count is made from its lines' counts (docs/decisions.md#d134):
+    it must be the count of the joined text, whatever the lines hold."""
+    counter = default_counter()
+    assert joined_count(counter, parts, counter.count) == counter.count("\n".join(parts))
+
+
+def test_an_unknown_counter_has_no_lower_bound():
+    class Counter:
+        name = "other"
+
+        def count(self, text: str) -> int:
+            return len(text)
+
+    assert fewest_tokens(Counter(), "many words here") == 0
 
 
 def test_chinese_bigrams_do_not_push_english_stems_out_of_their_cache():

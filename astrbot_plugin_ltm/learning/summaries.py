@@ -2,8 +2,12 @@
 
 A scope's events, in order, fall into **sessions**: a new one starts after
 ``summaries.idle_minutes`` without a turn, and a session is cut every
-``summaries.max_events`` events. A session is summarised in one model call
-once it has ended (idle since) or is full; the summary is a memory of type
+``summaries.max_events`` events. Consecutive sessions are joined into a
+**span** until it holds ``summaries.min_events`` events, and a span is
+summarised in one model call once its last session has ended (idle since)
+or is full: a chat of short sessions pays one call per ``min_events``
+turns, not one per session (docs/decisions.md#d113). A shorter tail waits
+for more turns. The summary is a memory of type
 ``summary`` whose evidence links every event it covers, dated by its period
 (``valid_from``/``valid_to``), gated by the write policy like any memory.
 Later, when a day, an ISO week or a month (UTC) is over and holds two or
@@ -115,6 +119,19 @@ def learnable(events: Sequence[MemoryEvent]) -> list[MemoryEvent]:
     return out
 
 
+def join_sessions(sessions: Sequence[list[MemoryEvent]], min_events: int) -> list[list[MemoryEvent]]:
+    """Consecutive sessions joined into spans of at least ``min_events``
+    events each (a session is never split); the last span may hold fewer:
+    it waits for more turns."""
+    spans: list[list[MemoryEvent]] = []
+    for events in sessions:
+        if spans and len(spans[-1]) < min_events:
+            spans[-1] = spans[-1] + events
+        else:
+            spans.append(list(events))
+    return spans
+
+
 def split_sessions(events: Sequence[MemoryEvent], idle: timedelta, max_events: int) -> list[list[MemoryEvent]]:
     """Events in order -> sessions: a gap of ``idle`` starts a new one, and
     one is cut at ``max_events`` (never between events of the same instant,
@@ -218,13 +235,16 @@ class SummaryWorker:
         watermark = await self._watermark(scope)
         idle = timedelta(minutes=cfg.idle_minutes)
         now = self._clock()
-        sessions = split_sessions(await self._events_after(scope, watermark, cfg.max_events * MAX_CALLS_PER_SCOPE),
-                                  idle, cfg.max_events)
-        for n, events in enumerate(sessions):
+        sessions = split_sessions(await self._events_after(
+            scope, watermark, (cfg.min_events + cfg.max_events) * MAX_CALLS_PER_SCOPE), idle, cfg.max_events)
+        last = sessions[-1] if sessions else []
+        last_ended = ignore_idle or len(last) >= cfg.max_events or (
+            bool(last) and now - as_utc(last[-1].created_at) >= idle)
+        for events in join_sessions(sessions, cfg.min_events):
             if len(results) >= MAX_CALLS_PER_SCOPE:
                 return results
-            ended = n < len(sessions) - 1 or ignore_idle or len(events) >= cfg.max_events \
-                or now - as_utc(events[-1].created_at) >= idle
+            # A span is complete once it holds min_events and its last session has ended.
+            ended = len(events) >= cfg.min_events and (events[-1] is not last[-1] or last_ended)
             if not ended:
                 break
             if not any(e.source_role in SHOWN_ROLES for e in events):

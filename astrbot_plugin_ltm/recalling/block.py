@@ -28,6 +28,7 @@ from .excerpts import excerpt
 from .ranking import Ranked
 from .rows import EventRow, ItemView
 from .summary_lines import focus, summary_day
+from .tokens import fewest_tokens, joined_count
 from .trace import BOT_SHARE, BUDGET, COVERED, DUPLICATE, FULL, MAX_EVENTS, MAX_ITEMS, PER_TYPE, Trace, candidate_of
 
 HEADER = "[Long-term Memory]"
@@ -271,7 +272,11 @@ class BlockBuilder:
                 line = f"- {body}"
                 day = turn_day(event)
             heading = self._count("\n" + day) if r.turn is not None and day not in days else 0
-            cost = self._count("\n" + line)
+            # A line that cannot fit whatever it counts is not counted (the
+            # bot's share needs its count): most lines the walk tries once
+            # the block is nearly full (docs/decisions.md#d133).
+            fewest = 0 if r.turn is not None and is_bot(r.turn) else fewest_tokens(self.counter, "\n" + line)
+            cost = fewest if used + heading + fewest > policy.max_tokens else self._count("\n" + line)
             if r.turn is not None and is_bot(r.turn) and not bot.admits(cost):
                 left_out(r, BOT_SHARE, line)
                 continue
@@ -289,7 +294,7 @@ class BlockBuilder:
                         break
                     continue
                 body, line = shorter, f"- {shorter}"
-                cost, cut = self.counter.count("\n" + line) + heading, True
+                cost, cut = self._count("\n" + line) + heading, True  # cached: the block is counted from it
             misses = 0
             if r.memory is not None:
                 # Last, as it is the dearest check: most candidates fail the
@@ -363,8 +368,10 @@ class BlockBuilder:
         while chosen:
             memories = [c for c in chosen if c[0].memory is not None]
             turns = sorted((c for c in chosen if c[0].turn is not None), key=_said)
-            text = "\n".join([opening, *(line for _, line, _ in memories), *_under_days(turns), closing])
-            tokens = self._count(text)
+            parts = [opening, *(line for _, line, _ in memories), *_under_days(turns), closing]
+            text = "\n".join(parts)
+            # From the lines' counts the walk made, not counted again (docs/decisions.md#d134).
+            tokens = joined_count(self.counter, parts, self._count)
             if tokens <= policy.max_tokens:
                 if trace is not None:
                     for r, line, _ in [*memories, *turns]:

@@ -6,7 +6,8 @@ which each candidate adds a share of the best similarity of its day (or, when
 the message names a time, the whole share inside that period and none
 outside); then the score weighs similarity, importance and recency
 (ReadPolicy). A request for suggestions adds one ranking to fuse: the
-person's turns that state a preference, best match first.
+person's turns that state a preference, best match first; so does a
+question naming a person who spoke: that person's turns (people.py).
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from ..config import ReadPolicy
 from ..enums import Role
 from ..extension_points import Found
 from .dates import Period
+from .people import named_speakers, their_turns
 from .preferences import states_preference
 from .rows import EventRow, ItemView
+from .summary_lines import behind_their_turns
 
 # Reciprocal-rank fusion: a candidate's similarity is the sum over the
 # rankings it is in of 1 / (RRF_K + rank); ranks need no calibration
@@ -82,31 +85,38 @@ def time_decay(updated_at: datetime, now: datetime) -> float:
 
 def rank(found: Sequence[Found], items: dict[int, ItemView], evidence: dict[str, frozenset[str]],
          turns: dict[int, EventRow], policy: ReadPolicy, now: datetime, period: Period | None = None,
-         in_period: frozenset[int] = frozenset(), preferences: bool = False) -> list[Ranked]:
+         in_period: frozenset[int] = frozenset(), preferences: bool = False,
+         asked: frozenset[str] = frozenset()) -> list[Ranked]:
     """Every usable memory and showable turn, scored, best first.
     ``period``: the time the message names (recalling/dates.py), with the
     row ids of the memories whose evidence falls in it; ``preferences``:
-    the message asks for suggestions (asking.py)."""
+    the message asks for suggestions (asking.py); ``asked``: the message's
+    query tokens (a person it names, people.py)."""
     # Ranked among what may be shown: a hit that is not active, or not to
     # be shown, takes no rank from those that are.
     memory_sims = fuse([[r for r in f.memories if r in items] for f in found])
     turn_rankings = [[r for r in f.turns if r in turns] for f in found]
     if preferences:
         turn_rankings.append(stated_preferences(turn_rankings, turns))
+    # A question naming a person who spoke ranks that person's own turns (people.py, docs/decisions.md#d124).
+    if named := named_speakers(asked, turns):
+        turn_rankings.append(their_turns(named, fuse(turn_rankings), turns))
     turn_sims = fuse(turn_rankings)
     best = max([*memory_sims.values(), *turn_sims.values()], default=0.0) or 1.0
     # (row, similarity, when, importance): a memory's day is that of its
     # last change, a turn's the day it was said. A turn extraction read and
     # kept nothing of (storing.turns._NOTHING_KEPT) has no importance: small talk
     # ("Thanks, Mel!") makes way for what was worth remembering (docs/decisions.md#d73).
+    # (Times made aware once per candidate: a read ranks a hundred or more, docs/decisions.md#d133.)
     candidates: list[tuple[ItemView | EventRow, float, datetime, float]] = [
-        (item, memory_sims.get(rowid, 0.0) / best, item.updated_at, item.importance)
+        (item, memory_sims.get(rowid, 0.0) / best, as_utc(item.updated_at), item.importance)
         for rowid, item in items.items()
     ] + [
-        (turn, turn_sims.get(rowid, 0.0) / best, turn.created_at, 0.0 if turn.nothing_kept else policy.event_importance)
+        (turn, turn_sims.get(rowid, 0.0) / best, as_utc(turn.created_at),
+         0.0 if turn.nothing_kept else policy.event_importance)
         for rowid, turn in turns.items()
     ]
-    days = [as_utc(when).date() for _, _, when, _ in candidates]
+    days = [when.date() for _, _, when, _ in candidates]
     # What was said around the best match is read with it: an answer is
     # often a few turns from the words that match ("Where did you go?" —
     # "To the lake."). Each candidate gains day_weight × the best
@@ -115,6 +125,7 @@ def rank(found: Sequence[Found], items: dict[int, ItemView], evidence: dict[str,
     for (_, sim, _, _), day in zip(candidates, days, strict=True):
         day_best[day] = max(day_best.get(day, 0.0), sim)
     ranked: list[Ranked] = []
+    turn_days: dict[int, date] = {}  # a turn's day, for spread
     for (row, sim, when, importance), day in zip(candidates, days, strict=True):
         # A message that names a time names the days to lift: the period's
         # candidates gain the whole lift, as if the best match were theirs,
@@ -128,19 +139,22 @@ def rank(found: Sequence[Found], items: dict[int, ItemView], evidence: dict[str,
                  + policy.importance_weight * importance + policy.recency_weight * time_decay(when, now))
         if isinstance(row, EventRow):
             ranked.append(Ranked(score, turn=row))
+            turn_days[id(row)] = day
         else:
             ranked.append(Ranked(score, memory=row, covers=evidence.get(row.memory_id, frozenset())))
+    ranked = behind_their_turns(ranked)  # docs/decisions.md#d114
     ranked.sort(key=_order)
-    return spread(ranked)
+    return spread(ranked, turn_days)
 
 
-def spread(ranked: list[Ranked]) -> list[Ranked]:
+def spread(ranked: list[Ranked], days: dict[int, date] | None = None) -> list[Ranked]:
     """``ranked`` (best first), each turn lowered by DAY_SPREAD × the turns
-    of its day ranked before it, in the new order."""
+    of its day ranked before it, in the new order. ``days``: each turn's
+    day by ``id()`` of its row, where the caller has it already."""
     before: dict[date, int] = {}
     for r in ranked:
         if r.turn is not None:
-            day = as_utc(r.turn.created_at).date()
+            day = days[id(r.turn)] if days is not None else as_utc(r.turn.created_at).date()
             n = before.get(day, 0)
             r.score -= DAY_SPREAD * n
             before[day] = n + 1

@@ -23,9 +23,9 @@ from ..extension_points import Found, Query, Retriever, TokenCounter
 from ..scope import Scope
 from ..storing.database import Database
 from . import bot_lines
-from .about_bot import asks_what_the_bot_said
 from .asking import asks_for_suggestions, event_parts
 from .block import BlockBuilder, Focus, MemoryBlock, Pinned, language_of
+from .bot_lines import asks_what_the_bot_said
 from .dates import First, Period, named_period
 from .explain import explain_hits
 from .history import History
@@ -105,9 +105,11 @@ class MemoryReader:
             *(r.search(scopes, each, HITS_PER_SEARCH) for each in queries for r in self.retrievers)))
         # Most messages name no time: then no third trip to a read thread.
         names = named_period(query, now, self.tz)
-        (items, evidence), turns, named = await asyncio.gather(
-            self.db.run(lambda conn: self._memories(conn, scopes, found, policy, now)),
-            self.db.run(lambda conn: self._turns(conn, scopes, found, unbacked, policy)),
+        # The memories and the turns in one trip: two cost more in hops and
+        # connections than they gained side by side (docs/decisions.md#d133).
+        (items, evidence, turns), named = await asyncio.gather(
+            self.db.run(lambda conn: (*self._memories(conn, scopes, found, policy, now),
+                                      self._turns(conn, scopes, found, unbacked, policy))),
             self._nothing() if names is None else
             self.db.run(lambda conn: self._named(conn, scopes, names, unbacked, policy, now, q.tokens)),
         )
@@ -171,6 +173,6 @@ class MemoryReader:
                       tokens: frozenset[str] = frozenset(), trace: Trace | None = None,
                       preferences: bool = False, pinned: Pinned | None = None,
                       bot_share: float | None = None) -> MemoryBlock:
-        ranked = rank(found, items, evidence, turns, policy, now, period, in_period, preferences)
+        ranked = rank(found, items, evidence, turns, policy, now, period, in_period, preferences, tokens)
         # A summary of the period the message names is shown whole; others by what the message is about.
         return self.builder.fit(ranked, policy, language, ids, Focus(tokens, in_period), trace, pinned, bot_share)

@@ -15,6 +15,9 @@ import base64
 import gzip
 import hashlib
 import math
+import re
+import unicodedata
+from collections.abc import Callable
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -58,6 +61,62 @@ class EstimateCounter:
         words = len(rest.split())
         other = max(math.ceil(words * 1.5), math.ceil(len(rest.strip()) / 3))
         return 2 * cjk + other
+
+
+# Characters str.split() breaks at that the counters' whitespace does not.
+_SPLIT_ONLY = re.compile("[\x1c-\x1f]")
+
+
+def fewest_tokens(counter: TokenCounter, text: str) -> int:
+    """A lower bound of ``counter.count(text)``, far cheaper than counting:
+    its words (runs without whitespace). cl100k splits text into pieces
+    with at most one such run each, and encodes each piece in at least one
+    token; the estimate counts each run too. 0 for any other counter."""
+    if not isinstance(counter, TiktokenCounter | EstimateCounter):
+        return 0
+    return max(0, len(text.split()) - len(_SPLIT_ONLY.findall(text)))
+
+
+def joined_count(counter: TokenCounter, parts: list[str], count: Callable[[str], int]) -> int:
+    """``counter.count("\\n".join(parts))`` from ``count`` (the counter's,
+    cached) of ``"\\n" + part`` for each part after the first, as the block's
+    walk counted its lines, with no new encoding of them (docs/decisions.md#d134).
+    cl100k splits text into pieces and encodes each on its own: a line
+    break before a part that starts with no whitespace ends a piece, so the
+    joined text counts as its parts each with its break after it; that
+    break is a piece of its own after a letter or a digit, and joins the
+    part's last piece (its trailing punctuation, with the space before it)
+    after anything else. Any other counter, or a part whose edges are not
+    of these kinds: counted whole."""
+    if not isinstance(counter, TiktokenCounter) or len(parts) < 2 \
+            or any(not part or part[0].isspace() for part in parts[1:]):
+        return count("\n".join(parts))
+    total = count(parts[0] + "\n") + count("\n" + parts[-1]) - 1
+    for part in parts[1:-1]:
+        tail = _last_piece(part)
+        if tail is None:
+            return count("\n".join(parts))
+        # "\n" + part counts one more than the part (the break alone is a token)
+        total += count("\n" + part) if not tail else count("\n" + part) - 1 - count(tail) + count(tail + "\n")
+    return total
+
+
+def _last_piece(part: str) -> str | None:
+    """"" when ``part`` ends with a letter or a digit (a break after it is a
+    piece of its own); else its trailing run of punctuation and symbols,
+    with the one space before it: cl100k's last piece of it, which takes
+    a break after it in. None for any other ending (whitespace, marks,
+    control characters), which the caller counts whole."""
+    if unicodedata.category(part[-1])[0] in "LN":
+        return ""
+    start = len(part)
+    while start and unicodedata.category(part[start - 1])[0] in "PS":
+        start -= 1
+    if start == len(part):
+        return None
+    if not start or unicodedata.category(part[start - 1])[0] in "LN":
+        return part[start:]
+    return part[start - 1:] if part[start - 1] == " " else None
 
 
 def _load_offline_cl100k() -> Any:

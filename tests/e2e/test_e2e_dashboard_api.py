@@ -533,7 +533,7 @@ def test_export_import_round_trip_into_a_second_astrbot(bot, bot_factory, tmp_pa
     assert fields(export_file(bot)[1]) == fields(everything)
 
 
-SUMMARIES = {"write_policy": {"mode": "auto"}, "summaries": {"enable": True, "idle_minutes": 0.1}}
+SUMMARIES = {"write_policy": {"mode": "auto"}, "summaries": {"enable": True, "idle_minutes": 0.1, "min_events": 1}}
 
 
 def test_a_session_summary_and_a_bot_side_episode_round_trip_unchanged(bot_factory):

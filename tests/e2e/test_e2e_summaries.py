@@ -15,7 +15,8 @@ IDLE_MINUTES = 0.1  # six seconds of silence end a conversation
 
 @pytest.fixture(scope="module")
 def bot(bot_factory):
-    config = {"write_policy": {"mode": "auto"}, "summaries": {"enable": True, "idle_minutes": IDLE_MINUTES}}
+    config = {"write_policy": {"mode": "auto"}, "summaries": {"enable": True, "idle_minutes": IDLE_MINUTES,
+                                                             "min_events": 1}}
     with bot_factory("summaries", config) as b:
         yield b
 
