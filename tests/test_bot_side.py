@@ -134,3 +134,22 @@ async def test_a_reply_that_only_says_the_message_back_is_not_shown(ltm, origin)
     assert not any("bot (you): Your sister" in f for f in shown)  # the echo: her own line stands for it
     assert any("Alice: My sister Jane" in f for f in shown)
     assert any("bot (you): Try the custard tarts" in f for f in shown)
+
+
+async def test_the_bots_lines_leave_the_count_of_turns_to_what_people_said(ltm, origin):
+    """read_policy.max_events counts the people's turns: the bot's replies,
+    bounded by their share of the budget, take none of them
+    (docs/decisions.md#d118)."""
+    a = origin("alice")
+    ltm.configure({"read_policy": {"max_events": 3, "max_items": 0}})
+    for n in range(5):
+        await ltm.turn(a, f"I went hiking on trail {n} with my sister.",
+                       f"Hiking trail {n} sounds lovely; take water and good shoes on that trail.")
+    block = await ltm.block(a, "hiking trail sister")
+    people = [s for s in block.events if "bot (you)" not in s.fact]
+    bots = [s for s in block.events if "bot (you)" in s.fact]
+    assert len(people) == 3  # the cap, all of it the people's
+    assert bots  # the bot's matching replies come beside them
+    counter = ltm.engine.reader.counter
+    bot_tokens = sum(counter.count("\n" + line) for line in block.text.splitlines() if line.startswith("- bot (you)"))
+    assert bot_tokens <= ltm.engine.config.read_policy.max_tokens * BOT_SHARE

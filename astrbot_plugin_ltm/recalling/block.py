@@ -92,7 +92,7 @@ class MemoryBlock:
     text: str = ""
     items: list[Selected] = field(default_factory=list)  # memories (≤ max_items), best first
     tokens: int = 0
-    events: list[Selected] = field(default_factory=list)  # raw turns (≤ max_events), oldest first
+    events: list[Selected] = field(default_factory=list)  # raw turns (the people's ≤ max_events), oldest first
 
     def __bool__(self) -> bool:
         return bool(self.items or self.events)
@@ -201,7 +201,8 @@ class BlockBuilder:
         return self.counter.count(f"{opening}\n{pinned.text}\n{closing}") <= policy.max_tokens
 
     def fit(self, ranked: list[Ranked], policy: ReadPolicy, language: str = "en", ids: bool = False,
-            about: Focus | None = None, trace: Trace | None = None, pinned: Pinned | None = None) -> MemoryBlock:
+            about: Focus | None = None, trace: Trace | None = None, pinned: Pinned | None = None,
+            bot_share: float | None = None) -> MemoryBlock:
         """The best-scored candidates under the caps and the budget.
         Memories: max_items, max_per_type, and no near-duplicate of one
         already chosen. Turns: max_events, and none behind a chosen memory
@@ -209,16 +210,18 @@ class BlockBuilder:
         that does not fit is skipped, as a shorter one may still fit.
         ``trace``: filled with the lines taken and the candidates left out, and why.
         ``pinned``: placed first, the rest fitted to what it leaves (the
-        reader has checked it fits alone, ``fits_alone``)."""
+        reader has checked it fits alone, ``fits_alone``). ``bot_share``: the
+        share of the budget the bot's lines may take (bot_lines.BOT_SHARE if None)."""
         opening, closing = frame(language)
         room = policy.max_tokens
         if pinned is not None:
             policy = replace(policy, max_tokens=max(0, room - self.counter.count("\n" + pinned.text)))
-        block, chosen = self._choose(ranked, policy, opening, closing, ids, about, trace)
+        block, chosen = self._choose(ranked, policy, opening, closing, ids, about, trace, bot_share)
         return block if pinned is None else self._pin(pinned, block, chosen, opening, closing, room, trace)
 
     def _choose(self, ranked: list[Ranked], policy: ReadPolicy, opening: str, closing: str, ids: bool,
-                about: Focus | None, trace: Trace | None) -> tuple[MemoryBlock, list[Chosen]]:
+                about: Focus | None, trace: Trace | None,
+                bot_share: float | None = None) -> tuple[MemoryBlock, list[Chosen]]:
         """The block of the best candidates that fit, and its entries."""
         frame_cost = self._count(opening + "\n" + closing)
 
@@ -238,14 +241,17 @@ class BlockBuilder:
         chosen: list[Chosen] = []
         per_type: dict[str, int] = {}
         n_memories = n_turns = 0
+        # max_events counts the people's turns: the bot's replies are bounded by
+        # their share of the budget (BotAllowance) instead (docs/decisions.md#d118).
+        n_counted = 0
         covered: set[str] = set()
         chosen_facts: list[str] = []
         days: set[str] = set()  # the headings of the turns chosen so far
-        bot = BotAllowance(policy.max_tokens)
+        bot = BotAllowance(policy.max_tokens, bot_share)
         misses = 0
         cut = False  # a turn was cut to fit
         for at, r in enumerate(ranked):
-            if n_memories >= policy.max_items and n_turns >= policy.max_events:
+            if n_memories >= policy.max_items and n_counted >= policy.max_events:
                 for rest in ranked[at:] if trace is not None else ():
                     left_out(rest, MAX_ITEMS if rest.memory is not None else MAX_EVENTS)
                 break
@@ -259,8 +265,8 @@ class BlockBuilder:
             else:
                 assert r.turn is not None
                 event = r.turn
-                if n_turns >= policy.max_events or event.event_id in covered:
-                    left_out(r, MAX_EVENTS if n_turns >= policy.max_events else COVERED)
+                if (n_counted >= policy.max_events and not is_bot(event)) or event.event_id in covered:
+                    left_out(r, MAX_EVENTS if n_counted >= policy.max_events else COVERED)
                     continue
                 body = event_body(event, about, whole=n_turns < WHOLE_TURNS)
                 line = f"- {body}"
@@ -314,6 +320,7 @@ class BlockBuilder:
                     for c in repeated:
                         left_out(c[0], COVERED, c[1])
                     n_turns -= len(repeated)
+                    n_counted -= sum(1 for c in repeated if c[0].turn is not None and not is_bot(c[0].turn))
                     days = {turn_day(c[0].turn) for c in chosen if c[0].turn is not None}
                     used = self._cost(chosen, days) + frame_cost
             else:
@@ -323,6 +330,8 @@ class BlockBuilder:
                 days.add(day)
                 if is_bot(event):
                     bot.take(self._count("\n" + line))
+                else:
+                    n_counted += 1
             used += cost
             chosen.append((r, line, selected))
         return self._assemble(chosen, policy, opening, closing, trace)

@@ -12,6 +12,7 @@ recorder withholds them, with any turn that would steer the bot
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ..enums import RECALLED_ROLES, Role
@@ -27,8 +28,12 @@ BOT_LABEL = "bot (you)"
 # A line of the bot's is cut to this many characters (a person's to
 # block.EVENT_CHARS): what it recommended or promised comes early.
 BOT_CHARS = 100
-# The bot's lines together take at most this share of read_policy.max_tokens.
+# The bot's lines together take at most this share of read_policy.max_tokens
+# when the message asks what the bot said (asks_what_the_bot_said); for any other they
+# are context around what people said, and take at most CONTEXT_SHARE
+# (half as much: docs/decisions.md#d119).
 BOT_SHARE = 0.5
+CONTEXT_SHARE = 0.25
 
 
 def speaker_of(event: Any) -> str | None:
@@ -124,3 +129,26 @@ def withhold(events: list[MemoryEvent]) -> int:
             event.withheld = True
             withheld += 1
     return withheld
+
+
+# Whose words a message asks about: what the bot itself said ("you
+# recommended…", "remind me what you suggested", "你给我推荐过哪些…"): its
+# lines keep BOT_SHARE; for any other they take CONTEXT_SHARE (docs/decisions.md#d119).
+_EN = re.compile(
+    r"\byou(?:\s+\w+){0,3}?\s+(?:said|mentioned|suggested|recommended|gave|told|listed|provided|shared|"
+    r"wrote|explained|described|proposed|named|offered|pointed out|referred|talked about|came up with|advised)\b"
+    # "what did you tell me…", "which one did you recommend"
+    r"|\bdid you\s+(?:say|tell|mention|suggest|recommend|give|list|provide|share|write|explain|describe|"
+    r"propose|name|offer|advise)\b"
+    r"|\bremind me\b|\byour (?:suggestions?|recommendations?|advice|answer|reply|list|tips|ideas?)\b"
+    r"|\b(?:our|the|that) (?:previous|last|earlier|past) (?:conversation|chat|discussion|talk)\b",
+    re.I)
+# 你 as the one who spoke: not "我和你推荐过" / "我给你推荐" (the person told the bot).
+_ZH = re.compile(
+    r"(?<![和跟给向对与])你(?:曾经|之前|上次|以前|刚才|那时|那天|还)?(?:给我|跟我|和我|对我|帮我|为我|向我)?"
+    r"(?:推荐|建议|告诉|分享|说|讲|提到|提过|介绍|列|教)")
+
+
+def asks_what_the_bot_said(message: str) -> bool:
+    """Whether ``message`` asks about the bot's own words."""
+    return _EN.search(message) is not None or _ZH.search(message) is not None

@@ -22,8 +22,10 @@ from ..config import ReadPolicy
 from ..extension_points import Found, Query, Retriever, TokenCounter
 from ..scope import Scope
 from ..storing.database import Database
+from . import bot_lines
 from .asking import asks_for_suggestions, event_parts
 from .block import BlockBuilder, Focus, MemoryBlock, Pinned, language_of
+from .bot_lines import asks_what_the_bot_said
 from .dates import First, Period, named_period
 from .explain import explain_hits
 from .history import History
@@ -132,7 +134,9 @@ class MemoryReader:
             await self.db.run(lambda conn: explain_hits(conn, scopes, memory_hits, turn_hits, policy, now, trace))
         return await asyncio.to_thread(self._rank_and_fit, ranked_by, items, evidence, turns, policy, now,
                                        language, ids, period, in_period, frozenset(q.tokens), trace,
-                                       asks_for_suggestions(query), pinned)
+                                       asks_for_suggestions(query), pinned,
+                                       # None: bot_lines.BOT_SHARE (docs/decisions.md#d119)
+                                       None if asks_what_the_bot_said(query) else bot_lines.CONTEXT_SHARE)
 
     @staticmethod
     async def _nothing() -> None:
@@ -167,7 +171,8 @@ class MemoryReader:
                       turns: dict[int, EventRow], policy: ReadPolicy, now: datetime, language: str,
                       ids: bool, period: Period | None, in_period: frozenset[int],
                       tokens: frozenset[str] = frozenset(), trace: Trace | None = None,
-                      preferences: bool = False, pinned: Pinned | None = None) -> MemoryBlock:
+                      preferences: bool = False, pinned: Pinned | None = None,
+                      bot_share: float | None = None) -> MemoryBlock:
         ranked = rank(found, items, evidence, turns, policy, now, period, in_period, preferences, tokens)
         # A summary of the period the message names is shown whole; others by what the message is about.
-        return self.builder.fit(ranked, policy, language, ids, Focus(tokens, in_period), trace, pinned)
+        return self.builder.fit(ranked, policy, language, ids, Focus(tokens, in_period), trace, pinned, bot_share)
