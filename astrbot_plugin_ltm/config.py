@@ -158,8 +158,8 @@ class DriftConfig:
 class SummariesConfig:
     """Session summaries and their roll-ups (learning/summaries.py)."""
 
-    # On: ~0.07–0.15 model calls per turn with extraction on the dev splits (docs/decisions.md#d116).
-    enable: bool = True
+    # Off: on, they raise no answer words in the block and cost LongMemEval turns (docs/decisions.md#d140).
+    enable: bool = False
     idle_minutes: float = 30.0  # a conversation ends after this long without a turn
     max_events: int = 60  # a longer conversation is summarised every this many events
     # Short conversations are joined until they hold this many events, then
