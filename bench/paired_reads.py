@@ -3,7 +3,7 @@ with the rule and without it, in alternating order, over one replay per
 conversation (keyword-only), so the machine's load falls on both alike.
 
     python -m bench.paired_reads --data ../shared/data/locomo/locomo_dev.json \\
-        --without stated_preferences [--limit-conversations N] [--rounds 2]
+        --without named_speakers [--limit-conversations N] [--rounds 2]
 
 ``--without NAME``: a function of recalling/ranking.py whose empty answer
 switches its rule off (a ranking to fuse, or what it is made of: a list or a

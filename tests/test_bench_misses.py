@@ -43,9 +43,9 @@ def test_paired_reads_time_each_question_with_and_without_a_ranking_rule(tmp_pat
 
     data = tmp_path / "tiny.json"
     data.write_text(json.dumps([TINY_LOCOMO]), encoding="utf-8")
-    real = ranking.stated_preferences
-    assert paired_reads.main(["--data", str(data), "--without", "stated_preferences", "--rounds", "1"]) == 0
-    assert ranking.stated_preferences is real  # put back
+    real = ranking.named_speakers
+    assert paired_reads.main(["--data", str(data), "--without", "named_speakers", "--rounds", "1"]) == 0
+    assert ranking.named_speakers is real  # put back
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines] == ["with", "without"]
     assert all(" 4 reads," in line for line in lines)  # the four questions with evidence there is, once each

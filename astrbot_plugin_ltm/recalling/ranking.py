@@ -6,7 +6,8 @@ which each candidate adds a share of the best similarity of its day (or, when
 the message names a time, the whole share inside that period and none
 outside); then the score weighs similarity, importance and recency
 (ReadPolicy). A request for suggestions adds one ranking to fuse: the
-person's turns that state a preference, best match first.
+person's turns that state a preference, best match first; so does a
+question naming a person who spoke: that person's turns (people.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ..config import ReadPolicy
 from ..enums import Role
 from ..extension_points import Found
 from .dates import Period
+from .people import named_speakers, their_turns
 from .preferences import states_preference
 from .rows import EventRow, ItemView
 from .summary_lines import behind_their_turns
@@ -83,17 +85,22 @@ def time_decay(updated_at: datetime, now: datetime) -> float:
 
 def rank(found: Sequence[Found], items: dict[int, ItemView], evidence: dict[str, frozenset[str]],
          turns: dict[int, EventRow], policy: ReadPolicy, now: datetime, period: Period | None = None,
-         in_period: frozenset[int] = frozenset(), preferences: bool = False) -> list[Ranked]:
+         in_period: frozenset[int] = frozenset(), preferences: bool = False,
+         asked: frozenset[str] = frozenset()) -> list[Ranked]:
     """Every usable memory and showable turn, scored, best first.
     ``period``: the time the message names (recalling/dates.py), with the
     row ids of the memories whose evidence falls in it; ``preferences``:
-    the message asks for suggestions (asking.py)."""
+    the message asks for suggestions (asking.py); ``asked``: the message's
+    query tokens (a person it names, people.py)."""
     # Ranked among what may be shown: a hit that is not active, or not to
     # be shown, takes no rank from those that are.
     memory_sims = fuse([[r for r in f.memories if r in items] for f in found])
     turn_rankings = [[r for r in f.turns if r in turns] for f in found]
     if preferences:
         turn_rankings.append(stated_preferences(turn_rankings, turns))
+    # A question naming a person who spoke ranks that person's own turns (people.py, docs/decisions.md#d124).
+    if named := named_speakers(asked, turns):
+        turn_rankings.append(their_turns(named, fuse(turn_rankings), turns))
     turn_sims = fuse(turn_rankings)
     best = max([*memory_sims.values(), *turn_sims.values()], default=0.0) or 1.0
     # (row, similarity, when, importance): a memory's day is that of its

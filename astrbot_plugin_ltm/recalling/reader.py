@@ -173,6 +173,6 @@ class MemoryReader:
                       tokens: frozenset[str] = frozenset(), trace: Trace | None = None,
                       preferences: bool = False, pinned: Pinned | None = None,
                       bot_share: float | None = None) -> MemoryBlock:
-        ranked = rank(found, items, evidence, turns, policy, now, period, in_period, preferences)
+        ranked = rank(found, items, evidence, turns, policy, now, period, in_period, preferences, tokens)
         # A summary of the period the message names is shown whole; others by what the message is about.
         return self.builder.fit(ranked, policy, language, ids, Focus(tokens, in_period), trace, pinned, bot_share)

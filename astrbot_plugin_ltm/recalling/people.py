@@ -1,0 +1,54 @@
+"""A question about a person who speaks in the scope: "What activities has
+Melanie done with her family?", asked in a group chat (or any scope that
+several people share), is answered by Melanie's own turns. By their words,
+the turns that match best are often the others' turns that address her
+("Thanks, Melanie! Your kind words…"): a name is said to a person more than
+by them, and the keyword index never sees who spoke. So the candidate turns
+said by a person the question names rank as one more retriever's hits
+would, the best match first (ranking.py, docs/decisions.md#d124).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from functools import lru_cache
+
+from ..enums import Role
+from ..text import search_tokens
+from .bot_lines import speaker_of
+from .rows import EventRow
+
+
+@lru_cache(maxsize=4096)
+def _name_tokens(name: str) -> frozenset[str]:
+    return frozenset(search_tokens(name))
+
+
+def names_speaker(tokens: frozenset[str], speaker: str | None) -> bool:
+    """Whether a question's tokens name ``speaker``: every word of the name
+    as the keyword index sees it ("Melanie", "Jane Doe", "小明")."""
+    name = _name_tokens(speaker) if speaker else frozenset()
+    return bool(name) and name <= tokens
+
+
+def named_speakers(tokens: Collection[str], turns: dict[int, EventRow]) -> frozenset[str]:
+    """The people among those who said the candidate ``turns`` that the
+    question's ``tokens`` name. None when it names nobody who spoke, or
+    everyone who did: then the name tells no turn from another (a chat of
+    one person with the bot, "what did Caroline and Melanie both paint?").
+    The bot's replies are never a person's. One pass over the turns: most
+    questions name nobody, and cost no more."""
+    if not tokens or not turns:
+        return frozenset()
+    # speaker_of, for a person's turn.
+    speakers = {turn.sender_name or turn.sender_id for turn in turns.values() if turn.source_role == Role.USER}
+    wanted = frozenset(tokens)
+    named = frozenset(s for s in speakers if s is not None and names_speaker(wanted, s))
+    return frozenset() if named == speakers else named
+
+
+def their_turns(named: frozenset[str], fused: dict[int, float], turns: dict[int, EventRow]) -> list[int]:
+    """The candidate turns the ``named`` people said, the best ``fused`` match first."""
+    theirs = [rowid for rowid, turn in turns.items()
+              if turn.source_role == Role.USER and speaker_of(turn) in named]
+    return sorted(theirs, key=lambda rowid: (-fused.get(rowid, 0.0), rowid))
