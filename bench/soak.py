@@ -72,6 +72,7 @@ from astrbot_plugin_ltm.learning.candidates import Candidate, ExtractionResult
 from astrbot_plugin_ltm.scope import Origin
 from astrbot_plugin_ltm.storing.tables import MemoryEvent
 
+from .memory_account import account
 from .scale import Words, pct, rss_mb
 
 START = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
@@ -291,13 +292,33 @@ def soak_config(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         "write_policy": {"mode": "auto", "max_writes_per_session": 1000, "max_writes_per_hour": 1_000_000},
         "summaries": {"enable": True},
     }
-    raw.update(overrides or {})
+    for dotted, value in (overrides or {}).items():  # "vectors.max_memory_mb": 32
+        *path, last = dotted.split(".")
+        section = raw
+        for part in path:
+            section = section.setdefault(part, {})
+        section[last] = value
     return raw
+
+
+def parse_set(pairs: Sequence[str]) -> dict[str, Any]:
+    """``--set vectors.max_memory_mb=32``: values read as JSON, else as text."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--set wants key=value, got {pair!r}")
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            out[key] = value
+    return out
 
 
 class Soak:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
+        self.overrides = parse_set(args.set or [])
         self.rng = random.Random(args.seed)
         self.turns = Turns(self.rng, args.users, args.groups)
         self.clock = SoakClock(START)
@@ -320,7 +341,7 @@ class Soak:
     async def open(self, data: Path) -> tuple[AsyncEngine, LTMEngine]:
         db = create_async_engine(f"sqlite+aiosqlite:///{data / 'ltm.db'}")
         event.listen(db.sync_engine, "connect", pragmas)
-        engine = LTMEngine(db, soak_config(), extractor_for=self._extractor_for,
+        engine = LTMEngine(db, soak_config(self.overrides), extractor_for=self._extractor_for,
                            summarizer_for=self._summarizer_for, embedder=self.embedder, data_dir=data / "plugin",
                            clock=self.clock)
         await engine.start(background=True)  # every loop, as main.py's initialize
@@ -341,6 +362,7 @@ class Soak:
             # The loaded keyword and vector namespaces: a cache bounded by vectors.max_memory_mb.
             "namespaces_mb": (engine.keyword_index.held() + engine.vector_index.held()) / 2**20,
             "namespaces_loaded": engine.keyword_index.loaded_count + engine.vector_index.loaded_count,
+            "memory": account(),
             "hook_p50_us": pct(self.hook_us, 50), "hook_p95_us": pct(self.hook_us, 95),
             "hook_p99_us": pct(self.hook_us, 99), "hook_max_us": max(self.hook_us, default=None),
             "reads": len(self.read_ms), "read_p50_ms": pct(self.read_ms, 50), "read_p95_ms": pct(self.read_ms, 95),
@@ -360,6 +382,12 @@ class Soak:
               f"vec {q['items_without_vector']}+{q['turns_without_vector']} unsummarised {q['turns_unsummarised']} "
               f"journal {s['journal_kb']:.0f} KB  sqlite {s['sqlite_mb']:.0f} MB  faiss {s['faiss_mb']:.1f} MB "
               f"({s['faiss_files']} files)", flush=True)
+        m = row["memory"]
+        print(f"{'':>8}  memory: malloc in use {_f(m.get('malloc_in_use_mb'), '.0f')} MB, kept free "
+              f"{_f(m.get('malloc_free_kept_mb'), '.0f')} MB; sqlite {_f(m['sqlite_mb'], '.1f')} MB; namespaces "
+              f"{row['namespaces_mb']:.1f} MB; text caches {m['text_caches_mb']:.1f} MB ("
+              + ", ".join(f"{k} {v['mb']}" for k, v in list(m["text_caches"].items())[:4])
+              + f"); python blocks {m['python_blocks']:,}", flush=True)
 
     async def backlog(self, engine: LTMEngine) -> None:
         """Wait while the worker is behind: the feed goes as fast as the
@@ -451,7 +479,8 @@ async def inspect_store(data: Path, args: argparse.Namespace) -> dict[str, Any]:
     soak = Soak(args)
     db = create_async_engine(f"sqlite+aiosqlite:///{data / 'ltm.db'}")
     event.listen(db.sync_engine, "connect", pragmas)
-    engine = LTMEngine(db, soak_config(), extractor_for=soak._extractor_for, summarizer_for=soak._summarizer_for,
+    engine = LTMEngine(db, soak_config(soak.overrides), extractor_for=soak._extractor_for,
+                       summarizer_for=soak._summarizer_for,
                        embedder=soak.embedder, data_dir=data / "plugin", clock=soak.clock)
     await engine.start(background=False)
     async with engine.db.read() as session:
@@ -573,6 +602,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--time-limit", type=float, default=0.0,
                         help="stop feeding after this many seconds (then drain and report the turns done); 0: none")
     parser.add_argument("--stop-file", help="stop feeding (then drain and report) once this file exists")
+    parser.add_argument("--set", action="append", metavar="KEY=VALUE",
+                        help="a plugin setting for the run, e.g. vectors.max_memory_mb=32 (repeatable)")
     parser.add_argument("--dir", help="keep the data here (default: a temporary directory, removed)")
     parser.add_argument("--json", dest="json_out")
     parser.add_argument("--svg", dest="svg_out")
