@@ -2,14 +2,16 @@
 of a store ``bench.scale --fill-store`` filled (docs/decisions.md#d94).
 
     .venv/bin/python -m bench.scale --fill-store 10000 --store-dir /tmp/store10k
-    .venv/bin/python -m bench.write_profile /tmp/store10k [--sql] [--profile /tmp/prof]
+    .venv/bin/python -m bench.write_profile /tmp/store10k [--sql] [--profile /tmp/prof] [--no-reads]
 
 The same steps as ``bench.scale``'s (2,000 hook calls, 400 candidates
 drained, reads in the big scope), each timed by the wall clock and by the
 process's CPU time (every thread), which a busy machine disturbs less. The
 drain is split into extraction (the worker's batches: extractor, writer,
 marking the events) and the vector fill. ``--sql`` prints the drain's
-statements by total time; ``--profile`` writes cProfile files per step.
+statements by total time; ``--profile`` writes cProfile files per step;
+``--no-reads`` stops after the drain, so that a sampling profiler run
+around the whole process (py-spy) sees the hook and the drain only.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ class Statements:
             print(f"{n:6d} {seconds * 1000:9.1f} ms  {' '.join(statement.split())[:160]}", file=sys.stderr)
 
 
-async def run(store: Path, with_sql: bool, profile_dir: Path | None) -> dict[str, Any]:
+async def run(store: Path, with_sql: bool, profile_dir: Path | None, reads: bool = True) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="ltm-write-profile-"))
     shutil.copytree(store, tmp, dirs_exist_ok=True)
     stored = json.loads((tmp / "store.json").read_text())
@@ -141,6 +143,8 @@ async def run(store: Path, with_sql: bool, profile_dir: Path | None) -> dict[str
                 event.remove(sync_engine, "before_cursor_execute", statements.before)
                 event.remove(sync_engine, "after_cursor_execute", statements.after)
             statements.report()
+        if not reads:  # a sampling profiler's samples are then the drain's alone
+            return out
 
         await engine.memory_block(target, words.query(stored["target_facts"]))
         await engine.loads_settled()
@@ -169,10 +173,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("store", type=Path, help="a directory bench.scale --fill-store filled")
     parser.add_argument("--sql", action="store_true", help="the drain's statements by total time (stderr)")
     parser.add_argument("--profile", type=Path, default=None, help="write cProfile files here")
+    parser.add_argument("--no-reads", action="store_true", help="stop after the drain (for py-spy)")
     args = parser.parse_args(argv)
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
-    print(json.dumps(asyncio.run(run(args.store, args.sql, args.profile))))
+    print(json.dumps(asyncio.run(run(args.store, args.sql, args.profile, not args.no_reads))))
     return 0
 
 

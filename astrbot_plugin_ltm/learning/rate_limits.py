@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..enums import WRITE_ACTIONS
 from ..scope import Scope
+from ..storing.batch_rows import write_rows
 from ..storing.tables import NOT_SUPERSEDED, MemoryAudit, MemoryItem
 
 # A private chat on QQ or Telegram keeps one unified_msg_origin for ever:
@@ -35,6 +36,7 @@ class WriteCounts:
         if session_id is None:
             return 0
         if session_id not in self._by_session:
+            await write_rows(self._session)  # the batch's audit rows so far count
             self._by_session[session_id] = (
                 await self._session.execute(
                     select(func.count()).select_from(MemoryAudit).where(
@@ -48,6 +50,7 @@ class WriteCounts:
 
     async def hour(self) -> int:
         if self._hour is None:
+            await write_rows(self._session)
             self._hour = (
                 await self._session.execute(
                     select(func.count()).select_from(MemoryAudit).where(

@@ -90,23 +90,24 @@ class MemoryWriter:
                     method: Method, actor: str) -> list[WriteOutcome]:
         counts: dict[Scope, WriteCounts] = {}
         outcomes: list[WriteOutcome] = []
-        for c in candidates:
-            # Learnt under a persona: facts about the person are shared by all (persona.py).
-            target = target_scope(scope, c.type)
+        # Learnt under a persona: facts about the person are shared by all (persona.py).
+        targets = [target_scope(scope, c.type) for c in candidates]
+        looked_up = await _Looked.up(session, list(zip(targets, candidates, strict=True)))
+        for target, c in zip(targets, candidates, strict=True):
             if target not in counts:
                 counts[target] = WriteCounts(session, target, self._clock())
-            outcomes.append(await self._apply_one(session, target, c, method, actor, counts[target]))
+            outcomes.append(await self._apply_one(session, target, c, method, actor, counts[target], looked_up))
         return outcomes
 
     async def _apply_one(self, session: AsyncSession, scope: Scope, c: Candidate, method: Method, actor: str,
-                         counts: WriteCounts) -> WriteOutcome:
+                         counts: WriteCounts, looked_up: _Looked) -> WriteOutcome:
         cfg, now = self._config(), self._clock()
         explicit = method == Method.USER_EXPLICIT
         if cfg.write_policy.writes_off(scope):  # switched off by an operator
             return self._drop(session, scope, c, str(msg("learn.writes_off", scope=scope)), actor, now)
         if self._paused(scope):  # the user paused learning about themselves
             return self._drop(session, scope, c, say("pause.reason.dropped", "en", scope=scope), actor, now)
-        decided = await self._decide(session, scope, c, explicit, cfg)
+        decided = await self._decide(session, scope, c, explicit, cfg, looked_up)
         if not isinstance(decided, Plan):
             return self._drop(session, scope, c, decided, actor, now) if isinstance(decided, str) else decided
         plan = decided
@@ -124,7 +125,7 @@ class MemoryWriter:
         if not verdict.allowed:
             note_gate(session, scope, c, plan.action, plan.key, seen, verdict, None, now)
             return self._drop(session, scope, c, verdict.reason, actor, now, plan.key)
-        outcome = await self._persist(session, scope, c, plan, verdict, method, actor, now, cfg, counts)
+        outcome = await self._persist(session, scope, c, plan, verdict, method, actor, now, cfg, counts, looked_up)
         note_gate(session, scope, c, plan.action, plan.key, seen, verdict, outcome.memory_id, now)
         if plan.action in WRITE_ACTIONS:
             counts.add(c.session_id)
@@ -133,7 +134,7 @@ class MemoryWriter:
     # -- decide ---------------------------------------------------------------------
 
     async def _decide(self, session: AsyncSession, scope: Scope, c: Candidate, explicit: bool,
-                      cfg: LTMConfig) -> Plan | WriteOutcome | str:
+                      cfg: LTMConfig, looked_up: _Looked) -> Plan | WriteOutcome | str:
         """The plan for ``c``; a reason to drop it; or, when it only repeats
         evidence already linked, the outcome."""
         key = normalize_fact_key(c.fact_key or c.fact)
@@ -142,7 +143,7 @@ class MemoryWriter:
         # One limit for every source: extraction, explicit requests, imports.
         if len(c.fact) > cfg.extraction.max_fact_chars:
             return str(msg("learn.fact_too_long", max=cfg.extraction.max_fact_chars))
-        tomb = await session.get(MemoryTombstone, (scope.kind, scope.id, key))
+        tomb = looked_up.tombstones.get((scope, key))
         if tomb is not None and not explicit:
             return str(msg("learn.tombstoned", actor=tomb.actor, reason=tomb.reason))
 
@@ -235,9 +236,11 @@ class MemoryWriter:
 
     async def _persist(self, session: AsyncSession, scope: Scope, c: Candidate, plan: Plan, verdict: GateDecision,
                        method: Method, actor: str, now: datetime, cfg: LTMConfig,
-                       counts: WriteCounts | None = None) -> WriteOutcome:
+                       counts: WriteCounts | None = None, looked_up: _Looked | None = None) -> WriteOutcome:
         if plan.revive is not None:
             await session.delete(plan.revive)
+            if looked_up is not None:
+                looked_up.tombstones.pop((scope, plan.key), None)
             audit(session, AuditAction.REVIVE, actor, str(msg("learn.restated")),
                   scope=scope, session_id=c.session_id, now=now, fact_key=plan.key, fact=c.fact)
         previous_fact = None
@@ -255,7 +258,8 @@ class MemoryWriter:
                 ttl_days=cfg.ttl_days(c.type), status=verdict.status or Status.SHADOW,
                 awaiting_approval=verdict.awaiting_approval, created_at=now, updated_at=now,
                 held_reason=verdict.reason if verdict.awaiting_approval else None,
-                valid_from=await _stated_at(session, c.event_ids) or now,
+                valid_from=(looked_up.stated_at(c.event_ids) if looked_up is not None
+                            else await _stated_at(session, c.event_ids)) or now,
                 supersedes=plan.replaces.memory_id if plan.replaces is not None else None,
             )
             session.add(item)
@@ -357,6 +361,47 @@ class MemoryWriter:
         audit(session, AuditAction.POLICY, actor, reason, scope=scope, session_id=c.session_id, now=now,
               decision="dropped", fact=c.fact, fact_key=key, type=c.type)
         return WriteOutcome(Outcome.DROPPED, None, None, reason, c.fact)
+
+
+@dataclass
+class _Looked:
+    """What every candidate of a batch needs looked up, in one statement
+    each for the batch rather than one per candidate: the tombstones under
+    the candidates' keys and when their events were recorded
+    (docs/decisions.md#d144). The writer only removes tombstones (a revive
+    pops it here too) and never changes an event's time."""
+
+    tombstones: dict[tuple[Scope, str], MemoryTombstone]
+    recorded: dict[str, datetime]
+
+    @classmethod
+    async def up(cls, session: AsyncSession, candidates: Sequence[tuple[Scope, Candidate]]) -> _Looked:
+        keys: dict[Scope, set[str]] = {}
+        for scope, c in candidates:
+            key = normalize_fact_key(c.fact_key or c.fact)
+            if key:
+                keys.setdefault(scope, set()).add(key)
+        tombstones: dict[tuple[Scope, str], MemoryTombstone] = {}
+        for scope, wanted in keys.items():
+            for chunk in _chunks(sorted(wanted)):
+                for tomb in (await session.execute(select(MemoryTombstone).where(
+                        MemoryTombstone.scope == scope.kind, MemoryTombstone.scope_id == scope.id,
+                        MemoryTombstone.fact_key.in_(chunk)))).scalars():
+                    tombstones[(scope, tomb.fact_key)] = tomb
+        recorded: dict[str, datetime] = {}
+        for chunk in _chunks(sorted({e for _, c in candidates for e in c.event_ids})):
+            rows = await session.execute(select(MemoryEvent.event_id, MemoryEvent.created_at)
+                                         .where(MemoryEvent.event_id.in_(chunk)))
+            recorded.update((event_id, at) for event_id, at in rows)
+        return cls(tombstones, recorded)
+
+    def stated_at(self, event_ids: Sequence[str]) -> datetime | None:
+        """As :func:`_stated_at`: the newest of the events' times."""
+        return max((self.recorded[e] for e in event_ids if e in self.recorded), default=None)
+
+
+def _chunks(values: list[str], size: int = 500) -> list[list[str]]:
+    return [values[n:n + size] for n in range(0, len(values), size)]
 
 
 def _next_status(item: MemoryItem, decision: GateDecision, action: AuditAction) -> tuple[str, bool]:

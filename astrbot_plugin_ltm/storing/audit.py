@@ -11,7 +11,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from ..clock import utcnow
 from ..enums import AuditAction
 from ..scope import Scope
+from .batch_rows import add_row
 from .tables import MemoryAudit, MemoryItem
+
+_AUDIT = MemoryAudit.metadata.tables[MemoryAudit.__tablename__]
 
 
 def audit(
@@ -28,19 +31,18 @@ def audit(
 ) -> None:
     """Add an audit row to the caller's transaction. ``actor``:
     ``system:<part>``, ``operator:<name>`` or ``user:<id>``; ``item``
-    gives the memory and its scope."""
+    gives the memory and its scope. In a write batch the row is written
+    with the batch's others at its end (batch_rows)."""
     if item is not None and scope is None:
         scope = Scope(item.scope, item.scope_id)
-    session.add(
-        MemoryAudit(
-            created_at=now or utcnow(),
-            action=action,
-            memory_id=item.memory_id if item else None,
-            scope=scope.kind if scope else None,
-            scope_id=scope.id if scope else None,
-            session_id=session_id,
-            actor=actor,
-            reason=reason,
-            detail=detail,
-        )
-    )
+    add_row(session, _AUDIT, {
+        "created_at": now or utcnow(),
+        "action": action,
+        "memory_id": item.memory_id if item else None,
+        "scope": scope.kind if scope else None,
+        "scope_id": scope.id if scope else None,
+        "session_id": session_id,
+        "actor": actor,
+        "reason": reason,
+        "detail": detail,
+    }, MemoryAudit)

@@ -26,6 +26,7 @@ from ..faults import Faults
 from ..i18n import msg
 from ..logs import log
 from . import migrate as migrations
+from .batch_rows import hold_rows, write_rows
 from .batch_writes import ASKED_FROM, WriterThread, direct_engine
 from .changes import Change, DerivedIndex, taken
 
@@ -188,9 +189,11 @@ class Database:
         """In the writer thread: the transaction, and the changes it noted."""
         async with self._batch_sessions() as session:
             session.info[ASKED_FROM] = asked_from
+            hold_rows(session)  # audit and gate-log rows written together (docs/decisions.md#d143)
             async with session.begin():
                 await self._take_write_lock(session)
                 result = await work(session)
+                await write_rows(session)
             return result, taken(session)
 
     async def _take_write_lock(self, session: AsyncSession) -> None:
