@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..clock import Clock, utcnow
@@ -163,8 +163,7 @@ class MemoryWriter:
 
         plan = Plan(action, key, item, weighted, 1, _meta(c, weighted), list(dict.fromkeys(c.event_ids)),
                     revive=tomb)
-        links = (await session.execute(
-            select(MemoryEvidence).where(MemoryEvidence.memory_id == item.memory_id))).scalars().all()
+        links = (await session.execute(_LINKS, {"memory_id": item.memory_id})).scalars().all()
         linked = {link.event_id for link in links}
         plan.new_events = [e for e in plan.new_events if e not in linked]
         if not plan.new_events:
@@ -438,21 +437,27 @@ def _meta(c: Candidate, weighted: float) -> dict[str, object]:
     return {**c.meta, "confidence": {"base": c.confidence, "source": c.source, "weighted": weighted}}
 
 
+# The statements every candidate runs, built once: building a select and
+# its cache key each time was most of their cost (docs/decisions.md#d145).
+_IN_SCOPE = (MemoryItem.scope == bindparam("kind"), MemoryItem.scope_id == bindparam("scope_id"), NOT_SUPERSEDED)
+_CURRENT = select(MemoryItem).where(*_IN_SCOPE, MemoryItem.fact_key == bindparam("key"))
+_KEYS_FROM = select(MemoryItem.id, MemoryItem.fact_key).where(
+    *_IN_SCOPE, MemoryItem.fact_key >= bindparam("low"), MemoryItem.fact_key < bindparam("high"))
+_LINKS = select(MemoryEvidence).where(MemoryEvidence.memory_id == bindparam("memory_id"))
+
+
 async def _current(session: AsyncSession, scope: Scope, key: str) -> MemoryItem | None:
     """The scope's current (not superseded) memory under ``key``."""
-    return (await session.execute(select(MemoryItem).where(
-        MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id, MemoryItem.fact_key == key, NOT_SUPERSEDED,
-    ))).scalar_one_or_none()
+    return (await session.execute(_CURRENT, {"kind": scope.kind, "scope_id": scope.id, "key": key})
+            ).scalar_one_or_none()
 
 
 async def _related(session: AsyncSession, scope: Scope, key: str) -> MemoryItem | None:
     """The scope's one current memory under a key related to ``key``
     (``text.related_keys``); None when there is none, or several."""
     prefix = key.split("_", 1)[0] + "_"
-    keys = (await session.execute(select(MemoryItem.id, MemoryItem.fact_key).where(
-        MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id, NOT_SUPERSEDED,
-        MemoryItem.fact_key >= prefix, MemoryItem.fact_key < prefix + "\U0010ffff",
-    ))).all()
+    keys = (await session.execute(_KEYS_FROM, {"kind": scope.kind, "scope_id": scope.id, "low": prefix,
+                                               "high": prefix + "\U0010ffff"})).all()
     found = [row_id for row_id, other in keys if related_keys(other, key)]
     return await session.get(MemoryItem, found[0]) if len(found) == 1 else None
 
