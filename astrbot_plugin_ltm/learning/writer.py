@@ -337,14 +337,18 @@ class MemoryWriter:
         that one more fits under ``max_items_per_scope``. A superseded
         memory is the history of one in force: it neither counts nor goes.
         ``counts``: the batch's running count of the scope."""
-        counted = (MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id, NOT_SUPERSEDED)
+        # The conditions are built only when asked for: a candidate's usual
+        # case is the batch's running count, below the cap (docs/decisions.md#d145).
+        def counted() -> tuple[Any, ...]:
+            return MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id, NOT_SUPERSEDED
+
         count = await counts.in_force() if counts is not None else (
-            await session.execute(select(func.count()).select_from(MemoryItem).where(*counted))).scalar_one()
+            await session.execute(select(func.count()).select_from(MemoryItem).where(*counted()))).scalar_one()
         excess = count - cap + 1
         if excess <= 0:
             return
         victims = (await session.execute(
-            select(MemoryItem).where(*counted).order_by(*self.eviction_order).limit(excess)
+            select(MemoryItem).where(*counted()).order_by(*self.eviction_order).limit(excess)
         )).scalars().all()
         for victim in victims:
             await remove_memory(session, victim, withhold=False)
