@@ -30,6 +30,7 @@ from ..instructions import instruction_reason
 from ..persona import target_scope
 from ..scope import Scope
 from ..storing.audit import audit
+from ..storing.batch_rows import add_row, write_rows
 from ..storing.batch_writes import on_event_loop
 from ..storing.memory_rows import fact_written, memory_changed
 from ..storing.removal import remove_memory
@@ -163,6 +164,7 @@ class MemoryWriter:
 
         plan = Plan(action, key, item, weighted, 1, _meta(c, weighted), list(dict.fromkeys(c.event_ids)),
                     revive=tomb)
+        await write_rows(session)  # the batch's links so far
         links = (await session.execute(_LINKS, {"memory_id": item.memory_id})).scalars().all()
         linked = {link.event_id for link in links}
         plan.new_events = [e for e in plan.new_events if e not in linked]
@@ -274,9 +276,10 @@ class MemoryWriter:
             link.memory_id = item.memory_id
             link.extraction_meta = plan.evidence_meta
             link.extraction_method = method
-        for event_id in plan.new_events:
-            session.add(MemoryEvidence(memory_id=item.memory_id, event_id=event_id, extraction_method=method,
-                                       extraction_meta=plan.evidence_meta, created_at=now))
+        for event_id in plan.new_events:  # in a batch, written with its others (storing/batch_rows.py)
+            add_row(session, _EVIDENCE, {"memory_id": item.memory_id, "event_id": event_id,
+                                         "extraction_method": method, "extraction_meta": plan.evidence_meta,
+                                         "created_at": now}, MemoryEvidence)
         detail: dict[str, Any] = {"fact": item.fact, "confidence": plan.confidence,
                                      "evidence_count": item.evidence_count, "status": item.status,
                                      "events": c.event_ids}
@@ -448,6 +451,7 @@ _CURRENT = select(MemoryItem).where(*_IN_SCOPE, MemoryItem.fact_key == bindparam
 _KEYS_FROM = select(MemoryItem.id, MemoryItem.fact_key).where(
     *_IN_SCOPE, MemoryItem.fact_key >= bindparam("low"), MemoryItem.fact_key < bindparam("high"))
 _LINKS = select(MemoryEvidence).where(MemoryEvidence.memory_id == bindparam("memory_id"))
+_EVIDENCE = MemoryEvidence.metadata.tables[MemoryEvidence.__tablename__]
 
 
 async def _current(session: AsyncSession, scope: Scope, key: str) -> MemoryItem | None:
@@ -479,6 +483,7 @@ async def _supersede_plan(session: AsyncSession, c: Candidate, old: MemoryItem, 
                           tomb: MemoryTombstone | None) -> Plan:
     """A new memory under ``old``'s key that closes ``old``; the lines
     that state the new value move to it."""
+    await write_rows(session)  # the batch's links so far
     links = (await session.execute(select(MemoryEvidence).where(
         MemoryEvidence.memory_id == old.memory_id, MemoryEvidence.event_id.in_(c.event_ids)))).scalars().all()
     moved = {link.event_id for link in links}

@@ -1,5 +1,5 @@
-"""Rows a write batch adds and never reads back (its audit and gate-log
-rows), inserted together at the batch's end.
+"""Rows a write batch adds and seldom reads back (its audit, gate-log and
+evidence rows), inserted together at the batch's end.
 
 Added one ORM object at a time, each such row cost an object, its state
 and a unit-of-work flush of its own (the writer's next query autoflushed
@@ -7,8 +7,10 @@ it): ~2 of a candidate's ~9 statements, the flushes the largest part of the
 writer thread's profile at 10k (docs/decisions.md#d143). In a batch
 (:meth:`Database.write_batch <.database.Database.write_batch>`) they are
 kept as values and written by one executemany per table before the commit,
-in the order they were added, so the rows, their ids' order and the
-transaction are the same. Elsewhere they are added to the session as before.
+in the order they were added, so the rows, their ids and the transaction
+are the same. A statement in the batch that reads or deletes such rows is
+preceded by :func:`write_rows` (the write counts' audit counts, a memory's
+evidence links, a removal). Elsewhere they are added to the session as before.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..enums import ExtractionStatus, Status
 from ..scope import Scope
+from .batch_rows import write_rows
 from .changes import MemoryRemoved, ScopeForgotten, TurnsWithheld, note
 from .keyword_rows import delete_fact_row
 from .tables import GateLogEntry, MemoryEvent, MemoryEvidence, MemoryItem
@@ -29,6 +30,7 @@ async def remove_memory(session: AsyncSession, item: MemoryItem, *, withhold: bo
     covers, and in mode auto be shown.
     """
     assert item.id is not None, "a stored item"
+    await write_rows(session)  # a batch's evidence links held so far are among those deleted
     if withhold or item.status != Status.ACTIVE:
         await withhold_evidence(session, item)
     await session.execute(delete(MemoryEvidence).where(MemoryEvidence.memory_id == item.memory_id))
