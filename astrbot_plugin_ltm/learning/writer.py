@@ -30,8 +30,7 @@ from ..instructions import instruction_reason
 from ..persona import target_scope
 from ..scope import Scope
 from ..storing.audit import audit
-from ..storing.batch_rows import add_row, write_rows
-from ..storing.batch_writes import on_event_loop
+from ..storing.batch_writes import add_row, on_event_loop, write_rows
 from ..storing.memory_rows import fact_written, memory_changed
 from ..storing.removal import remove_memory
 from ..storing.tables import NOT_SUPERSEDED, MemoryEvent, MemoryEvidence, MemoryItem, MemoryTombstone
@@ -276,7 +275,7 @@ class MemoryWriter:
             link.memory_id = item.memory_id
             link.extraction_meta = plan.evidence_meta
             link.extraction_method = method
-        for event_id in plan.new_events:  # in a batch, written with its others (storing/batch_rows.py)
+        for event_id in plan.new_events:  # in a batch, written with its others (storing/batch_writes.py)
             add_row(session, _EVIDENCE, {"memory_id": item.memory_id, "event_id": event_id,
                                          "extraction_method": method, "extraction_meta": plan.evidence_meta,
                                          "created_at": now}, MemoryEvidence)

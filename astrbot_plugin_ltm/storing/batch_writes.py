@@ -13,6 +13,9 @@ thread and back per batch (docs/decisions.md#d128).
 of the single write point around it; this module only provides the thread,
 the connection, and :func:`on_event_loop` for what a batch must ask of the
 bot's event loop (the embedding provider, the vector caches).
+
+Rows a batch adds and seldom reads back are held to its end
+(:func:`add_row`, :func:`write_rows`, docs/decisions.md#d143).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any
 
-from sqlalchemy import URL
+from sqlalchemy import URL, Table, insert
 from sqlalchemy.dialects import registry
 from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
@@ -113,3 +116,47 @@ async def on_event_loop[T](session: AsyncSession, call: Callable[[], Awaitable[T
         return await call()
 
     return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(called(), loop))
+
+
+# -- rows held to the batch's end ------------------------------------------------
+# Rows a write batch adds and seldom reads back (its audit, gate-log and
+# evidence rows), inserted together at the batch's end.
+#
+# Added one ORM object at a time, each such row cost an object, its state
+# and a unit-of-work flush of its own (the writer's next query autoflushed
+# it): 3 of a candidate's ~10 statements, and the flushes a quarter of the
+# writer thread's profile at 10k (docs/decisions.md#d143). In a batch
+# (:meth:`Database.write_batch <.database.Database.write_batch>`) they are
+# kept as values and written by one executemany per table before the commit,
+# in the order they were added, so the rows, their ids and the transaction
+# are the same. A statement in the batch that reads or deletes such rows is
+# preceded by :func:`write_rows` (the write counts' audit counts, a memory's
+# evidence links, a removal). Elsewhere they are added to the session as before.
+
+_HELD = "ltm_batch_rows"  # session.info key: {table: [values, ...]} while a batch holds rows
+
+
+def hold_rows(session: AsyncSession) -> None:
+    """From now on, :func:`add_row` keeps this session's rows until :func:`write_rows`."""
+    session.info[_HELD] = {}
+
+
+def add_row(session: AsyncSession, table: Table, values: dict[str, Any], make: Callable[..., object]) -> None:
+    """A row of ``table`` with ``values`` (every column but the key): held
+    when the session holds rows, else ``make(**values)`` added to it."""
+    held: dict[Table, list[dict[str, Any]]] | None = session.info.get(_HELD)
+    if held is None:
+        session.add(make(**values))
+    else:
+        held.setdefault(table, []).append(values)
+
+
+async def write_rows(session: AsyncSession) -> None:
+    """Insert the rows held so far, one statement per table; called before
+    the batch commits and before a statement that reads those tables."""
+    held: dict[Table, list[dict[str, Any]]] | None = session.info.get(_HELD)
+    if not held:
+        return
+    session.info[_HELD] = {}
+    for table, rows in held.items():
+        await session.execute(insert(table), rows)

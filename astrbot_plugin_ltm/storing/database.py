@@ -26,8 +26,7 @@ from ..faults import Faults
 from ..i18n import msg
 from ..logs import log
 from . import migrate as migrations
-from .batch_rows import hold_rows, write_rows
-from .batch_writes import ASKED_FROM, WriterThread, direct_engine
+from .batch_writes import ASKED_FROM, WriterThread, direct_engine, hold_rows, write_rows
 from .changes import Change, DerivedIndex, taken
 
 T = TypeVar("T")

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..enums import ExtractionStatus, Status
 from ..scope import Scope
-from .batch_rows import write_rows
+from .batch_writes import write_rows
 from .changes import MemoryRemoved, ScopeForgotten, TurnsWithheld, note
 from .keyword_rows import delete_fact_row
 from .tables import GateLogEntry, MemoryEvent, MemoryEvidence, MemoryItem
