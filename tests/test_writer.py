@@ -3,6 +3,8 @@ field, dedup & merge, contradictions, tombstones and the audit trail."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 from sqlalchemy import select
 
@@ -604,3 +606,58 @@ async def test_evidence_links_point_at_real_events(ltm, origin):
     assert orphans == []
     assert all(r.memory_id for r in await ltm.rows(MemoryAudit, MemoryAudit.action == "create"))
     assert len(await ltm.rows(MemoryEvent)) == 2
+
+
+# -- a batch's rows held to its end (docs/decisions.md#d143, #d144) ------------------------
+
+
+async def test_a_batch_writes_the_same_rows_as_the_same_candidates_written_one_write_at_a_time(
+        make_ltm, origin):
+    from astrbot_plugin_ltm.enums import Method
+    from astrbot_plugin_ltm.storing.tables import GateLogEntry, MemoryTombstone
+
+    def candidates(events):
+        said = [e.event_id for e in events if e.source_role == "user"]
+        return [
+            Candidate(type="profile", fact="Alice lives in Paris", fact_key="alice_city", confidence=0.9,
+                      importance=0.5, event_ids=[said[0]]),
+            Candidate(type="profile", fact="Alice lives in Paris", fact_key="alice_city", confidence=0.9,
+                      importance=0.5, event_ids=[said[1]]),  # confirms: reads the links the batch holds
+            Candidate(type="preference", fact="Alice loves green tea", fact_key="alice_drink", confidence=0.9,
+                      importance=0.5, event_ids=[said[1]]),
+            Candidate(type="profile", fact="Alice lives in London", fact_key="alice_city", confidence=0.9,
+                      importance=0.5, event_ids=[said[2]]),  # supersedes: moves no link, closes Paris
+            Candidate(type="profile", fact="Alice lives in Lyon", fact_key="forgotten_city", confidence=0.9,
+                      importance=0.5, event_ids=[said[2]]),  # tombstoned: dropped
+        ]
+
+    written = []
+    for how in ("write", "batch"):
+        ltm = await make_ltm({"write_policy": {"mode": "auto"}}, name=how)
+        a = origin("alice")
+        events = [e for text in ("I live in Paris", "Paris, and I love green tea", "I moved to London")
+                  for e in await ltm.record(a, text)]
+        async with ltm.engine.db.write() as session:
+            session.add(MemoryTombstone(scope="user", scope_id="qq:alice", fact_key="forgotten_city", fact="x"))
+        apply = functools.partial(ltm.engine.writer.apply, scope=Scope("user", "qq:alice"),
+                                  candidates=candidates(events), method=Method.LLM_EXTRACT, actor="system:extractor")
+        if how == "write":
+            async with ltm.engine.db.write() as session:
+                outcomes = await apply(session)
+        else:
+            outcomes = await ltm.engine.db.write_batch(apply)
+        fact_of = {i.memory_id: i.fact for i in await ltm.items()}
+        said = {e.event_id: n for n, e in enumerate(events)}  # the engines' event ids differ
+        written.append((
+            [(o.action, o.status, o.fact) for o in outcomes],
+            [(i.id, i.fact, i.fact_key, i.status, i.evidence_count, i.valid_from) for i in await ltm.items()],
+            [(e.id, fact_of[e.memory_id], said[e.event_id], e.extraction_meta) for e in await ltm.evidence()],
+            [(r.id, r.action, fact_of.get(r.memory_id or ""), r.reason, r.detail.get("fact"))
+             for r in await ltm.audit() if r.action != "config"],
+            [(g.id, g.action, g.fact_key, g.status, g.memory_id is None) for g in await ltm.rows(GateLogEntry)],
+        ))
+    by_write, by_batch = written
+    assert by_batch == by_write
+    outcomes, items, links, audit, gate = by_batch
+    assert [o[0] for o in outcomes] == ["created", "confirmed", "created", "superseded", "dropped"]
+    assert len(links) == 4 and len(gate) == 4 and [r[1] for r in audit][-1] == "policy"
