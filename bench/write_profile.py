@@ -2,7 +2,7 @@
 of a store ``bench.scale --fill-store`` filled (docs/decisions.md#d94).
 
     .venv/bin/python -m bench.scale --fill-store 10000 --store-dir /tmp/store10k
-    .venv/bin/python -m bench.write_profile /tmp/store10k [--sql] [--profile /tmp/prof] [--no-reads]
+    .venv/bin/python -m bench.write_profile /tmp/store10k [--sql] [--profile /tmp/prof] [--no-reads] [--turns-first]
 
 The same steps as ``bench.scale``'s (2,000 hook calls, 400 candidates
 drained, reads in the big scope), each timed by the wall clock and by the
@@ -11,7 +11,10 @@ drain is split into extraction (the worker's batches: extractor, writer,
 marking the events) and the vector fill. ``--sql`` prints the drain's
 statements by total time; ``--profile`` writes cProfile files per step;
 ``--no-reads`` stops after the drain, so that a sampling profiler run
-around the whole process (py-spy) sees the hook and the drain only.
+around the whole process (py-spy) sees the hook and the drain only;
+``--turns-first`` embeds the hook step's 4,000 turns before the drain and
+times that apart (``bench.scale``'s drain embeds them with its 400
+candidates).
 """
 
 from __future__ import annotations
@@ -61,7 +64,8 @@ class Statements:
             print(f"{n:6d} {seconds * 1000:9.1f} ms  {' '.join(statement.split())[:160]}", file=sys.stderr)
 
 
-async def run(store: Path, with_sql: bool, profile_dir: Path | None, reads: bool = True) -> dict[str, Any]:
+async def run(store: Path, with_sql: bool, profile_dir: Path | None, reads: bool = True,
+              turns_first: bool = False) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="ltm-write-profile-"))
     shutil.copytree(store, tmp, dirs_exist_ok=True)
     stored = json.loads((tmp / "store.json").read_text())
@@ -111,6 +115,8 @@ async def run(store: Path, with_sql: bool, profile_dir: Path | None, reads: bool
         async with engine.db.write() as session:
             await session.execute(sql("UPDATE ltm_events SET extraction_status = 'skipped' "
                                       "WHERE extraction_status = 'pending'"))
+        if turns_first:  # the hook's 4,000 turns embedded before the drain, not in it (docs/decisions.md#d145)
+            out["hook_turns_fill_s"] = await timed_fill(engine)
         for i in range(400):
             clock.now = scale.NOW + timedelta(seconds=i)
             engine.record_turn(target, f"update {i}: " + " ".join(words.some(rng.randint(5, 20))), "")
@@ -168,16 +174,25 @@ async def run(store: Path, with_sql: bool, profile_dir: Path | None, reads: bool
     return out
 
 
+async def timed_fill(engine: LTMEngine) -> list[float]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    await engine.worker.fill_vectors()
+    return [round(time.perf_counter() - wall, 3), round(time.process_time() - cpu, 3)]  # wall, CPU
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("store", type=Path, help="a directory bench.scale --fill-store filled")
     parser.add_argument("--sql", action="store_true", help="the drain's statements by total time (stderr)")
     parser.add_argument("--profile", type=Path, default=None, help="write cProfile files here")
     parser.add_argument("--no-reads", action="store_true", help="stop after the drain (for py-spy)")
+    parser.add_argument("--turns-first", action="store_true",
+                        help="embed the hook step's turns before the drain (timed apart)")
     args = parser.parse_args(argv)
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
-    print(json.dumps(asyncio.run(run(args.store, args.sql, args.profile, not args.no_reads))))
+    print(json.dumps(asyncio.run(run(args.store, args.sql, args.profile, not args.no_reads,
+                                       args.turns_first))))
     return 0
 
 
