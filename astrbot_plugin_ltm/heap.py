@@ -29,7 +29,7 @@ def _malloc_trim() -> Callable[[int], int] | None:
         return None
     trim.argtypes = [ctypes.c_size_t]
     trim.restype = ctypes.c_int
-    return trim  # type: ignore[no-any-return]
+    return trim
 
 
 MALLOC_TRIM = _malloc_trim()
