@@ -37,7 +37,6 @@ from .extension_points import (
     Summarizer,
     TokenCounter,
 )
-from .heap import HeapTrim
 from .i18n import Message, msg
 from .indexes.embeddings import Embeddings
 from .indexes.keywords import KeywordIndex
@@ -158,9 +157,8 @@ class LTMEngine:
         self.languages = SenderLanguages()
         # The loops, stopped in this order (as before D104): the learners
         # first, then the recorder's last flush, then the counts.
-        self.heap = HeapTrim()
         self.tasks = TaskSet(self.worker.task, self.summaries.task, self.recorder.task, self.usage.task,
-                             self.drift.task, self.compactor.task, self.heap.task)
+                             self.drift.task, self.compactor.task)
         self.started = False
 
     # -- lifecycle ---------------------------------------------------------

@@ -330,6 +330,7 @@ class Soak:
         self.hook_us: list[float] = []
         self.read_ms: list[float] = []
         self.waited_s = 0.0
+        self.rss_samples: list[float] = []  # RSS once a second: a window's one reading falls anywhere in a sawtooth
         self.turns_done = 0
 
     async def _extractor_for(self, _session_id: str | None) -> SoakExtractor:
@@ -359,6 +360,7 @@ class Soak:
             "wall_s": elapsed, "turns_per_s": (done - turns_start) / elapsed if elapsed else None,
             "waited_for_worker_s": self.waited_s,
             "rss_mb": rss_mb(),
+            "rss_p50_mb": pct(self.rss_samples, 50), "rss_max_mb": max(self.rss_samples, default=None),
             # The loaded keyword and vector namespaces: a cache bounded by vectors.max_memory_mb.
             "namespaces_mb": (engine.keyword_index.held() + engine.vector_index.held()) / 2**20,
             "namespaces_loaded": engine.keyword_index.loaded_count + engine.vector_index.loaded_count,
@@ -373,7 +375,7 @@ class Soak:
             "candidates": self.extractor.candidates, "compaction_merged": engine.compactor.merged,
         }
         self.windows.append(row)
-        self.hook_us, self.read_ms, self.waited_s = [], [], 0.0
+        self.hook_us, self.read_ms, self.waited_s, self.rss_samples = [], [], 0.0, []
         q, s = row["queues"], row["sizes"]
         print(f"{done:>8,} turns  day {row['simulated_days']:5.1f}  {row['turns_per_s']:6.1f} t/s  "
               f"RSS {_f(row['rss_mb'], '.0f')} MB  hook p50/p95/p99 {_f(row['hook_p50_us'], '.0f')}/"
@@ -401,7 +403,20 @@ class Soak:
             await asyncio.sleep(0.05)
         self.waited_s += time.perf_counter() - start
 
+    async def sample_rss(self) -> None:
+        while True:
+            if (mb := rss_mb()) is not None:
+                self.rss_samples.append(mb)
+            await asyncio.sleep(1.0)
+
     async def run(self, data: Path) -> dict[str, Any]:
+        sampler = asyncio.create_task(self.sample_rss())
+        try:
+            return await self._run(data)
+        finally:
+            sampler.cancel()
+
+    async def _run(self, data: Path) -> dict[str, Any]:
         args = self.args
         db, engine = await self.open(data)
         wall_start, turns_start = time.perf_counter(), 0
@@ -516,7 +531,9 @@ def _f(v: Any, fmt: str) -> str:
 def svg(windows: list[dict[str, Any]], restarts: list[int], title: str) -> str:
     """Four small line charts, hand-written SVG (no plotting dependency)."""
     panels = [
-        ("resident memory (MB)", [("RSS", "rss_mb", "#1f77b4"), ("namespaces", "namespaces_mb", "#17becf")]),
+        ("resident memory (MB)", [("RSS", "rss_mb", "#1f77b4"), ("malloc", "memory.malloc_in_use_mb", "#7f7f7f"),
+                                  ("namespaces", "namespaces_mb", "#17becf"),
+                                  ("text caches", "memory.text_caches_mb", "#bcbd22")]),
         ("hook latency (µs)", [("p50", "hook_p50_us", "#2ca02c"), ("p95", "hook_p95_us", "#ff7f0e"),
                                ("p99", "hook_p99_us", "#d62728")]),
         ("read latency (ms)", [("p50", "read_p50_ms", "#2ca02c"), ("p95", "read_p95_ms", "#ff7f0e")]),
@@ -530,7 +547,7 @@ def svg(windows: list[dict[str, Any]], restarts: list[int], title: str) -> str:
             return w["sizes"]["journal_kb"] / 1024
         if "." in key:
             a, b = key.split(".")
-            return w[a][b]
+            return w.get(a, {}).get(b)  # a run before a figure existed has none
         return w.get(key)
 
     xs = [w["turns"] for w in windows]
@@ -553,13 +570,15 @@ def svg(windows: list[dict[str, Any]], restarts: list[int], title: str) -> str:
             x = left + pw * r / xmax
             out.append(f'<line x1="{x:.1f}" y1="{y0}" x2="{x:.1f}" y2="{y0 + ph}" stroke="#bbb" '
                        'stroke-dasharray="4,3"/>')
-        for s, (label, key, colour) in enumerate(series):
+        label_x = left + pw - sum(7 * len(label) + 14 for label, _, _ in series)  # legends side by side
+        for label, key, colour in series:
             points = [(left + pw * w["turns"] / xmax, y0 + ph - ph * v / ymax)
                       for w in windows if (v := value(w, key)) is not None]
             if points:
                 out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="'
                            + " ".join(f"{x:.1f},{y:.1f}" for x, y in points) + '"/>')
-            out.append(f'<text x="{left + pw - 150 + s * 55}" y="{y0 + 16}" fill="{colour}">{_esc(label)}</text>')
+            out.append(f'<text x="{label_x}" y="{y0 + 16}" fill="{colour}">{_esc(label)}</text>')
+            label_x += 7 * len(label) + 14
         out.append(f'<text x="{left + pw}" y="{y0 + ph + 16}" text-anchor="end">{xmax:,} turns</text>')
         out.append(f'<text x="{left}" y="{y0 + ph + 16}">0</text>')
     out.append("</svg>")
@@ -574,12 +593,16 @@ def _esc(s: str) -> str:
 
 
 def flatness(windows: list[dict[str, Any]], warmup: int) -> dict[str, Any]:
-    """RSS after warm-up: its range against the first window after it."""
-    after = [w["rss_mb"] for w in windows if w["turns"] > warmup and w.get("rss_mb") is not None]
+    """RSS after warm-up: its range against the first window after it. Each
+    window's median of its once-a-second samples where it has them (one
+    reading can fall anywhere in the heap's sawtooth), else its one reading."""
+    later = [w for w in windows if w["turns"] > warmup and w.get("rss_mb") is not None]
+    key = "rss_p50_mb" if later and all(w.get("rss_p50_mb") is not None for w in later) else "rss_mb"
+    after = [w[key] for w in later]
     if not after:
         return {"windows": 0}
     base = after[0]
-    return {"windows": len(after), "first_mb": base, "min_mb": min(after), "max_mb": max(after),
+    return {"windows": len(after), "measure": key, "first_mb": base, "min_mb": min(after), "max_mb": max(after),
             "last_mb": after[-1], "max_dev_pct": max(abs(v - base) for v in after) / base * 100}
 
 
@@ -637,7 +660,8 @@ def main(argv: list[str] | None = None) -> int:
           + ", ".join(f"{k}={v}" for k, v in final["queues_left"].items())
           + f"; journal after stop: {final['journal_kb_after_stop']:.1f} KB")
     if flat.get("windows"):
-        print(f"RSS after warm-up ({warmup:,} turns): {flat['first_mb']:.0f} → {flat['last_mb']:.0f} MB, "
+        print(f"RSS after warm-up ({warmup:,} turns, {flat['measure']}): {flat['first_mb']:.0f} → "
+              f"{flat['last_mb']:.0f} MB, "
               f"range {flat['min_mb']:.0f}–{flat['max_mb']:.0f}, max deviation {flat['max_dev_pct']:.1f} %")
     print(f"total {result['seconds']:.0f} s for {soak.turns_done:,} turns"
           + (f" (stopped at the time limit, {args.turns:,} asked)" if soak.turns_done < args.turns else ""))

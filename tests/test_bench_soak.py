@@ -33,6 +33,10 @@ def test_a_short_soak_drains_every_queue_and_reports_each_window(tmp_path: Path)
     for window in result["windows"]:
         assert window["namespaces_loaded"] >= 0 and window["namespaces_mb"] >= 0
         assert window["rss_mb"] > 0 and window["hook_p50_us"] is not None and window["hook_p99_us"] is not None
+        assert window["rss_p50_mb"] > 0 and window["rss_max_mb"] >= window["rss_p50_mb"]  # sampled each second
+        memory = window["memory"]  # where the RSS goes: the split is there, with the text caches by name
+        assert memory["python_blocks"] > 0 and memory["text_caches_mb"] > 0
+        assert "recalling.excerpts.sentences" in memory["text_caches"]
         assert window["reads"] == 500 // 25 and window["read_p95_ms"] is not None
         assert set(window["queues"]) >= QUEUES
         assert {"sqlite_mb", "faiss_mb", "journal_kb"} <= set(window["sizes"])
@@ -42,4 +46,5 @@ def test_a_short_soak_drains_every_queue_and_reports_each_window(tmp_path: Path)
     assert last["rows"]["ltm_items_active"] > 0
 
     svg = ET.fromstring(plot.read_text())
-    assert len(svg.findall("{http://www.w3.org/2000/svg}polyline")) == 10  # RSS, namespaces, 3 hook, 2 read, 3 sizes
+    # RSS, malloc, namespaces, text caches, 3 hook, 2 read, 3 sizes
+    assert len(svg.findall("{http://www.w3.org/2000/svg}polyline")) == 12
