@@ -37,6 +37,7 @@ from .extension_points import (
     Summarizer,
     TokenCounter,
 )
+from .heap import cap_arenas
 from .i18n import Message, msg
 from .indexes.embeddings import Embeddings
 from .indexes.keywords import KeywordIndex
@@ -166,6 +167,7 @@ class LTMEngine:
     async def start(self, background: bool = True) -> None:
         """Migrate the schema, write the turns a crashed process journaled,
         and start the recorder and extraction worker."""
+        cap_arenas()  # before the plugin's threads exist (heap.py)
         await self.db.migrate()
         if not self.config.emergency_read_only:
             async with self.db.write() as session:

@@ -23,7 +23,6 @@ Three races are handled here once for both indexes:
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import itertools
 import time
 from collections import OrderedDict
@@ -32,6 +31,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from ..heap import release_freed_memory
 from ..logs import log
 
 # How long a read waits for a namespace to load; past it, that read goes on
@@ -42,26 +42,6 @@ COLD_WAIT = 1.0
 # After a load or an eviction of at least this many bytes, the memory the
 # build freed is handed back to the system (docs/decisions.md#d41).
 RELEASE_AFTER_BYTES = 2**20
-
-
-def _malloc_trim() -> Callable[[int], int] | None:
-    try:
-        trim: Callable[[int], int] = ctypes.CDLL("libc.so.6").malloc_trim  # glibc only
-    except (OSError, AttributeError):
-        return None
-    return trim
-
-
-_TRIM = _malloc_trim()
-
-
-def release_freed_memory() -> None:
-    """Hand back to the system the pages that freed memory left empty.
-    glibc keeps them for reuse, so a process that built a large namespace
-    (its rows, tokens and copies are freed at the end) stays that large
-    for good; elsewhere this does nothing. ctypes lets the GIL go."""
-    if _TRIM is not None:
-        _TRIM(0)
 
 
 # Applied to a namespace: (namespace, replayed) -> False to drop it and load
