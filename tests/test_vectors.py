@@ -673,6 +673,8 @@ async def test_a_float32_namespace_file_of_an_earlier_version_is_rebuilt_as_floa
         del doc["layout"]
         meta.write_text(json.dumps(doc))
     fresh = await make(db_url, tmp_path, HashEmbedder())
+    await vector_ids(fresh, scope, "spicy noodles")  # a cold read waits at most COLD_WAIT: on a busy machine, less
+    await fresh.loads_settled()  # than the rebuild takes
     assert await vector_ids(fresh, scope, "spicy noodles") == expected
     ns = await fresh.vector_index.namespace(scope, fresh.embeddings.model)
     assert isinstance(faiss.downcast_index(ns.index.index), faiss.IndexScalarQuantizer)
