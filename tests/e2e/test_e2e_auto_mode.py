@@ -70,9 +70,13 @@ def test_a_tool_result_is_recorded_as_a_tool_result_event(bot):
     assert event["content"]["args"] == {"city": "Paris"}, event
     assert event["content"]["result"] == WEATHER_RESULT, event
     assert event["scope"] == "user" and event["scope_id"] == "webchat:wendy", event
-    # The whole turn: the user's message, the tool result, the answer.
+    # The whole turn: the user's message, the tool result, the answer (the turn's two messages are
+    # recorded after the reply, the tool result as it comes: wait for the recorder's flush).
+    whole = [("message", "assistant"), ("message", "user"), ("tool_result", "tool")]
+    bot.wait_for(lambda: sorted((e["source_type"], e["source_role"]) for e in bot.events(session_umo=umo)) == whole,
+                 10, "the turn's messages beside its tool result")
     kinds = sorted((e["source_type"], e["source_role"]) for e in bot.events(session_umo=umo))
-    assert kinds == [("message", "assistant"), ("message", "user"), ("tool_result", "tool")], kinds
+    assert kinds == whole, kinds
     bot.assert_log_clean()
 
 
