@@ -95,6 +95,8 @@ async def test_items_get_vectors_in_the_background_and_are_found_by_meaning(db_u
     await engine.remember(alice(), "I enjoy hiking in the mountains")
     assert await engine.worker.fill_vectors() == 2  # the memory, and the turn that said it
     scope = engine.resolver.user_scope(alice())
+    await engine.embeddings.query([scope], "mountains hiking", 5)  # a cold read waits at most COLD_WAIT:
+    await engine.loads_settled()  # a process's first FAISS load may take longer
     hits = (await engine.embeddings.query([scope], "mountains hiking", 5)).memories
     assert len(hits) == 1 and next(iter(hits.values())) > 0.5
     block = await engine.memory_block(alice(), "any mountains nearby?")
