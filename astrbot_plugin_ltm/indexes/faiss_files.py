@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from contextlib import AbstractContextManager, nullcontext, suppress
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from ..logs import log
 from ..scope import Scope
 from ..storing.vector_rows import VECTOR_ROWS, Fingerprint, fingerprint
 from ..text import MAX_SENTENCES
+from .faiss_storage import Storage
 
 # A row's vectors are held in FAISS under rowid * stride + n: a memory has
 # one, a turn one per sentence (text.sentences: at most MAX_SENTENCES and
@@ -71,6 +72,15 @@ class VectorNamespace:
     fingerprint: Fingerprint | tuple[()] = ()  # () once it no longer says what the index holds
     dirty: bool = False  # changed since written to its file
     changes: int = 0  # adds and removals since loaded
+    built: InitVar[bool] = False  # by new_index (else read from a file)
+    storage: Storage = field(init=False)  # the room faiss's storage has (faiss_storage)
+
+    def __post_init__(self, built: bool) -> None:
+        self.storage = Storage(self.index, self.dim, built=built, chunk=BUILD_CHUNK)
+
+    def use(self, index: Any) -> None:
+        """Hold ``index``, built by ``new_index``, in place of the one held."""
+        self.index, self.storage = index, Storage(index, self.dim, built=True, chunk=BUILD_CHUNK)
 
     def changed(self) -> None:
         self.dirty = True
@@ -82,8 +92,9 @@ class VectorNamespace:
 
     @property
     def nbytes(self) -> int:
-        """Memory held by the vectors and their ids (float16, int64)."""
-        return self.size * (2 * self.dim + 8)
+        """Memory held by the vectors, their ids and the room faiss keeps
+        for more (faiss_storage; docs/decisions.md#d148)."""
+        return self.storage.nbytes
 
     @property
     def exact(self) -> bool:
@@ -95,13 +106,16 @@ class VectorNamespace:
         vectors costs a pass over a flat index)."""
         if replace:
             self.index.remove_ids(all_faiss_ids(self.corpus, rowids))
+            self.storage.removed(self.index)
         ids = np.array([i for rowid, vecs in zip(rowids, vectors, strict=True)
                         for i in faiss_ids(self.corpus, rowid, len(vecs))], dtype=np.int64)
         self.index.add_with_ids(np.concatenate(vectors).astype(np.float32), ids)
+        self.storage.added(self.index)
         self.changed()
 
     def remove(self, rowids: list[int]) -> None:
         self.index.remove_ids(all_faiss_ids(self.corpus, rowids))
+        self.storage.removed(self.index)
         self.changed()
 
 
@@ -246,7 +260,7 @@ def load_namespace(conn: Connection, files: NamespaceFiles, scope: Scope, model:
             ids[filled:filled + len(vecs)] = faiss_ids(corpus, rowid, len(vecs))
             filled += len(vecs)
     vectors, ids = vectors[:filled], ids[:filled]
-    ns = VectorNamespace(scope, model, corpus, dim, new_index(dim, vectors, ids), expected, dirty=True)
+    ns = VectorNamespace(scope, model, corpus, dim, new_index(dim, vectors, ids), expected, dirty=True, built=True)
     files.write(ns)
     return ns
 

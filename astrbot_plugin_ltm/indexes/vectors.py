@@ -189,7 +189,7 @@ class VectorIndex:
             index = await asyncio.to_thread(new_index, ns.dim, vectors, ids)
             if self._cache.peek(key) is ns and ns.changes == changes:
                 with self._index_lock:
-                    ns.index = index
+                    ns.use(index)
                 ns.dirty = True
                 log.info("ltm: vector namespace %s (%s) now searched as an inverted file",
                          key[0].namespace, key[2])
