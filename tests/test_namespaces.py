@@ -8,6 +8,7 @@ import asyncio
 
 import pytest
 
+from astrbot_plugin_ltm.indexes import namespaces
 from astrbot_plugin_ltm.indexes.namespaces import Loads, MemoryBudget, NamespaceCache
 
 
@@ -256,3 +257,32 @@ async def test_namespaces_at_hand_are_given_without_a_trip_through_the_event_loo
     # One that must be loaded still is, with the others.
     store.rows["d"] = {4}
     assert await store.cache.get_all(["a", "d"]) == [{1}, {4}] and store.loads.count("d") == 1
+
+
+async def test_many_distinct_empty_keys_leave_at_most_the_cap_oldest_out(monkeypatch):
+    monkeypatch.setattr(namespaces, "MAX_FOUND_EMPTY", 3)
+    store = Store(empty_recheck=60.0)
+    store.rows.update({f"empty{i}": set() for i in range(10)})
+    for i in range(10):
+        assert await store.cache.get(f"empty{i}") is None
+    assert len(store.cache._empty) == 3
+    # The newest are still known empty; the oldest is loaded again.
+    assert store.cache.at_hand("empty9") == (True, None)
+    assert store.cache.at_hand("empty0") == (False, None)
+    await store.cache.get("empty0")
+    assert store.loads.count("empty0") == 2 and store.loads.count("empty9") == 1
+
+
+async def test_a_key_found_empty_is_forgotten_once_its_recheck_is_due():
+    store = Store(empty_recheck=0.05)
+    assert await store.cache.get("c") is None
+    assert store.cache.at_hand("c") == (True, None)
+    await asyncio.sleep(0.06)
+    assert store.cache.at_hand("c") == (False, None)
+    assert "c" not in store.cache._empty
+    # Ones already expired are let go when another is found empty.
+    store.rows["d"] = set()
+    assert await store.cache.get("c") is None
+    await asyncio.sleep(0.06)
+    assert await store.cache.get("d") is None
+    assert list(store.cache._empty) == ["d"]

@@ -9,6 +9,7 @@ import pytest
 
 from astrbot_plugin_ltm.clock import as_utc
 from astrbot_plugin_ltm.enums import MemoryType, Method, Status
+from astrbot_plugin_ltm.learning import summaries as summaries_module
 from astrbot_plugin_ltm.learning.summaries import level_of, period_of, summary_key
 from astrbot_plugin_ltm.learning.summary_prompt import ROLLUP_MARK, SESSION_MARK
 from astrbot_plugin_ltm.storing.tables import MemoryEvidence, MemoryItem
@@ -372,3 +373,21 @@ async def test_the_default_span_keeps_summaries_under_a_fortieth_of_a_call_per_t
         await ltm.engine.summaries.run_once()
     sessions = summaries(await ltm.items())
     assert len([i for i in sessions if level_of(i.fact_key) == "session"]) == 80 // 40
+
+
+async def test_failed_summaries_remembered_are_bounded_and_one_pushed_out_is_only_tried_afresh(
+        sltm, origin, gateway, monkeypatch):
+    monkeypatch.setattr(summaries_module, "MAX_FAILURES_KEPT", 2)
+    for name in ("alice", "bob", "carol"):
+        await talk(sltm, origin(name), f"{name} adopted a cat")
+    sltm.clock.advance(minutes=31)
+    gateway.reply(TimeoutError("model down"), TimeoutError("model down"), TimeoutError("model down"))
+    results = await sltm.engine.summaries.run_once()
+    assert [r.ok for r in results] == [False, False, False]
+    assert len(sltm.engine.summaries._failures) == 2  # the least lately failed is let go
+    # The two remembered back off; the one let go is asked again at once.
+    (retried,) = await sltm.engine.summaries.run_once()
+    assert retried.ok and len(gateway.calls) == 4
+    sltm.clock.advance(minutes=5)
+    assert [r.ok for r in await sltm.engine.summaries.run_once()] == [True, True]
+    assert len(summaries(await sltm.items())) == 3

@@ -33,7 +33,7 @@ def list_sizes(index: Any) -> np.ndarray:
     """Vectors held per list: one list for a flat index."""
     if not isinstance(index, faiss.IndexIVF):
         return np.array([index.ntotal], np.int64)
-    lists = index.invlists
+    lists: Any = index.invlists
     return np.array([lists.list_size(i) for i in range(index.nlist)], np.int64)
 
 

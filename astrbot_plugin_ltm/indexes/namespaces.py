@@ -43,6 +43,12 @@ COLD_WAIT = 1.0
 # build freed is handed back to the system (docs/decisions.md#d41).
 RELEASE_AFTER_BYTES = 2**20
 
+# Keys found empty that a cache remembers: each saves a load only until its
+# recheck (30 s for vectors), so a few thousand cover far more distinct
+# empty reads than a recheck window sees, and users never grow it
+# (docs/decisions.md#d149).
+MAX_FOUND_EMPTY = 4096
+
 
 # Applied to a namespace: (namespace, replayed) -> False to drop it and load
 # it afresh. ``replayed``: it is applied after a load that may have seen it.
@@ -164,7 +170,8 @@ class NamespaceCache[K: Hashable, N]:
         self._used_at: dict[K, int] = {}  # the budget's stamp of each loaded one's last use
         self._sizes: dict[K, int] = {}  # each loaded one's bytes, as of its load or last update
         self._loading: dict[K, _Loading[N]] = {}
-        self._empty: dict[K, float] = {}  # found to hold nothing, and when
+        # Found to hold nothing, and when: oldest first, at most MAX_FOUND_EMPTY.
+        self._empty: OrderedDict[K, float] = OrderedDict()
         self._loads: Loads[K, N | None] = Loads(what)
 
     # -- using -------------------------------------------------------------------
@@ -203,8 +210,10 @@ class NamespaceCache[K: Hashable, N]:
             self._touch(key)
             return True, ns
         found_empty = self._empty.get(key)
-        if found_empty is not None and time.monotonic() - found_empty < self._empty_recheck:
-            return True, None
+        if found_empty is not None:
+            if time.monotonic() - found_empty < self._empty_recheck:
+                return True, None
+            del self._empty[key]  # expired: loaded again
         return False, None
 
     def peek(self, key: K) -> N | None:
@@ -303,6 +312,17 @@ class NamespaceCache[K: Hashable, N]:
                 loading.stale = True
         self._forget_empty(matches)
 
+    def _found_empty(self, key: K) -> None:
+        now = time.monotonic()
+        self._empty[key] = now
+        self._empty.move_to_end(key)
+        # Oldest first: drop the expired, then any past the cap.
+        while self._empty:
+            oldest, found = next(iter(self._empty.items()))
+            if now - found < self._empty_recheck and len(self._empty) <= MAX_FOUND_EMPTY:
+                break
+            del self._empty[oldest]
+
     def _forget_empty(self, matches: Matches[K]) -> None:
         for key in [k for k in self._empty if matches(k)]:
             del self._empty[key]
@@ -319,7 +339,7 @@ class NamespaceCache[K: Hashable, N]:
             finally:
                 del self._loading[key]
         if ns is None:
-            self._empty[key] = time.monotonic()
+            self._found_empty(key)
             return None
         self._loaded[key] = ns
         self._sizes[key] = self._size_of(ns)

@@ -29,6 +29,7 @@ the prompt and its check live in summary_prompt.py.
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -69,6 +70,10 @@ IMPORTANCE = {SummaryLevel.SESSION: 0.6, SummaryLevel.DAY: 0.55, SummaryLevel.WE
 BASE_CONFIDENCE = 0.9  # × the model's source weight (policy.confidence): 0.72, above the default min_confidence
 LOOKBACK = timedelta(days=7)  # scopes with a turn this recent are looked at
 MAX_CALLS_PER_SCOPE = 4  # per pass: a backlog is worked off over several passes
+# Failed summaries remembered (for back-off and giving up), the least lately
+# failed out first: without a bound, given-up ones stayed until a restart
+# (docs/decisions.md#d149). One pushed out is only tried afresh.
+MAX_FAILURES_KEPT = 10_000
 _KEY_FORMAT = {SummaryLevel.SESSION: "%Y%m%dt%H%M%S", SummaryLevel.DAY: "%Y%m%d",
                SummaryLevel.WEEK: "%Y%m%d", SummaryLevel.MONTH: "%Y%m"}
 SummarizerFor = Callable[[str | None], Awaitable[Summarizer | None]]
@@ -174,7 +179,7 @@ class _Stored:
 @dataclass
 class _Failure:
     attempts: int
-    retry_at: datetime | None  # None: given up (until a restart)
+    retry_at: datetime | None  # None: given up (until a restart, or pushed out past MAX_FAILURES_KEPT)
 
 
 @dataclass
@@ -191,7 +196,7 @@ class SummaryWorker:
         self._summarizer_for = summarizer_for
         self._config = config
         self._clock = clock
-        self._failures: dict[tuple[Scope, str], _Failure] = {}
+        self._failures: OrderedDict[tuple[Scope, str], _Failure] = OrderedDict()  # least lately failed first
         self.stats = SummaryStats()
         self.task = BackgroundTask("summaries", self.run_once, run_at_start=True, every=self._every)
 
@@ -325,11 +330,17 @@ class SummaryWorker:
         attempts = (before.attempts if before else 0) + 1
         give_up = attempts >= cfg.max_attempts
         retry_at = None if give_up else self._clock() + timedelta(seconds=cfg.backoff_seconds * 2 ** (attempts - 1))
-        self._failures[(scope, key)] = _Failure(attempts, retry_at)
+        self._record_failure(scope, key, _Failure(attempts, retry_at))
         self.stats.failed += 1
         log.warning("ltm: summary %s of %s failed (attempt %d/%d): %s; %s", key, scope, attempts,
                     cfg.max_attempts, error, "skipped until a restart" if give_up else f"retry at {retry_at}")
         return SummaryResult(scope, level, key, False, events=events, error=error)
+
+    def _record_failure(self, scope: Scope, key: str, failure: _Failure) -> None:
+        self._failures[(scope, key)] = failure
+        self._failures.move_to_end((scope, key))
+        while len(self._failures) > MAX_FAILURES_KEPT:
+            self._failures.popitem(last=False)
 
     # -- roll-ups --------------------------------------------------------------
 
@@ -451,7 +462,7 @@ class SummaryWorker:
                     audit(session, AuditAction.POLICY, ACTOR, verdict.reason, scope=scope, session_id=session_id,
                           now=now, decision="dropped", fact=text, fact_key=key, type=MemoryType.SUMMARY)
                     # Not asked for again until a restart (the gate would say the same).
-                    self._failures[(scope, key)] = _Failure(cfg.extraction.max_attempts, None)
+                    self._record_failure(scope, key, _Failure(cfg.extraction.max_attempts, None))
                     return SummaryResult(scope, level, key, False, events=len(event_ids), error=verdict.reason)
                 item = await self._insert(session, scope, level, key, text, start, end, event_ids, verdict, now, cfg)
                 audit(session, AuditAction.CREATE, ACTOR, verdict.reason, item=item, session_id=session_id, now=now,
