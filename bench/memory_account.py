@@ -56,9 +56,22 @@ def deep_bytes(value: Any, depth: int = 3) -> int:
     return size
 
 
+def lru_cache_bytes(cache: Any) -> int:
+    """The bytes a functools.lru_cache's keys and values hold. A bounded
+    cache's dict maps each key to a link gc cannot see into; the cache
+    itself shows gc each link's key and value, so the values are counted
+    from there (the keys once, from the dict)."""
+    referents = gc.get_referents(cache)
+    tables = [ref for ref in referents if isinstance(ref, dict)]  # the cache's dict and the wrapper's __dict__
+    keys = {id(key) for table in tables for key in table}
+    values = [ref for ref in referents if id(ref) not in keys and not isinstance(ref, (dict, type))
+              and type(ref) is not object and not callable(ref)]  # not its type, function or marker
+    return sum(deep_bytes(table) for table in tables) + sum(deep_bytes(value) for value in values)
+
+
 def text_caches(package: str = "astrbot_plugin_ltm") -> dict[str, dict[str, int]]:
     """Every functools.lru_cache of ``package`` alive: its entries and the
-    bytes its keys and values hold (the cache's dict found through gc)."""
+    bytes its keys and values hold (found through gc)."""
     out: dict[str, dict[str, int]] = {}
     for obj in gc.get_objects():
         if not isinstance(obj, functools._lru_cache_wrapper):
@@ -68,7 +81,7 @@ def text_caches(package: str = "astrbot_plugin_ltm") -> dict[str, dict[str, int]
         if not module.startswith(package):
             continue
         name = f"{module.removeprefix(package + '.')}.{getattr(wrapped, '__qualname__', '?')}"
-        held = sum(deep_bytes(ref) for ref in gc.get_referents(obj) if isinstance(ref, dict))
+        held = lru_cache_bytes(obj)
         entry = out.setdefault(name, {"entries": 0, "bytes": 0})
         entry["entries"] += obj.cache_info().currsize
         entry["bytes"] += held
