@@ -85,7 +85,7 @@ def test_a_namespace_built_from_rows_is_charged_the_room_its_chunked_adds_left()
     n = 10_000  # chunks of 4096: the codes grow 4096 -> 8192 -> 16384
     ns = VectorNamespace(Scope("user", "a"), "m", Corpus.MEMORIES, DIM,
                          new_index(DIM, vectors(n), np.arange(n, dtype=np.int64)), built=True)
-    assert ns.storage.codes.tolist() == [16384] and ns.storage.ids.tolist() == [16384]  # ids: doubling
+    assert ns.storage.codes == 16384 and ns.storage.ids == 16384  # ids: doubling
 
 
 @pytest.mark.skipif(_MALLINFO is None, reason="the heap is measured with glibc's mallinfo2")

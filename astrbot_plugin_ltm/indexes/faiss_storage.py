@@ -30,20 +30,28 @@ BUCKET_BYTES = 8  # a pointer per hash bucket
 
 
 def list_sizes(index: Any) -> np.ndarray:
-    """Vectors held per list: one list for a flat index."""
-    if not isinstance(index, faiss.IndexIVF):
-        return np.array([index.ntotal], np.int64)
+    """Vectors held in each of an inverted file's lists."""
     lists: Any = index.invlists
     return np.array([lists.list_size(i) for i in range(index.nlist)], np.int64)
 
 
-def _resized(room: np.ndarray, before: np.ndarray, after: np.ndarray) -> np.ndarray:
+def _resized(room: int, before: int, after: int) -> int:
     """Capacity after one resize from ``before`` to ``after`` vectors."""
-    return np.where(after > room, np.maximum(2 * before, after), room)
+    return room if after <= room else max(2 * before, after)
 
 
-def _pushed(room: np.ndarray, after: np.ndarray) -> np.ndarray:
+def _pushed(room: int, after: int) -> int:
     """Capacity after growing to ``after`` one vector at a time (doubling)."""
+    if after <= room:
+        return room
+    grown = max(room, 1)
+    while grown < after:
+        grown *= 2
+    return grown
+
+
+def _pushed_lists(room: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """``_pushed`` of each list."""
     grown = np.where(after > room, np.maximum(room, 1), room)
     while (short := grown < after).any():
         grown[short] *= 2
@@ -58,36 +66,40 @@ class Storage:
         else read from a file (exact)."""
         self.inverted = isinstance(index, faiss.IndexIVF)
         self.code_bytes = 2 * dim  # float16
-        self.centroid_bytes = index.nlist * dim * 4 if self.inverted else 0
-        sizes = list_sizes(index)
-        self.size = int(sizes.sum())
-        if not built:
-            self.codes, self.ids = sizes, sizes.copy()
-        elif self.inverted:
-            self.codes = self.ids = _pushed(np.zeros_like(sizes), sizes)
-        else:
-            codes, held = np.zeros(1, np.int64), 0
+        self.size = int(index.ntotal)
+        self.codes = self.ids = self.size  # capacities, over every list
+        self.lists = np.zeros(0, np.int64)  # an inverted file's, per list (codes and ids alike)
+        self.centroid_bytes = 0
+        if self.inverted:
+            self.centroid_bytes = index.nlist * dim * 4
+            sizes = list_sizes(index)
+            self._set_lists(_pushed_lists(np.zeros_like(sizes), sizes) if built else sizes)
+        elif built:
+            self.codes = 0
             for lo in range(0, self.size, chunk):
-                after = min(lo + chunk, self.size)
-                codes, held = _resized(codes, np.array([held]), np.array([after])), after
-            self.codes, self.ids = codes, _pushed(np.zeros(1, np.int64), sizes)
+                self.codes = _resized(self.codes, lo, min(lo + chunk, self.size))
+            self.ids = _pushed(0, self.size)
+
+    def _set_lists(self, lists: np.ndarray) -> None:
+        self.lists = lists
+        self.codes = self.ids = int(lists.sum())
 
     def added(self, index: Any) -> None:
         """After an add to ``index`` (one add call for a flat index)."""
-        sizes = list_sizes(index)
+        after = int(index.ntotal)
         if self.inverted:
-            self.codes = self.ids = _pushed(self.ids, sizes)
+            self._set_lists(_pushed_lists(self.lists, list_sizes(index)))
         else:
-            self.codes = _resized(self.codes, np.array([self.size]), sizes)
-            self.ids = _pushed(self.ids, sizes)
-        self.size = int(sizes.sum())
+            self.codes = _resized(self.codes, self.size, after)
+            self.ids = _pushed(self.ids, after)
+        self.size = after
 
     def removed(self, index: Any) -> None:
         self.size = int(index.ntotal)
 
     @property
     def nbytes(self) -> int:
-        stored = int(self.codes.sum()) * self.code_bytes + int(self.ids.sum()) * ID_BYTES
+        stored = self.codes * self.code_bytes + self.ids * ID_BYTES
         if self.inverted:
             return stored + self.centroid_bytes
-        return stored + int(self.ids.sum()) * BUCKET_BYTES + self.size * REV_MAP_NODE_BYTES
+        return stored + self.ids * BUCKET_BYTES + self.size * REV_MAP_NODE_BYTES
