@@ -10,6 +10,7 @@ import threading
 import time
 from datetime import UTC, datetime
 
+import faiss
 import numpy as np
 import pytest
 from sqlalchemy import delete, func, select, update
@@ -683,3 +684,39 @@ async def test_a_float32_namespace_file_of_an_earlier_version_is_rebuilt_as_floa
     await fresh.stop()
     metas = [json.loads(m.read_text()) for m in (tmp_path / "vectors").glob("*.json")]
     assert metas and {meta["layout"] for meta in metas} == {faiss_files.LAYOUT}  # rebuilt and written again
+
+
+class _CountedBeforeTheLastRow:
+    """A connection whose count of a namespace's vectors was taken before
+    its last row was committed (the count and the rows are two statements,
+    each seeing the latest commit)."""
+
+    def __init__(self, conn) -> None:
+        self._conn = conn
+
+    def execute(self, statement, *args, **kwargs):
+        result = self._conn.execute(statement, *args, **kwargs)
+        if "GROUP BY" not in str(statement):
+            return result
+        dim, count = result.first()
+        return _OneRow((dim, count - 1))
+
+
+class _OneRow:
+    def __init__(self, row) -> None:
+        self._row = row
+
+    def first(self):
+        return self._row
+
+
+async def test_a_vector_row_committed_while_a_namespace_is_built_is_held_not_a_failed_load(db_url, tmp_path):
+    engine = await make(db_url, tmp_path, HashEmbedder())
+    scope, model = Scope("group", "g1"), "m"
+    rng = np.random.default_rng(3)
+    await store(engine, TURNS, [(1, scope), (2, scope)], model, [_unit(rng, 2), _unit(rng, 3)])
+    ns = await engine.db.load(lambda conn: faiss_files.load_namespace(
+        _CountedBeforeTheLastRow(conn), engine.vector_index.files, scope, model, TURNS))
+    assert ns is not None and ns.size == 5
+    held = {int(i) for i in faiss.vector_to_array(ns.index.id_map)}
+    assert held == {1 * STRIDE[TURNS] + n for n in range(2)} | {2 * STRIDE[TURNS] + n for n in range(3)}

@@ -256,6 +256,11 @@ def load_namespace(conn: Connection, files: NamespaceFiles, scope: Scope, model:
     while batch := result.fetchmany(1000):
         for rowid, blob in batch:
             vecs = np.frombuffer(blob, dtype=np.float32).reshape(-1, dim)
+            if filled + len(vecs) > len(ids):
+                # Rows written since they were counted: the two statements
+                # do not share a snapshot. They are held too.
+                room = max(filled + len(vecs), 2 * len(ids))
+                vectors, ids = np.resize(vectors, (room, dim)), np.resize(ids, room)
             vectors[filled:filled + len(vecs)] = vecs
             ids[filled:filled + len(vecs)] = faiss_ids(corpus, rowid, len(vecs))
             filled += len(vecs)
