@@ -46,23 +46,27 @@ def life(n: int, dim: int, directory: Path) -> list[tuple[str, float, float, flo
     kind = "flat" if n <= EXACT_SEARCH_MAX else "inverted file"
 
     base = heap_mb()
+
+    def note(step: str, ns: VectorNamespace) -> None:
+        rows.append((step, heap_mb() - base, ns.nbytes / 2**20, ns.size * (2 * dim + 8) / 2**20))
+
     ns = namespace(new_index(dim, vectors[:n], ids[:n]), dim, built=True)
-    rows.append((f"{kind}, built from rows", heap_mb() - base, ns.nbytes / 2**20, ns.size * (2 * dim + 8) / 2**20))
+    note(f"{kind}, built from rows", ns)
     path = directory / "ns.faiss"
     faiss.write_index(ns.index, str(path))
     del ns
     base = heap_mb()
     ns = namespace(faiss.read_index(str(path)), dim, built=False)
-    rows.append((f"{kind}, read from its file", heap_mb() - base, ns.nbytes / 2**20, ns.size * (2 * dim + 8) / 2**20))
+    note(f"{kind}, read from its file", ns)
     ns.put([n], [vectors[n:n + 1].astype(np.float32)], replace=False)
-    rows.append(("  + one vector added", heap_mb() - base, ns.nbytes / 2**20, ns.size * (2 * dim + 8) / 2**20))
+    note("  + one vector added", ns)
     for i in range(n + 1, n + 101):
         ns.put([i], [vectors[i:i + 1].astype(np.float32)], replace=False)
-    rows.append(("  + 100 more, one at a time", heap_mb() - base, ns.nbytes / 2**20, ns.size * (2 * dim + 8) / 2**20))
+    note("  + 100 more, one at a time", ns)
     ns.remove(list(range(0, n, 2)))
-    rows.append(("  - half removed", heap_mb() - base, ns.nbytes / 2**20, ns.size * (2 * dim + 8) / 2**20))
+    note("  - half removed", ns)
     ns.put([n + 150], [vectors[n + 150:n + 151].astype(np.float32)], replace=True)
-    rows.append(("  + one replaced after", heap_mb() - base, ns.nbytes / 2**20, ns.size * (2 * dim + 8) / 2**20))
+    note("  + one replaced after", ns)
     del ns
     return rows
 

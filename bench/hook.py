@@ -185,6 +185,13 @@ def table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _write_json(path: str, result: dict[str, Any]) -> None:
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"\nwritten to {out}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.hook", description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=2000)
@@ -208,11 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{args.turns} turns, the journal way, seed {args.seed}")
         print(table(by_gc))
         if args.json_out:
-            out = Path(args.json_out)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(json.dumps({"turns": args.turns, "seed": args.seed, "parts_us": dict(parts),
-                                       "results": by_gc}, indent=2) + "\n")
-            print(f"\nwritten to {out}")
+            _write_json(args.json_out, {"turns": args.turns, "seed": args.seed, "parts_us": dict(parts),
+                                        "results": by_gc})
         return 0
     ways = [w.strip() for w in args.ways.split(",") if w.strip()]
     unknown = set(ways) - set(WAYS)
@@ -226,10 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.turns} turns per way, seed {args.seed}")
     print(table(results))
     if args.json_out:
-        out = Path(args.json_out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"turns": args.turns, "seed": args.seed, "results": results}, indent=2) + "\n")
-        print(f"\nwritten to {out}")
+        _write_json(args.json_out, {"turns": args.turns, "seed": args.seed, "results": results})
     return 0
 
 
