@@ -34,6 +34,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from astrbot_plugin_ltm import LTMEngine, Origin
 from astrbot_plugin_ltm.doors.api import MemoryAPI, request_lang, without_lang
+from astrbot_plugin_ltm.indexes import embeddings, keywords
 from astrbot_plugin_ltm.storing.tables import (
     MemoryAudit,
     MemoryEvent,
@@ -273,6 +274,16 @@ def _default_order(model):
     if model is MemoryTombstone:
         return MemoryTombstone.fact_key
     return model.id
+
+
+@pytest.fixture(autouse=True)
+def patient_cold_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read waits for a namespace that is not loaded yet at most COLD_WAIT
+    (1 s), then goes on without it: on a loaded CI machine a load or rebuild
+    can take longer, and a test would read without it (CI failed so once).
+    The tests of that wait set their own."""
+    monkeypatch.setattr(keywords, "COLD_WAIT", 30.0)
+    monkeypatch.setattr(embeddings, "COLD_WAIT", 30.0)
 
 
 @pytest.fixture

@@ -227,8 +227,6 @@ async def test_a_store_from_before_passages_gets_passage_rows_and_its_long_turns
     assert scoped.split().count(PASSAGE_BREAK) == len(passages(LONG_REPLY)) - 1 and built == PASSAGE_LAYOUT
     assert reply.id not in vectors and len(vectors) == 1  # the request, one sentence, keeps its vector
     assert await engine.worker.fill_vectors() == 1  # the reply, embedded again as passages
-    await engine.embeddings.query([scope], "Louwailou West Lake vinegar fish", 5)  # a cold read waits at most
-    await engine.loads_settled()  # COLD_WAIT: on a busy machine, less than the load takes
     hits = (await engine.embeddings.query([scope], "Louwailou West Lake vinegar fish", 5)).turns
     assert max(hits, key=lambda rowid: hits[rowid]) == reply.id
     await engine.stop()
