@@ -20,6 +20,7 @@ from .astrbot_plugin_ltm import LTMEngine  # type: ignore[import-not-found]
 from .astrbot_plugin_ltm.adapter import (  # type: ignore[import-not-found]
     AstrBotEmbedder,
     AstrBotModels,
+    AstrBotReranker,
     astrbot_timezone,
     client_locale,
     history_texts,
@@ -59,6 +60,7 @@ class LTMPlugin(Star):
             raw,
             models=AstrBotModels(self.context),
             embedder=AstrBotEmbedder(self.context, str(raw.get("embedding_provider_id") or "")),
+            rerankers=lambda provider_id: AstrBotReranker(self.context, provider_id),
             data_dir=plugin_data_dir("astrbot_plugin_ltm"),
             timezone=astrbot_timezone(self.context),
         )

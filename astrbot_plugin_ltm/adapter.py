@@ -262,6 +262,28 @@ class AstrBotEmbedder:
         return vectors
 
 
+class AstrBotReranker:
+    """Reranker over the AstrBot rerank provider ``provider_id`` (vLLM,
+    Xinference, TEI, Bailian, NVIDIA), resolved at each call: AstrBot loads
+    providers after plugins. A provider that is missing or answers out of
+    shape raises; the reader keeps the retrievers' order."""
+
+    def __init__(self, context: Any, provider_id: str) -> None:
+        self._context = context
+        self._provider_id = provider_id
+
+    async def rerank(self, query: str, documents: list[str]) -> list[float]:
+        provider = self._context.get_provider_by_id(self._provider_id)
+        if provider is None or not hasattr(provider, "rerank"):
+            raise LookupError(f"AstrBot has no rerank provider {self._provider_id!r}")
+        given = {r.index: float(r.relevance_score) for r in await provider.rerank(query, documents)
+                 if 0 <= r.index < len(documents)}
+        if not given:
+            raise ValueError("the rerank provider scored none of the candidates")
+        floor = min(given.values()) - 1.0  # a candidate it left out ranks last
+        return [given.get(i, floor) for i in range(len(documents))]
+
+
 def plugin_data_dir(name: str) -> Any:
     from astrbot.api.star import StarTools
 

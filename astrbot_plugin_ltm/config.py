@@ -134,6 +134,17 @@ class VectorConfig:
 
 
 @dataclass
+class RerankConfig:
+    """A rerank provider of AstrBot's reorders a read's best candidates
+    (recalling/reranking.py, docs/decisions.md#d151)."""
+
+    provider_id: str = ""  # empty: no reranking
+    # Then the read keeps the retrievers' order; with the embedding call's 2 s it stays within the read's 3 s (main.py).
+    timeout_seconds: float = 1.0
+    candidates: int = 60  # the best this many (memories and turns) are reranked
+
+
+@dataclass
 class ToolsConfig:
     """LLM tools the model may call; each reaches only the current
     speaker's scopes (their own and, in a group, the group's)."""
@@ -192,6 +203,7 @@ class LTMConfig:
     extraction: ExtractionConfig = field(default_factory=ExtractionConfig)
     recording: RecordingConfig = field(default_factory=RecordingConfig)
     vectors: VectorConfig = field(default_factory=VectorConfig)
+    rerank: RerankConfig = field(default_factory=RerankConfig)
     tools: ToolsConfig = field(default_factory=ToolsConfig)
     drift: DriftConfig = field(default_factory=DriftConfig)
     summaries: SummariesConfig = field(default_factory=SummariesConfig)
@@ -231,6 +243,8 @@ _RANGES: dict[str, tuple[float, float]] = {
     "recording.max_message_chars": (100, 200000),
     "vectors.query_timeout_seconds": (0.05, 60.0),
     "vectors.max_loaded_namespaces": (1, 100000),
+    "rerank.timeout_seconds": (0.05, 60.0),
+    "rerank.candidates": (2, 200),
     "tools.search_max_tokens": (50, 8000),
     "vectors.max_memory_mb": (16, 1000000),
     "drift.threshold": (0.0, 1.0),
@@ -341,6 +355,7 @@ def parse_config(raw: dict[str, Any] | None) -> tuple[LTMConfig, list[str]]:
         "extraction": ExtractionConfig,
         "recording": RecordingConfig,
         "vectors": VectorConfig,
+        "rerank": RerankConfig,
         "tools": ToolsConfig,
         "drift": DriftConfig,
         "summaries": SummariesConfig,

@@ -33,6 +33,7 @@ from .extension_points import (
     Extractor,
     ModelGateway,
     ProviderCheck,
+    Reranker,
     Retriever,
     Summarizer,
     TokenCounter,
@@ -65,6 +66,7 @@ from .recalling.dates import time_zone
 from .recalling.history import History
 from .recalling.last_time import LastTime
 from .recalling.reader import MemoryReader
+from .recalling.reranking import Reranking
 from .recalling.retrieval import KeywordRetriever, VectorRetriever
 from .recalling.tokens import EstimateCounter, default_counter
 from .recalling.trace import Trace
@@ -89,6 +91,7 @@ class LTMEngine:
         extractor_for: Callable[[str | None], Awaitable[Extractor | None]] | None = None,
         summarizer_for: SummarizerFor | None = None,
         embedder: Embedder | None = None,
+        rerankers: Callable[[str], Reranker] | None = None,
         data_dir: Path | None = None,
         retrievers: list[Retriever] | None = None,
         counter: TokenCounter | None = None,
@@ -103,6 +106,8 @@ class LTMEngine:
         self.clock = clock
         self.models = models
         self.embedder = embedder
+        # A reranker for the configured rerank provider (adapter.AstrBotReranker), built when one is set.
+        self.reranking = Reranking(rerankers, lambda: self.config.rerank) if rerankers is not None else None
         # An extractor passed in (tests, benchmarks) learns without AstrBot's models.
         self._own_extractor = extractor_for is not None
         self.db = Database(sql_engine, read_only=lambda: self.config.emergency_read_only)
@@ -190,6 +195,7 @@ class LTMEngine:
             self.db, self._retrievers, counter, self.clock,
             # Where facts go live without review, so may the turns no fact covers.
             unbacked_turns=lambda: self.config.write_policy.mode == WriteMode.AUTO, tz=self.tz,
+            reranking=self.reranking,
         )
         if background:
             self.tasks.start()

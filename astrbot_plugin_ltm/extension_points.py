@@ -78,6 +78,16 @@ class Embedder(Protocol):
         ...
 
 
+class Reranker(Protocol):
+    """A model that reads a question and each candidate together and says
+    how well the candidate answers it (AstrBot's rerank providers, through
+    adapter.AstrBotReranker): a finer judge of meaning than the retrievers."""
+
+    async def rerank(self, query: str, documents: list[str]) -> list[float]:
+        """One relevance score per document, in the documents' order (higher is better)."""
+        ...
+
+
 class TokenCounter(Protocol):
     """Counts tokens for the read budget (recalling.tokens)."""
 

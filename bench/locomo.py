@@ -564,6 +564,10 @@ async def run_conversation(conv: Conversation, settings: RunSettings, embedder: 
     standin = summarizer_for()  # --summaries: the dataset's summaries instead of a model
     if standin is not None:
         kwargs["summarizer_for"] = standin
+    from .rerank_standin import rerankers_for
+
+    if (rerankers := rerankers_for()) is not None:  # --rerank (bench/rerank_standin.py)
+        kwargs["rerankers"] = rerankers
     timed = None
     takes = engine_takes_embedder()
     if takes and embedder is not None and settings.use_engine_embedder:
@@ -636,6 +640,7 @@ class WorkerSetup:
     bot_share: float
     bot_chars: int
     summaries_data: str | None  # the --summaries stand-in's data file
+    rerank: bool = False  # the --rerank stand-in (bench/rerank_standin.py)
 
 
 def _init_worker(setup: WorkerSetup) -> None:
@@ -646,6 +651,10 @@ def _init_worker(setup: WorkerSetup) -> None:
         from .summary_standin import install
 
         install(setup.summaries_data)
+    if setup.rerank:
+        from . import rerank_standin
+
+        rerank_standin.INSTALLED = True  # the settings switch it on already
     _WORKER["setup"] = setup
     _WORKER["embedder"] = setup.embedder_factory() if setup.embedder_factory is not None else None
     _WORKER["counter"] = setup.counter or default_counter()
@@ -704,8 +713,10 @@ async def run(
 
         if embedder is not None and embedder_factory is None:
             raise ValueError("jobs > 1 with an embedder needs embedder_factory (each worker makes its own)")
+        from . import rerank_standin
+
         setup = WorkerSetup(settings, embedder_factory, counter_given, bot_lines.BOT_SHARE, bot_lines.BOT_CHARS,
-                            summaries_data)
+                            summaries_data, rerank_standin.INSTALLED)
         loop = asyncio.get_running_loop()
         with ProcessPoolExecutor(min(jobs, len(conversations)), mp_context=multiprocessing.get_context("spawn"),
                                  initializer=_init_worker, initargs=(setup,)) as pool:
@@ -918,6 +929,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.NAME=VALUE",
                         help="override a plugin setting, e.g. read_policy.recency_weight=0 (repeatable)")
     parser.add_argument("--db", help="keep the SQLite database here instead of a temporary file")
+    parser.add_argument("--rerank", action="store_true",
+                        help="rerank each read's best candidates with a stand-in for a rerank provider "
+                             "(multilingual-e5-small; bench/rerank_standin.py)")
     parser.add_argument("--summaries", action="store_true",
                         help="summarise sessions, the data's session_summary standing in for the model")
     parser.add_argument("--history", type=int, default=None, metavar="TURNS",
@@ -940,6 +954,10 @@ def main(argv: list[str] | None = None) -> int:
         from .summary_standin import install
 
         standin = install(args.data, args.overrides)
+    if args.rerank:  # bench/rerank_standin.py
+        from .rerank_standin import install as install_reranker
+
+        install_reranker(args.overrides)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
     conversations = load_conversations(args.data)

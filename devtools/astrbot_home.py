@@ -102,9 +102,10 @@ def install_plugin(home: Path, source: Path = REPO) -> Path:
     return target
 
 
-def provider_config(model_port: int, embedding_port: int | None = None) -> dict:
+def provider_config(model_port: int, embedding_port: int | None = None, rerank: bool = False) -> dict:
     """Providers pointing at the fake model (chat, and embeddings unless
-    ``embedding_port`` names a real embedding server: see EmbeddingServer)."""
+    ``embedding_port`` names a real embedding server: see EmbeddingServer;
+    ``rerank``: a vLLM rerank provider, ``fake_rerank``, too)."""
     base = f"http://127.0.0.1:{model_port}/v1"
     embedding = (
         {"id": "fake_embed", "embedding_api_base": base, "embedding_model": "fake-embed", "embedding_dimensions": 64}
@@ -123,6 +124,10 @@ def provider_config(model_port: int, embedding_port: int | None = None) -> dict:
              "model": "fake-model", "modalities": ["tool_use"], "custom_extra_body": {}},
             {**embedding, "type": "openai_embedding", "provider_type": "embedding", "enable": True,
              "embedding_api_key": "sk-none", "embedding_dimensions_mode": "auto", "timeout": 20, "proxy": ""},
+            *([{"id": "fake_rerank", "type": "vllm_rerank", "provider_type": "rerank", "enable": True,
+                "rerank_api_base": f"http://127.0.0.1:{model_port}", "rerank_api_key": "",
+                "rerank_api_suffix": "/v1/rerank", "rerank_model": "fake-rerank", "timeout": 20}]
+              if rerank else []),
         ],
         "agent_runner": {"config": {"model": {"provider_id": "fake_chat", "request_max_retries": 1}}},
     }
@@ -190,6 +195,7 @@ def prepare_home(
     plugin_config: dict | None = None,
     extra_config: dict | None = None,
     extra_plugins: tuple[Path, ...] = (),
+    rerank: bool = False,
 ) -> Path:
     """A fresh AstrBot home with this plugin installed and a known password."""
     home = Path(home)
@@ -219,7 +225,7 @@ def prepare_home(
         "log_file_path": "logs/astrbot.log",
     })
     if model_port is not None:
-        update_config(home, provider_config(model_port, embedding_port))
+        update_config(home, provider_config(model_port, embedding_port, rerank))
     if extra_config:
         update_config(home, extra_config)
     install_plugin(home)

@@ -12,6 +12,10 @@
   ``get_weather`` tool when the request offers it; ``call <tool> {json}``
   with a call to that tool with those arguments, when it is offered.
 - ``POST /v1/embeddings``: deterministic bag-of-words vectors.
+- ``POST /v1/rerank`` (vLLM's rerank API, which AstrBot's ``vllm_rerank``
+  provider calls): each document scored by the share of the query's words
+  it holds, plus 1 when it holds the word ``POST /_control``
+  {"rerank_prefers": word} names; {"rerank": "error"} answers 500.
 - ``GET /_requests`` lists every request received; ``POST /_reset`` clears it.
 - ``POST /_control`` {"extraction": "rules"|"unmarked"|"error"|"timeout"|"malformed",
   "timeout_seconds": N, "delay_seconds": N, "error_status": N} makes
@@ -75,6 +79,8 @@ class State:
         self.timeout_seconds = 30.0
         self.delay_seconds = 0.0
         self.error_status = 500
+        self.rerank = "ok"
+        self.rerank_prefers = ""
 
     def snapshot(self) -> list[dict]:
         with self.lock:
@@ -192,6 +198,15 @@ def embed(text: str) -> list[float]:
     return [v / norm for v in vec]
 
 
+def rerank(query: str, documents: list, prefers: str = "") -> list[dict]:
+    """vLLM's rerank answer: the documents best first, by index and score."""
+    asked = set(re.findall(r"\w+", query.lower()))
+    scores = [len(asked & set(re.findall(r"\w+", str(d).lower()))) / (len(asked) or 1)
+              + (1.0 if prefers and prefers.lower() in str(d).lower() else 0.0) for d in documents]
+    order = sorted(range(len(documents)), key=lambda i: -scores[i])
+    return [{"index": i, "relevance_score": scores[i]} for i in order]
+
+
 def _text(content) -> str:
     if isinstance(content, list):
         return " ".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
@@ -266,6 +281,8 @@ class Handler(BaseHTTPRequestHandler):
                 state.timeout_seconds = float(body.get("timeout_seconds", state.timeout_seconds))
                 state.delay_seconds = float(body.get("delay_seconds", state.delay_seconds))
                 state.error_status = int(body.get("error_status", state.error_status))
+                state.rerank = body.get("rerank", state.rerank)
+                state.rerank_prefers = body.get("rerank_prefers", state.rerank_prefers)
             return self._json({"ok": True, "extraction": state.extraction,
                                "timeout_seconds": state.timeout_seconds,
                                "delay_seconds": state.delay_seconds,
@@ -278,6 +295,11 @@ class Handler(BaseHTTPRequestHandler):
             data = [{"object": "embedding", "index": i, "embedding": embed(str(s))} for i, s in enumerate(inputs)]
             return self._json({"object": "list", "data": data, "model": body.get("model"),
                                "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+        if self.path.endswith("/rerank"):
+            if state.rerank == "error":
+                return self._json({"error": "rerank failed on purpose"}, 500)
+            return self._json({"results": rerank(str(body.get("query", "")), list(body.get("documents") or []),
+                                                 state.rerank_prefers)})
         if self.path.endswith("/chat/completions"):
             return self._chat(body)
         self._json({"error": "not found"}, 404)

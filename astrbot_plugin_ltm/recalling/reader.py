@@ -3,7 +3,8 @@
 Three steps off the event loop: the retrievers side by side (keyword
 namespaces, the embedding provider and FAISS), the candidates' rows loaded
 on the database's read threads, then one pass in a thread that ranks them
-(ranking.py) and fits the budget (block.py). Memories and raw turns are
+(ranking.py) and fits the budget (block.py). With a rerank provider, its
+call comes between the ranking and the fit (reranking.py). Memories and raw turns are
 candidates alike: a memory is a compact, reviewed fact; a turn is what was
 said, for what no memory covers.
 """
@@ -14,6 +15,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
+from typing import Any
 
 from sqlalchemy import Connection
 
@@ -30,7 +32,8 @@ from .dates import First, Period, named_period
 from .explain import explain_hits
 from .history import History
 from .periods import PeriodRows, load_period, resolve
-from .ranking import leading, rank
+from .ranking import Ranked, leading, rank
+from .reranking import Reranking
 from .rows import EventRow, ItemView, load_evidence, load_memories, load_turns, usable
 from .trace import BUDGET, Trace
 
@@ -61,7 +64,8 @@ class Only:
 
 class MemoryReader:
     def __init__(self, db: Database, retrievers: Sequence[Retriever], counter: TokenCounter, clock: Clock = utcnow,
-                 unbacked_turns: Callable[[], bool] = lambda: False, tz: tzinfo = UTC) -> None:
+                 unbacked_turns: Callable[[], bool] = lambda: False, tz: tzinfo = UTC,
+                 reranking: Reranking | None = None) -> None:
         self.db = db
         self.retrievers = list(retrievers)
         self.builder = BlockBuilder(counter)
@@ -71,6 +75,7 @@ class MemoryReader:
         self._unbacked_turns = unbacked_turns
         # The user's time zone (AstrBot's setting): what "昨天" means.
         self.tz = tz
+        self.reranking = reranking
 
     @property
     def counter(self) -> TokenCounter:
@@ -132,11 +137,18 @@ class MemoryReader:
             memory_hits = leading([f.memories for f in found]) - set(items) if policy.max_items > 0 else set()
             turn_hits = leading([f.turns for f in found]) - set(turns) if policy.max_events > 0 else set()
             await self.db.run(lambda conn: explain_hits(conn, scopes, memory_hits, turn_hits, policy, now, trace))
-        return await asyncio.to_thread(self._rank_and_fit, ranked_by, items, evidence, turns, policy, now,
-                                       language, ids, period, in_period, frozenset(q.tokens), trace,
-                                       asks_for_suggestions(query), pinned,
-                                       # None: bot_lines.BOT_SHARE (docs/decisions.md#d119)
-                                       None if asks_what_the_bot_said(query) else bot_lines.CONTEXT_SHARE)
+        # None: bot_lines.BOT_SHARE (docs/decisions.md#d119)
+        bot_share = None if asks_what_the_bot_said(query) else bot_lines.CONTEXT_SHARE
+        # A summary of the period the message names is shown whole; others by what the message is about.
+        about = Focus(frozenset(q.tokens), in_period)
+        ranking = (ranked_by, items, evidence, turns, policy, now, period, in_period, about,
+                   asks_for_suggestions(query))
+        fitting = (policy, language, ids, about, trace, pinned, bot_share)
+        if self.reranking is None or not self.reranking.on:  # one trip to a thread
+            return await asyncio.to_thread(self._rank_and_fit, ranking, fitting)
+        ranked, documents = await asyncio.to_thread(self._rank, *ranking)
+        ranked = await self.reranking.apply(query, ranked, documents)
+        return await asyncio.to_thread(self.builder.fit, ranked, *fitting)
 
     @staticmethod
     async def _nothing() -> None:
@@ -167,12 +179,12 @@ class MemoryReader:
             return {}
         return load_turns(conn, scopes, list(leading([f.turns for f in found])), unbacked)
 
-    def _rank_and_fit(self, found: list[Found], items: dict[int, ItemView], evidence: dict[str, frozenset[str]],
-                      turns: dict[int, EventRow], policy: ReadPolicy, now: datetime, language: str,
-                      ids: bool, period: Period | None, in_period: frozenset[int],
-                      tokens: frozenset[str] = frozenset(), trace: Trace | None = None,
-                      preferences: bool = False, pinned: Pinned | None = None,
-                      bot_share: float | None = None) -> MemoryBlock:
-        ranked = rank(found, items, evidence, turns, policy, now, period, in_period, preferences, tokens)
-        # A summary of the period the message names is shown whole; others by what the message is about.
-        return self.builder.fit(ranked, policy, language, ids, Focus(tokens, in_period), trace, pinned, bot_share)
+    def _rank(self, found: list[Found], items: dict[int, ItemView], evidence: dict[str, frozenset[str]],
+              turns: dict[int, EventRow], policy: ReadPolicy, now: datetime, period: Period | None,
+              in_period: frozenset[int], about: Focus, preferences: bool) -> tuple[list[Ranked], list[str]]:
+        """The candidates ranked, and the texts of those a reranker reads."""
+        ranked = rank(found, items, evidence, turns, policy, now, period, in_period, preferences, about.tokens)
+        return ranked, self.reranking.documents(ranked, about) if self.reranking is not None else []
+
+    def _rank_and_fit(self, ranking: tuple[Any, ...], fitting: tuple[Any, ...]) -> MemoryBlock:
+        return self.builder.fit(self._rank(*ranking)[0], *fitting)

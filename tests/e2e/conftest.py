@@ -169,7 +169,7 @@ class Bot:
     """One AstrBot process with the plugin, its fake model and clients."""
 
     def __init__(self, name: str, home: Path, plugin_config: dict, extra_plugins: tuple[Path, ...] = (),
-                 real_embeddings: bool = False, astrbot_config: dict | None = None) -> None:
+                 real_embeddings: bool = False, astrbot_config: dict | None = None, rerank: bool = False) -> None:
         self.name = name
         self.home = home
         self.state = fake_openai.State()
@@ -185,6 +185,7 @@ class Bot:
                 home, dashboard_port=self.port, password=PASSWORD, model_port=self.model_port,
                 embedding_port=self.embedder.port if self.embedder else None,
                 plugin_config=plugin_config, extra_plugins=extra_plugins, extra_config=astrbot_config,
+                rerank=rerank,
             )
             if os.environ.get("LTM_E2E_PLUGIN_SOURCE"):
                 # Test another copy of the plugin (a release build, a mutant).
@@ -472,13 +473,14 @@ def bot_factory(tmp_path_factory: pytest.TempPathFactory):
     @contextlib.contextmanager
     def factory(name: str, plugin_config: dict, *, tools_plugin: bool = False,
                 real_embeddings: bool = False, extra_plugins: tuple[Path, ...] = (),
-                astrbot_config: dict | None = None) -> Iterator[Bot]:
+                astrbot_config: dict | None = None, rerank: bool = False) -> Iterator[Bot]:
         """``extra_plugins``: more plugin folders to install (fixture_plugins/);
-        ``astrbot_config``: merged into AstrBot's cmd_config.json before start."""
+        ``astrbot_config``: merged into AstrBot's cmd_config.json before start;
+        ``rerank``: AstrBot has a rerank provider, ``fake_rerank``, on the fake model."""
         home = tmp_path_factory.mktemp(f"astrbot-{name}") / "home"
         config = _merge({"extraction": dict(FAST_EXTRACTION)}, plugin_config)
         plugins = ((TOOLS_PLUGIN,) if tools_plugin else ()) + tuple(extra_plugins)
-        bot = Bot(name, home, config, plugins, real_embeddings, astrbot_config)
+        bot = Bot(name, home, config, plugins, real_embeddings, astrbot_config, rerank)
         running.append(bot)
         try:
             bot.start()

@@ -1,0 +1,108 @@
+"""A rerank provider's judgement of a read's best candidates.
+
+The retrievers find a candidate by its words (BM25) or by one vector of it
+(the embedding model): a turn that answers in other words than the
+question's ("my home country, Sweden" for "where did she move from")
+ranks below what the block holds. A reranker (a cross-encoder, AstrBot's
+rerank providers) reads the question and each candidate together. The
+best ``candidates`` of the ranking (memories and turns alike, as the block
+shows them) go to it in one call; its order and the ranking's are fused by
+reciprocal rank (ranking.fuse), so a reranker that judges one candidate
+badly moves it, not the whole block. A reranker that fails or is slow
+leaves the ranking as it was, with one warning until it answers again
+(docs/decisions.md#d151).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Callable, Sequence
+
+from ..config import RerankConfig
+from ..extension_points import Reranker
+from ..logs import log
+from .block import Focus, event_body
+from .ranking import Ranked, fuse
+
+
+def document(candidate: Ranked, about: Focus) -> str:
+    """What the reranker reads of a candidate: a memory's fact, or the part
+    of a turn the block would show (who said it, and what)."""
+    if candidate.memory is not None:
+        return candidate.memory.fact
+    assert candidate.turn is not None
+    return event_body(candidate.turn, about)
+
+
+def reorder(ranked: list[Ranked], scores: Sequence[float]) -> list[Ranked]:
+    """``ranked`` with its first ``len(scores)`` candidates in the order
+    fused from theirs and the reranker's ``scores``; each position keeps its
+    score, so what follows (the budget, the trace) reads the same scale."""
+    n = len(scores)
+    mine = list(range(n))
+    theirs = sorted(mine, key=lambda i: (-scores[i], i))
+    fused = fuse([mine, theirs])
+    order = sorted(mine, key=lambda i: (-fused[i], i))
+    top = [ranked[i] for i in order]
+    for candidate, score in zip(top, sorted((r.score for r in ranked[:n]), reverse=True), strict=True):
+        candidate.score = score
+    return top + ranked[n:]
+
+
+class Reranking:
+    """The read path's call to the configured reranker: bounded by a
+    timeout, never raising. ``rerankers`` builds one for a provider id
+    (adapter.AstrBotReranker); ``config`` is read at each call, so a new
+    configuration takes effect at once."""
+
+    def __init__(self, rerankers: Callable[[str], Reranker], config: Callable[[], RerankConfig]) -> None:
+        self._rerankers = rerankers
+        self._config = config
+        self._built: tuple[str, Reranker] | None = None
+        self._warned = False
+
+    @property
+    def on(self) -> bool:
+        """A rerank provider is configured."""
+        return bool(self._config().provider_id)
+
+    def documents(self, ranked: Sequence[Ranked], about: Focus) -> list[str]:
+        """The texts of the candidates to rerank (built in the read's thread)."""
+        return [document(r, about) for r in ranked[:self._config().candidates]] if self.on else []
+
+    def _reranker(self, provider_id: str) -> Reranker:
+        if self._built is None or self._built[0] != provider_id:
+            self._built = (provider_id, self._rerankers(provider_id))
+        return self._built[1]
+
+    async def apply(self, query: str, ranked: list[Ranked], documents: list[str]) -> list[Ranked]:
+        """``ranked`` reordered by the reranker's reading of ``documents``
+        (its first candidates'); as it was when there are fewer than two,
+        or the reranker fails, is slow or answers out of shape."""
+        config = self._config()
+        if len(documents) < 2 or not config.provider_id:
+            return ranked
+        try:
+            scores = await asyncio.wait_for(self._reranker(config.provider_id).rerank(query, documents),
+                                            config.timeout_seconds)
+        except asyncio.CancelledError:
+            raise
+        except TimeoutError:
+            self._failed(f"no answer within {config.timeout_seconds:g} s")
+            return ranked
+        except Exception as exc:
+            self._failed(f"{type(exc).__name__}: {exc}")
+            return ranked
+        if len(scores) != len(documents) or not all(isinstance(s, int | float) and math.isfinite(s) for s in scores):
+            self._failed(f"{len(scores)} scores for {len(documents)} candidates")
+            return ranked
+        if self._warned:
+            log.info("ltm: reranking available again (rerank provider %s)", config.provider_id)
+            self._warned = False
+        return reorder(ranked, scores)
+
+    def _failed(self, why: str) -> None:
+        if not self._warned:
+            log.warning("ltm: reranking unavailable (%s); memories are ranked by the retrievers alone", why)
+            self._warned = True

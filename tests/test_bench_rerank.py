@@ -1,0 +1,28 @@
+"""bench.locomo --rerank: the stand-in reranker (bench/rerank_standin.py)
+scores by meaning and switches the plugin's reranking on."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import rerank_standin
+
+
+async def test_the_stand_in_scores_the_candidate_about_the_question_highest(tmp_path):
+    reranker = rerank_standin.E5Reranker(tmp_path / "cache.sqlite")
+    scores = await reranker.rerank("Where did Caroline move from?",
+                                   ["Caroline bought a new guitar", "Caroline moved here from Sweden four years ago",
+                                    "Melanie likes pottery"])
+    assert len(scores) == 3 and max(range(3), key=lambda i: scores[i]) == 1
+    again = await reranker.rerank("Where did Caroline move from?", ["Caroline moved here from Sweden four years ago"])
+    assert again == pytest.approx([scores[1]], abs=1e-5)  # served from the cache, the same vectors
+
+
+def test_installing_the_stand_in_switches_reranking_on(monkeypatch):
+    monkeypatch.setattr(rerank_standin, "INSTALLED", False)
+    assert rerank_standin.rerankers_for() is None
+    overrides: list[str] = []
+    rerank_standin.install(overrides)
+    assert f"rerank.provider_id={rerank_standin.PROVIDER_ID}" in overrides
+    make = rerank_standin.rerankers_for()
+    assert make is not None

@@ -1,0 +1,174 @@
+"""A rerank provider reorders a read's best candidates (recalling/reranking.py);
+one that fails, is slow or answers out of shape leaves the block as the
+retrievers ranked it, with one warning."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from types import SimpleNamespace
+
+import pytest
+
+from astrbot_plugin_ltm.adapter import AstrBotReranker
+from astrbot_plugin_ltm.config import parse_config
+from astrbot_plugin_ltm.recalling.ranking import Ranked
+from astrbot_plugin_ltm.recalling.reranking import reorder
+from astrbot_plugin_ltm.scope import Scope
+from astrbot_plugin_ltm.storing.memory_rows import fact_written
+from astrbot_plugin_ltm.storing.tables import MemoryItem
+
+ALICE = Scope("user", "qq:alice")
+TEAS = ["Alice drinks green tea every morning", "Alice brews oolong tea for guests",
+        "Alice keeps a tea diary", "Alice grows tea plants on the balcony"]
+
+
+class ScoringReranker:
+    """Scores each document by the first of ``liked`` it contains (earlier is better)."""
+
+    def __init__(self, liked: list[str]) -> None:
+        self.liked = liked
+        self.calls: list[tuple[str, list[str]]] = []
+
+    async def rerank(self, query: str, documents: list[str]) -> list[float]:
+        self.calls.append((query, documents))
+        return [float(len(self.liked) - next((n for n, word in enumerate(self.liked) if word in d), len(self.liked)))
+                for d in documents]
+
+
+class FailingReranker:
+    async def rerank(self, query: str, documents: list[str]) -> list[float]:
+        raise ConnectionError("rerank server down")
+
+
+class HangingReranker:
+    async def rerank(self, query: str, documents: list[str]) -> list[float]:
+        await asyncio.sleep(3600)
+        return []
+
+
+class ShortReranker:
+    async def rerank(self, query: str, documents: list[str]) -> list[float]:
+        return [1.0]
+
+
+async def add(ltm, fact: str) -> None:
+    async with ltm.engine.db.write() as session:
+        item = MemoryItem(scope=ALICE.kind, scope_id=ALICE.id, type="episode", fact=fact,
+                          fact_key=f"k{random.random()}", confidence=0.9, status="active")
+        session.add(item)
+        await session.flush()
+        await fact_written(session, item, created=True)
+
+
+def settings(**rerank) -> dict:
+    return {"write_policy": {"mode": "auto"}, "read_policy": {"max_items": 1, "max_events": 0},
+            "rerank": {"provider_id": "bge", **rerank}}
+
+
+async def shown(ltm, origin, query: str = "tea") -> list[str]:
+    return [item.fact for item in (await ltm.block(origin("alice"), query)).items]
+
+
+async def retrievers_order(make_ltm, origin) -> list[str]:
+    plain = await make_ltm({"write_policy": {"mode": "auto"}, "read_policy": {"max_items": 4, "max_events": 0}})
+    for fact in TEAS:
+        await add(plain, fact)
+    return await shown(plain, origin)
+
+
+async def test_a_candidate_the_reranker_prefers_strongly_goes_first(make_ltm, origin):
+    order = await retrievers_order(make_ltm, origin)
+    assert len(order) == 4
+    # The runner-up is the reranker's first; the retrievers' first its last.
+    reranker = ScoringReranker([order[1], order[2], order[3]])
+    ltm = await make_ltm(settings(), rerankers=lambda provider_id: reranker)
+    for fact in TEAS:
+        await add(ltm, fact)
+    assert await shown(ltm, origin) == [order[1]]
+    query, documents = reranker.calls[-1]
+    assert query == "tea" and order[0] in documents and order[1] in documents  # the facts, as the block shows them
+
+
+async def test_the_reranker_reads_at_most_the_configured_candidates(make_ltm, origin):
+    reranker = ScoringReranker([])
+    ltm = await make_ltm(settings(candidates=2), rerankers=lambda provider_id: reranker)
+    for fact in TEAS:
+        await add(ltm, fact)
+    await shown(ltm, origin)
+    assert [len(documents) for _, documents in reranker.calls] == [2]
+
+
+async def test_without_a_provider_id_nothing_is_reranked(make_ltm, origin):
+    built: list[str] = []
+    ltm = await make_ltm(settings(provider_id=""), rerankers=built.append)
+    for fact in TEAS:
+        await add(ltm, fact)
+    assert len(await shown(ltm, origin)) == 1
+    assert built == []
+
+
+@pytest.mark.parametrize("reranker", [FailingReranker(), HangingReranker(), ShortReranker()],
+                         ids=["failing", "hanging", "out-of-shape"])
+async def test_a_reranker_that_fails_leaves_the_retrievers_order_with_one_warning(make_ltm, origin, caplog,
+                                                                                   reranker):
+    order = await retrievers_order(make_ltm, origin)
+    ltm = await make_ltm(settings(timeout_seconds=0.2), rerankers=lambda provider_id: reranker)
+    for fact in TEAS:
+        await add(ltm, fact)
+    caplog.set_level(logging.INFO)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    assert await shown(ltm, origin) == [order[0]]
+    assert await shown(ltm, origin) == [order[0]]
+    assert loop.time() - started < 5  # a hanging provider costs its timeout, not the turn
+    warnings = [r for r in caplog.records if "reranking unavailable" in r.getMessage()]
+    assert len(warnings) == 1 and warnings[0].levelno == logging.WARNING
+
+
+async def test_a_reranker_answering_again_is_announced(make_ltm, origin, caplog):
+    class Flaky(ScoringReranker):
+        down = True
+
+        async def rerank(self, query: str, documents: list[str]) -> list[float]:
+            if self.down:
+                raise ConnectionError("down")
+            return await super().rerank(query, documents)
+
+    reranker = Flaky([])
+    ltm = await make_ltm(settings(), rerankers=lambda provider_id: reranker)
+    for fact in TEAS:
+        await add(ltm, fact)
+    caplog.set_level(logging.INFO)
+    await shown(ltm, origin)
+    reranker.down = False
+    await shown(ltm, origin)
+    assert any("reranking available again" in r.getMessage() for r in caplog.records)
+
+
+def test_reordering_keeps_each_position_s_score_and_leaves_the_rest():
+    ranked = [Ranked(score) for score in (0.9, 0.8, 0.7, 0.6, 0.5)]
+    first, second, third = ranked[:3]
+    out = reorder(list(ranked), [0.0, 1.0, 0.5])  # the reranker: second, third, first
+    assert out[:3] == [second, first, third]  # fused by reciprocal rank: a tie keeps the retrievers' order
+    assert [r.score for r in out] == [0.9, 0.8, 0.7, 0.6, 0.5]
+    assert out[3:] == ranked[3:]
+
+
+def test_rerank_settings_out_of_range_fall_back_with_a_message():
+    cfg, errors = parse_config({"rerank": {"candidates": 1, "timeout_seconds": 0}})
+    assert cfg.rerank.candidates == 60 and cfg.rerank.timeout_seconds == 1.0
+    assert len(errors) == 2 and all("rerank." in e for e in errors)
+
+
+async def test_astrbot_s_rerank_results_become_scores_in_the_documents_order():
+    class Provider:
+        async def rerank(self, query, documents, top_n=None):
+            # AstrBot's providers answer best first, by index; this one leaves one out (top_n).
+            return [SimpleNamespace(index=2, relevance_score=0.9), SimpleNamespace(index=0, relevance_score=0.4)]
+
+    context = SimpleNamespace(get_provider_by_id=lambda provider_id: Provider() if provider_id == "bge" else None)
+    assert await AstrBotReranker(context, "bge").rerank("q", ["a", "b", "c"]) == [0.4, -0.6, 0.9]
+    with pytest.raises(LookupError):
+        await AstrBotReranker(context, "gone").rerank("q", ["a", "b"])
