@@ -37,11 +37,9 @@ from .astrbot_plugin_ltm.doors.commands import Commands, help_text  # type: igno
 from .astrbot_plugin_ltm.doors.tools import MemoryTools  # type: ignore[import-not-found]
 from .astrbot_plugin_ltm.i18n import say  # type: ignore[import-not-found]
 from .astrbot_plugin_ltm.operating.reply_language import reply_language  # type: ignore[import-not-found]
+from .astrbot_plugin_ltm.recalling.reader import READ_SECONDS  # type: ignore[import-not-found]
 from .dashboard_routes import register as register_routes  # type: ignore[import-not-found]
 from .dashboard_routes import unregister as unregister_routes
-
-# The read path gets this long before the turn goes on without memory.
-READ_TIMEOUT_SECONDS = 3.0
 
 
 class LTMPlugin(Star):
@@ -113,7 +111,7 @@ class LTMPlugin(Star):
             block = await asyncio.wait_for(
                 self.engine.memory_block(origin_from_event(event), event.message_str or "",
                                          history=history_texts(run_context.messages)),
-                READ_TIMEOUT_SECONDS,
+                READ_SECONDS,
             )
             if block:
                 inject(run_context, block.text, self.engine.config.read_policy.injection_position)

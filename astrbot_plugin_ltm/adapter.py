@@ -8,6 +8,8 @@ versions is here, so the rest of the package stays testable on its own.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 from .extension_points import Complete
@@ -268,16 +270,39 @@ class AstrBotReranker:
     providers after plugins. A provider that is missing or answers out of
     shape raises; the reader keeps the retrievers' order."""
 
+    # Candidates per request: TEI's default limit (MAX_CLIENT_BATCH_SIZE); a
+    # cross-encoder scores each pair alone, so requests' scores compare.
+    BATCH = 32
+    # AstrBot logs every lookup of an id it does not have: a missing
+    # provider is looked up again after this long, not at every read.
+    MISSING_RECHECK_SECONDS = 60.0
+
     def __init__(self, context: Any, provider_id: str) -> None:
         self._context = context
         self._provider_id = provider_id
+        self._missing_since: float | None = None
+
+    def _provider(self) -> Any:
+        now = time.monotonic()
+        if self._missing_since is not None and now - self._missing_since < self.MISSING_RECHECK_SECONDS:
+            return None
+        provider = self._context.get_provider_by_id(self._provider_id)
+        found = provider is not None and hasattr(provider, "rerank")
+        self._missing_since = None if found else now
+        return provider if found else None
 
     async def rerank(self, query: str, documents: list[str]) -> list[float]:
-        provider = self._context.get_provider_by_id(self._provider_id)
-        if provider is None or not hasattr(provider, "rerank"):
+        provider = self._provider()
+        if provider is None:
             raise LookupError(f"AstrBot has no rerank provider {self._provider_id!r}")
-        given = {r.index: float(r.relevance_score) for r in await provider.rerank(query, documents)
-                 if 0 <= r.index < len(documents)}
+        given: dict[int, float] = {}
+        batches = [range(start, min(start + self.BATCH, len(documents)))
+                   for start in range(0, len(documents), self.BATCH)]
+        answers = await asyncio.gather(*(provider.rerank(query, [documents[i] for i in batch]) for batch in batches))
+        for batch, results in zip(batches, answers, strict=True):
+            for r in results:
+                if 0 <= r.index < len(batch):
+                    given[batch[r.index]] = float(r.relevance_score)
         if not given:
             raise ValueError("the rerank provider scored none of the candidates")
         floor = min(given.values()) - 1.0  # a candidate it left out ranks last

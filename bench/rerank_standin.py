@@ -52,15 +52,15 @@ def install(overrides: list[str]) -> None:
     overrides.extend([f"rerank.provider_id={PROVIDER_ID}", "rerank.timeout_seconds=60"])
 
 
+_BUILT: list[E5Reranker] = []  # one per process: its two models and cache connections
+
+
 def rerankers_for() -> Callable[[str], Any] | None:
-    """The engine's ``rerankers`` when the stand-in is installed: one per process."""
+    """The engine's ``rerankers`` when the stand-in is installed: one
+    reranker per process, built before a read's timeout starts."""
     if not INSTALLED:
         return None
-    built: list[E5Reranker] = []
-
-    def make(provider_id: str) -> E5Reranker:
-        if not built:
-            built.append(E5Reranker())
-        return built[0]
-
-    return make
+    if not _BUILT:
+        _BUILT.append(E5Reranker())
+    reranker = _BUILT[0]
+    return lambda provider_id: reranker

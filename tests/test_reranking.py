@@ -7,14 +7,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from types import SimpleNamespace
 
 import pytest
 
 from astrbot_plugin_ltm.adapter import AstrBotReranker
-from astrbot_plugin_ltm.config import parse_config
+from astrbot_plugin_ltm.config import RerankConfig, parse_config
 from astrbot_plugin_ltm.recalling.ranking import Ranked
-from astrbot_plugin_ltm.recalling.reranking import reorder
+from astrbot_plugin_ltm.recalling.reranking import Reranking, reorder
 from astrbot_plugin_ltm.scope import Scope
 from astrbot_plugin_ltm.storing.memory_rows import fact_written
 from astrbot_plugin_ltm.storing.tables import MemoryItem
@@ -151,9 +152,21 @@ def test_reordering_keeps_each_position_s_score_and_leaves_the_rest():
     ranked = [Ranked(score) for score in (0.9, 0.8, 0.7, 0.6, 0.5)]
     first, second, third = ranked[:3]
     out = reorder(list(ranked), [0.0, 1.0, 0.5])  # the reranker: second, third, first
-    assert out[:3] == [second, first, third]  # fused by reciprocal rank: a tie keeps the retrievers' order
+    # fused by reciprocal rank: second 1/12 + 1/11, first 1/11 + 1/13, third 1/13 + 1/12
+    assert out[:3] == [second, first, third]
     assert [r.score for r in out] == [0.9, 0.8, 0.7, 0.6, 0.5]
     assert out[3:] == ranked[3:]
+
+
+async def test_a_message_without_words_or_a_read_out_of_time_is_not_reranked():
+    reranker = ScoringReranker([])
+    reranking = Reranking(lambda provider_id: reranker, lambda: RerankConfig(provider_id="bge"))
+    ranked = [Ranked(0.9), Ranked(0.8)]
+    assert await reranking.apply("  ", list(ranked), ["a", "b"], seconds_left=3.0) == ranked
+    assert await reranking.apply("tea?", list(ranked), ["a", "b"], seconds_left=0.2) == ranked  # 3 s nearly spent
+    assert reranker.calls == []
+    await reranking.apply("tea?", list(ranked), ["a", "b"], seconds_left=3.0)
+    assert len(reranker.calls) == 1
 
 
 def test_rerank_settings_out_of_range_fall_back_with_a_message():
@@ -170,5 +183,31 @@ async def test_astrbot_s_rerank_results_become_scores_in_the_documents_order():
 
     context = SimpleNamespace(get_provider_by_id=lambda provider_id: Provider() if provider_id == "bge" else None)
     assert await AstrBotReranker(context, "bge").rerank("q", ["a", "b", "c"]) == [0.4, -0.6, 0.9]
+
+
+async def test_many_candidates_go_to_astrbot_in_requests_of_at_most_32():
+    sizes: list[int] = []
+
+    class Provider:
+        async def rerank(self, query, documents, top_n=None):
+            sizes.append(len(documents))
+            return [SimpleNamespace(index=i, relevance_score=float(d)) for i, d in enumerate(documents)]
+
+    context = SimpleNamespace(get_provider_by_id=lambda provider_id: Provider())
+    documents = [str(n) for n in range(70)]
+    assert await AstrBotReranker(context, "tei").rerank("q", documents) == [float(n) for n in range(70)]
+    assert sorted(sizes) == [6, 32, 32]
+
+
+async def test_a_missing_rerank_provider_is_looked_up_again_only_after_a_while():
+    lookups: list[str] = []
+    context = SimpleNamespace(get_provider_by_id=lambda provider_id: lookups.append(provider_id))  # always None
+    reranker = AstrBotReranker(context, "gone")
+    for _ in range(3):
+        with pytest.raises(LookupError):
+            await reranker.rerank("q", ["a", "b"])
+    assert lookups == ["gone"]  # AstrBot logs each lookup of an unknown id
+    reranker._missing_since = time.monotonic() - AstrBotReranker.MISSING_RECHECK_SECONDS - 1  # a while later
     with pytest.raises(LookupError):
-        await AstrBotReranker(context, "gone").rerank("q", ["a", "b"])
+        await reranker.rerank("q", ["a", "b"])
+    assert lookups == ["gone", "gone"]

@@ -86,12 +86,13 @@ def time_decay(updated_at: datetime, now: datetime) -> float:
 def rank(found: Sequence[Found], items: dict[int, ItemView], evidence: dict[str, frozenset[str]],
          turns: dict[int, EventRow], policy: ReadPolicy, now: datetime, period: Period | None = None,
          in_period: frozenset[int] = frozenset(), preferences: bool = False,
-         asked: frozenset[str] = frozenset()) -> list[Ranked]:
+         asked: frozenset[str] = frozenset(), spread_days: bool = True) -> list[Ranked]:
     """Every usable memory and showable turn, scored, best first.
     ``period``: the time the message names (recalling/dates.py), with the
     row ids of the memories whose evidence falls in it; ``preferences``:
     the message asks for suggestions (asking.py); ``asked``: the message's
-    query tokens (a person it names, people.py)."""
+    query tokens (a person it names, people.py); ``spread_days`` False:
+    not yet spread over the days (``spread``), as a reranker reads them."""
     # Ranked among what may be shown: a hit that is not active, or not to
     # be shown, takes no rank from those that are.
     memory_sims = fuse([[r for r in f.memories if r in items] for f in found])
@@ -144,7 +145,7 @@ def rank(found: Sequence[Found], items: dict[int, ItemView], evidence: dict[str,
             ranked.append(Ranked(score, memory=row, covers=evidence.get(row.memory_id, frozenset())))
     ranked = behind_their_turns(ranked)  # docs/decisions.md#d114
     ranked.sort(key=_order)
-    return spread(ranked, turn_days)
+    return spread(ranked, turn_days) if spread_days else ranked
 
 
 def spread(ranked: list[Ranked], days: dict[int, date] | None = None) -> list[Ranked]:

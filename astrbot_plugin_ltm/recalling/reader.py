@@ -12,6 +12,7 @@ said, for what no memory covers.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
@@ -32,13 +33,16 @@ from .dates import First, Period, named_period
 from .explain import explain_hits
 from .history import History
 from .periods import PeriodRows, load_period, resolve
-from .ranking import Ranked, leading, rank
+from .ranking import Ranked, leading, rank, spread
 from .reranking import Reranking
 from .rows import EventRow, ItemView, load_evidence, load_memories, load_turns, usable
+from .summary_lines import behind_their_turns
 from .trace import BUDGET, Trace
 
 # Hits each retriever returns per corpus, best first (docs/decisions.md#d06).
 HITS_PER_SEARCH = 50
+# A hook waits this long for the block (main.py); past it the turn goes without memory.
+READ_SECONDS = 3.0
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,7 @@ class MemoryReader:
         ``trace``: filled with the lines taken and the hits and candidates
         left out, and why; ``pinned``: placed under the block's opening
         when it fits, before the ranked candidates (last_time.py)."""
+        started = time.monotonic()  # the read's share of READ_SECONDS, for a reranker's call
         language = language_of(query)
         if pinned is not None and not self.builder.fits_alone(pinned, policy, language):
             if trace is not None:  # it does not fit at all
@@ -146,9 +151,11 @@ class MemoryReader:
         fitting = (policy, language, ids, about, trace, pinned, bot_share)
         if self.reranking is None or not self.reranking.on:  # one trip to a thread
             return await asyncio.to_thread(self._rank_and_fit, ranking, fitting)
-        ranked, documents = await asyncio.to_thread(self._rank, *ranking)
-        ranked = await self.reranking.apply(query, ranked, documents)
-        return await asyncio.to_thread(self.builder.fit, ranked, *fitting)
+        # The reranker reads the candidates before they are spread over their days: the spread is the
+        # block's rule for sessions that share a day, not a judgement of what answers the message.
+        ranked, documents = await asyncio.to_thread(self._rank, *ranking, False)
+        ranked = await self.reranking.apply(query, ranked, documents, READ_SECONDS - (time.monotonic() - started))
+        return await asyncio.to_thread(self._fit_spread, ranked, fitting)
 
     @staticmethod
     async def _nothing() -> None:
@@ -181,10 +188,16 @@ class MemoryReader:
 
     def _rank(self, found: list[Found], items: dict[int, ItemView], evidence: dict[str, frozenset[str]],
               turns: dict[int, EventRow], policy: ReadPolicy, now: datetime, period: Period | None,
-              in_period: frozenset[int], about: Focus, preferences: bool) -> tuple[list[Ranked], list[str]]:
+              in_period: frozenset[int], about: Focus, preferences: bool,
+              spread_days: bool = True) -> tuple[list[Ranked], list[str]]:
         """The candidates ranked, and the texts of those a reranker reads."""
-        ranked = rank(found, items, evidence, turns, policy, now, period, in_period, preferences, about.tokens)
+        ranked = rank(found, items, evidence, turns, policy, now, period, in_period, preferences, about.tokens,
+                      spread_days)
         return ranked, self.reranking.documents(ranked, about) if self.reranking is not None else []
 
     def _rank_and_fit(self, ranking: tuple[Any, ...], fitting: tuple[Any, ...]) -> MemoryBlock:
         return self.builder.fit(self._rank(*ranking)[0], *fitting)
+
+    def _fit_spread(self, ranked: list[Ranked], fitting: tuple[Any, ...]) -> MemoryBlock:
+        # A summary the reranker lifted still goes no higher than its best turn (docs/decisions.md#d114).
+        return self.builder.fit(spread(behind_their_turns(ranked)), *fitting)

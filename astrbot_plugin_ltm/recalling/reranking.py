@@ -6,10 +6,12 @@ question's ("my home country, Sweden" for "where did she move from")
 ranks below what the block holds. A reranker (a cross-encoder, AstrBot's
 rerank providers) reads the question and each candidate together. The
 best ``candidates`` of the ranking (memories and turns alike, as the block
-shows them) go to it in one call; its order and the ranking's are fused by
-reciprocal rank (ranking.fuse), so a reranker that judges one candidate
-badly moves it, not the whole block. A reranker that fails or is slow
-leaves the ranking as it was, with one warning until it answers again
+shows them), before it is spread over the days, go to it in one call; its
+order and the ranking's are fused by reciprocal rank (ranking.fuse), so a
+reranker that judges one candidate badly moves it, not the whole block.
+The call gets what is left of the read's time (reader.READ_SECONDS), at most
+``rerank.timeout_seconds``. A reranker that fails or is slow leaves the
+ranking as it was, with one warning until it answers again
 (docs/decisions.md#d151).
 """
 
@@ -20,17 +22,27 @@ import math
 from collections.abc import Callable, Sequence
 
 from ..config import RerankConfig
+from ..enums import MemoryType
 from ..extension_points import Reranker
 from ..logs import log
 from .block import Focus, event_body
 from .ranking import Ranked, fuse
+from .summary_lines import focus
+
+# What the rest of a read (the fit, the thread hops) is left after the reranker's call.
+FIT_MARGIN = 0.25
+MIN_CALL_SECONDS = 0.05  # less than this left: the ranking stands, uncalled
 
 
 def document(candidate: Ranked, about: Focus) -> str:
-    """What the reranker reads of a candidate: a memory's fact, or the part
-    of a turn the block would show (who said it, and what)."""
-    if candidate.memory is not None:
-        return candidate.memory.fact
+    """What the reranker reads of a candidate, as the block would show it: a
+    memory's fact (a summary's sentences the message is about), or the part
+    of a turn about the message (who said it, and what)."""
+    memory = candidate.memory
+    if memory is not None:
+        if memory.type == MemoryType.SUMMARY and memory.id not in about.whole:
+            return focus(memory.fact, about.tokens)
+        return memory.fact
     assert candidate.turn is not None
     return event_body(candidate.turn, about)
 
@@ -76,26 +88,34 @@ class Reranking:
             self._built = (provider_id, self._rerankers(provider_id))
         return self._built[1]
 
-    async def apply(self, query: str, ranked: list[Ranked], documents: list[str]) -> list[Ranked]:
+    async def apply(self, query: str, ranked: list[Ranked], documents: list[str],
+                    seconds_left: float) -> list[Ranked]:
         """``ranked`` reordered by the reranker's reading of ``documents``
         (its first candidates'); as it was when there are fewer than two,
-        or the reranker fails, is slow or answers out of shape."""
+        the message has no words, too little of the read's time is left
+        (``seconds_left``), or the reranker fails, is slow or answers out of shape."""
         config = self._config()
-        if len(documents) < 2 or not config.provider_id:
+        if len(documents) < 2 or not config.provider_id or not query.strip():
+            return ranked
+        timeout = min(config.timeout_seconds, seconds_left - FIT_MARGIN)
+        if timeout < MIN_CALL_SECONDS:
+            log.debug("ltm: %.2f s left of the read: not reranked", seconds_left)
             return ranked
         try:
-            scores = await asyncio.wait_for(self._reranker(config.provider_id).rerank(query, documents),
-                                            config.timeout_seconds)
+            scores = await asyncio.wait_for(self._reranker(config.provider_id).rerank(query, documents), timeout)
         except asyncio.CancelledError:
             raise
         except TimeoutError:
-            self._failed(f"no answer within {config.timeout_seconds:g} s")
+            self._failed(f"no answer within {timeout:g} s")
             return ranked
         except Exception as exc:
             self._failed(f"{type(exc).__name__}: {exc}")
             return ranked
-        if len(scores) != len(documents) or not all(isinstance(s, int | float) and math.isfinite(s) for s in scores):
+        if len(scores) != len(documents):
             self._failed(f"{len(scores)} scores for {len(documents)} candidates")
+            return ranked
+        if not all(isinstance(s, int | float) and math.isfinite(s) for s in scores):
+            self._failed("a score that is not a finite number")
             return ranked
         if self._warned:
             log.info("ltm: reranking available again (rerank provider %s)", config.provider_id)

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import pytest
 
+from astrbot_plugin_ltm.recalling.ranking import fuse
+from devtools import fake_openai
+
 pytestmark = pytest.mark.e2e
 
 USER = "rita"
@@ -16,7 +19,8 @@ FACTS = {"I live in Lisbon": "Lisbon", "I like green tea": "green tea", "I like 
 
 @pytest.fixture(scope="module")
 def bot(bot_factory):
-    config = {"write_policy": {"mode": "auto"}, "rerank": {"provider_id": "fake_rerank"}}
+    # A loaded CI machine may be slow to answer: the fault test sets the failure itself.
+    config = {"write_policy": {"mode": "auto"}, "rerank": {"provider_id": "fake_rerank", "timeout_seconds": 10.0}}
     with bot_factory("rerank", config, rerank=True) as b:
         for n, said in enumerate(FACTS):
             b.chat(said, USER, f"{USER}-{n}")
@@ -29,17 +33,30 @@ def _reranks(bot, since: int) -> list[dict]:
     return [r["body"] for r in bot.requests(since) if r["path"].endswith("/rerank")]
 
 
-def test_the_rerank_provider_reads_the_question_and_the_candidates_as_the_block_shows_them(bot):
+def test_the_rerank_provider_reads_the_question_and_the_candidates_and_its_order_is_fused(bot):
     question = "What should I drink tonight?"
+    bot.control(rerank_prefers="green tea")
     since = bot.mark()
-    assert bot.chat(question, USER, f"{USER}-ask") == f"ECHO: {question}"
+    try:
+        assert bot.chat(question, USER, f"{USER}-ask") == f"ECHO: {question}"
+    finally:
+        bot.control(rerank_prefers="")
     (call,) = _reranks(bot, since)
     assert call["query"] == question and call["model"] == "fake-rerank"
     documents = call["documents"]
     assert 2 <= len(documents) <= 60
     assert all(any(word in d for d in documents) for word in FACTS.values()), documents  # every fact read
+    # The block's memories come in the order fused from the candidates' and
+    # the provider's (fake_openai.rerank, through AstrBot's vllm_rerank).
+    scores = {r["index"]: r["relevance_score"] for r in fake_openai.rerank(question, documents, "green tea")}
+    fused = fuse([list(range(len(documents))), sorted(scores, key=lambda i: (-scores[i], i))])
+    facts = [i for i, d in enumerate(documents) if not d.startswith(f"{USER}:")]  # the memories, not the turns
+    expected = sorted(FACTS.values(), key=lambda word: min(-fused[i] for i in facts if word in documents[i]))
     (block,) = bot.memory_blocks(bot.turn_request(question, since))
-    assert all(word in block["text"] for word in FACTS.values()), block["text"]
+    shown = [word for line in block["lines"] for word in FACTS.values() if word in line and "[" in line]
+    retrieved = [word for i in facts for word in FACTS.values() if word in documents[i]]
+    assert expected != retrieved, (expected, retrieved)  # the provider's order changes the block here
+    assert shown == expected, (documents, block["text"])
     bot.assert_log_clean()
 
 
