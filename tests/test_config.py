@@ -316,6 +316,27 @@ def test_schema_defaults_parse_without_messages():
     assert errors == [] and asdict(cfg) == asdict(DEFAULT)
 
 
+def test_every_setting_has_its_english_and_chinese_texts_in_the_form():
+    """AstrBot's form shows the schema's Chinese, or .astrbot-plugin/i18n's
+    texts in the dashboard's language: a setting without them shows its key."""
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    i18n = SCHEMA.parent / ".astrbot-plugin" / "i18n"
+    english = json.loads((i18n / "en-US.json").read_text(encoding="utf-8"))["config"]
+    chinese = json.loads((i18n / "zh-CN.json").read_text(encoding="utf-8"))["config"]
+    missing = []
+
+    def walk(entries: dict, en: dict, zh: dict, prefix: str = "") -> None:
+        for key, entry in entries.items():
+            en_entry, zh_entry = en.get(key) or {}, zh.get(key) or {}
+            if not en_entry.get("description") or zh_entry.get("description") != entry.get("description"):
+                missing.append(prefix + key)
+            if entry.get("type") == "object":
+                walk(entry["items"], en_entry, zh_entry, f"{prefix}{key}.")
+
+    walk(schema, english, chinese)
+    assert missing == []
+
+
 def test_every_setting_is_in_the_schema():
     """Operators configure the plugin through AstrBot's form, built from the schema."""
     schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
