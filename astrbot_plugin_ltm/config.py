@@ -139,7 +139,7 @@ class RerankConfig:
     (recalling/reranking.py, docs/decisions.md#d151)."""
 
     provider_id: str = ""  # empty: no reranking
-    # Then the read keeps the retrievers' order; with the embedding call's 2 s it stays within the read's 3 s (main.py).
+    # Then the read keeps the retrievers' order; never more than what is left of reader.READ_SECONDS.
     timeout_seconds: float = 1.0
     candidates: int = 60  # the best this many (memories and turns) are reranked
 
