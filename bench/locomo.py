@@ -63,6 +63,7 @@ from astrbot_plugin_ltm.engine import LTMEngine
 from astrbot_plugin_ltm.enums import MEMORY_TYPES, Role
 from astrbot_plugin_ltm.enums import Corpus as IndexCorpus
 from astrbot_plugin_ltm.learning.candidates import Candidate, ExtractionResult, KnownFact
+from astrbot_plugin_ltm.logs import log as ltm_log
 from astrbot_plugin_ltm.recalling import bot_lines
 from astrbot_plugin_ltm.recalling.tokens import TokenCounter, default_counter
 from astrbot_plugin_ltm.scope import Origin
@@ -520,6 +521,7 @@ class ConversationRun:
     index_cost: dict[str, Any] | None = None  # bench/index_cost.py
     embedder_id: str | None = None  # the dense baselines' (and the plugin's) model
     misses: list[dict[str, Any]] = field(default_factory=list)  # bench/misses.py, with --misses
+    vector_failures: list[str] = field(default_factory=list)  # the engine's "vector search unavailable"
 
 
 def conversation_db(db_path: str | None, conv: Conversation, conversations: int) -> str | None:
@@ -583,7 +585,9 @@ async def run_conversation(conv: Conversation, settings: RunSettings, embedder: 
         raise RuntimeError(f"bench config rejected: {engine.config_errors}")
     with_history: list[HistoryResult] = []
     misses: list[dict[str, Any]] | None = [] if settings.misses else None
+    failures = VectorFailures()
     try:
+        failures.attach()
         await engine.start(background=False)
         rep = await replay(engine, clock, conv, extractor)
         t0 = time.perf_counter()
@@ -597,6 +601,7 @@ async def run_conversation(conv: Conversation, settings: RunSettings, embedder: 
         base_seconds = time.perf_counter() - t0
         cost = await index_cost(engine, counter)
     finally:
+        failures.detach()
         await engine.stop()
         await db.dispose()
         if tmp is not None:
@@ -613,17 +618,40 @@ async def run_conversation(conv: Conversation, settings: RunSettings, embedder: 
                   "evidence_recall": report(results)["evidence_recall"]},
         mode=mode, config=config, read_policy=asdict(engine.config.read_policy),
         max_per_type=engine.config.read_policy.max_per_type, embedder_id=getattr(embedder, "model_id", None),
-        index_cost=cost, misses=misses or [],
+        index_cost=cost, misses=misses or [], vector_failures=failures.reasons,
     )
+
+
+class VectorFailures(logging.Handler):
+    """The engine's "vector search unavailable" warnings during one
+    conversation: a run whose embedder failed went on keyword-only, and its
+    figures are not those of the mode it names."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.reasons: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if "vector search unavailable" in message:
+            self.reasons.append(message)
+
+    def attach(self) -> None:
+        ltm_log.addHandler(self)
+
+    def detach(self) -> None:
+        ltm_log.removeHandler(self)
 
 
 def progress_line(n: int, total: int, conv: Conversation, done: ConversationRun, seconds: float) -> str:
     """What ``bench.locomo`` prints to stderr as each conversation ends."""
     recall = done.per_conv["evidence_recall"]
+    failed = (f" — VECTOR SEARCH FAILED {len(done.vector_failures)}x, read keyword-only: {done.vector_failures[0]}"
+              if done.vector_failures else "")
     return (f"[{n}/{total}] {conv.sample_id}: {len(conv.sessions)} sessions, {len(conv.turns)} turns, "
             f"{done.events} events, {len(done.ours)} questions read (recall {_f(recall)}); "
             f"replay {done.replay_seconds:.1f} s, reads {done.read_seconds:.1f} s, "
-            f"baselines {done.base_seconds:.1f} s, {seconds:.1f} s in all")
+            f"baselines {done.base_seconds:.1f} s, {seconds:.1f} s in all{failed}")
 
 
 # A worker process's own embedder, counter and settings (--jobs).
@@ -808,6 +836,7 @@ def assemble(conversations: list[Conversation], done: list[ConversationRun], set
         "index_cost": combine_costs([d.index_cost for d in done if d.index_cost is not None]),
         "per_conversation": [d.per_conv for d in done],
         **({"misses": [m for d in done for m in d.misses]} if settings.misses else {}),
+        "vector_failures": {d.sample_id: d.vector_failures for d in done if d.vector_failures},
         "seconds": {
             "total": seconds,
             "replay": write["replay_seconds"],
@@ -828,7 +857,10 @@ def _f(value: Any, fmt: str = ".3f") -> str:
 
 def table(doc: dict[str, Any]) -> str:
     s, q = doc["settings"], doc["questions"]
+    failed = doc.get("vector_failures") or {}
     lines = [
+        *([f"WARNING: vector search failed in {', '.join(failed)}: those conversations were read keyword-only"]
+          if failed else []),
         f"LoCoMo ({', '.join(doc['dataset']['conversations'])}): {q['total']} questions, "
         f"{q['categories_1_4']} scored in categories 1–4, {q['category_5']} in category 5, "
         f"{q['skipped_no_evidence']} without evidence skipped",

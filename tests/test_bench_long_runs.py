@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import copy
 import re
+import threading
+import time
 from datetime import UTC, datetime
 from functools import partial
 from types import SimpleNamespace
@@ -21,7 +23,7 @@ from astrbot_plugin_ltm.enums import Role
 from astrbot_plugin_ltm.recalling.tokens import EstimateCounter
 from bench import locomo
 from bench.embed_cache import CachedEmbedder, EmbeddingStore, cached
-from bench.embedders import HashEmbedder
+from bench.embedders import HashEmbedder, OneCallAtATime
 from bench.summary_standin import DatasetSummaries, extractive_summary, first_sentence
 from tests.helpers import TINY_LOCOMO
 
@@ -168,3 +170,49 @@ def test_summary_calls_made_in_worker_processes_are_counted_as_in_a_serial_run(t
     # one session summary per session of the three conversations, all extractive
     assert serial["summary_calls"]["session"] == 6 and serial["summary_calls"]["extractive"] == 6
     assert figures(parallel) == figures(serial)
+
+
+class SlowModel(OneCallAtATime):
+    """A model that takes a while and counts the threads inside it at once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.inside = 0
+        self.most_inside = 0
+
+    def embed_sync(self, texts: list[str]) -> np.ndarray:
+        self.inside += 1
+        self.most_inside = max(self.most_inside, self.inside)
+        time.sleep(0.02)
+        self.inside -= 1
+        return np.ones((len(texts), 4), dtype=np.float32)
+
+
+def test_an_embedder_serves_one_call_at_a_time_in_every_conversations_event_loop():
+    # A worker process reads each conversation in an event loop of its own:
+    # an asyncio lock bound to the first made every later wait fail.
+    model = SlowModel()
+
+    async def three_at_once() -> None:
+        await asyncio.gather(*(model.embed([f"text {n}"]) for n in range(3)))
+
+    asyncio.run(three_at_once())
+    asyncio.run(three_at_once())
+    assert model.most_inside == 1
+
+
+class QueriesFail(HashEmbedder):
+    """Embeds the passages and the baselines' batch, fails every question."""
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        if len(texts) == 1:
+            raise RuntimeError("the model is gone")
+        return await super().embed(texts)
+
+
+def test_a_conversation_read_without_its_vectors_is_named_in_the_figures(tmp_path):
+    doc = run(tmp_path, embedder=QueriesFail())
+    assert sorted(doc["vector_failures"]) == ["tiny-1", "tiny-2", "tiny-3"]
+    assert "the model is gone" in doc["vector_failures"]["tiny-1"][0]
+    assert locomo.table(doc).startswith("WARNING: vector search failed in tiny-1, tiny-2, tiny-3")
+    assert run(tmp_path, embedder=HashEmbedder())["vector_failures"] == {}
