@@ -243,7 +243,8 @@ _RANGES: dict[str, tuple[float, float]] = {
     "recording.max_message_chars": (100, 200000),
     "vectors.query_timeout_seconds": (0.05, 60.0),
     "vectors.max_loaded_namespaces": (1, 100000),
-    "rerank.timeout_seconds": (0.05, 60.0),
+    # A read has 3 s in all (recalling.reader.READ_SECONDS): a reranker cannot be waited for longer.
+    "rerank.timeout_seconds": (0.05, 3.0),
     "rerank.candidates": (2, 200),
     "tools.search_max_tokens": (50, 8000),
     "vectors.max_memory_mb": (16, 1000000),

@@ -15,6 +15,7 @@ import pytest
 from astrbot_plugin_ltm.adapter import AstrBotReranker
 from astrbot_plugin_ltm.config import RerankConfig, parse_config
 from astrbot_plugin_ltm.recalling.ranking import Ranked
+from astrbot_plugin_ltm.recalling.reader import READ_SECONDS
 from astrbot_plugin_ltm.recalling.reranking import Reranking, reorder
 from astrbot_plugin_ltm.scope import Scope
 from astrbot_plugin_ltm.storing.memory_rows import fact_written
@@ -173,6 +174,14 @@ def test_rerank_settings_out_of_range_fall_back_with_a_message():
     cfg, errors = parse_config({"rerank": {"candidates": 1, "timeout_seconds": 0}})
     assert cfg.rerank.candidates == 60 and cfg.rerank.timeout_seconds == 1.0
     assert len(errors) == 2 and all("rerank." in e for e in errors)
+
+
+def test_a_rerank_timeout_longer_than_a_read_is_refused_with_a_message():
+    # A read has READ_SECONDS in all: a longer timeout would be cut without a word.
+    cfg, errors = parse_config({"rerank": {"timeout_seconds": READ_SECONDS + 2}})
+    assert cfg.rerank.timeout_seconds == 1.0
+    assert len(errors) == 1 and "rerank.timeout_seconds" in errors[0] and "3" in errors[0]
+    assert parse_config({"rerank": {"timeout_seconds": READ_SECONDS}})[0].rerank.timeout_seconds == READ_SECONDS
 
 
 async def test_astrbot_s_rerank_results_become_scores_in_the_documents_order():
