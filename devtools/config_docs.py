@@ -37,6 +37,9 @@ range is replaced by its default, and the AstrBot log says which and why
 is refused with a 400 and nothing changes. Saving AstrBot's form reloads the
 plugin with the new settings; the review page's policy form (`enable`,
 `emergency_read_only`, `write_policy`, `read_policy`) applies them at once.
+`tests/e2e/test_e2e_config_form.py` opens AstrBot's form in a real browser:
+every text below shows in the dashboard's language, and a value saved
+there reaches the plugin.
 
 Each entry: the setting's path, its type and default, what config.py
 accepts, then the English and the Chinese text of the form.

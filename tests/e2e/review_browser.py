@@ -248,6 +248,19 @@ class Tab:
                 params = {"type": kind, "x": x, "y": y}
             self.send("Input.dispatchMouseEvent", params)
 
+    def click_in_page(self, expression: str, what: str) -> None:
+        """A real mouse click at the centre of the element ``expression``
+        (JavaScript) gives, in the dashboard itself rather than the iframe."""
+        box = self.evaluate(
+            f"(() => {{ const el = {expression}; if (!el) return null; el.scrollIntoView({{block: 'center'}});"
+            " const r = el.getBoundingClientRect(); return {x: r.left + r.width / 2, y: r.top + r.height / 2}; })()"
+        )
+        assert box, f"{what} is not in the dashboard"
+        self.send("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": box["x"], "y": box["y"]})
+        for kind in ("mousePressed", "mouseReleased"):
+            self.send("Input.dispatchMouseEvent",
+                      {"type": kind, "x": box["x"], "y": box["y"], "button": "left", "clickCount": 1})
+
     def type(self, selector: str, text: str) -> None:
         """Focus a field with a click, then type into it like a keyboard."""
         self.click(selector)
@@ -292,9 +305,9 @@ class Tab:
 LEGACY_THEMES = {"light": "PurpleTheme", "dark": "PurpleThemeDark"}
 
 
-def open_review_page(bot, tab: Tab, locale: str = "en-US", theme: str = "light") -> None:
-    # The dashboard keeps its login in localStorage (token, user); set it on
-    # the dashboard's origin, then open the plugin view.
+def log_in(bot, tab: Tab, locale: str = "en-US", theme: str = "light") -> None:
+    """The dashboard keeps its login in localStorage (token, user): set on
+    its origin, with its language and theme, as the dashboard itself does."""
     tab.navigate(bot.url + "/api/stat/start-time")
     tab.wait(lambda: tab.evaluate("document.readyState === 'complete' && location.origin") == bot.url, "the origin")
     tab.evaluate(
@@ -305,6 +318,10 @@ def open_review_page(bot, tab: Tab, locale: str = "en-US", theme: str = "light")
     )
     if LEGACY_DASHBOARD:  # before 4.29 the dashboard keeps its theme under another key and name
         tab.evaluate(f"localStorage.setItem('uiTheme', {json.dumps(LEGACY_THEMES[theme])}); true")
+
+
+def open_review_page(bot, tab: Tab, locale: str = "en-US", theme: str = "light") -> None:
+    log_in(bot, tab, locale, theme)
     tab.navigate(bot.url + VIEW)
     tab.wait(tab.find_frame, "the plugin iframe of the review page", timeout=30)
     state = tab.wait(lambda: tab.frame("document.querySelector('#app')?.getAttribute('data-ready')"),
