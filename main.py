@@ -102,6 +102,7 @@ class LTMPlugin(Star):
 
     @filter.on_agent_begin()
     async def ltm_inject(self, event: AstrMessageEvent, run_context) -> None:
+        """调用模型前注入与这条消息相关的记忆 · Injects the memories this message is about before the model is called"""
         if self.engine is None:
             return
         started = time.perf_counter()
@@ -124,6 +125,7 @@ class LTMPlugin(Star):
 
     @filter.on_agent_done()
     async def ltm_record_turn(self, event: AstrMessageEvent, run_context, resp) -> None:
+        """记录这一轮对话（用户的话和机器人的回复）· Records the turn: the person's message and the bot's reply"""
         if self.engine is None:
             return
         try:
@@ -135,6 +137,7 @@ class LTMPlugin(Star):
 
     @filter.on_llm_tool_respond()
     async def ltm_record_tool(self, event: AstrMessageEvent, tool, tool_args, tool_result) -> None:
+        """记录工具调用的结果 · Records a tool's result"""
         if self.engine is None:
             return
         try:
@@ -190,7 +193,7 @@ class LTMPlugin(Star):
 
     @filter.command_group("ltm")
     def ltm(self) -> None:
-        """Long-term memory"""
+        """长期记忆 · Long-term memory (/ltm help)"""
 
     async def _reply(self, event: AstrMessageEvent, make) -> str:
         said, locale = event.message_str or "", client_locale(event)
@@ -206,6 +209,7 @@ class LTMPlugin(Star):
     # Each subcommand has a Chinese alias: sent with it, the reply is in Chinese.
     @ltm.command("help", alias={"帮助"})
     async def ltm_help(self, event: AstrMessageEvent):
+        """用法 · How to use /ltm"""
         if self.commands is None:  # help needs no engine
             yield event.plain_result(help_text(reply_language(event.message_str or "", locale=client_locale(event))))
             return
@@ -215,56 +219,68 @@ class LTMPlugin(Star):
     # scope); Commands checks the admin permission for those.
     @ltm.command("status", alias={"状态"})
     async def ltm_status(self, event: AstrMessageEvent, target: str = ""):
+        """记住了多少、写入模式 · What is remembered about you, in numbers"""
         yield event.plain_result(await self._reply(event, lambda c, o: c.status(o, target)))
 
     @ltm.command("list", alias={"列表"})
     async def ltm_list(self, event: AstrMessageEvent, target: str = ""):
+        """列出关于你的记忆 · Lists the memories about you"""
         yield event.plain_result(await self._reply(event, lambda c, o: c.list(o, target)))
 
     @ltm.command("remember", alias={"记住"})
     async def ltm_remember(self, event: AstrMessageEvent, fact: GreedyStr):
+        """记住一条事实 · Remembers a fact"""
         yield event.plain_result(await self._reply(event, lambda c, o: c.remember(o, str(fact))))
 
     @ltm.command("forget", alias={"忘记"})
     async def ltm_forget(self, event: AstrMessageEvent, memory_id: str):
+        """按编号忘记一条记忆 · Forgets one memory, by its id"""
         yield event.plain_result(await self._reply(event, lambda c, o: c.forget(o, memory_id)))
 
     @ltm.command("forget-all", alias={"全部忘记"})
     async def ltm_forget_all(self, event: AstrMessageEvent, target: str = "", confirm: str = ""):
+        """忘记关于你的全部记忆（需确认）· Forgets everything about you (asks to confirm)"""
         # "/ltm forget-all confirm" arrives as target="confirm"; Commands sorts it out.
         yield event.plain_result(await self._reply(event, lambda c, o: c.forget_all(o, target, confirm)))
 
     @filter.permission_type(filter.PermissionType.ADMIN)
     @ltm.command("pending", alias={"待审"})
     async def ltm_pending(self, event: AstrMessageEvent):
+        """待审核的记忆（管理员）· Memories waiting for review (operators)"""
         yield event.plain_result(await self._reply(event, lambda c, o: c.pending(o)))
 
     @filter.permission_type(filter.PermissionType.ADMIN)
     @ltm.command("approve", alias={"批准"})
     async def ltm_approve(self, event: AstrMessageEvent, memory_id: str):
+        """批准一条待审记忆（管理员）· Approves a memory (operators)"""
         yield event.plain_result(await self._reply(event, lambda c, o: c.review(o, memory_id, "approve")))
 
     @filter.permission_type(filter.PermissionType.ADMIN)
     @ltm.command("reject", alias={"驳回"})
     async def ltm_reject(self, event: AstrMessageEvent, memory_id: str):
+        """驳回一条待审记忆（管理员）· Rejects a memory (operators)"""
         yield event.plain_result(await self._reply(event, lambda c, o: c.review(o, memory_id, "reject")))
 
     @filter.permission_type(filter.PermissionType.ADMIN)
     @ltm.command("policy", alias={"策略"})
     async def ltm_policy(self, event: AstrMessageEvent, action: str = "", version: str = ""):
+        """写入策略、历史版本与回滚（管理员）· The write policy, its versions, a rollback (operators)"""
         # "/ltm policy", "/ltm policy history", "/ltm policy rollback <version>"
         yield event.plain_result(await self._reply(event, lambda c, o: c.policy(o, action, version)))
 
     @filter.permission_type(filter.PermissionType.ADMIN)
     @ltm.command("writes", alias={"写入"})
     async def ltm_writes(self, event: AstrMessageEvent, state: str = "", target: str = ""):
+        """停止或恢复某个用户或群的写入（管理员）· Stops or resumes a user's or group's writes (operators)"""
         yield event.plain_result(await self._reply(event, lambda c, o: c.writes(o, state, target)))
 
     @ltm.command("pause", alias={"暂停"})
     async def ltm_pause(self, event: AstrMessageEvent):
+        """暂停记住你 · Stops remembering you"""
         yield event.plain_result(await self._reply(event, lambda c, o: c.pause(o)))
 
     @ltm.command("resume", alias={"恢复"})
     async def ltm_resume(self, event: AstrMessageEvent, target: str = ""):
+        """恢复记住你（管理员可为他人恢复）· Remembers you again (operators: someone else)"""
         # "/ltm resume" for yourself; an operator's "/ltm resume <target>" lifts a user's pause.
         yield event.plain_result(await self._reply(event, lambda c, o: c.resume(o, target)))
