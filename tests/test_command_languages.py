@@ -4,6 +4,7 @@ to go by the sender's last message, then the reply_language setting."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -64,6 +65,17 @@ def test_every_subcommand_has_a_chinese_alias_in_main() -> None:
     wired = dict(re.findall(r'@ltm\.command\("([\w-]+)", alias=\{"([^"]+)"\}\)', MAIN.read_text(encoding="utf-8")))
     assert wired == {en: zh for zh, en in ALIASES.items()}
     assert not re.search(r'@ltm\.command\("[\w-]+"\)', MAIN.read_text(encoding="utf-8"))
+
+
+def test_every_command_and_hook_describes_itself_in_chinese_and_english() -> None:
+    # AstrBot shows a handler's docstring as its description (the plugin page, /help).
+    tree = ast.parse(MAIN.read_text(encoding="utf-8"))
+    handlers = [f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+                and any("command" in ast.unparse(d) or ".on_" in ast.unparse(d) for d in f.decorator_list)]
+    assert len(handlers) == len(ALIASES) + 4  # the subcommands, the group and three hooks
+    for handler in handlers:
+        described = ast.get_docstring(handler) or ""
+        assert re.search(r"[\u4e00-\u9fff]", described) and re.search(r"[A-Za-z]{3}", described), handler.name
 
 
 async def send(cmd: Commands, who: Origin, said: str) -> str:
