@@ -35,7 +35,7 @@ from .astrbot_plugin_ltm.adapter import (  # type: ignore[import-not-found]
 from .astrbot_plugin_ltm.doors.api import MemoryAPI  # type: ignore[import-not-found]
 from .astrbot_plugin_ltm.doors.commands import Commands, help_text  # type: ignore[import-not-found]
 from .astrbot_plugin_ltm.doors.tools import MemoryTools  # type: ignore[import-not-found]
-from .astrbot_plugin_ltm.i18n import say  # type: ignore[import-not-found]
+from .astrbot_plugin_ltm.i18n import say, translate  # type: ignore[import-not-found]
 from .astrbot_plugin_ltm.operating.reply_language import reply_language  # type: ignore[import-not-found]
 from .astrbot_plugin_ltm.recalling.reader import READ_SECONDS  # type: ignore[import-not-found]
 from .dashboard_routes import register as register_routes  # type: ignore[import-not-found]
@@ -62,8 +62,8 @@ class LTMPlugin(Star):
             data_dir=plugin_data_dir("astrbot_plugin_ltm"),
             timezone=astrbot_timezone(self.context),
         )
-        for message in engine.config_errors:
-            logger.warning(f"ltm config: {message}")
+        for message in engine.config_errors:  # an operator reads the log in either language
+            logger.warning(f"ltm config: {message} · {translate(message, 'zh')}")
         try:
             await engine.start()
         except Exception as exc:

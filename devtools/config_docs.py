@@ -32,8 +32,8 @@ INTRO = """# Configuration
 Every setting is in AstrBot's WebUI → Plugins → astrbot_plugin_ltm →
 Configure, in Chinese and English. Settings are checked when the plugin
 loads and whenever they change: a value of the wrong type or outside its
-range is replaced by its default, and the AstrBot log says which and why
-(nothing crashes). Through the dashboard API (`PUT policy`) an invalid value
+range is replaced by its default, and the AstrBot log says which and why,
+in English and Chinese (nothing crashes). Through the dashboard API (`PUT policy`) an invalid value
 is refused with a 400 and nothing changes. Saving AstrBot's form reloads the
 plugin with the new settings; the review page's policy form (`enable`,
 `emergency_read_only`, `write_policy`, `read_policy`) applies them at once.

@@ -2,7 +2,8 @@
 on the plugin's card opens it, AstrBot draws it from ``_conf_schema.json``
 with the texts of ``.astrbot-plugin/i18n/<locale>.json`` in the dashboard's
 language, and what an operator types and saves there reaches the plugin;
-a value out of range is refused with a message in AstrBot's log.
+a value out of range is refused with a message in AstrBot's log, in English
+and Chinese.
 
 (The unit test ``test_every_setting_has_its_english_and_chinese_texts_in_the_form``
 checks the files; this one checks what AstrBot makes of them.)
@@ -113,6 +114,7 @@ def test_a_setting_saved_in_astrbot_s_form_reaches_the_plugin_and_a_bad_one_is_r
         open_settings_form(bot, tab, "en-US")
         before = save(bot, tab, "en-US", "Rerank timeout (seconds)", "5")
         refused = re.compile(r"ltm config: rerank\.timeout_seconds: 5(\.0)? is outside the allowed range 0\.05–3; "
-                             r"using the default 1\.0")
+                             r"using the default 1\.0 · "
+                             r"rerank\.timeout_seconds: 5(\.0)? 超出允许范围 0\.05–3；改用默认值 1\.0")
         bot.wait_for(lambda: refused.search(bot.log_text(before)), what="the plugin's message about the rerank timeout")
     bot.assert_log_clean()
