@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from astrbot_plugin_ltm.recalling.reader import READ_SECONDS
+
 PROVIDER_ID = "bench-e5-standin"
 INSTALLED = False
 
@@ -46,10 +48,11 @@ class E5Reranker:
 def install(overrides: list[str]) -> None:
     """This process's bench engines rerank with the stand-in (workers
     inherit it); ``overrides`` gets the settings that switch reranking on,
-    with a timeout a loaded machine's CPU model never reaches."""
+    with the longest timeout a read allows (what is left of its 3 s bounds
+    the call in any case)."""
     global INSTALLED
     INSTALLED = True
-    overrides.extend([f"rerank.provider_id={PROVIDER_ID}", "rerank.timeout_seconds=60"])
+    overrides.extend([f"rerank.provider_id={PROVIDER_ID}", f"rerank.timeout_seconds={READ_SECONDS:g}"])
 
 
 _BUILT: list[E5Reranker] = []  # one per process: its two models and cache connections

@@ -7,7 +7,8 @@ import sqlite3
 
 import pytest
 
-from bench import rerank_standin
+from astrbot_plugin_ltm.config import parse_config
+from bench import locomo, rerank_standin
 
 
 async def test_the_stand_in_scores_the_candidate_about_the_question_highest(tmp_path):
@@ -33,5 +34,7 @@ def test_installing_the_stand_in_switches_reranking_on(monkeypatch):
     overrides: list[str] = []
     rerank_standin.install(overrides)
     assert f"rerank.provider_id={rerank_standin.PROVIDER_ID}" in overrides
+    # The settings it adds are ones the plugin accepts (the bench refuses a run with config errors).
+    assert parse_config(locomo.apply_overrides(locomo.bench_config(800, 15, None), overrides))[1] == []
     make = rerank_standin.rerankers_for()
     assert make is not None and make("a") is make("b")  # one per process
