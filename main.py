@@ -32,12 +32,12 @@ from .astrbot_plugin_ltm.adapter import (  # type: ignore[import-not-found]
     tool_name,
     tool_result_payload,
 )
+from .astrbot_plugin_ltm.config import READ_SECONDS  # type: ignore[import-not-found]
 from .astrbot_plugin_ltm.doors.api import MemoryAPI  # type: ignore[import-not-found]
 from .astrbot_plugin_ltm.doors.commands import Commands, help_text  # type: ignore[import-not-found]
 from .astrbot_plugin_ltm.doors.tools import MemoryTools  # type: ignore[import-not-found]
 from .astrbot_plugin_ltm.i18n import say, translate  # type: ignore[import-not-found]
 from .astrbot_plugin_ltm.operating.reply_language import reply_language  # type: ignore[import-not-found]
-from .astrbot_plugin_ltm.recalling.reader import READ_SECONDS  # type: ignore[import-not-found]
 from .dashboard_routes import register as register_routes  # type: ignore[import-not-found]
 from .dashboard_routes import unregister as unregister_routes
 

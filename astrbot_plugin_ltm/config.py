@@ -55,6 +55,11 @@ class WritePolicy:
         return bool(self.disabled_scopes) and str(scope).partition(PERSONA_MARK)[0] in self.disabled_scopes
 
 
+# A hook waits this long for the block (main.py); past it the turn goes
+# without memory. A reranker's call gets what is left of it (recalling/reranking.py).
+READ_SECONDS = 3.0
+
+
 @dataclass
 class ReadPolicy:
     """What a read may inject, and how candidates are ranked (recalling)."""
@@ -139,7 +144,7 @@ class RerankConfig:
     (recalling/reranking.py, docs/decisions.md#d151)."""
 
     provider_id: str = ""  # empty: no reranking
-    # Then the read keeps the retrievers' order; never more than what is left of reader.READ_SECONDS.
+    # Then the read keeps the retrievers' order; never more than what is left of READ_SECONDS.
     timeout_seconds: float = 1.0
     candidates: int = 60  # the best this many (memories and turns) are reranked
 
@@ -243,8 +248,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "recording.max_message_chars": (100, 200000),
     "vectors.query_timeout_seconds": (0.05, 60.0),
     "vectors.max_loaded_namespaces": (1, 100000),
-    # A read has 3 s in all (recalling.reader.READ_SECONDS): a reranker cannot be waited for longer.
-    "rerank.timeout_seconds": (0.05, 3.0),
+    "rerank.timeout_seconds": (0.05, READ_SECONDS),  # a reranker cannot be waited for longer than a read
     "rerank.candidates": (2, 200),
     "tools.search_max_tokens": (50, 8000),
     "vectors.max_memory_mb": (16, 1000000),

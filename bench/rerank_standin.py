@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from astrbot_plugin_ltm.recalling.reader import READ_SECONDS
+from astrbot_plugin_ltm.config import READ_SECONDS
 
 PROVIDER_ID = "bench-e5-standin"
 INSTALLED = False

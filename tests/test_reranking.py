@@ -13,9 +13,8 @@ from types import SimpleNamespace
 import pytest
 
 from astrbot_plugin_ltm.adapter import AstrBotReranker
-from astrbot_plugin_ltm.config import RerankConfig, parse_config
+from astrbot_plugin_ltm.config import READ_SECONDS, RerankConfig, parse_config
 from astrbot_plugin_ltm.recalling.ranking import Ranked
-from astrbot_plugin_ltm.recalling.reader import READ_SECONDS
 from astrbot_plugin_ltm.recalling.reranking import Reranking, reorder
 from astrbot_plugin_ltm.scope import Scope
 from astrbot_plugin_ltm.storing.memory_rows import fact_written

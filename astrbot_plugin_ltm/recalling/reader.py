@@ -16,12 +16,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection
 
 from ..clock import Clock, as_utc, utcnow
-from ..config import ReadPolicy
+from ..config import READ_SECONDS, ReadPolicy
 from ..extension_points import Found, Query, Retriever, TokenCounter
 from ..scope import Scope
 from ..storing.database import Database
@@ -41,8 +41,6 @@ from .trace import BUDGET, Trace
 
 # Hits each retriever returns per corpus, best first (docs/decisions.md#d06).
 HITS_PER_SEARCH = 50
-# A hook waits this long for the block (main.py); past it the turn goes without memory.
-READ_SECONDS = 3.0
 
 
 @dataclass(frozen=True)
@@ -64,6 +62,25 @@ class Only:
     def _within(self, at: datetime) -> bool:
         at = as_utc(at)
         return (self.since is None or at >= self.since) and (self.until is None or at < self.until)
+
+
+class Ranking(NamedTuple):
+    """What a read ranks its candidates from (ranking.rank)."""
+
+    found: list[Found]
+    items: dict[int, ItemView]
+    evidence: dict[str, frozenset[str]]
+    turns: dict[int, EventRow]
+    policy: ReadPolicy
+    now: datetime
+    period: Period | None
+    in_period: frozenset[int]
+    about: Focus
+    preferences: bool
+
+    def ranked(self, spread_days: bool = True) -> list[Ranked]:
+        return rank(self.found, self.items, self.evidence, self.turns, self.policy, self.now, self.period,
+                    self.in_period, self.preferences, self.about.tokens, spread_days)
 
 
 class MemoryReader:
@@ -146,14 +163,14 @@ class MemoryReader:
         bot_share = None if asks_what_the_bot_said(query) else bot_lines.CONTEXT_SHARE
         # A summary of the period the message names is shown whole; others by what the message is about.
         about = Focus(frozenset(q.tokens), in_period)
-        ranking = (ranked_by, items, evidence, turns, policy, now, period, in_period, about,
-                   asks_for_suggestions(query))
+        ranking = Ranking(ranked_by, items, evidence, turns, policy, now, period, in_period, about,
+                          asks_for_suggestions(query))
         fitting = (policy, language, ids, about, trace, pinned, bot_share)
         if self.reranking is None or not self.reranking.on:  # one trip to a thread
             return await asyncio.to_thread(self._rank_and_fit, ranking, fitting)
         # The reranker reads the candidates before they are spread over their days: the spread is the
         # block's rule for sessions that share a day, not a judgement of what answers the message.
-        ranked, documents = await asyncio.to_thread(self._rank, *ranking, False)
+        ranked, documents = await asyncio.to_thread(self._rank_for_reranker, ranking)
         ranked = await self.reranking.apply(query, ranked, documents, READ_SECONDS - (time.monotonic() - started))
         return await asyncio.to_thread(self._fit_spread, ranked, fitting)
 
@@ -186,17 +203,14 @@ class MemoryReader:
             return {}
         return load_turns(conn, scopes, list(leading([f.turns for f in found])), unbacked)
 
-    def _rank(self, found: list[Found], items: dict[int, ItemView], evidence: dict[str, frozenset[str]],
-              turns: dict[int, EventRow], policy: ReadPolicy, now: datetime, period: Period | None,
-              in_period: frozenset[int], about: Focus, preferences: bool,
-              spread_days: bool = True) -> tuple[list[Ranked], list[str]]:
-        """The candidates ranked, and the texts of those a reranker reads."""
-        ranked = rank(found, items, evidence, turns, policy, now, period, in_period, preferences, about.tokens,
-                      spread_days)
-        return ranked, self.reranking.documents(ranked, about) if self.reranking is not None else []
+    def _rank_and_fit(self, ranking: Ranking, fitting: tuple[Any, ...]) -> MemoryBlock:
+        return self.builder.fit(ranking.ranked(), *fitting)
 
-    def _rank_and_fit(self, ranking: tuple[Any, ...], fitting: tuple[Any, ...]) -> MemoryBlock:
-        return self.builder.fit(self._rank(*ranking)[0], *fitting)
+    def _rank_for_reranker(self, ranking: Ranking) -> tuple[list[Ranked], list[str]]:
+        """The candidates ranked, not yet spread over their days, and the texts the reranker reads."""
+        assert self.reranking is not None
+        ranked = ranking.ranked(spread_days=False)
+        return ranked, self.reranking.documents(ranked, ranking.about)
 
     def _fit_spread(self, ranked: list[Ranked], fitting: tuple[Any, ...]) -> MemoryBlock:
         # A summary the reranker lifted still goes no higher than its best turn (docs/decisions.md#d114).

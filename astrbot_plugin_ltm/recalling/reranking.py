@@ -9,7 +9,7 @@ best ``candidates`` of the ranking (memories and turns alike, as the block
 shows them), before it is spread over the days, go to it in one call; its
 order and the ranking's are fused by reciprocal rank (ranking.fuse), so a
 reranker that judges one candidate badly moves it, not the whole block.
-The call gets what is left of the read's time (reader.READ_SECONDS), at most
+The call gets what is left of the read's time (config.READ_SECONDS), at most
 ``rerank.timeout_seconds``. A reranker that fails or is slow leaves the
 ranking as it was, with one warning until it answers again
 (docs/decisions.md#d151).
