@@ -10,6 +10,7 @@ import time
 
 from astrbot.api import AstrBotConfig, logger
 from astrbot.api.event import AstrMessageEvent, filter
+from astrbot.api.event.filter import CustomFilter
 from astrbot.api.star import Context, Star
 from astrbot.core.star.filter.command import GreedyStr
 
@@ -40,6 +41,24 @@ from .astrbot_plugin_ltm.i18n import say, translate  # type: ignore[import-not-f
 from .astrbot_plugin_ltm.operating.reply_language import reply_language  # type: ignore[import-not-found]
 from .dashboard_routes import register as register_routes  # type: ignore[import-not-found]
 from .dashboard_routes import unregister as unregister_routes
+
+
+def _bare_ltm(event: AstrMessageEvent) -> bool:
+    """The message is "/ltm" and nothing else (the wake prefix already taken off)."""
+    return " ".join((event.message_str or "").split()) == "ltm"
+
+
+class _NotBareLtm(CustomFilter):
+    """Keeps the /ltm group from answering a bare "/ltm" with AstrBot's
+    tree of English subcommands ("参数不足…"): ltm_bare answers it."""
+
+    def filter(self, event: AstrMessageEvent, cfg: AstrBotConfig) -> bool:
+        return not _bare_ltm(event)
+
+
+class _BareLtm(CustomFilter):
+    def filter(self, event: AstrMessageEvent, cfg: AstrBotConfig) -> bool:
+        return bool(event.is_at_or_wake_command) and _bare_ltm(event)
 
 
 class LTMPlugin(Star):
@@ -191,9 +210,16 @@ class LTMPlugin(Star):
 
     # -- commands ------------------------------------------------------------
 
+    @filter.custom_filter(_NotBareLtm)
     @filter.command_group("ltm")
     def ltm(self) -> None:
         """长期记忆 · Long-term memory (/ltm help)"""
+
+    @filter.custom_filter(_BareLtm)
+    async def ltm_bare(self, event: AstrMessageEvent):
+        """长期记忆的用法 · How to use /ltm (a bare /ltm)"""
+        async for reply in self.ltm_help(event):
+            yield reply
 
     async def _reply(self, event: AstrMessageEvent, make) -> str:
         said, locale = event.message_str or "", client_locale(event)
@@ -232,8 +258,10 @@ class LTMPlugin(Star):
         """记住一条事实 · Remembers a fact"""
         yield event.plain_result(await self._reply(event, lambda c, o: c.remember(o, str(fact))))
 
+    # An id left out ("/ltm 忘记") is answered in the user's language by
+    # Commands, not with AstrBot's "必要参数缺失…memory_id(str)".
     @ltm.command("forget", alias={"忘记"})
-    async def ltm_forget(self, event: AstrMessageEvent, memory_id: str):
+    async def ltm_forget(self, event: AstrMessageEvent, memory_id: str = ""):
         """按编号忘记一条记忆 · Forgets one memory, by its id"""
         yield event.plain_result(await self._reply(event, lambda c, o: c.forget(o, memory_id)))
 
@@ -251,13 +279,13 @@ class LTMPlugin(Star):
 
     @filter.permission_type(filter.PermissionType.ADMIN)
     @ltm.command("approve", alias={"批准"})
-    async def ltm_approve(self, event: AstrMessageEvent, memory_id: str):
+    async def ltm_approve(self, event: AstrMessageEvent, memory_id: str = ""):
         """批准一条待审记忆（管理员）· Approves a memory (operators)"""
         yield event.plain_result(await self._reply(event, lambda c, o: c.review(o, memory_id, "approve")))
 
     @filter.permission_type(filter.PermissionType.ADMIN)
     @ltm.command("reject", alias={"驳回"})
-    async def ltm_reject(self, event: AstrMessageEvent, memory_id: str):
+    async def ltm_reject(self, event: AstrMessageEvent, memory_id: str = ""):
         """驳回一条待审记忆（管理员）· Rejects a memory (operators)"""
         yield event.plain_result(await self._reply(event, lambda c, o: c.review(o, memory_id, "reject")))
 

@@ -64,8 +64,13 @@ async def test_remember(ltm, cmd, origin):
 async def test_remember_in_shadow_or_manual_mode_says_it_is_not_active(make_ltm, origin):
     ltm = await make_ltm({"write_policy": {"mode": "manual"}})
     reply = await Commands(ltm.engine).remember(origin("alice"), "I like green tea")
-    assert "shadow" in reply and "approves" in reply
+    assert reply.endswith("I will use it once an operator approves it.")
     assert (await ltm.item()).awaiting_approval
+    # in words a user reads: no "shadow" (影子), no status name
+    cmd = Commands(ltm.engine)
+    with cmd.hearing("ltm 记住 我喜欢喝乌龙茶"):
+        zh = await cmd.remember(origin("bob"), "我喜欢喝乌龙茶")
+    assert zh.endswith("管理员批准后我才会用到它。") and "影子" not in zh and "shadow" not in zh
 
 
 async def test_remember_refused_by_policy_says_why(make_ltm, origin):
@@ -242,7 +247,8 @@ async def test_operator_lists_and_counts_another_scope(ltm, cmd, origin):
     tea = await ltm.item(MemoryItem.fact == "Alice likes green tea")
     group_item = await ltm.item(MemoryItem.scope == "group")
 
-    for target in ("qq:alice", "user:qq:alice"):
+    # every form a person sees names her: the API's, the list's, the page's label, the bare id
+    for target in ("qq:alice", "user:qq:alice", "alice", "用户 · qq:alice", "User · qq:alice"):
         lines = (await cmd.list(op, target)).split("\n")
         assert f"{tea.memory_id[:8]} [preference] Alice likes green tea" in lines
         assert len(lines) == 2 and not any("Bob" in line or "Carol" in line for line in lines)
@@ -261,9 +267,10 @@ async def test_operator_lists_and_counts_another_scope(ltm, cmd, origin):
 async def test_operator_target_with_nothing_in_it_says_so_with_the_syntax(ltm, cmd, origin):
     op = origin("root", admin=True)
     await _alice_bob_and_a_group(ltm, cmd, origin)
-    # a typo (no platform prefix) names an empty scope: a message, not an exception
+    # a typo names an empty scope: a message, not an exception, and the scope it may have meant
     for command in (cmd.list, cmd.status):
-        assert await command(op, "alice") == f"I keep no memories in user:alice. (Target: {TARGET_SYNTAX}.)"
+        assert await command(op, "qq:alcie") == (
+            f"I keep no memories in user:qq:alcie. (Target: {TARGET_SYNTAX}.)\nDid you mean user:qq:alice?")
         assert await command(op, "group:qq:nope") == (
             f"I keep no memories in group:qq:nope. (Target: {TARGET_SYNTAX}.)"
         )
@@ -391,3 +398,27 @@ async def test_forget_all_says_read_only_will_refuse_it_before_asking_to_confirm
     assert "read-only" in reply and "refused" in reply
     assert "read-only" in await cmd.forget_all(a, "confirm")
     assert len(await ltm.items()) == 1
+
+
+async def test_a_target_two_scopes_fit_is_refused_naming_both(ltm, cmd, origin):
+    op = origin("root", admin=True)
+    await cmd.remember(origin("sam"), "I like tea")
+    await cmd.remember(origin("sam", platform="tg"), "I like coffee")
+    for command in (cmd.list, cmd.status):
+        reply = await command(op, "sam")
+        assert reply == "sam could be user:qq:sam, user:tg:sam; name one of them."
+    assert "Sam likes coffee" in await cmd.list(op, "tg:sam")
+
+
+async def test_forget_or_review_without_an_id_says_how_in_the_users_language(ltm, cmd, origin):
+    with cmd.hearing("ltm 忘记"):
+        assert await cmd.forget(origin("alice"), "") == "要忘记哪一条？用法：/ltm 忘记 <ID>；发送 /ltm 列表 查看 ID。"
+    with cmd.hearing("ltm forget"):
+        assert await cmd.forget(origin("bob"), " ") == (
+            "Which memory? Usage: /ltm forget <id>; /ltm list shows the ids.")
+    op = origin("root", admin=True)
+    with cmd.hearing("ltm 驳回"):
+        assert await cmd.review(op, "", "reject") == "要驳回哪一条？用法：/ltm 驳回 <ID>；发送 /ltm 待审 查看 ID。"
+    with cmd.hearing("ltm approve"):
+        assert await cmd.review(origin("root2", admin=True), "", "approve") == (
+            "Which memory? Usage: /ltm approve <id>; /ltm pending shows the ids.")

@@ -86,7 +86,7 @@ async def test_a_policy_changed_outside_the_plugin_is_a_webui_config_version_at_
     latest = (await versions.history())[0]
     assert latest["source"] == "webui-config" and latest["actor"] == "operator:webui"
     # only policy settings are versioned: extraction.batch_size is not in the diff
-    assert latest["diff"] == [{"path": "write_policy.mode", "from": "shadow", "to": "auto"},
+    assert raw(latest["diff"]) == [{"path": "write_policy.mode", "from": "shadow", "to": "auto"},
                               {"path": "read_policy.enable", "from": True, "to": False}]
 
 
@@ -100,7 +100,7 @@ async def test_an_effective_change_is_one_version_and_a_no_op_none(make_api):
     assert (latest["version"], first["version"]) == (2, 1)  # newest first
     assert latest["actor"] == f"operator:{USER}" and latest["source"] == "api"
     assert latest["reason"] == "ready for auto"
-    assert latest["diff"] == [{"path": "write_policy.mode", "from": "shadow", "to": "auto"}]
+    assert raw(latest["diff"]) == [{"path": "write_policy.mode", "from": "shadow", "to": "auto"}]
     config_rows = [a for a in await api.ltm.audit() if a.action == "config"]
     assert [a.detail["version"] for a in config_rows] == [1, 2]
 
@@ -143,7 +143,7 @@ async def test_rollback_restores_the_exact_policy_at_once_as_a_new_version(make_
     latest = await api.ok("policy_version", "3")
     assert latest["source"] == "rollback" and latest["rollback_of"] == 1
     assert latest["reason"] == "rollback to version 1: reads went dark"
-    assert {"path": "read_policy.enable", "from": False, "to": True} in latest["diff"]
+    assert {"path": "read_policy.enable", "from": False, "to": True} in raw(latest["diff"])
 
     again = await api.ok("policy_rollback", {"version": 1}, USER)  # already in force
     assert again["changed"] is False and (await api.ok("policy_history", {}))["total"] == 3
@@ -197,7 +197,7 @@ async def test_a_disabled_scope_records_but_learns_nothing_and_reads_on(make_api
     # pending before the switch: it waits, and is extracted once writes are back on
     await ltm.record(alice, "I have a cat called Tom")
     await api.ok("put_policy", {"write_policy": {"disabled_scopes": ["user:qq:alice"]}}, USER)
-    assert (await api.ok("policy_history", {}))["versions"][0]["diff"] == [
+    assert raw((await api.ok("policy_history", {}))["versions"][0]["diff"]) == [
         {"path": "write_policy.disabled_scopes", "from": [], "to": ["user:qq:alice"]}]
 
     await ltm.record(alice, "I work as a nurse")
@@ -271,11 +271,14 @@ async def test_the_page_switch_changes_one_scope_and_refuses_bad_input(make_api)
     again = await api.ok("policy_writes", {"scope": "group:qq:g1", "writes": "off"}, USER)  # not the last one
     assert again["changed"] is False and again["disabled_scopes"] == ["group:qq:g1", "user:qq:carol"]
     total = (await api.ok("policy_history", {}))["total"]
-    for bad in ({"scope": "qq:bob", "writes": "off"}, {"scope": "user:qq:bob", "writes": "maybe"},
+    for bad in ({"scope": "user:", "writes": "off"}, {"scope": "user:qq:bob", "writes": "maybe"},
                 {"scope": ["user:x"], "writes": "off"}, {"scope": "user:x", "writes": "off", "extra": 1}, [],
                 {"scope": "user:x", "writes": "off", "reason": 5}):
         await api.err(400, "policy_writes", bad, USER)
     assert (await api.ok("policy_history", {}))["total"] == total
+    # a scope named as the memory list shows it ("qq:bob": a user) is the same switch
+    assert (await api.ok("policy_writes", {"scope": "qq:bob", "writes": "off"}, USER))["disabled_scopes"][-1] == (
+        "user:qq:bob")
 
 
 def test_a_turn_said_while_writes_were_off_stays_skipped_through_the_crash_journal():
@@ -293,6 +296,34 @@ async def test_a_start_in_read_only_records_nothing_and_the_next_change_carries_
     api = api_of(ltm)
     assert await ltm.engine.policy_versions.count() == 1
     await api.ok("put_policy", {"emergency_read_only": False}, USER)
-    latest = (await api.ok("policy_history", {}))["versions"][0]
-    assert latest["version"] == 2 and latest["diff"] == [
-        {"path": "read_policy.max_items", "from": 15, "to": 4}]  # against version 1: nothing lost
+    # turning it off records first what AstrBot's config changed meanwhile, then the page's change:
+    # two versions that each say what changed, none with an empty diff
+    caught_up, latest = reversed((await api.ok("policy_history", {}))["versions"][:2])
+    assert caught_up["version"] == 2 and caught_up["source"] == "webui-config"
+    assert raw(caught_up["diff"]) == [{"path": "emergency_read_only", "from": False, "to": True},
+                                      {"path": "read_policy.max_items", "from": 15, "to": 4}]
+    assert latest["version"] == 3 and latest["source"] == "api"
+    assert raw(latest["diff"]) == [{"path": "emergency_read_only", "from": True, "to": False}]
+
+
+async def test_every_version_names_the_settings_it_changed_in_the_readers_language(make_ltm, api_of):
+    ltm = await make_ltm({})
+    api = api_of(ltm)
+    await api.ok("put_policy", {"emergency_read_only": True, "source": "page"}, USER)
+    await api.ok("put_policy", {"emergency_read_only": False, "source": "page"}, USER)
+    await api.ok("put_policy", {"write_policy": {"mode": "auto"}}, USER)
+    zh = (await api.ok("policy_history", {"lang": "zh"}))["versions"]
+    assert [v["diff"][0]["text"] for v in zh[:3]] == [
+        "写入模式：影子 (shadow) → 自动 (auto)", "紧急只读：开启 → 关闭", "紧急只读：关闭 → 开启"]
+    assert zh[-1]["diff"] == [] and zh[-1]["source"] == "startup"  # only the first names nothing
+    en = (await api.ok("policy_history", {"lang": "en"}))["versions"]
+    assert en[1]["diff"][0]["text"] == "Emergency read-only: on → off"
+    # the audit says where it came from in the reader's words, its detail what changed
+    audit = (await api.ok("audit_log", {"action": "config", "lang": "zh"}))["entries"]
+    assert audit[1]["reason"] == "策略版本 3（审核页）"
+    assert audit[1]["detail"]["diff"][0]["text"] == "紧急只读：开启 → 关闭"
+
+
+def raw(diff: list[dict]) -> list[dict]:
+    """A diff as stored: each change's path and values (the API adds their words)."""
+    return [{k: c[k] for k in ("path", "from", "to")} for c in diff]

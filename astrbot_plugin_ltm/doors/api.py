@@ -42,12 +42,13 @@ from ..enums import (
 from ..errors import AdminError
 from ..i18n import Lang, Message, code_of, lang_of, msg, say, translate
 from ..logs import log
-from ..operating import rollback_preview
+from ..operating import rollback_preview, targets
 from ..operating.drift_monitor import MIN_ITEMS_FOR_ALARM
 from ..operating.meaning_search import search_by_meaning
 from ..operating.pauses import Pause
 from ..operating.policy_change import PUT_POLICY, refuse_unknown_keys
-from ..operating.policy_versions import reason_text, scope_name
+from ..operating.policy_versions import reason_text
+from ..operating.policy_words import described
 from ..operating.queries import SORTS, AuditFilter, EventFilter, ItemFilter
 from ..operating.serialize import audit_dict, event_dict, item_api_dict, shown
 from ..operating.transfer import (
@@ -187,9 +188,19 @@ def _pause_dict(pause: Pause, lang: Lang) -> dict[str, Any]:
     return {**pause.as_dict(), "reason": translate(pause.reason, lang), "reason_code": code_of(pause.reason)}
 
 
-def _scope(raw: Any) -> Scope:
-    kind, _, scope_id = scope_name(raw).partition(":")
-    return Scope(kind, scope_id)
+def in_words(data: Any, lang: Lang) -> Any:
+    """``data`` with every policy diff (a version's, a config audit row's,
+    a rollback's) saying each setting by name and its values in words, in
+    ``lang`` (policy_words.described); the paths and raw values stay."""
+    if isinstance(data, list):
+        return [in_words(value, lang) for value in data]
+    if not isinstance(data, dict):
+        return data
+    out = {key: in_words(value, lang) for key, value in data.items()}
+    changes = data.get("diff")
+    if isinstance(changes, list) and all(isinstance(c, dict) and "path" in c for c in changes):
+        out["diff"] = [described(c, lang) for c in changes]
+    return out
 
 
 class MemoryAPI:
@@ -295,9 +306,28 @@ class MemoryAPI:
         results = await self.engine.admin.review(list(dict.fromkeys(full)), decision, _actor(user), reason)
         return {"reviewed": results}
 
+    async def _scope(self, raw: Any, kinds: tuple[str, ...] = SCOPE_KINDS) -> Scope:
+        """The scope a person or group is named by, in any form the page
+        or a chat shows it (operating/targets.py): ``user:webchat:xiaoming``,
+        ``webchat:xiaoming``, ``xiaoming``, ``用户 · webchat:xiaoming``."""
+        return await targets.resolve(self.engine.db, raw, kinds, what="scope")
+
+    async def _known_scope(self, raw: Any, kinds: tuple[str, ...] = SCOPE_KINDS) -> Scope:
+        """As _scope, refused (404) when the store knows nothing of it and
+        knows scopes that read like it (a typo): they are suggested."""
+        scope = await self._scope(raw, kinds)
+        if scope not in await targets.known_scopes(self.engine.db, (scope.kind,)):
+            near = await targets.similar(self.engine.db, scope)
+            if near:
+                raise AdminError(msg("target.unknown", target=str(scope), matches=", ".join(map(str, near))), 404)
+        return scope
+
     async def preview(self, body: Any) -> dict[str, Any]:
         """The block the bot would be given for a message from a user
-        (doors/preview.py): same reader, nothing written or counted."""
+        (doors/preview.py): same reader, nothing written or counted. The
+        user may be named as the memory list shows them."""
+        if isinstance(body, dict) and isinstance(body.get("scope"), str) and body["scope"].strip():
+            body = {**body, "scope": str(await self._known_scope(body["scope"], (ScopeKind.USER,)))}
         return await preview_block(self.engine, body, answer_lang())
 
     # -- events, stats, audit --------------------------------------------------
@@ -347,7 +377,8 @@ class MemoryAPI:
                            for name in ("action", "memory_id", "scope", "scope_id", "session_id", "actor")},
                         flagged=v.optional_flag(query.get("flagged"), "flagged"))
         entries, total = await self.engine.admin.audit_log(f, (page - 1) * size, size)
-        return {"entries": [audit_dict(a) for a in entries], "total": total, "page": page, "page_size": size}
+        return in_words({"entries": [audit_dict(a) for a in entries], "total": total, "page": page,
+                         "page_size": size}, answer_lang())
 
     # -- policy --------------------------------------------------------------
 
@@ -379,14 +410,15 @@ class MemoryAPI:
     async def policy_history(self, query: Mapping[str, Any]) -> dict[str, Any]:
         page, size = _page(query)
         versions = self.engine.policy_versions
-        return {"versions": await versions.history((page - 1) * size, size), "total": await versions.count(),
-                "current": await versions.current_version(), "page": page, "page_size": size}
+        return in_words({"versions": await versions.history((page - 1) * size, size),
+                         "total": await versions.count(), "current": await versions.current_version(),
+                         "page": page, "page_size": size}, answer_lang())
 
     async def policy_version(self, version: str) -> dict[str, Any]:
         found = await self.engine.policy_versions.get(_version_number(version))
         if found is None:
             raise AdminError(msg("api.no_version", version=version), 404)
-        return found
+        return in_words(found, answer_lang())
 
     async def policy_rollback(self, body: Any, user: str | None) -> dict[str, Any]:
         """``{"version", "reason"}`` rolls back; with ``"dry_run": true`` only
@@ -399,8 +431,9 @@ class MemoryAPI:
             raise AdminError(msg("api.unknown_fields", fields=", ".join(v.shown(k) for k in sorted(unknown)[:5])))
         # Present, it must say yes or no: an unreadable flag is no reason to roll back for real.
         if "dry_run" in body and v.flag(body["dry_run"], "dry_run"):
-            return await rollback_preview.preview(self.engine.policy_versions, self.engine.config,
-                                                  _version_number(body["version"]), answer_lang())
+            return in_words(await rollback_preview.preview(self.engine.policy_versions, self.engine.config,
+                                                           _version_number(body["version"]), answer_lang()),
+                            answer_lang())
         result = await self.engine.policy_versions.rollback(
             _version_number(body["version"]), _actor(user), body.get("reason"))
         return {**result, "current": await self.get_policy()}
@@ -416,8 +449,9 @@ class MemoryAPI:
             raise AdminError(msg("api.unknown_fields", fields=", ".join(v.shown(k) for k in sorted(unknown)[:5])))
         writes = v.choice(body.get("writes"), "writes", ("on", "off"))
         source = PolicySource(v.choice(body.get("source", "page"), "source", POLICY_CHANGE_SOURCES))
+        scope = await self._scope(body.get("scope"))
         result = await self.engine.policy_versions.set_writes(
-            body.get("scope"), writes == "on", _actor(user), source, body.get("reason"))
+            str(scope), writes == "on", _actor(user), source, body.get("reason"))
         return {**result, "disabled_scopes": self.engine.config.write_policy.disabled_scopes}
 
     # -- users' own pauses (operating/pauses.py) ----------------------------------
@@ -436,7 +470,7 @@ class MemoryAPI:
         unknown = set(body) - {"scope", "reason"}
         if unknown:
             raise AdminError(msg("api.unknown_fields", fields=", ".join(v.shown(k) for k in sorted(unknown)[:5])))
-        scope = _scope(body["scope"])
+        scope = await self._scope(body["scope"])
         if scope.kind != ScopeKind.USER:
             raise AdminError(msg("pause.users_only", scope=scope))
         reason = reason_text(body.get("reason"))
@@ -448,7 +482,7 @@ class MemoryAPI:
         latest events and audit rows."""
         if not query.get("scope"):
             raise AdminError(msg("pause.api.scope_query"))
-        scope, lang = _scope(query.get("scope")), answer_lang()
+        scope, lang = await self._known_scope(query.get("scope")), answer_lang()
         page, size = _page(query)
         items, total = await self.engine.admin.list_items(ItemFilter(scope=scope.kind, scope_id=scope.id),
                                                           offset=(page - 1) * size, limit=size)
@@ -464,7 +498,7 @@ class MemoryAPI:
             "writes_off": self.engine.config.write_policy.writes_off(scope),  # the operator's switch
             "memories": {"items": [item_api_dict(i) for i in items], "total": total},
             "events": [event_dict(e) for e in events],
-            "audit": [audit_dict(a) for a in audits],
+            "audit": in_words([audit_dict(a) for a in audits], lang),
         }
 
     # -- drift ---------------------------------------------------------------

@@ -25,9 +25,11 @@ from datetime import datetime, timedelta
 
 from .. import validators
 from ..engine import LTMEngine
-from ..enums import SCOPE_KINDS, Outcome, PolicySource, ScopeKind, Status
+from ..enums import Outcome, PolicySource, ScopeKind, Status
 from ..errors import AdminError
 from ..i18n import CATALOGUE, Lang, msg, say, translate
+from ..operating import targets
+from ..operating.policy_words import change_lines
 from ..operating.queries import ItemFilter
 from ..operating.reply_language import reply_language, said_in
 from ..scope import Origin, Scope
@@ -75,13 +77,12 @@ _heard: ContextVar[Heard | None] = ContextVar("ltm_command_heard", default=None)
 
 
 def parse_target(text: str) -> Scope:
-    """The scope an operator names. Scope ids contain ':' themselves
-    (``qq:12345``), so only a known kind before the first colon is a kind;
-    anything else is a user id as a whole."""
-    text = text.strip()
-    kind, colon, scope_id = text.partition(":")
-    if not (colon and kind in SCOPE_KINDS):
-        kind, scope_id = "user", text
+    """The scope an operator's text names, as written (targets.resolve also
+    finds the scope it means among those the store knows). Scope ids
+    contain ':' themselves (``qq:12345``), so only a kind before the first
+    colon is a kind; anything else is a user id as a whole."""
+    kind, scope_id = targets.parse(text)
+    kind = kind or ScopeKind.USER
     if not scope_id.strip():
         raise AdminError(msg("cmd.no_scope_id", target=msg("cmd.target_syntax")))
     return Scope(kind, validators.scope_id(scope_id, "the target's id"))
@@ -141,29 +142,31 @@ class Commands:
     def _own_scope(self, origin: Origin) -> Scope:
         return self.engine.resolver.user_scope(origin)
 
-    @staticmethod
-    def _target(origin: Origin, target: str, verb: str) -> Scope | None:
-        """The scope an operator's target names; None without a target (the
-        caller's own memories). A user's target is refused (AdminError)
-        before anything is read. ``verb``: see or delete."""
+    async def _target(self, origin: Origin, target: str, verb: str) -> Scope | None:
+        """The scope an operator's target names, in any form a person sees
+        (operating/targets.py); None without a target (the caller's own
+        memories). A user's target is refused (AdminError) before anything
+        is read. ``verb``: see or delete."""
         if not target.strip():
             return None
         if not origin.is_admin:
             raise AdminError(msg(f"cmd.operator_only.{verb}"))
-        return parse_target(target)
+        return await targets.resolve(self.engine.db, target)
 
-    def _target_or_refusal(self, origin: Origin, target: str, verb: str) -> tuple[Lang, Scope | None, str]:
+    async def _target_or_refusal(self, origin: Origin, target: str, verb: str) -> tuple[Lang, Scope | None, str]:
         """The reply's language and ``_target``, with a refused target as the
         reply to send instead."""
         lang = self._lang(origin)
         try:
-            return lang, self._target(origin, target, verb), ""
+            return lang, await self._target(origin, target, verb), ""
         except AdminError as exc:
             return lang, None, exc.message(lang)
 
-    @staticmethod
-    def _nothing_in(scope: Scope, lang: Lang) -> str:
-        return say("cmd.nothing_in", lang, scope=scope, target=msg("cmd.target_syntax"))
+    async def _nothing_in(self, scope: Scope, lang: Lang) -> str:
+        """Nothing kept in ``scope``; the known scopes it may have meant."""
+        nothing = say("cmd.nothing_in", lang, scope=scope, target=msg("cmd.target_syntax"))
+        near = await targets.similar(self.engine.db, scope)
+        return nothing + ("\n" + targets.suggestion(near).render(lang) if near else "")
 
     async def status(self, origin: Origin, target: str = "") -> str:
         reply = await self._status(origin, target)
@@ -173,7 +176,7 @@ class Commands:
                 reply += "\n" + say("pause.status", lang, since=self.engine.pauses_since(origin))
         elif origin.is_admin:
             try:
-                pause = self.engine.pauses.get(parse_target(target))
+                pause = self.engine.pauses.get(await targets.resolve(self.engine.db, target))
             except AdminError:
                 pause = None
             if pause is not None:
@@ -181,14 +184,14 @@ class Commands:
         return reply
 
     async def _status(self, origin: Origin, target: str = "") -> str:
-        lang, scope, refused = self._target_or_refusal(origin, target, "see")
+        lang, scope, refused = await self._target_or_refusal(origin, target, "see")
         if refused:
             return refused
         stats = await self.engine.admin.stats([scope] if scope else self.engine.resolver.read_scopes(origin))
         # What limits memory right now, to admins: the operator can fix it.
         notices = self.engine.notices() if origin.is_admin else []
         if not stats:  # what goes wrong now (a full disk …) is said even before anything is kept
-            return "\n".join([self._nothing_in(scope, lang) if scope else say("cmd.status.nothing", lang),
+            return "\n".join([await self._nothing_in(scope, lang) if scope else say("cmd.status.nothing", lang),
                               *(n.render(lang) for n in notices if n.code.startswith("fault."))])
         lines = []
         for s in stats:
@@ -212,7 +215,7 @@ class Commands:
         return filters
 
     async def list(self, origin: Origin, target: str = "") -> str:
-        lang, scope, refused = self._target_or_refusal(origin, target, "see")
+        lang, scope, refused = await self._target_or_refusal(origin, target, "see")
         if refused:
             return refused
         items, total = [], 0
@@ -221,7 +224,7 @@ class Commands:
             items.extend(found)
             total += count
         if not items:
-            return self._nothing_in(scope, lang) if scope else say("cmd.list.nothing", lang)
+            return await self._nothing_in(scope, lang) if scope else say("cmd.list.nothing", lang)
         lines = [self._item_line(i, lang) for i in items[:LIST_LIMIT]]
         more = "\n" + say("cmd.list.more", lang, n=total - len(lines)) if total > len(lines) else ""
         return "\n".join(lines) + more
@@ -258,6 +261,8 @@ class Commands:
     async def forget(self, origin: Origin, memory_id: str) -> str:
         """A user forgets one of their own memories; an operator any memory."""
         lang = self._lang(origin)
+        if not memory_id.strip():  # "/ltm 忘记" alone: AstrBot would answer with its parameter list
+            return say("cmd.forget.usage", lang)
         role = "operator" if origin.is_admin else "user"
         try:
             item = await self._forgettable(origin, memory_id)
@@ -293,13 +298,14 @@ class Commands:
         lang = self._lang(origin)
         words = " ".join(args).split()
         confirmed = bool(words) and words[-1].lower() in CONFIRM_WORDS
-        _, target, refused = self._target_or_refusal(origin, " ".join(words[:-1] if confirmed else words), "delete")
+        named = " ".join(words[:-1] if confirmed else words)
+        _, target, refused = await self._target_or_refusal(origin, named, "delete")
         if refused:
             return refused
         if target:
             scope, actor, whose = target, f"operator:{origin.sender_id}", "target"
             command = say("cmd.forget_all.confirm_target", lang, target=target)
-            nothing = self._nothing_in(target, lang)
+            nothing = await self._nothing_in(target, lang)
         else:
             scope, actor, whose = self._own_scope(origin), f"user:{origin.sender_id}", "own"
             command, nothing = say("cmd.forget_all.confirm_own", lang), say("cmd.list.nothing", lang)
@@ -337,6 +343,8 @@ class Commands:
         lang = self._lang(origin)
         if not origin.is_admin:
             return say("cmd.operator_only.review", lang)
+        if not memory_id.strip():
+            return say(f"cmd.review.usage_{decision}", lang)
         try:
             item = await self.engine.admin.find_by_prefix(memory_id)
             await self.engine.admin.review([item.memory_id], decision, f"operator:{origin.sender_id}")
@@ -393,7 +401,7 @@ class Commands:
         if switch is None or not target.strip():
             return say("cmd.writes.usage", lang, target=msg("cmd.target_syntax"))
         try:
-            scope = str(parse_target(target))
+            scope = str(await targets.resolve(self.engine.db, target))
             result = await self.engine.policy_versions.set_writes(
                 scope, switch == "on", f"operator:{origin.sender_id}", PolicySource.COMMAND, None)
         except AdminError as exc:
@@ -439,7 +447,7 @@ class Commands:
         if not origin.is_admin:
             return say("pause.only_operator", lang)
         try:
-            scope = parse_target(target)
+            scope = await targets.resolve(self.engine.db, target)
         except AdminError as exc:
             return exc.message(lang)
         if scope.kind != ScopeKind.USER:
@@ -453,9 +461,15 @@ class Commands:
 
 
 def _version_line(row: dict, lang: Lang = "en") -> str:
-    changes = "; ".join(f"{c['path']} {c['from']} → {c['to']}" for c in row["diff"][:4])
+    """One version: when, who, from where, why, and each setting it changed
+    by its name and values in ``lang`` (policy_words). Only the version
+    recorded at the first start changed nothing: it is the initial policy."""
+    changes = ("；" if lang == "zh" else "; ").join(change_lines(row["diff"][:4], lang))
     more = say("cmd.policy.more", lang, n=len(row["diff"]) - 4) if len(row["diff"]) > 4 else ""
     reason = say("cmd.policy.line_reason", lang, reason=translate(row["reason"], lang)) if row["reason"] else ""
+    if not changes:
+        changes = say("cmd.policy.initial" if row["source"] == PolicySource.STARTUP else "cmd.policy.no_change", lang)
     return say("cmd.policy.line", lang, version=row["version"], at=row["created_at"][:16].replace("T", " "),
-               actor=row["actor"], source=row["source"], reason=reason,
-               changes=changes or say("cmd.policy.initial", lang), more=more)
+               actor=row["actor"], source=say(f"policy.source.{row['source']}", lang)
+               if f"policy.source.{row['source']}" in CATALOGUE else row["source"], reason=reason,
+               changes=changes, more=more)

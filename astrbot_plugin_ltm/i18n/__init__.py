@@ -104,11 +104,26 @@ def msg(code: str, **params: Any) -> Message:
     return Message(code, params)
 
 
+# Placeholders that hold a stored word (a memory's status or type, a write
+# mode): in Chinese the word is shown by its catalogue entry, so no reason
+# reads "状态为 superseded" (a word without an entry is shown as it is).
+WORDS = {"status": "cmd.state.", "type": "cmd.type.", "mode": "cmd.mode."}
+
+
+def _value(name: str, value: Any, lang: Lang) -> Any:
+    if isinstance(value, Message):
+        return value.render(lang)
+    if lang != "en" and isinstance(value, str) and name in WORDS and WORDS[name] + value in CATALOGUE:
+        return CATALOGUE[WORDS[name] + value].template(lang)
+    return value
+
+
 def say(code: str, lang: Lang = "en", /, **params: Any) -> str:
     """The text ``code`` in ``lang`` with its placeholders filled; a value
-    that is itself a Message is rendered in the same language."""
+    that is itself a Message is rendered in the same language, and a word
+    of WORDS in its entry's."""
     entry = CATALOGUE[code]
-    values = {k: (v.render(lang) if isinstance(v, Message) else v) for k, v in params.items()}
+    values = {k: _value(k, v, lang) for k, v in params.items()}
     return _PLACEHOLDER.sub(lambda m: str(values.get(m.group(1), m.group(0))), entry.template(lang))
 
 

@@ -53,7 +53,7 @@ TEXTS: dict[str, tuple[str, str]] = {
     "cmd.kind.user": ("user", "用户"),
     "cmd.kind.group": ("group", "群聊"),
     "cmd.state.active": ("active", "生效"),
-    "cmd.state.shadow": ("shadow", "影子"),
+    "cmd.state.shadow": ("shadow", "待审核"),
     "cmd.state.disabled": ("disabled", "已停用"),
     "cmd.state.expired": ("expired", "已过期"),
     "cmd.state.superseded": ("superseded", "已被取代"),
@@ -64,6 +64,11 @@ TEXTS: dict[str, tuple[str, str]] = {
     "cmd.type.constraint": ("constraint", "约束"),
     "cmd.type.episode": ("episode", "经历"),
     "cmd.type.summary": ("summary", "总结"),
+    # A write mode (config.py) as a person reads it, what it does with what is learnt
+    # (i18n.WORDS: a {mode} in Chinese; English shows the mode's own word).
+    "cmd.mode.shadow": ("shadow mode", "仅记录（新记忆经管理员批准后才会用到）"),
+    "cmd.mode.auto": ("auto mode", "自动（可信的新记忆立即用到）"),
+    "cmd.mode.manual": ("manual mode", "人工审批（每条新记忆都需管理员批准）"),
     "cmd.on": ("on", "开启"),
     "cmd.off": ("off", "关闭"),
     "cmd.none": ("none", "无"),
@@ -84,8 +89,8 @@ TEXTS: dict[str, tuple[str, str]] = {
     "cmd.remember.read_only": ("Memory is read-only right now (emergency read-only); nothing was stored.",
                                "记忆目前为只读（紧急只读），没有保存任何内容。"),
     "cmd.remember.done": ("Remembered ({id}): {fact}.", "已记住（{id}）：{fact}。"),
-    "cmd.remember.done_held": ("Remembered ({id}): {fact}. It is {state} until an operator approves it.",
-                               "已记住（{id}）：{fact}。在管理员批准前，它处于“{state}”状态。"),
+    "cmd.remember.done_held": ("Remembered ({id}): {fact}. I will use it once an operator approves it.",
+                               "已记住（{id}）：{fact}。管理员批准后我才会用到它。"),
     "cmd.forget.done": ("Forgotten: {fact}", "已忘记：{fact}"),
     "cmd.forget.done_in": ("Forgotten: {fact} ({scope})", "已忘记：{fact}（{scope}）"),
     "cmd.read_only.nothing_deleted": ("Memory is read-only right now; nothing was deleted.",
@@ -134,6 +139,7 @@ TEXTS: dict[str, tuple[str, str]] = {
                         "v{version} {at} {actor}（{source}）{reason}：{changes}{more}"),
     "cmd.policy.line_reason": (" — {reason}", " — {reason}"),
     "cmd.policy.initial": ("initial policy", "初始策略"),
+    "cmd.policy.no_change": ("no setting changed", "没有设置变化"),
     "cmd.policy.more": (" (+{n} more)", "（另有 {n} 项）"),
     "cmd.policy.rollback_usage": ("Usage: /ltm policy rollback <version> (a number from /ltm policy history)",
                                   "用法：/ltm 策略 回滚 <版本号>（/ltm 策略 历史 中列出的数字）"),
@@ -159,4 +165,17 @@ TEXTS: dict[str, tuple[str, str]] = {
         "Learning for {scope} is off (policy version {version}): nothing new is learned "
         "from what is said now; what is already known is still used.",
         "{scope} 的学习已关闭（策略版本 {version}）：从现在起不会再从对话中学习新内容；已记住的内容仍会使用。"),
+    # -- asked without what they act on (main.py answers these itself) ---------------
+    "cmd.forget.usage": ("Which memory? Usage: /ltm forget <id>; /ltm list shows the ids.",
+                         "要忘记哪一条？用法：/ltm 忘记 <ID>；发送 /ltm 列表 查看 ID。"),
+    "cmd.review.usage_approve": ("Which memory? Usage: /ltm approve <id>; /ltm pending shows the ids.",
+                                 "要批准哪一条？用法：/ltm 批准 <ID>；发送 /ltm 待审 查看 ID。"),
+    "cmd.review.usage_reject": ("Which memory? Usage: /ltm reject <id>; /ltm pending shows the ids.",
+                                "要驳回哪一条？用法：/ltm 驳回 <ID>；发送 /ltm 待审 查看 ID。"),
+    # -- a target named as a person sees it (operating/targets.py) ----------------------
+    "target.ambiguous": ("{target} could be {matches}; name one of them.",
+                         "{target} 可能是 {matches}；请指明其中一个。"),
+    "target.suggest": ("Did you mean {matches}?", "你是不是要找 {matches}？"),
+    "target.unknown": ("Nothing is kept of {target}; did you mean {matches}?",
+                       "没有 {target} 的任何记录；你是不是要找 {matches}？"),
 }

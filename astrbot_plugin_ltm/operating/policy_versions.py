@@ -196,6 +196,7 @@ class PolicyVersions:
             if current.emergency_read_only:  # the store opens with this change: apply, then record
                 await self._save(raw)
                 self._apply(raw)
+                await self._catch_up(before)
                 version = await self._record(after, actor, source, reason, rollback_of)
             else:  # recorded while the store still takes writes (also when this closes it)
                 version = await self._record(after, actor, source, reason, rollback_of)
@@ -204,11 +205,27 @@ class PolicyVersions:
             await self._notify("after", version)
             return {"changed": True, "version": version, "policy": after}
 
+    async def _catch_up(self, policy: dict[str, Any]) -> None:
+        """Record ``policy`` (the one in force while emergency read-only was
+        on) if it is not the latest version: a change made in AstrBot's
+        plugin config then could not be recorded (record_start), so the
+        version that turns read-only off would otherwise show no change."""
+        latest = await self._latest()
+        if latest is not None and normalised(latest.policy) != policy:
+            await self._record(policy, "operator:webui", PolicySource.WEBUI_CONFIG, str(msg("policy.caught_up")),
+                               None)
+
     async def _record(self, policy: dict[str, Any], actor: str, source: PolicySource, reason: str,
                       rollback_of: int | None) -> int:
+        """A new version of ``policy``; none when it changes nothing against
+        the latest one (the latest's number is returned): every version but
+        the first names what it changed."""
         latest = await self._latest()
         previous = normalised(latest.policy) if latest is not None else None
         changes = diff(previous, policy)
+        if latest is not None and not changes:
+            assert latest.id is not None
+            return latest.id
         async with self._db.write() as session:
             row = PolicyVersion(created_at=self._clock(), actor=actor, source=source, reason=reason,
                                 policy=policy, diff=changes, rollback_of=rollback_of)
@@ -216,7 +233,7 @@ class PolicyVersions:
             await session.flush()
             assert row.id is not None
             audit(session, AuditAction.CONFIG, actor,
-                  reason or str(msg("policy.version", version=row.id, source=source)),
+                  reason or str(msg("policy.version", version=row.id, source=msg(f"policy.source.{source}"))),
                   now=self._clock(), version=row.id, source=str(source), rollback_of=rollback_of, diff=changes,
                   # each changed part whole, before and after (as the audit has always shown it)
                   changes={k: [previous[k], policy[k]] for k in POLICY_KEYS
