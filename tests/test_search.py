@@ -5,7 +5,11 @@ embedding when an embedding provider is configured."""
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
+
+from astrbot_plugin_ltm.operating.meaning_search import unrelated_ceiling
 
 TOPICS = ("cat", "猫", "feline", "jazz", "music")
 
@@ -26,6 +30,24 @@ class TopicEmbedder:
                 out[i, 1] = 1.0
             else:
                 out[i, 2] = 1.0
+        return out
+
+
+class SpreadEmbedder(TopicEmbedder):
+    """As TopicEmbedder, but a text on no topic points its own way (as a
+    real model puts unrelated texts apart), and a topic's texts differ a
+    little: the model's cutoff can be measured."""
+
+    model_id = "topics-spread"
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        topics = await super().embed(texts)
+        out = np.zeros((len(texts), 35), np.float32)
+        for i, text in enumerate(texts):
+            noise = np.random.default_rng(int(hashlib.md5(text.encode()).hexdigest()[:8], 16)).normal(size=32)
+            noise /= np.linalg.norm(noise)
+            out[i, :3] = topics[i] * (0.0 if topics[i, 2] else 0.9)
+            out[i, 3:] = noise * (1.0 if topics[i, 2] else 0.3)
         return out
 
 
@@ -106,6 +128,27 @@ async def test_search_by_meaning_finds_a_fact_that_shares_no_word_with_the_query
                                            "scope_id": "qq:bob"})
     assert facts(only_bob) == ["Bob lives in Paris"]
     assert facts(await api.ok("list_items", {"q": "feline", "search": "meaning", "status": "shadow"})) == []
+
+
+async def test_search_by_meaning_finds_only_what_is_nearer_than_unrelated_texts(make_api, origin) -> None:
+    """Not every memory ranked: only those nearer the query than the model
+    puts two texts with nothing in common."""
+    api = await make_api({"write_policy": {"mode": "auto"}}, embedder=SpreadEmbedder())
+    await _remember(api, origin, ("alice", "用户养了一只叫咪咪的猫"), ("alice", "Alice likes jazz"),
+                    ("bob", "Bob lives in Paris"), ("bob", "Bob owns a feline called Tom"))
+    await api.ltm.engine.worker.fill_vectors()
+    found = await api.ok("list_items", {"q": "feline pets", "search": "meaning"})
+    assert sorted(facts(found)) == ["Bob owns a feline called Tom", "用户养了一只叫咪咪的猫"]
+    assert found["total"] == 2
+    assert facts(await api.ok("list_items", {"q": "the weather tomorrow", "search": "meaning"})) == []
+
+
+def test_the_cutoff_is_how_close_the_model_puts_unrelated_texts() -> None:
+    apart = np.eye(4, dtype=np.float32)
+    assert unrelated_ceiling(apart) == 0.0
+    leaning = np.array([[1, 0], [0.6, 0.8], [0, 1]], np.float32)
+    assert abs(unrelated_ceiling(leaning) - 0.8) < 1e-6  # the closest pair
+    assert unrelated_ceiling(np.ones((3, 4), np.float32)) == -1.0  # tells nothing apart: no cutoff
 
 
 async def test_search_by_meaning_without_an_embedding_provider_is_refused_clearly(make_api, origin) -> None:

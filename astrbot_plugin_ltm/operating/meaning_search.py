@@ -2,7 +2,14 @@
 the memories whose embedding is nearest the query's, in any scope and any
 status, through the stored vector rows (storing/vector_rows.py) — the
 FAISS namespaces are the reader's, per scope, and an operator's search
-across a thousand scopes would load every one of them."""
+across a thousand scopes would load every one of them.
+
+Only memories nearer the query than unrelated texts come back: ranking
+every memory would answer "猫" with the whole store. What "unrelated" is
+depends on the model (multilingual-e5 puts any two Chinese sentences near
+cosine 0.85, MiniLM unrelated ones near 0), so the cutoff is measured on
+the model itself: the closest any two of calibration.FLOOR_PROBES (texts
+with nothing in common) come to each other (docs/decisions.md#d154)."""
 
 from __future__ import annotations
 
@@ -12,6 +19,7 @@ from sqlalchemy import Connection, select
 from ..enums import Corpus, Status
 from ..errors import AdminError
 from ..i18n import msg
+from ..indexes.calibration import FLOOR_PROBES
 from ..indexes.embeddings import Embeddings
 from ..storing.database import Database
 from ..storing.tables import MemoryItem
@@ -20,6 +28,38 @@ from .queries import ItemFilter
 
 MEANING_HITS = 200  # memories a meaning search ranks, nearest first
 CHUNK = 4096  # vector rows read and scored at a time (bounded memory)
+# A model whose unrelated texts come this close tells nothing apart: no cutoff under it
+# (calibration.MAX_FLOOR's reason).
+MAX_CUTOFF = 0.95
+_CUTOFFS: dict[str, float] = {}  # model -> its cutoff, measured once
+
+
+def unrelated_ceiling(vectors: np.ndarray) -> float:
+    """The highest cosine between two distinct rows of ``vectors`` (texts
+    with nothing in common): a memory must come nearer the query than
+    that to be found. 1.0 (no cutoff) when the model cannot tell them apart."""
+    v = np.asarray(vectors, dtype=np.float32)
+    v = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+    if len(v) < 2:
+        return -1.0
+    cosines = v @ v.T
+    np.fill_diagonal(cosines, -1.0)
+    ceiling = float(cosines.max())
+    return -1.0 if ceiling > MAX_CUTOFF else ceiling
+
+
+async def cutoff(embeddings: Embeddings) -> float:
+    """The cosine a memory must pass to be found by meaning, for the current
+    model: unrelated_ceiling of FLOOR_PROBES (one embedding call per model);
+    -1 (every memory ranked) while the probes cannot be embedded."""
+    model = embeddings.model
+    if model in _CUTOFFS:
+        return _CUTOFFS[model]
+    vectors = await embeddings.embed(list(FLOOR_PROBES), timeout=embeddings.query_timeout * 4)
+    if vectors is None or not model:
+        return -1.0
+    _CUTOFFS[model] = found = unrelated_ceiling(vectors)
+    return found
 
 
 def nearest(conn: Connection, query: np.ndarray, model: str, f: ItemFilter, k: int) -> list[tuple[int, float]]:
@@ -48,8 +88,9 @@ def nearest(conn: Connection, query: np.ndarray, model: str, f: ItemFilter, k: i
 
 async def search_by_meaning(db: Database, embeddings: Embeddings, f: ItemFilter, text: str, offset: int,
                             limit: int) -> tuple[list[tuple[MemoryItem, float]], int]:
-    """A page of the memories nearest ``text`` that pass ``f``, with their
-    cosine, and how many there are (at most MEANING_HITS). A 400 when no
+    """A page of the memories nearest ``text`` that pass ``f`` and the
+    model's cutoff, with their cosine, and how many there are (at most
+    MEANING_HITS). A 400 when no
     embedding provider is configured, a 503 when it does not answer."""
     if embeddings.embedder is None:
         raise AdminError(msg("search.no_embeddings"))
@@ -59,7 +100,9 @@ async def search_by_meaning(db: Database, embeddings: Embeddings, f: ItemFilter,
     if vector is None or not embeddings.model:
         raise AdminError(msg("search.embedding_failed"), 503)
     model = embeddings.model
-    hits = await db.run(lambda conn: nearest(conn, vector, model, f, MEANING_HITS))
+    least = await cutoff(embeddings)
+    hits = [(rowid, sim) for rowid, sim in await db.run(lambda conn: nearest(conn, vector, model, f, MEANING_HITS))
+            if sim > least]
     statuses = tuple(Status) if f.status in (None, "pending") else (f.status or "",)
     async with db.read() as session:
         ids = [rowid for rowid, _ in hits]
