@@ -48,7 +48,7 @@ from .indexes.vectors import VectorIndex
 from .learning.candidates import Candidate
 from .learning.compaction import Compactor
 from .learning.extractor import LLMExtractor
-from .learning.known import KnownFacts
+from .learning.known import KnownFacts, name_facts
 from .learning.summaries import SummarizerFor, SummaryWorker
 from .learning.summary_prompt import LLMSummarizer
 from .learning.worker import ExtractionWorker
@@ -71,7 +71,7 @@ from .recalling.retrieval import KeywordRetriever, VectorRetriever
 from .recalling.tokens import EstimateCounter, default_counter
 from .recalling.trace import Trace
 from .recalling.usage import Usage
-from .recording.explicit import attribute, explicit_fact, guess_type, unnamed
+from .recording.explicit import attribute, explicit_fact, given_name, guess_type, unnamed
 from .recording.recorder import EventRecorder
 from .scope import Origin, Scope, ScopeResolver, display_name
 from .storing.database import Database
@@ -299,8 +299,18 @@ class LTMEngine:
 
     # -- explicit memories -------------------------------------------------
 
-    def _explicit_candidate(self, event: MemoryEvent, fact: str) -> Candidate:
-        fact = attribute(fact, display_name(event.sender_id, event.sender_name) or unnamed(fact))
+    @staticmethod
+    async def _given_name(session: AsyncSession, event: MemoryEvent) -> str:
+        """The name the speaker gave for themselves, as the scope remembers
+        it; "" when they have a display name (it is used) or gave none."""
+        if display_name(event.sender_id, event.sender_name):
+            return ""
+        facts = await session.run_sync(lambda s: name_facts(s, Scope(event.scope, event.scope_id)))
+        return next((name for f in facts if (name := given_name(f.fact))), "")
+
+    def _explicit_candidate(self, event: MemoryEvent, fact: str, name: str = "") -> Candidate:
+        """``name``: the one the person gave (``_given_name``), when the platform shows none."""
+        fact = attribute(fact, display_name(event.sender_id, event.sender_name) or name or unnamed(fact))
         return Candidate(type=guess_type(fact), fact=fact, fact_key=fact, confidence=1.0,
                          importance=EXPLICIT_IMPORTANCE, event_ids=[event.event_id],
                          source=CandidateSource.USER_EXPLICIT, session_id=event.session_id)
@@ -314,7 +324,7 @@ class LTMEngine:
             if not fact:
                 continue
             await self.writer.apply(session, Scope(event.scope, event.scope_id),
-                                    [self._explicit_candidate(event, fact)],
+                                    [self._explicit_candidate(event, fact, await self._given_name(session, event))],
                                     method=Method.USER_EXPLICIT, actor=f"user:{event.sender_id}")
             # The user said exactly what to keep; extracting it again would
             # only produce a differently worded duplicate.
@@ -343,7 +353,8 @@ class LTMEngine:
         async with self.db.write() as session:
             session.add(event)
             await session.flush()
-            (outcome,) = await self.writer.apply(session, scope, [self._explicit_candidate(event, fact)],
+            name = await self._given_name(session, event)
+            (outcome,) = await self.writer.apply(session, scope, [self._explicit_candidate(event, fact, name)],
                                                  method=Method.USER_EXPLICIT, actor=f"user:{origin.sender_id}")
         return outcome
 

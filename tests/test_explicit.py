@@ -7,7 +7,8 @@ import contextlib
 
 import pytest
 
-from astrbot_plugin_ltm.recording.explicit import attribute, explicit_fact, guess_type
+from astrbot_plugin_ltm.recording.explicit import attribute, explicit_fact, given_name, guess_type
+from astrbot_plugin_ltm.storing.tables import MemoryItem
 from astrbot_plugin_ltm.storing.tables import MemoryEvidence
 
 
@@ -221,3 +222,29 @@ def test_attribute_leaves_we_and_words_containing_wo_alone():
 )
 def test_guess_type(fact, mtype):
     assert guess_type(fact) == mtype
+
+
+@pytest.mark.parametrize(("fact", "name"), [
+    ("小明的名字是小明", "小明"), ("用户叫小红", "小红"), ("用户的名字叫王芳。", "王芳"),
+    ("Alice's name is Alice", "Alice"), ("The user's name is Mary Ann", "Mary Ann"), ("the user is called Bo", "Bo"),
+    ("小明住在杭州", None), ("Alice lives in Paris", None),
+])
+def test_the_name_a_name_fact_gives(fact, name):
+    assert given_name(fact) == name
+
+
+async def test_remember_names_the_person_by_the_name_they_gave_as_chat_facts_do(ltm, origin):
+    """One style for a person: a web chat user has no display name (the
+    login is no name); facts learnt from chat call them by the name they
+    gave, and so does /ltm remember."""
+    web = origin("xiaoming", name="xiaoming", platform="webchat")
+    await ltm.turn(web, "我叫小明", "你好，小明！",
+                   {"fact": "小明的名字是小明", "fact_key": "name", "type": "profile"})
+    await ltm.engine.remember(web, "我的猫叫咪咪")
+    await ltm.record(web, "记住我是一名程序员", "好的。")
+    facts = {i.fact for i in await ltm.items(MemoryItem.fact_key != "name")}
+    assert facts == {"小明的猫叫咪咪", "小明是一名程序员"}
+    # someone who gave no name is still "用户"
+    other = origin("nobody", name="nobody", platform="webchat")
+    await ltm.engine.remember(other, "我的狗叫旺财")
+    assert [i.fact for i in await ltm.items(MemoryItem.scope_id == "webchat:nobody")] == ["用户的狗叫旺财"]

@@ -72,6 +72,12 @@ class KnownFacts:
         return [KnownFact(i.memory_id, i.fact_key, i.fact, i.valid_from) for i in unique]
 
 
+def name_facts(session: Session, scope: Scope) -> list[MemoryItem]:
+    """The scope's current facts about names, newest first (for the name an
+    explicit "remember …" calls the person by: recording/explicit.py)."""
+    return _name_facts(session, scope)
+
+
 def _name_facts(session: Session, scope: Scope) -> list[MemoryItem]:
     """The scope's current facts about names, newest first (NAME_FACTS)."""
     # By the scope's key index (uq_ltm_items_scope_key, over what is not
