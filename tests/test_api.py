@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from astrbot_plugin_ltm.doors.api import MAX_PAGE_SIZE
+from astrbot_plugin_ltm.doors.commands import Commands
 from astrbot_plugin_ltm.enums import MEMORY_TYPES
 from astrbot_plugin_ltm.operating.transfer import (
     EVENT_FIELDS,
@@ -651,7 +652,7 @@ async def test_import_merges_into_the_same_fact_and_respects_deletions(make_api,
 
     report = await target.ok("import_", as_body({"dry_run": False, "export": doc}), {}, USER)
     assert (report["added"], report["merged"], report["skipped"]) == (1, 1, 1)
-    assert report["details"]["skipped"][0]["reason"] == "deleted here by an operator"
+    assert report["details"]["skipped"][0]["reason"] == "an operator deleted or rejected it on this bot"
     merged = await target.ltm.item(MemoryItem.fact_key == "city")
     assert merged.memory_id == local.memory_id and merged.evidence_count == 2
     assert merged.importance == PARIS["importance"]
@@ -924,3 +925,16 @@ async def test_ttl_days_is_bounded_and_whole(make_api, origin):
     assert await api.ltm.table_snapshot() == before
     assert (await api.ok("patch_item", city, {"ttl_days": 30.0}, USER))["ttl_days"] == 30
     assert (await api.ok("patch_item", city, {"ttl_days": None}, USER))["ttl_days"] is None
+
+
+async def test_an_import_preview_says_a_memory_the_person_forgot_was_their_own_wish(make_api, origin):
+    source = await make_api()
+    await seed(source, origin)
+    doc = await source.ok("export", {})
+    target = await make_api(name="target.db")
+    await target.ltm.turn(origin("alice"), "jazz", "OK.", JAZZ)
+    jazz = await target.ltm.item(MemoryItem.fact_key == "jazz")
+    await Commands(target.ltm.engine).forget(origin("alice"), jazz.memory_id[:8])  # the person's own /ltm forget
+    report = await target.ok("import_", as_body({"dry_run": True, "export": doc}), {"lang": "zh"}, USER)
+    (skipped,) = report["details"]["skipped"]
+    assert skipped["reason"] == "本人已要求本机器人忘记它" and skipped["reason_code"] == "import.forgotten_here"

@@ -396,8 +396,8 @@ async def import_items(db: Database, payload: Any, actor: str, dry_run: bool,
                 report.skipped.append({"memory_id": record["memory_id"], "reason": why})
                 report.note(record, "skip", existing.status, existing.awaiting_approval, why)
                 continue
-            if tomb is not None:
-                why = str(msg("import.deleted_here"))
+            if tomb is not None:  # the person's own wish, or an operator's: said as such
+                why = str(msg("import.forgotten_here" if tomb.actor.startswith("user:") else "import.deleted_here"))
                 report.skipped.append({"memory_id": record["memory_id"], "reason": why})
                 report.note(record, "skip", "deleted", False, why)
                 continue
