@@ -299,8 +299,10 @@ def test_schema_defaults_equal_the_dataclass_defaults():
             isinstance(expected, float) and type(entry["default"]) is int
         ), path
         assert isinstance(expected, _PY_TYPES[entry["type"]]), (path, entry["type"])
-        if "options" in entry:
-            assert tuple(entry["options"]) == _CHOICES[path], path
+        if "options" in entry:  # a list's options are what its items may be: the memory types
+            choices = MEMORY_TYPES if entry["type"] == "list" else _CHOICES[path]
+            assert tuple(entry["options"]) == tuple(choices), path
+            assert len(entry.get("labels", entry["options"])) == len(entry["options"]), path
 
 
 def test_schema_defaults_parse_without_messages():

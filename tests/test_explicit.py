@@ -8,8 +8,7 @@ import contextlib
 import pytest
 
 from astrbot_plugin_ltm.recording.explicit import attribute, explicit_fact, given_name, guess_type
-from astrbot_plugin_ltm.storing.tables import MemoryItem
-from astrbot_plugin_ltm.storing.tables import MemoryEvidence
+from astrbot_plugin_ltm.storing.tables import MemoryEvidence, MemoryItem
 
 
 async def _explicit_item(ltm):

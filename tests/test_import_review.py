@@ -68,7 +68,7 @@ async def test_an_import_into_a_reviewing_bot_says_its_memories_would_be_active_
     assert {m["status"] for m in preview["memories"]} == {"active"}
     assert sorted(m["fact"] for m in preview["memories"]) == sorted(FACTS)
     (warning,) = preview["warnings"]
-    assert warning["code"] == "import.active_past_review" and "shadow" in warning["message"]
+    assert warning["code"] == "import.active_past_review" and "仅记录" in warning["message"]  # the mode in words
     assert "审核" in warning["message"] and "导出时" in preview["status_message"]  # in the language asked
     # In mode auto an active memory is what the bot would make itself: no warning.
     auto = await make_api({"write_policy": {"mode": "auto"}}, name="auto.db")

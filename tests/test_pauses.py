@@ -153,7 +153,7 @@ async def test_only_an_operator_lifts_a_pause_explicitly_and_it_is_audited(make_
     assert "has not paused" in await commands.resume(admin, "user:qq:alice")
 
     assert "Only a user pauses" in await api.err(400, "lift_pause", {"scope": "group:qq:g1"}, OPERATOR)
-    await api.err(400, "lift_pause", {"scope": "nobody"}, OPERATOR)
+    await api.err(400, "lift_pause", {"scope": "user:"}, OPERATOR)
     await api.err(400, "lift_pause", {"scope": "user:qq:alice", "why": "x"}, OPERATOR)
     await api.err(400, "lift_pause", [], OPERATOR)
 
@@ -179,7 +179,12 @@ async def test_the_pauses_and_user_views_show_a_users_pause_in_the_readers_langu
     group = await api.ok("user_view", {"scope": "group:qq:g1"})
     assert group["paused"] is None and group["memories"] == {"items": [], "total": 0}
     await api.err(400, "user_view", {})
-    await api.err(400, "user_view", {"scope": "alice"})
+    await api.err(400, "user_view", {"scope": "user:"})
+    # named as a person sees her: the memory list's form, the bare id, the page's label
+    for named in ("qq:alice", "alice", "用户 · qq:alice"):
+        assert (await api.ok("user_view", {"scope": named}))["scope"] == "user:qq:alice"
+    # a typo: nothing is kept of it, and the scope it reads like is suggested
+    assert "did you mean user:qq:alice" in await api.err(404, "user_view", {"scope": "qq:alcie"})
 
 
 async def test_a_rollback_dry_run_shows_the_diff_and_warnings_and_writes_nothing(make_api):
@@ -189,7 +194,7 @@ async def test_a_rollback_dry_run_shows_the_diff_and_warnings_and_writes_nothing
     before = await api.ltm.table_snapshot()
 
     preview = await api.ok("policy_rollback", {"version": 1, "dry_run": True}, OPERATOR)
-    assert preview["diff"] == [
+    assert [{k: c[k] for k in ("path", "from", "to")} for c in preview["diff"]] == [
         {"path": "emergency_read_only", "from": True, "to": False},
         {"path": "write_policy.disabled_scopes", "from": ["group:qq:g1"], "to": []},
         {"path": "write_policy.mode", "from": "shadow", "to": "auto"},
@@ -200,6 +205,7 @@ async def test_a_rollback_dry_run_shows_the_diff_and_warnings_and_writes_nothing
     assert preview["warnings"][1]["message"] == "writes switch back on for group:qq:g1"
     chinese = await api.ok("policy_rollback", {"version": 1, "dry_run": True, "lang": "zh"}, OPERATOR)
     assert chinese["warnings"][2]["message"].startswith("写入模式 shadow → auto")
+    assert [c["text"] for c in chinese["diff"]][2] == "写入模式：影子 (shadow) → 自动 (auto)"
     assert await api.ltm.table_snapshot() == before and api.ltm.engine.config.emergency_read_only
     assert (await api.ok("policy_rollback", {"version": 3, "dry_run": True}, OPERATOR)) == {
         "version": 3, "diff": [], "warnings": []}

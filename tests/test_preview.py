@@ -66,7 +66,8 @@ async def test_lines_past_the_caps_are_listed_as_cut_with_why(make_api, origin) 
     assert len([line for line in shown["lines"] if line["source"] == "memory"]) == 1
     capped = [c for c in shown["cut"] if c["why_code"] == "preview.cut.max_items"]
     assert capped and capped[0]["source"] == "memory" and "Paris" in capped[0]["text"]
-    assert "max_items" in capped[0]["why"] and "记忆" in capped[0]["why"]  # in the language asked
+    # in the language asked, the setting by its name in the settings form, not its key
+    assert capped[0]["why"] == "记忆块已达到最多注入条数。" and "max_items" not in capped[0]["why"]
 
 
 async def test_a_memory_awaiting_approval_is_cut_and_says_so(make_api, origin) -> None:
@@ -174,3 +175,18 @@ async def test_a_persona_previews_its_own_memory_before_the_shared_one(make_api,
     # The persona's scope as the list shows it names the persona too.
     named = await api.ok("preview", {"scope": "user:qq:alice#persona:tutor", "message": question})
     assert named["text"] == shown["text"]
+
+
+async def test_the_preview_takes_a_user_as_the_memory_list_shows_them(make_api, origin) -> None:
+    """The memory list shows "qq:alice" (用户 · qq:alice), a chat the bare id:
+    each names the user the preview reads for; a typo is answered with the
+    user it reads like."""
+    api = await make_api({"write_policy": {"mode": "auto"}})
+    await _alice(api, origin)
+    whole = await api.ok("preview", {"scope": "user:qq:alice", "message": "Where do I live?"})
+    for named in ("qq:alice", "alice", "用户 · qq:alice"):
+        shown = await api.ok("preview", {"scope": named, "message": "Where do I live?"})
+        assert shown["scope"] == "user:qq:alice" and shown["text"] == whole["text"], named
+    refused = await api.call("preview", {"scope": "qq:alcie", "message": "Where do I live?", "lang": "zh"})
+    assert refused.status == 404 and refused.body["message"] == (
+        "没有 user:qq:alcie 的任何记录；你是不是要找 user:qq:alice？")

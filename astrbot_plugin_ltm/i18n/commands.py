@@ -50,6 +50,7 @@ TEXTS: dict[str, tuple[str, str]] = {
         "Only an operator can switch another scope's writes; /ltm pause stops learning about you.",
         "只有管理员可以开关其他范围的写入；发送 /ltm 暂停 可停止学习关于你的内容。"),
     # -- words inside replies ------------------------------------------------------
+    # A memory's type reads as on the review page and in the settings form (views.review.types).
     "cmd.kind.user": ("user", "用户"),
     "cmd.kind.group": ("group", "群聊"),
     "cmd.state.active": ("active", "生效"),
@@ -58,12 +59,12 @@ TEXTS: dict[str, tuple[str, str]] = {
     "cmd.state.expired": ("expired", "已过期"),
     "cmd.state.superseded": ("superseded", "已被取代"),
     "cmd.state.awaiting_approval": ("awaiting approval", "待批准"),
-    "cmd.type.profile": ("profile", "个人信息"),
+    "cmd.type.profile": ("profile", "个人资料"),
     "cmd.type.preference": ("preference", "偏好"),
-    "cmd.type.task_state": ("task_state", "任务进度"),
+    "cmd.type.task_state": ("task_state", "任务状态"),
     "cmd.type.constraint": ("constraint", "约束"),
-    "cmd.type.episode": ("episode", "经历"),
-    "cmd.type.summary": ("summary", "总结"),
+    "cmd.type.episode": ("episode", "事件"),
+    "cmd.type.summary": ("summary", "摘要"),
     # A write mode (config.py) as a person reads it, what it does with what is learnt
     # (i18n.WORDS: a {mode} in Chinese; English shows the mode's own word).
     "cmd.mode.shadow": ("shadow mode", "仅记录（新记忆经管理员批准后才会用到）"),

@@ -63,10 +63,11 @@
     const s = state.stats;
     const box = $("#summary");
     if (!s) return box.replaceChildren();
-    const pill = (label, value, testid) =>
-      h("span", { class: "pill", "data-testid": testid }, label, h("b", null, value));
+    const pill = (label, value, testid, title) =>
+      h("span", { class: "pill", "data-testid": testid, title: title || null }, label, h("b", null, value));
+    // The write mode by its name in the page's language; what it does, on hover.
     const pills = [
-      pill(T("summary.mode"), s.mode, "summary-mode"),
+      pill(T("summary.mode"), L.enumLabel("modes", s.mode), "summary-mode", L.enumLabel("mode", s.mode)),
       pill(T("summary.queue"), s.totals.shadow, "summary-shadow"),
       pill(T("summary.pending"), s.totals.awaiting_approval, "summary-pending"),
       pill(T("summary.total"), s.totals.items, "summary-total"),

@@ -45,15 +45,19 @@ window.LTM.panel("audit", (L) => {
     const lines = [];
     const line = (key, ...value) => lines.push(h("li", { "data-field": key },
       h("span", { class: "audit-key" }, auditFieldLabel(key) + ": "), ...value));
-    const change = (path, from, to) => h("li", { class: "audit-change" },
-      h("code", null, path), ": " + shortValue(from) + " → " + shortValue(to));
+    // A policy change: the setting by its name in the config form and its values in words (the API adds them
+    // in the page's language: policy_words.py), the raw path as the tooltip.
+    const change = (path, from, to, words) => h("li", { class: "audit-change", "data-path": path },
+      h("span", { class: "audit-setting", title: path }, (words && words.setting) || path),
+      ": " + (words && words.from_text !== undefined ? words.from_text : shortValue(from)) + " → "
+        + (words && words.to_text !== undefined ? words.to_text : shortValue(to)));
     for (const [key, value] of Object.entries(detail)) {
       if (value === null || value === undefined) continue;  // says nothing
       if (key === "changes" && Array.isArray(detail.diff)) continue;  // the diff says the same, path by path
       if (key === "diff" && Array.isArray(value)) {
         if (!value.length) continue;
         lines.push(h("li", { "data-field": key }, h("span", { class: "audit-key" }, auditFieldLabel(key) + ":"),
-          h("ul", { class: "audit-diff", "data-testid": "audit-diff" }, value.map((c) => change(c.path, c.from, c.to)))));
+          h("ul", { class: "audit-diff", "data-testid": "audit-diff" }, value.map((c) => change(c.path, c.from, c.to, c)))));
       } else if (key === "changes" && value && typeof value === "object") {
         lines.push(h("li", { "data-field": key }, h("span", { class: "audit-key" }, auditFieldLabel(key) + ":"),
           h("ul", { class: "audit-diff" }, Object.entries(value).map(([k, v]) =>
@@ -80,6 +84,21 @@ window.LTM.panel("audit", (L) => {
     return h("div", { class: "audit-detail", "data-testid": "audit-detail" },
       lines.length ? h("ul", { class: "audit-fields", "data-testid": "audit-fields" }, lines) : null, raw);
   }
+
+  /** The action filter offers every action by the name the log shows it with (the API takes its code). */
+  function fillActions() {
+    const select = $("#audit-action");
+    const chosen = select.value;
+    const codes = Object.keys(window.LTM_TEXTS_EN || {}).filter((k) => k.startsWith("audit.actions."))
+      .map((k) => k.slice("audit.actions.".length));
+    select.replaceChildren(h("option", { value: "" }, T("common.any")),
+      ...codes.map((code) => h("option", { value: code, "data-action": code }, auditActionLabel(code))));
+    select.value = codes.includes(chosen) ? chosen : "";
+  }
+
+  fillActions();
+  L.onLanguage(fillActions);
+  $("#audit-action").addEventListener("change", () => $("#audit-form").requestSubmit());
 
   $("#audit-form").addEventListener("submit", (e) => {
     e.preventDefault();

@@ -45,13 +45,17 @@
     return typeof value === "string" ? value : JSON.stringify(value);
   }
 
+  /** Each changed setting by its name in the config form, its values in words (the API's, in the page's
+   * language: policy_words.py); the raw path is the tooltip. */
   function changes(diff, testid) {
     return L.h("ul", { class: "history-diff", "data-testid": testid }, diff.map((c) =>
-      L.h("li", null, L.h("code", null, c.path), ": ", shown(c.from), " → ", shown(c.to))));
+      L.h("li", { "data-path": c.path }, L.h("span", { class: "setting", title: c.path }, c.setting || c.path), ": ",
+        c.from_text !== undefined ? c.from_text : shown(c.from), " → ", c.to_text !== undefined ? c.to_text : shown(c.to))));
   }
 
+  /** Only the version recorded at the first start changed nothing; an older empty one says so. */
   function diffList(row) {
-    if (!row.diff.length) return L.h("span", { class: "muted small" }, t("initial"));
+    if (!row.diff.length) return L.h("span", { class: "muted small" }, t(row.source === "startup" ? "initial" : "no_change_row"));
     return changes(row.diff, "history-diff");
   }
 

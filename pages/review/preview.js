@@ -99,7 +99,9 @@ window.LTM.panel("preview", (L) => {
   }
 
   function render() {
-    panel().replaceChildren(h("p", { class: "muted" }, T("preview.intro")), controls(), resultView());
+    // No result yet (or the last run failed): no result part, never the text "null".
+    const parts = [h("p", { class: "muted" }, T("preview.intro")), controls(), resultView()];
+    panel().replaceChildren(...parts.filter(Boolean));
   }
 
   async function run(error) {

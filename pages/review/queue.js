@@ -78,9 +78,9 @@ window.LTM.panel("review", (L) => {
       ),
       h("div", { class: "qactions" },
         h("button", { type: "button", class: "btn success small write", "data-testid": "approve", disabled: ro, title: blocked,
-          onclick: () => review([item.memory_id], "approve").catch(fail) }, T("queue.approve")),
+          onclick: () => review([item.memory_id], "approve", "").catch(fail) }, T("queue.approve")),
         h("button", { type: "button", class: "btn danger small write", "data-testid": "reject", disabled: ro, title: blocked,
-          onclick: () => confirmReject([item.memory_id]) }, T("queue.reject")),
+          onclick: () => confirmReject([item.memory_id], "") }, T("queue.reject")),
         h("button", { type: "button", class: "btn small write", "data-testid": "edit", disabled: ro, title: blocked,
           onclick: () => openEdit(item) }, T("queue.edit")),
         h("button", { type: "button", class: "btn ghost small", "data-testid": "details",
@@ -106,8 +106,15 @@ window.LTM.panel("review", (L) => {
     all.disabled = onPage.length === 0;
   }
 
-  async function review(ids, decision) {
-    const reason = $("#bulk-reason").value.trim();
+  /** The bulk bar's reason: it goes with the bulk buttons only, and is used once (bulkReason clears it). */
+  function bulkReason() {
+    const box = $("#bulk-reason");
+    const reason = box.value.trim();
+    return { reason: reason, used: () => { box.value = ""; } };
+  }
+
+  /** Approve or reject ``ids``; ``reason`` (the bulk bar's, or none for a card's own button) goes to the audit log. */
+  async function review(ids, decision, reason) {
     const body = { memory_ids: ids, decision: decision };
     if (reason && ids.length > 0) body.reason = reason;
     const data = await apiPost("items/review", body);
@@ -118,9 +125,13 @@ window.LTM.panel("review", (L) => {
     if (state.tab === "memories") await L.loadSearch();
   }
 
-  async function confirmReject(ids) {
-    const ok = await confirmModal(T("queue.confirm_reject_title", { n: ids.length }), T("queue.confirm_reject"), T("queue.reject"), "danger");
-    if (ok) await review(ids, "reject").catch(fail);
+  /** The dialog says the reason that will be recorded, if any: what the audit log shows is what was confirmed. */
+  async function confirmReject(ids, reason) {
+    const text = reason ? [T("queue.confirm_reject"), h("br"), h("span", { "data-testid": "reject-reason" },
+      T("queue.reason_note", { reason: reason }))] : T("queue.confirm_reject");
+    const ok = await confirmModal(T("queue.confirm_reject_title", { n: ids.length }), text, T("queue.reject"), "danger");
+    if (ok) await review(ids, "reject", reason).catch(fail);
+    return ok;
   }
 
   // -- edit and detail ----------------------------------------------------------------
@@ -255,8 +266,14 @@ window.LTM.panel("review", (L) => {
     });
     renderQueue();
   });
-  $("#bulk-approve").addEventListener("click", () => review(Array.from(state.queue.selected), "approve").catch(fail));
-  $("#bulk-reject").addEventListener("click", () => confirmReject(Array.from(state.queue.selected)));
+  $("#bulk-approve").addEventListener("click", () => {
+    const given = bulkReason();
+    return review(Array.from(state.queue.selected), "approve", given.reason).then(given.used).catch(fail);
+  });
+  $("#bulk-reject").addEventListener("click", async () => {
+    const given = bulkReason();
+    if (await confirmReject(Array.from(state.queue.selected), given.reason)) given.used();
+  });
   $("#bulk-edit").addEventListener("click", () => openBulkEdit(Array.from(state.queue.selected)));
 
   return { load: loadQueue, render: renderQueue, review, openEdit, afterChange, updateBulkBar };

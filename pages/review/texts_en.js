@@ -105,6 +105,7 @@ window.LTM_TEXTS_EN = /*FALLBACK_EN_START*/{
   "queue.awaiting": "awaiting approval",
   "queue.confirm_reject_title": "Reject {n} memories?",
   "queue.confirm_reject": "Rejected memories are deleted and tombstoned, so extraction cannot learn them again.",
+  "queue.reason_note": "Reason, kept in the audit log: {reason}",
   "search.q": "Text",
   "search.q_placeholder": "Search facts (any language)",
   "search.apply": "Search",
@@ -265,7 +266,6 @@ window.LTM_TEXTS_EN = /*FALLBACK_EN_START*/{
   "audit.field.result": "Result",
   "audit.field.shared_words": "Shared words",
   "audit.field.unsure": "Flagged for review",
-  "audit.flagged": "Only updates flagged for review",
   "audit.actions.create": "created",
   "audit.actions.confirm": "confirmed",
   "audit.actions.merge": "merged",
@@ -287,6 +287,7 @@ window.LTM_TEXTS_EN = /*FALLBACK_EN_START*/{
   "audit.actions.pause": "paused",
   "audit.actions.resume": "resumed",
   "audit.actions.lift": "pause lifted",
+  "audit.flagged": "Only updates flagged for review",
   "evidence.method.llm_extract": "model extraction",
   "evidence.method.rule": "rule",
   "evidence.method.user_explicit": "the user said so explicitly",
@@ -389,6 +390,7 @@ window.LTM_TEXTS_EN = /*FALLBACK_EN_START*/{
   "history.will_change": "What the rollback changes",
   "history.no_change": "Nothing changes: that version's policy is already in force.",
   "history.warnings": "Warnings",
+  "history.no_change_row": "No setting changed.",
   "drift.tab": "Drift",
   "drift.intro": "Each scope kind's memory distribution is photographed daily and right before and after every policy change. The line is the cosine similarity of each snapshot to the one before; below the threshold (dashed) is an alarm.",
   "drift.chart": "Similarity to the previous snapshot",
@@ -484,5 +486,8 @@ window.LTM_TEXTS_EN = /*FALLBACK_EN_START*/{
   "replay.apply": "Apply as the new policy",
   "replay.discard": "Discard",
   "replay.applied": "Policy changed.",
-  "replay.discarded": "Proposal discarded."
+  "replay.discarded": "Proposal discarded.",
+  "modes.shadow": "shadow",
+  "modes.auto": "auto",
+  "modes.manual": "manual"
 }/*FALLBACK_EN_END*/;

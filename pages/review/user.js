@@ -89,13 +89,15 @@ window.LTM.panel("user", (L) => {
   }
 
   function eventsTable(events) {
+    // The short columns keep their words on one line; the text column takes the rest.
     const rows = events.map((ev) => h("tr", { "data-testid": "user-event", "data-event-id": ev.event_id },
-      h("td", null, L.fmtTime(ev.created_at)),
-      h("td", null, L.enumLabel("evidence.role", ev.source_role)),
+      h("td", { class: "nowrap" }, L.fmtTime(ev.created_at)),
+      h("td", { class: "nowrap", "data-testid": "user-event-role" }, L.enumLabel("evidence.role", ev.source_role)),
       h("td", { class: "fact" }, eventText(ev)),
-      h("td", null, ev.extraction_status ? L.enumLabel("user.extraction", ev.extraction_status) : T("common.none"))));
-    return L.table([T("audit.time"), T("user.role"), T("user.text"), T("user.extraction_head")], rows, T("user.no_events"),
-      { "data-testid": "user-events" });
+      h("td", { class: "nowrap", "data-testid": "user-event-extraction" },
+        ev.extraction_status ? L.enumLabel("user.extraction", ev.extraction_status) : T("common.none"))));
+    return L.table([{ text: T("audit.time"), class: "nowrap" }, { text: T("user.role"), class: "nowrap" }, T("user.text"),
+      { text: T("user.extraction_head"), class: "nowrap" }], rows, T("user.no_events"), { "data-testid": "user-events" });
   }
 
   function auditTable(entries) {
