@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 PLUGIN_NAME = "astrbot_plugin_ltm"
 # What AstrBot's plugin loader needs; development files stay out.
-PLUGIN_FILES = ("main.py", "metadata.yaml", "_conf_schema.json", "astrbot_plugin_ltm",
+PLUGIN_FILES = ("main.py", "metadata.yaml", "logo.png", "_conf_schema.json", "astrbot_plugin_ltm",
                 "dashboard_routes", "migrations", "pages", ".astrbot-plugin", "README.md")
 
 
