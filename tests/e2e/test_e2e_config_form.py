@@ -97,6 +97,15 @@ def test_astrbot_s_form_shows_every_setting_in_the_dashboard_s_language(bot, tab
         wanted = form_texts(locale)
         missing = [text for text in wanted if normalised(text) not in shown]
         assert len(wanted) > 100 and not missing, f"{len(missing)} of {len(wanted)} texts not shown: {missing[:5]}"
+        # The memory types' chips by their names in the dashboard's language ("profile +5" in zh-CN before).
+        labels = json.loads((I18N_DIR / f"{locale}.json").read_text(encoding="utf-8"))[
+            "config"]["write_policy"]["allowed_types"]["labels"]
+        chips = tab.evaluate(f"[...{DIALOG}.querySelectorAll('.v-chip')].map(c => c.innerText.trim())")
+        assert labels[0] in chips, chips
+        if locale == "zh-CN":
+            assert "profile" not in chips, chips
+        tab.click_in_page(f"[...{DIALOG}.querySelectorAll('.v-chip')][0]", "the first memory type chip")
+        tab.screenshot(ARTIFACTS / f"config_form_types_{locale}.png")
         # The rerank section, last added, drawn with its range (for a look: tests/artifacts).
         tab.click_in_page(setting_input(json.loads((I18N_DIR / f"{locale}.json").read_text(encoding="utf-8"))
                                         ["config"]["rerank"]["timeout_seconds"]["description"]), "the rerank timeout")

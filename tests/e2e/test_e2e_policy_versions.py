@@ -128,7 +128,7 @@ def test_the_history_panel_rolls_back_and_the_stats_row_switches_writes_in_a_bro
                             ".getAttribute('data-version')")
         assert current == str(before["current"])
         assert tab.frame("document.querySelector('[data-testid=history-row][data-version=\"2\"] "
-                         "[data-testid=history-diff]').textContent") == "read_policy.max_items: 15 → 7"
+                         "[data-testid=history-diff]').textContent") == "Max memories injected: 15 → 7"
         tab.type("#history-reason", "back to the first policy")
         tab.click('[data-testid=history-row][data-version="1"] [data-testid=history-rollback]')
         tab.wait(lambda: tab.frame("!document.querySelector('#modal').hidden"), "the confirmation dialog")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -426,7 +427,7 @@ def test_the_rollback_dialog_shows_the_diff_and_warnings_before_anything_changes
         tab.wait(lambda: tab.frame("!document.querySelector('#modal').hidden"), "the rollback dialog")
         diff = tab.frame("Array.from(document.querySelectorAll('[data-testid=rollback-diff] li'))"
                          ".map(li => li.textContent)")
-        assert "write_policy.mode: shadow → auto" in diff, diff
+        assert "写入模式: 影子 (shadow) → 自动 (auto)" in diff, diff  # the setting's name and values in words
         warnings = tab.frame("Array.from(document.querySelectorAll('[data-testid=rollback-warning]'))"
                              ".map(li => li.textContent)")
         assert warnings and all(re.search(r"[\u4e00-\u9fff]", w) for w in warnings), warnings  # in the page's language
@@ -481,7 +482,8 @@ def test_the_audit_log_shows_details_as_fields_with_the_raw_json_folded(bot, tab
         tab.wait(lambda: tab.frame(f"!!document.querySelector('{config}')"), "a policy change in the audit log")
         changes = tab.frame(f"Array.from(document.querySelector('{config}')"
                             ".querySelectorAll('[data-testid=audit-diff] li')).map(li => li.textContent)")
-        assert any(re.fullmatch(r"read_policy\.max_items: \d+ → 9", c) for c in changes), changes
+        setting = "最多注入条数" if locale == "zh-CN" else "Max memories injected"  # the settings form's name
+        assert any(re.fullmatch(setting + r": \d+ → 9", c) for c in changes), changes
         facts = tab.frame("Array.from(document.querySelectorAll('[data-testid=audit-row] [data-field=fact]'))"
                           ".map(li => li.textContent)")
         assert any("Erin" in f for f in facts), facts
@@ -496,5 +498,153 @@ def test_the_audit_log_shows_details_as_fields_with_the_raw_json_folded(bot, tab
         expected = zh_texts()["audit.actions.config"] if locale == "zh-CN" else page_fallback()["audit.actions.config"]
         assert action == expected
         tab.screenshot(tmp_path / f"audit_{locale}.png")
+        assert tab.page_errors() == []
+    bot.assert_log_clean()
+
+
+# -- what a new operator trips on (issue 40), in both of the dashboard's languages ---------------------
+
+
+def audit_rows(bot, memory_id: str) -> list[tuple[str, str]]:
+    return [(r["action"], r["reason"]) for r in bot.query(
+        "SELECT action, reason FROM ltm_audit WHERE memory_id=? ORDER BY id", (memory_id,))]
+
+
+def frame_text(tab: Tab, selector: str) -> str:
+    return tab.frame(f"(document.querySelector({json.dumps(selector)}) || {{}}).textContent || ''")
+
+
+@pytest.mark.parametrize("locale", ["zh-CN", "en-US"])
+def test_a_new_operator_reads_the_page_in_their_language_and_it_does_what_it_shows(bot, tab, locale):
+    texts = zh_texts() if locale == "zh-CN" else page_fallback()
+    user = "hana" if locale == "zh-CN" else "ivan"
+    name = user.capitalize()
+    bot.chat(f"My name is {name} and I live in Rome", user, f"i40-{user}")
+    named, city = bot.wait_extracted(user, [f"name is {name}", "lives in Rome"], "shadow")
+    shot = f"issue40_{locale}"
+    with screenshot_on_failure(tab, f"{shot}_failure.png"):
+        open_review_page(bot, tab, locale=locale)
+        # The header's write mode in the page's language, what it does on hover.
+        assert frame_text(tab, "[data-testid=summary-mode] b") == texts["modes.shadow"]
+        assert tab.frame("document.querySelector('[data-testid=summary-mode]').title") == texts["mode.shadow"]
+
+        # The bulk bar's reason goes with a bulk action, shown in its dialog, and is used once.
+        reason = "重复的记录" if locale == "zh-CN" else "a duplicate"
+        card = f'[data-testid=queue-item][data-memory-id="{named["memory_id"]}"]'
+        tab.wait(lambda: tab.frame(f"!!document.querySelector('{card}')"), "the name's card")
+        tab.type("#bulk-reason", reason)
+        tab.click(f"{card} [data-testid=select]")
+        tab.click("#bulk-reject")
+        tab.wait(lambda: tab.frame("!document.querySelector('#modal').hidden"), "the reject dialog")
+        assert reason in frame_text(tab, "[data-testid=reject-reason]")
+        assert frame_text(tab, "#modal-title") == texts["queue.confirm_reject_title"].replace("{n}", "1")
+        tab.screenshot(ARTIFACTS / f"{shot}_reject_dialog.png")
+        tab.click("[data-testid=modal-confirm]")
+        bot.wait_for(lambda: db_item(bot, named["memory_id"]) is None, 15, "the rejection")
+        assert audit_rows(bot, named["memory_id"])[-1] == ("reject", reason)
+        tab.wait(lambda: tab.frame("document.querySelector('#bulk-reason').value === ''"), "the reason cleared")
+        tab.click(f'[data-testid=queue-item][data-memory-id="{city["memory_id"]}"] [data-testid=approve]')
+        bot.wait_for(lambda: db_item(bot, city["memory_id"])["status"] == "active", 15, "the approval")
+        assert reason not in audit_rows(bot, city["memory_id"])[-1][1]  # not carried to the next action
+
+        # The audit log's action filter offers the actions by the names the log shows.
+        tab.click("[data-testid=tab-audit]")
+        options = tab.frame("Array.from(document.querySelectorAll('[data-testid=audit-action] option'))"
+                            ".map(o => [o.value, o.textContent])")
+        assert ["reject", texts["audit.actions.reject"]] in options and ["", texts["common.any"]] in options
+        assert ["delete", texts["audit.actions.delete"]] in options
+        tab.frame("(() => { const s = document.querySelector('[data-testid=audit-action]'); s.value = 'reject';"
+                  " s.dispatchEvent(new Event('change')); return true; })()")
+        shown = tab.wait(lambda: (a := tab.frame("Array.from(document.querySelectorAll('[data-testid=audit-row]'))"
+                                                 ".map(r => r.getAttribute('data-action'))")) and set(a) == {"reject"}
+                         and a, "only rejections")
+        assert shown
+        tab.screenshot(ARTIFACTS / f"{shot}_audit_filter.png")
+
+        # The preview: no "null" before a run or after a refused one; the user as the memory list shows them.
+        tab.click("[data-testid=tab-preview]")
+        tab.wait(lambda: tab.frame("!!document.querySelector('[data-testid=preview-form]')"), "the preview form")
+        assert "null" not in frame_text(tab, "#panel-preview")
+        set_field(tab, "[data-testid=preview-scope]", "user:")
+        set_field(tab, "[data-testid=preview-message]", "Where do I live?")
+        tab.click("[data-testid=preview-run]")
+        tab.wait(lambda: tab.frame("!document.querySelector('[data-testid=preview-error]').hidden"), "the refusal")
+        assert "null" not in frame_text(tab, "#panel-preview")
+        set_field(tab, "[data-testid=preview-scope]", f"webchat:{user}")  # as the memory list shows the user
+        tab.click("[data-testid=preview-run]")
+        block = tab.wait(lambda: frame_text(tab, "[data-testid=preview-block]"), "the block")
+        assert "Rome" in block and "null" not in frame_text(tab, "#panel-preview")
+        tab.screenshot(ARTIFACTS / f"{shot}_preview.png")
+
+        # The user view, named by the bare id: the events' short columns stay on one line.
+        tab.click("[data-testid=tab-user]")
+        set_field(tab, "[data-testid=user-scope]", user)
+        tab.click("[data-testid=user-show]")
+        tab.wait(lambda: tab.frame("document.querySelector('[data-testid=user-title]')?.getAttribute('data-scope')")
+                 == f"user:webchat:{user}", "the user's view")
+        heights = tab.frame(
+            "Array.from(document.querySelectorAll('[data-testid=user-event]')).map(r => ["
+            " r.querySelector('[data-testid=user-event-role]').getBoundingClientRect().height,"
+            " r.querySelector('[data-testid=user-event-extraction]').getBoundingClientRect().height,"
+            " parseFloat(getComputedStyle(r.querySelector('[data-testid=user-event-role]')).lineHeight) || 20])")
+        assert heights and all(role < 2 * line + 17 and extraction < 2 * line + 17  # one line and the padding
+                               for role, extraction, line in heights), heights
+        tab.screenshot(ARTIFACTS / f"{shot}_user_view.png")
+
+        # Read-only on and off on the page: two versions, each naming what changed; no empty one.
+        for _ in range(2):
+            tab.click("label[for=readonly-toggle] .switch-track")  # the switch as a person clicks it
+            tab.wait(lambda: tab.frame("!document.querySelector('#modal').hidden"), "the read-only dialog")
+            tab.click("[data-testid=modal-confirm]")
+            tab.wait(lambda: tab.frame("document.querySelector('#modal').hidden"), "the dialog to close")
+            time.sleep(0.5)
+        assert ok(bot, "GET", "policy")["emergency_read_only"] is False
+        tab.click("[data-testid=tab-history]")
+        setting = "紧急只读" if locale == "zh-CN" else "Emergency read-only"
+        diffs = tab.wait(lambda: (d := tab.frame(
+            "Array.from(document.querySelectorAll('[data-testid=history-row]')).slice(0, 2)"
+            ".map(r => r.querySelector('td:nth-child(5)').textContent)")) and len(d) == 2 and d, "the versions")
+        on, off = ("开启", "关闭") if locale == "zh-CN" else ("on", "off")
+        assert diffs == [f"{setting}: {on} → {off}", f"{setting}: {off} → {on}"], diffs
+        rows = ok(bot, "GET", "policy/history?page_size=200")["versions"]
+        assert all(v["diff"] for v in rows if v["source"] != "startup"), rows
+        tab.screenshot(ARTIFACTS / f"{shot}_history.png")
+        assert tab.page_errors() == []
+    bot.assert_log_clean()
+
+
+@pytest.fixture(scope="module")
+def meaning_bot(bot_factory):
+    with bot_factory("review-meaning", {"write_policy": {"mode": "auto"}}, real_embeddings=True) as b:
+        yield b
+
+
+@pytest.mark.parametrize("locale", ["zh-CN", "en-US"])
+def test_a_search_by_meaning_finds_what_is_near_not_every_memory(meaning_bot, tab, locale):
+    bot = meaning_bot
+    if not bot.items("mei"):
+        for said in ("我叫小梅", "我养了一只猫，叫咪咪", "我是一名程序员", "我住在杭州"):
+            bot.chat(said, "mei", "meaning-mei")
+        bot.chat("My name is Juan and I live in Madrid", "juan", "meaning-juan")
+        bot.wait_extracted("mei", ["猫", "程序员", "杭州"])
+        bot.wait_extracted("juan", ["name is Juan", "lives in Madrid"])
+    items = {i["fact"] for i in bot.items()}
+    # the vectors are filled in the background: wait until the search sees them all
+    bot.wait_for(lambda: ok(bot, "GET", "items?q=%E7%8C%AB&search=meaning")["total"] >= 1, 60, "the vectors")
+    with screenshot_on_failure(tab, f"review_page_meaning_{locale}_failure.png"):
+        open_review_page(bot, tab, locale=locale)
+        tab.click("[data-testid=tab-memories]")
+        tab.wait(lambda: tab.frame("!document.querySelector('#search-meaning-box').hidden"), "the meaning box")
+        set_field(tab, "[data-testid=search-q]", "猫")
+        tab.click("[data-testid=search-meaning]")
+        tab.click("[data-testid=search-apply]")
+        def shown() -> list[str]:
+            return tab.frame("Array.from(document.querySelectorAll('[data-testid=memory-row] td.fact'))"
+                             ".map(td => td.textContent)")
+
+        # the list first shows every memory; the search's answer replaces it with the ones near 猫 only
+        facts = tab.wait(lambda: (f := shown()) and all("猫" in x for x in f) and f, "only the memories near 猫")
+        assert len(facts) < len(items), (facts, items)  # not the programmer, Hangzhou or Juan
+        tab.screenshot(ARTIFACTS / f"review_page_meaning_{locale}.png")
         assert tab.page_errors() == []
     bot.assert_log_clean()
