@@ -368,7 +368,7 @@ def test_a_request_is_answered_in_its_language_at_both_prefixes(bot):
         assert payload["message"] == "give at least 4 characters of the memory id", payload
     # A stored reason: learned in shadow mode, shown in Chinese with its code.
     entries = ok(bot, "GET", "audit?action=create&lang=zh")["entries"]
-    assert ("shadow 模式：已保存，不注入", "gate.shadow") in {(e["reason"], e["reason_code"]) for e in entries}
+    assert ("影子模式：已保存，不注入", "gate.shadow") in {(e["reason"], e["reason_code"]) for e in entries}
 
 
 def test_pagination_edges(bot):

@@ -60,7 +60,8 @@ def test_a_webui_config_change_is_a_version_and_a_rollback_restores_it_at_once(b
     seen = bot.wait_for(lambda: (h := history(bot))["total"] == 2 and h, 30, "the webui-config version")
     latest = seen["versions"][0]
     assert latest["version"] == 2 and latest["source"] == "webui-config", latest
-    assert latest["diff"] == [{"path": "read_policy.max_items", "from": 15, "to": 7}]
+    assert raw(latest["diff"]) == [{"path": "read_policy.max_items", "from": 15, "to": 7}]
+    assert latest["diff"][0]["text"] == "Max memories injected: 15 → 7"  # the settings form's name, in words
     v2 = ok(bot, "GET", "policy/history/2")["policy"]
     assert v2 == policy_now(bot)
     audit = ok(bot, "GET", "audit?action=config")["entries"][0]
@@ -84,7 +85,7 @@ def test_a_webui_config_change_is_a_version_and_a_rollback_restores_it_at_once(b
     (rolled, *_) = history(bot)["versions"]
     assert rolled["source"] == "rollback" and rolled["rollback_of"] == 2 and rolled["actor"] == "operator:astrbot"
     assert rolled["reason"] == "rollback to version 2: reads are needed"
-    assert {"path": "read_policy.enable", "from": False, "to": True} in rolled["diff"]
+    assert {"path": "read_policy.enable", "from": False, "to": True} in raw(rolled["diff"])
     assert "Policy version 4" in bot.admin_chat("/ltm policy", "pv-admin")
     bot.assert_log_clean()
 
@@ -93,7 +94,7 @@ def test_a_disabled_scope_learns_nothing_while_another_scope_does(bot):
     answer = bot.admin_chat("/ltm writes off webchat:bob", "pv-admin")
     assert "off" in answer, answer
     latest = history(bot)["versions"][0]
-    assert latest["source"] == "command" and latest["diff"] == [
+    assert latest["source"] == "command" and raw(latest["diff"]) == [
         {"path": "write_policy.disabled_scopes", "from": [], "to": ["user:webchat:bob"]}]
     since = bot.mark()
     bot.chat("My name is Bob and I live in Oslo", "bob", "pv-bob")
@@ -162,3 +163,8 @@ def test_the_history_panel_rolls_back_and_the_stats_row_switches_writes_in_a_bro
         tab.screenshot(ARTIFACTS / "review_page_policy_history_dark_zh.png")
         assert tab.page_errors() == []
     bot.assert_log_clean()
+
+
+def raw(diff: list[dict]) -> list[dict]:
+    """A diff as stored: each change's path and values (the API adds their words)."""
+    return [{k: c[k] for k in ("path", "from", "to")} for c in diff]
