@@ -6,8 +6,9 @@ TEXTS: dict[str, tuple[str, str]] = {
     "preview.send": ('Send {"scope": "user:<id>", "message": "…"} (optionally "group" and "persona").',
                      '请发送 {"scope": "user:<id>", "message": "…"}（可选 "group" 与 "persona"）。'),
     "preview.unknown_fields": ("Unknown field(s): {fields}.", "未知字段：{fields}。"),
-    "preview.bad_scope": ("scope must be a user as the memory list shows it, e.g. user:qq:123 (got {scope}).",
-                          "scope 须为记忆列表中显示的用户，例如 user:qq:123（收到 {scope}）。"),
+    "preview.bad_scope": ("scope must name a user with their platform, e.g. qq:123 as the memory list shows it "
+                          "or user:qq:123 (got {scope}).",
+                          "scope 须为带平台的用户，例如记忆列表中显示的 qq:123，或 user:qq:123（收到 {scope}）。"),
     "preview.user_only": ("Preview as a user (user:<id>); give a group chat as \"group\".",
                           "请以用户（user:<id>）预览；群聊请填在 \"group\" 中。"),
     "preview.not_read": ("{scope} is not what the bot reads for that user here; pick the user as the memory "
