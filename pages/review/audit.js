@@ -7,11 +7,14 @@ window.LTM.panel("audit", (L) => {
     T, h, $, fmtTime, typeLabel, statusLabel, enumLabel, auditActionLabel, scopeLink, fail, apiGet, fillRows,
     renderPager, readForm, state
   } = L;
-  state.audit = { params: {}, page: 1, pageSize: 50 };
+  state.audit = { params: {}, page: 1, pageSize: 50, asked: 0 };
 
   async function loadAudit() {
     const a = state.audit;
+    // Only the latest request draws: a slower earlier one (the tab's first load) must not overwrite a filter's answer.
+    const asked = ++a.asked;
     const data = await apiGet("audit", Object.assign({}, a.params, { page: a.page, page_size: a.pageSize }));
+    if (asked !== a.asked) return;
     const rows = data.entries.map((e) => h("tr", { "data-testid": "audit-row", "data-action": e.action },
       h("td", null, fmtTime(e.created_at)),
       h("td", null, h("span", { class: "tag", title: e.action }, auditActionLabel(e.action))),
