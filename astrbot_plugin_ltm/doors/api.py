@@ -316,7 +316,7 @@ class MemoryAPI:
         """As _scope, refused (404) when the store knows nothing of it and
         knows scopes that read like it (a typo): they are suggested."""
         scope = await self._scope(raw, kinds)
-        if scope not in await targets.known_scopes(self.engine.db, (scope.kind,)):
+        if not await targets.is_known(self.engine.db, scope):
             near = await targets.similar(self.engine.db, scope)
             if near:
                 raise AdminError(msg("target.unknown", target=str(scope), matches=", ".join(map(str, near))), 404)

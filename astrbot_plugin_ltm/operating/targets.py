@@ -71,6 +71,17 @@ async def known_scopes(db: Database, kinds: tuple[str, ...] = SCOPE_KINDS) -> li
     return sorted(Scope(kind, scope_id) for kind, scope_id in rows)
 
 
+async def is_known(db: Database, scope: Scope) -> bool:
+    """Whether the store holds a memory or a turn of ``scope`` (by the scope indexes)."""
+    async with db.read() as session:
+        for table in (MemoryItem, MemoryEvent):
+            found = (await session.execute(select(table.id).where(
+                table.scope == scope.kind, table.scope_id == scope.id).limit(1))).first()
+            if found is not None:
+                return True
+    return False
+
+
 def _listed(scopes: list[Scope]) -> str:
     shown = ", ".join(str(s) for s in scopes[:SHOWN_MATCHES])
     return shown + (" …" if len(scopes) > SHOWN_MATCHES else "")
