@@ -64,8 +64,11 @@ def test_the_preview_is_the_block_the_model_is_then_given(bot):
 def test_a_preview_request_is_refused_clearly_at_every_prefix(bot):
     status, payload = call(bot, "POST", "preview", {"scope": "user:webchat:alice", "message": ""})
     assert status == 400 and payload["status"] == "error" and "message" in payload["message"]
-    status, payload = call(bot, "POST", "preview", {"scope": "alice", "message": "hi"}, prefix=LEGACY)
+    status, payload = call(bot, "POST", "preview", {"scope": "user:", "message": "hi"}, prefix=LEGACY)
     assert status == 400 and "scope" in payload["message"]
+    # alice named as a chat shows her (her id alone) is alice
+    status, payload = call(bot, "POST", "preview", {"scope": "alice", "message": "hi"}, prefix=LEGACY)
+    assert status == 200 and payload["data"]["scope"] == "user:webchat:alice", payload
 
 
 def test_one_chinese_character_finds_the_facts_holding_it(bot):
