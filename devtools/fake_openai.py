@@ -11,6 +11,11 @@
 - A user message containing "weather" is answered with a call to the
   ``get_weather`` tool when the request offers it; ``call <tool> {json}``
   with a call to that tool with those arguments, when it is offered.
+- A run AstrBot's scheduler woke (a cron job: its JSON follows "The
+  following object describes the scheduled task that triggered you:", in
+  the system prompt before 4.29, in the user prompt since) is answered
+  with a call to ``send_message_to_user`` saying ``CRON: <the job's note>``
+  when the tool is offered (AstrBot offers it when the job names a session).
 - ``POST /v1/embeddings``: deterministic bag-of-words vectors.
 - ``POST /v1/rerank`` (vLLM's rerank API, which AstrBot's ``vllm_rerank``
   provider calls): each document scored by the share of the query's words
@@ -95,6 +100,10 @@ _NAME_GIVEN = (re.compile(r"\bmy name is ([A-Z][\w-]*)", re.I),
                re.compile(r"我叫([\u4e00-\u9fff\w]{1,8}?)(?:[，,。！!\s]|$)"),
                re.compile(r"(?:的名字是|'s name is )([\u4e00-\u9fff\w-]{1,16})"))
 _CALL = re.compile(r"^call (\w+) (\{.*\})$", re.S)
+# AstrBot's cron wake-up: the job as one line of JSON (astr_main_agent_resources.py).
+_CRON_JOB = re.compile(r"The following object describes the scheduled task that triggered you:\n(\{.*\})")
+CRON_MARKER = "awakened by a scheduled cron job"
+CRON_SAYS = "CRON: "
 # A request for a book (not a question about an earlier one), and the bot's
 # recommendation as extraction reads it back: a bot-side episode.
 _ASKS_BOOK = re.compile(r"推荐.*书|recommend.*book", re.I)
@@ -217,9 +226,21 @@ def _last(messages: list[dict], role: str) -> dict | None:
     return next((m for m in reversed(messages) if m.get("role") == role), None)
 
 
+def cron_job(messages: list[dict]) -> dict | None:
+    """The cron job that woke this run (its JSON in AstrBot's prompt), if any."""
+    for message in messages:
+        found = _CRON_JOB.search(_text(message.get("content")))
+        if found:
+            with contextlib.suppress(json.JSONDecodeError):
+                job = json.loads(found.group(1))
+                return job if isinstance(job, dict) else None
+    return None
+
+
 def request_kind(request: dict) -> str:
     """``chat`` (a turn AstrBot sent for a user), ``extraction``, ``title``,
-    ``embedding`` or ``other`` for one entry of ``State.requests``."""
+    ``summary``, ``cron`` (a run a cron job woke), ``embedding`` or ``other``
+    for one entry of ``State.requests``."""
     path = request.get("path", "")
     if path.endswith("/embeddings"):
         return "embedding"
@@ -233,6 +254,8 @@ def request_kind(request: dict) -> str:
         return "summary"
     if "conversation title generator" in system:
         return "title"
+    if CRON_MARKER in system:
+        return "cron"
     return "chat"
 
 
@@ -341,6 +364,15 @@ class Handler(BaseHTTPRequestHandler):
                 own = texts[-1] if texts else ""
             if last.get("role") == "tool":
                 text = f"The tool said: {_text(last.get('content'))}"
+            elif (job := cron_job(messages)) is not None:
+                said = CRON_SAYS + str(job.get("note") or "")
+                text = said
+                if "send_message_to_user" in tools:
+                    text = ""
+                    arguments = {"messages": [{"type": "plain", "text": said}]}
+                    tool_calls = [{"id": "call_fake_cron", "type": "function",
+                                   "function": {"name": "send_message_to_user",
+                                                "arguments": json.dumps(arguments, ensure_ascii=False)}}]
             elif (called := _CALL.match(own.strip())) and called.group(1) in tools:
                 text = ""  # "call memory_search {...}": the model calls that tool with those arguments
                 tool_calls = [{"id": "call_fake_2", "type": "function",
