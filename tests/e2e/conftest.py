@@ -18,6 +18,29 @@ Every bot has its own fake model server (its own recorded requests and
 ``/_control`` state), its own home and dashboard port, and is stopped by its
 own process id when the ``with`` block ends, whether the tests passed or not.
 
+QQ through OneBot: ``onebot_factory`` runs a bot whose platform is AstrBot's
+real ``aiocqhttp`` adapter (reverse WebSocket on a free loopback port, with a
+token) and connects the fake OneBot v11 client of ``onebot.py`` to it, as
+NapCat or Lagrange would connect a QQ account::
+
+    @pytest.fixture(scope="module")
+    def qq(onebot_factory):
+        with onebot_factory("privacy", {"write_policy": {"mode": "auto"}}, unique_session=True) as qq:
+            yield qq
+
+    def test_x(qq):
+        since = qq.bot.mark()
+        assert qq.onebot.group(20001, 10001, "I live in Paris", nickname="Alice") == "ECHO: I live in Paris"
+        body = qq.bot.turn_request("I live in Paris", since)
+        qq.run_cron(qq.private_umo(10001), "remind Alice")  # a real AstrBot cron job, run
+
+``qq.onebot.private``/``group`` push a QQ message and return the bot's
+reply (sent through ``send_private_msg``/``send_group_msg``); ``push_*``
+only push; ``calls(action)`` lists AstrBot's OneBot API calls. Sessions:
+``qq.private_umo(user)``, ``qq.group_umo(group, user)``. A module that uses
+the autouse log window names its bot fixture ``bot`` (``return qq.bot``).
+docs/compatibility.md says what AstrBot tells plugins on this platform.
+
 A browser test asks for ``tab``: a fresh headless Chromium tab
 (review_browser.py drives it and opens the review page), closed after it.
 
@@ -615,10 +638,16 @@ class QQ:
         job_id = job["job_id"]
         _, kind, target = session.split(":", 2)
         target_id = int(target.rsplit("_", 1)[-1])  # a group's session may be <user>_<group>
-        if kind == "GroupMessage":
-            sent = self.onebot.wait_reply(group_id=target_id, since=since_calls, timeout=timeout)
-        else:
-            sent = self.onebot.wait_reply(user_id=target_id, since=since_calls, timeout=timeout)
+        try:
+            if kind == "GroupMessage":
+                sent = self.onebot.wait_reply(group_id=target_id, since=since_calls, timeout=timeout)
+            else:
+                sent = self.onebot.wait_reply(user_id=target_id, since=since_calls, timeout=timeout)
+        except AssertionError as exc:
+            runs = self.bot.cron_requests(job_id, since_model)
+            tools = [[t.get("function", {}).get("name") for t in body.get("tools") or []] for body in runs]
+            raise AssertionError(f"cron job {job_id} for {session}: {len(runs)} model requests "
+                                 f"(tools offered: {tools}); jobs now: {self.bot.cron_jobs()}\n{exc}") from exc
         self.bot.wait_cron_done(job_id, since_log, timeout)
         requests = self.bot.cron_requests(job_id, since_model)
         assert requests, self.bot.diag(f"cron job {job_id} sent {sent.params} but the model got no request from it")

@@ -112,7 +112,7 @@ class OneBot:
         self._last_error: str = ""
         self._message_ids = itertools.count(1_000)
         self._loop = asyncio.new_event_loop()
-        self._stopping: asyncio.Event | None = None
+        self._stopping = asyncio.Event()  # bound to the client's loop when first awaited there
         self._thread = threading.Thread(target=self._run, name=f"onebot-{port}", daemon=True)
 
     # -- lifecycle ------------------------------------------------------------------
@@ -126,9 +126,7 @@ class OneBot:
     def close(self) -> None:
         if not self._thread.is_alive():
             return
-        stopping = self._stopping
-        if stopping is not None:
-            self._loop.call_soon_threadsafe(stopping.set)
+        self._loop.call_soon_threadsafe(self._stopping.set)
         self._thread.join(10)
 
     def __enter__(self) -> OneBot:
@@ -324,7 +322,6 @@ class OneBot:
             self._loop.close()
 
     async def _main(self) -> None:
-        self._stopping = asyncio.Event()
         headers = {"X-Self-ID": str(self.self_id), "X-Client-Role": "Universal",
                    "Authorization": f"Bearer {self.token}", "User-Agent": "ltm-e2e-fake-onebot/1"}
         while not self._stopping.is_set():
@@ -351,9 +348,7 @@ class OneBot:
                 await asyncio.wait_for(self._stopping.wait(), 0.2)
 
     async def _serve(self, ws: ClientConnection) -> None:
-        stopping = self._stopping
-        assert stopping is not None
-        stop = asyncio.ensure_future(stopping.wait())
+        stop = asyncio.ensure_future(self._stopping.wait())
         try:
             while True:
                 receive = asyncio.ensure_future(ws.recv())
