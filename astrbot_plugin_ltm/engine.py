@@ -25,7 +25,7 @@ from . import text as tokenizing
 from .background import TaskSet
 from .clock import Clock, SteadyClock, signed_span, steady, utcnow
 from .config import parse_config
-from .enums import CandidateSource, ExtractionStatus, Method, Role, SourceType, WriteMode
+from .enums import CandidateSource, ExtractionStatus, Method, Role, ScopeKind, SourceType, WriteMode
 from .errors import AdminError
 from .extension_points import (
     Complete,
@@ -55,6 +55,7 @@ from .learning.worker import ExtractionWorker
 from .learning.writer import MemoryWriter, WriteOutcome
 from .logs import log
 from .operating.admin import Admin
+from .operating.contexts import adopt_contexts
 from .operating.drift_monitor import DriftMonitor
 from .operating.jobs import Jobs
 from .operating.pauses import Pauses
@@ -63,6 +64,7 @@ from .operating.reply_language import SenderLanguages
 from .recalling.block import MemoryBlock
 from .recalling.bot_lines import speaker_of, withhold
 from .recalling.dates import time_zone
+from .recalling.followers import Follower
 from .recalling.history import History
 from .recalling.last_time import LastTime
 from .recalling.reader import MemoryReader
@@ -74,6 +76,7 @@ from .recalling.usage import Usage
 from .recording.explicit import attribute, explicit_fact, guess_type, unnamed
 from .recording.recorder import EventRecorder
 from .scope import Origin, Scope, ScopeResolver, display_name
+from .secrecy import asks_secrecy
 from .storing.database import Database
 from .storing.keyword_rows import backfill_turn_rows, match_stemmer, match_turn_passages
 from .storing.tables import MemoryEvent
@@ -142,6 +145,7 @@ class LTMEngine:
             known=KnownFacts(self.db, self.keyword_index, self.embeddings if with_vectors else None),
             paused=self.pauses.covers,
             then_drain=self.summaries.drain,  # a drain summarises what it leaves ended
+            people=lambda platform_id, sender_id: self.resolver.person(platform_id, sender_id),
         )
         self._counter = counter
         if retrievers is None:
@@ -188,6 +192,12 @@ class LTMEngine:
             await self.pauses.adopt_policy_pauses(self.policy_versions, self.config)
         except Exception:  # they stay in disabled_scopes (still off); tried again at the next start
             log.exception("ltm: could not move users' old pauses out of the policy")
+        try:  # memories of old kept where they belong, turns said while paused deleted (once)
+            if not self.config.emergency_read_only:
+                resolver = self.resolver
+                await adopt_contexts(self.db, resolver.person, resolver.accounts, self.clock)
+        except Exception:  # memory works on; tried again at the next start
+            log.exception("ltm: could not place the memories of old by where they were said")
         # Before AstrBot calls a hook: from here on every turn is journaled.
         await self.recorder.open_journal()
         counter: TokenCounter = self._counter if self._counter is not None else await asyncio.to_thread(default_counter)
@@ -263,7 +273,7 @@ class LTMEngine:
 
     # -- hooks: the hot path ---------------------------------------------
 
-    def record_turn(self, origin: Origin, user_text: str, assistant_text: str,
+    def record_turn(self, origin: Origin, user_text: str, assistant_text: str | None,
                     created_at: datetime | None = None) -> list[MemoryEvent]:
         self.languages.note(origin, user_text)  # in memory only: the language /ltm answers them in
         if not self.config.enable:
@@ -272,6 +282,15 @@ class LTMEngine:
         if events:
             self.worker.task.wake()
         return events
+
+    def record_heard(self, origin: Origin, text: str, created_at: datetime | None = None) -> list[MemoryEvent]:
+        """A group message that did not wake the bot: recorded, attributed to
+        its speaker, where the operator has the group learn all its talk
+        (groups.learn_all_messages); else nothing (the hook's usual case)."""
+        if not (self.config.enable and origin.is_group and self.config.groups.learns_all(
+                self.resolver.group_scope(origin))):
+            return []
+        return self.record_turn(origin, text, None, created_at)
 
     def record_tool(self, origin: Origin, tool: str, args: Any, result: Any) -> MemoryEvent | None:
         if not self.config.enable:
@@ -292,18 +311,29 @@ class LTMEngine:
         # "Last time we talked" is a candidate the reader places first (docs/decisions.md#d107).
         pinned = await self.last_time.pinned(scopes, query, self.config, held)
         block = await self.reader.read(scopes, query, self.config.read_policy, ids=self.config.tools.expand,
-                                       history=held, trace=trace, pinned=pinned)
+                                       history=held, trace=trace, pinned=pinned, follower=self.follower(origin))
         if trace is None:
             self.usage.note(block, via="block")
         return block
 
+    def follower(self, origin: Origin) -> Follower | None:
+        """The speaker, when their profile facts follow them into this group (recalling/followers.py)."""
+        follows = origin.is_group and not origin.scheduled and self.config.groups.profiles_follow(
+            self.resolver.group_scope(origin))
+        return Follower(self.resolver.user_scope(origin), origin.speaker) if follows else None
+
     # -- explicit memories -------------------------------------------------
 
     def _explicit_candidate(self, event: MemoryEvent, fact: str) -> Candidate:
+        """What "remember that …" asks for, kept with the person who said it
+        (in a group too: the group may recall it, audience.py)."""
+        said = str((event.content or {}).get("text") or "")
         fact = attribute(fact, display_name(event.sender_id, event.sender_name) or unnamed(fact))
+        subject = self.resolver.person(event.platform_id, event.sender_id) if event.scope == ScopeKind.GROUP else None
         return Candidate(type=guess_type(fact), fact=fact, fact_key=fact, confidence=1.0,
                          importance=EXPLICIT_IMPORTANCE, event_ids=[event.event_id],
-                         source=CandidateSource.USER_EXPLICIT, session_id=event.session_id)
+                         source=CandidateSource.USER_EXPLICIT, session_id=event.session_id,
+                         secret=asks_secrecy(said) or asks_secrecy(fact), subject=subject)
 
     async def _capture_explicit(self, session: AsyncSession, events: list[MemoryEvent]) -> None:
         """'Remember that …' in a recorded message becomes a memory at once."""

@@ -67,6 +67,11 @@ _RULES = [
     (re.compile(r"住在([\u4e00-\u9fff\w]{1,10}?)(?:[，,。！!\s]|$)"), "profile", "{who}住在{0}", "home_city", 0.9, 0.8),
     (re.compile(r"我(?:很)?喜欢([\u4e00-\u9fff\w]{1,12}?)(?:[，,。！!\s]|$)"),
      "preference", "{who}喜欢{0}", "likes_{0}", 0.85, 0.6),
+    # What someone asks to keep secret: the model marks it (_SECRET below).
+    (re.compile(r"我的秘密代号是\s*([A-Za-z0-9-]+)"), "profile", "{who}的秘密代号是{0}", "secret_code", 0.9, 0.8),
+    (re.compile(r"我的卡号是\s*([0-9 -]{6,})"), "profile", "{who}的卡号是{0}", "card_number", 0.9, 0.8),
+    (re.compile(r"\bmy secret code is ([A-Za-z0-9-]+)", re.I), "profile", "{who}'s secret code is {0}", "secret_code",
+     0.9, 0.8),
     # An unsure guess a real model makes of a request (below the write
     # policy's 0.6: kept in shadow, no one asked to approve it).
     (re.compile(r"推荐几家([\u4e00-\u9fff]{1,6}?)的餐厅"),
@@ -74,6 +79,13 @@ _RULES = [
     (re.compile(r"recommend some restaurants in ([A-Z][\w-]*)", re.I),
      "preference", "{who} is looking for restaurants in {0}", "wants_food_{0}", 0.5, 0.3),
 ]
+
+
+# A line asking to keep it to ourselves: the fact is marked "secret".
+_SECRET = re.compile(r"别告诉别人|不要告诉别人|保密|don't tell anyone|keep it secret", re.I)
+# A group's own rule, said in a group chat: "about": "group".
+_GROUP_RULE = (re.compile(r"本群规定[：:，,]?\s*(.+?)[。！!]?$"),
+               re.compile(r"\bthe group rule is:?\s*(.+?)[.!]?$", re.I))
 
 
 class State:
@@ -154,6 +166,7 @@ def rule_extract(transcript: str, marks: bool = True) -> list[dict]:
                 given["any"] = found.group(1)
     facts = []
     person = given.get("any", "the user")
+    group_chat = "Chat: a group chat." in transcript
     for line in transcript.splitlines():
         bot = _BOT_LINE.match(line.strip())
         if bot and (rec := _BOT_RECOMMENDS.search(bot.group("text"))):
@@ -169,6 +182,11 @@ def rule_extract(transcript: str, marks: bool = True) -> list[dict]:
         who, uid, text = m.group("who"), m.group("uid"), m.group("text")
         if who == UNNAMED:
             who = given.get("any", "the user")
+        for rule in _GROUP_RULE:
+            if group_chat and (found := rule.search(text)):
+                facts.append({"type": "constraint", "fact": f"本群规定：{found.group(1)}" if "本群" in text
+                              else f"The group rule is: {found.group(1)}", "fact_key": f"group_rule_{found.group(1)}",
+                              "confidence": 0.9, "importance": 0.7, "lines": [int(m.group(1))], "about": "group"})
         for pattern, mtype, template, key, conf, imp in _RULES:
             for found in pattern.finditer(text):
                 value = found.group(1).strip()
@@ -183,6 +201,8 @@ def rule_extract(transcript: str, marks: bool = True) -> list[dict]:
                 if marks and fact["fact_key"] in known:
                     ref, old = known[fact["fact_key"]]
                     fact["same_as" if old == fact["fact"] else "updates"] = ref
+                if _SECRET.search(text):
+                    fact["secret"] = True
                 facts.append(fact)
     return facts
 

@@ -303,20 +303,22 @@ class Commands:
         else:
             scope, actor, whose = self._own_scope(origin), f"user:{origin.sender_id}", "own"
             command, nothing = say("cmd.forget_all.confirm_own", lang), say("cmd.list.nothing", lang)
+        # A person's own lines in groups go too (docs/privacy.md).
+        accounts = self.engine.resolver.accounts(scope) if scope.kind == ScopeKind.USER else []
         key, now = (scope, actor), self.engine.clock()
         for stale in [k for k, t in self._forget_all_asked.items() if now - t > CONFIRM_WINDOW]:
             del self._forget_all_asked[stale]
         asked = self._forget_all_asked.get(key)
         if not confirmed or asked is None or now - asked > CONFIRM_WINDOW:
             _, total = await self.engine.admin.list_items(_in_scope(scope), limit=1)
-            if total == 0 and not await self.engine.admin.quotable_turns(scope):
+            if total == 0 and not await self.engine.admin.quotable_turns(scope, accounts):
                 return nothing
             self._forget_all_asked[key] = now
             asking = "read_only" if self.engine.config.emergency_read_only else "ask"
             return say(f"cmd.forget_all.{asking}_{whose}", lang, total=total, target=target, command=command)
         self._forget_all_asked.pop(key, None)
         try:
-            count = await self.engine.admin.forget_scope(scope, actor)
+            count = await self.engine.admin.forget_scope(scope, actor, accounts)
         except ReadOnlyError:
             return say("cmd.read_only.nothing_deleted", lang)
         return say(f"cmd.forget_all.done_{whose}", lang, count=count, target=target)
@@ -409,11 +411,9 @@ class Commands:
         """``/ltm pause``: a user stops learning about themselves — their own
         state (operating/pauses.py), which no policy change undoes."""
         lang = self._lang(origin)
-        try:
-            made = await self.engine.pauses.pause(self._own_scope(origin), f"user:{origin.sender_id}",
-                                                  say("pause.reason.user", "en"))
-        except ReadOnlyError:
-            return say("cmd.read_only.emergency", lang)
+        # Taken during read-only too: a person's choice about their data (operating/pauses.py).
+        made = await self.engine.pauses.pause(self._own_scope(origin), f"user:{origin.sender_id}",
+                                              say("pause.reason.user", "en"))
         if made is None:
             return say("pause.already", lang, since=self.engine.pauses_since(origin))
         return say("pause.on", lang)
@@ -425,11 +425,7 @@ class Commands:
         if target.strip():
             return await self._lift(origin, target, lang)
         scope = self._own_scope(origin)
-        try:
-            resumed = await self.engine.pauses.resume(scope, f"user:{origin.sender_id}",
-                                                      say("pause.reason.resume", "en"))
-        except ReadOnlyError:
-            return say("cmd.read_only.emergency", lang)
+        resumed = await self.engine.pauses.resume(scope, f"user:{origin.sender_id}", say("pause.reason.resume", "en"))
         reply = say("pause.resumed" if resumed else "pause.not_paused", lang)
         if self.engine.config.write_policy.writes_off(scope):  # the operator's switch is theirs to turn
             reply += "\n" + say("pause.operator_off", lang, scope=scope)
@@ -444,11 +440,8 @@ class Commands:
             return exc.message(lang)
         if scope.kind != ScopeKind.USER:
             return say("pause.users_only", lang, scope=scope)
-        try:
-            lifted = await self.engine.pauses.resume(scope, f"operator:{origin.sender_id}",
-                                                     say("pause.reason.lift", "en"), lifted=True)
-        except ReadOnlyError:
-            return say("cmd.read_only.emergency", lang)
+        lifted = await self.engine.pauses.resume(scope, f"operator:{origin.sender_id}", say("pause.reason.lift", "en"),
+                                                 lifted=True)
         return say("pause.lifted" if lifted else "pause.not_paused_target", lang, scope=scope)
 
 
