@@ -171,3 +171,19 @@ async def test_a_context_row_is_kept_only_for_a_group(ltm, origin):
     async with ltm.engine.db.read() as session:
         assert not (await session.execute(select(MemoryContext))).all()
     assert replace(origin("alice"), group_id="g1").is_group and ScopeKind.GROUP == "group"
+
+
+async def test_a_command_answered_in_a_group_never_lists_or_repeats_a_private_memory(ltm, origin):
+    from astrbot_plugin_ltm.doors.commands import Commands
+
+    alice, in_g1 = origin("alice"), origin("alice", group="g1")
+    await ltm.turn(alice, SECRET, "好的。", fact("Alice的秘密代号是ZX-4417", "alice_secret_code"))
+    await ltm.turn(in_g1, "I live in Paris", "OK.", fact("Alice lives in Paris", "alice_city"))
+    commands = Commands(ltm.engine)
+    listed_here = await commands.list(in_g1)
+    assert "Alice lives in Paris" in listed_here and "ZX-4417" not in listed_here
+    assert "ZX-4417" in await commands.list(alice)  # her own chat lists everything about her
+    assert "ZX-4417" not in await commands.list(origin("root", group="g1", admin=True), "qq:alice")
+    (secret,) = await ltm.items(MemoryItem.fact_key == "alice_secret_code")
+    reply = await commands.forget(in_g1, secret.memory_id[:8])
+    assert "ZX-4417" not in reply and await ltm.items(MemoryItem.fact_key == "alice_secret_code") == []

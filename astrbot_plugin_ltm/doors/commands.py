@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from .. import validators
+from ..audience import may_recall
 from ..engine import LTMEngine
 from ..enums import SCOPE_KINDS, Outcome, PolicySource, ScopeKind, Status
 from ..errors import AdminError
@@ -89,6 +90,11 @@ def parse_target(text: str) -> Scope:
 
 def _in_scope(scope: Scope, told_by: str | None = None) -> ItemFilter:
     return ItemFilter(scope=scope.kind, scope_id=scope.id, told_by=told_by)
+
+
+def _said_in(person: Scope, group: Scope) -> ItemFilter:
+    """A person's memories that ``group`` may recall."""
+    return ItemFilter(scope=person.kind, scope_id=person.id, said_in=str(group))
 
 
 class Commands:
@@ -204,19 +210,25 @@ class Commands:
         return "\n".join(lines) + "\n" + last
 
     def _own_filters(self, origin: Origin) -> list[ItemFilter]:
-        """A user's memories: their own scope and, in a group, what the group
-        remembers from their own messages."""
-        filters = [_in_scope(self._own_scope(origin))]
-        if origin.is_group:
-            filters.append(_in_scope(self.engine.resolver.group_scope(origin), told_by=origin.sender_id))
-        return filters
+        """A user's memories: their own scope; in a group only what the group
+        may recall (a reply there is read by everyone, audience.py): what
+        they said in it, and what the group keeps from their messages."""
+        if not origin.is_group:
+            return [_in_scope(self._own_scope(origin))]
+        group = self.engine.resolver.group_scope(origin)
+        return [_said_in(self._own_scope(origin), group), _in_scope(group, told_by=origin.sender_id)]
 
     async def list(self, origin: Origin, target: str = "") -> str:
         lang, scope, refused = self._target_or_refusal(origin, target, "see")
         if refused:
             return refused
         items, total = [], 0
-        for f in [_in_scope(scope)] if scope else self._own_filters(origin):
+        if scope is not None and origin.is_group and scope.kind == ScopeKind.USER:
+            # an operator's look at someone in a group: what the group may recall of them
+            filters = [_said_in(scope, self.engine.resolver.group_scope(origin))]
+        else:
+            filters = [_in_scope(scope)] if scope else self._own_filters(origin)
+        for f in filters:
             found, count = await self.engine.admin.list_items(f, sort="importance", limit=LIST_LIMIT)
             items.extend(found)
             total += count
@@ -266,10 +278,20 @@ class Commands:
             return exc.message(lang)
         except ReadOnlyError:
             return say("cmd.read_only.nothing_deleted", lang)
+        # In a group, a memory the group may not recall is not repeated there.
+        if origin.is_group and not await self._recalled_here(item, origin):
+            return say("cmd.forget.done_private", lang)
         # An operator may reach into any scope: say whose it was.
         if origin.is_admin:
             return say("cmd.forget.done_in", lang, fact=item.fact, scope=f"{item.scope}:{item.scope_id}")
         return say("cmd.forget.done", lang, fact=item.fact)
+
+    async def _recalled_here(self, item: MemoryItem, origin: Origin) -> bool:
+        """Whether the group ``origin`` speaks in may recall ``item`` (audience.py)."""
+        reading = self.engine.resolver.read_scopes(origin)
+        said_in = (await self.engine.admin.said_in([item])).get(item.id or 0, [])
+        return may_recall(Scope(item.scope, item.scope_id), item.visibility, bool(set(said_in) & set(reading)),
+                          reading)
 
     async def _forgettable(self, origin: Origin, memory_id: str) -> MemoryItem:
         """The memory an id prefix names, among those the caller may forget:

@@ -13,6 +13,8 @@ TEXTS: dict[str, tuple[str, str]] = {
     "audience.secret": ("{chats} only: asked to keep it secret", "仅 {chats}：说话人要求保密"),
     "audience.follows": ("{chats}; in this group as a profile fact private to {person}",
                          "{chats}；在本群作为 {person} 的私人资料出现"),
+    "cmd.forget.done_private": ("Forgotten. (It was private to you, so its words are not repeated in this group.)",
+                                "已忘记。（这条记忆是你的私人信息，不在群里复述。）"),
     # stored reasons (audit rows): English, shown via translate()
     "contexts.reason.moved": ("kept with the person it is about; the group it was said in may still recall it",
                               "改为归属于它所说的那个人；说出它的群仍可想起"),

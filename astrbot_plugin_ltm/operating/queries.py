@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from .. import validators
 from ..clock import Clock, utcnow
 from ..config import LTMConfig
-from ..enums import MEMORY_TYPES, RECALLED_ROLES, WRITE_ACTIONS, ScopeKind, Status
+from ..enums import MEMORY_TYPES, RECALLED_ROLES, WRITE_ACTIONS, ScopeKind, Status, Visibility
 from ..errors import AdminError
 from ..i18n import Lang, msg
 from ..scope import Scope
@@ -58,6 +58,7 @@ class ItemFilter:
     query: str | None = None  # a substring of the fact
     min_confidence: float | None = None
     told_by: str | None = None  # only memories evidenced by this sender's messages
+    said_in: str | None = None  # only memories this group ("group:<id>") may recall, said in it (audience.py)
 
     def conditions(self, by_id: bool = False) -> list[ColumnElement[bool]]:
         """The SQL conditions of these filters; unknown values are refused.
@@ -92,6 +93,11 @@ class ItemFilter:
             conditions.append(col("fact").contains(self.query))
         if self.told_by:
             conditions.append(told_by(self.told_by))
+        if self.said_in:
+            kind, _, scope_id = self.said_in.partition(":")
+            conditions.append(col("visibility") == Visibility.SHARED)
+            conditions.append(MemoryItem.id.in_(select(MemoryContext.item_id).where(
+                MemoryContext.scope == kind, MemoryContext.scope_id == scope_id)))
         return conditions
 
 

@@ -156,7 +156,9 @@ def last_user_text(body: dict) -> str:
         if message.get("role") == "user":
             content = message.get("content")
             if isinstance(content, list):
-                texts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+                # AstrBot's own group context rides after the words (group_icl_enable): not the user's
+                texts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"
+                         and not p.get("text", "").startswith("<system_reminder>")]
                 return texts[-1] if texts else ""
             return str(content or "")
     return ""
