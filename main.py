@@ -26,6 +26,7 @@ from .astrbot_plugin_ltm.adapter import (  # type: ignore[import-not-found]
     client_locale,
     history_texts,
     inject,
+    is_woken,
     note_persona,
     origin_from_event,
     plugin_data_dir,
@@ -153,6 +154,16 @@ class LTMPlugin(Star):
             )
         except Exception as exc:
             logger.warning(f"ltm: turn not recorded ({type(exc).__name__}: {exc})")
+
+    @filter.event_message_type(filter.EventMessageType.GROUP_MESSAGE)
+    async def ltm_hear_group(self, event: AstrMessageEvent) -> None:
+        """记录群里未唤醒机器人的消息（需开启）· Records group messages that did not wake the bot (when switched on)"""
+        if self.engine is None or is_woken(event):
+            return  # a message that woke the bot is recorded with its reply (ltm_record_turn)
+        try:
+            self.engine.record_heard(origin_from_event(event), event.message_str or "")
+        except Exception as exc:
+            logger.warning(f"ltm: group message not recorded ({type(exc).__name__}: {exc})")
 
     @filter.on_llm_tool_respond()
     async def ltm_record_tool(self, event: AstrMessageEvent, tool, tool_args, tool_result) -> None:

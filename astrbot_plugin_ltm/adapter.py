@@ -9,6 +9,7 @@ versions is here, so the rest of the package stays testable on its own.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from typing import Any
 
@@ -19,10 +20,15 @@ from .scope import Origin
 
 
 def origin_from_event(event: Any) -> Origin:
+    scheduled = is_scheduled(event)
     group_id = event.get_group_id() or None
+    if scheduled and not group_id and _message_type(event) == "GroupMessage":
+        # A cron job's event has no group; its session names it ("<group>",
+        # or "<user>_<group>" with unique_session, as AstrBot's sender reads it).
+        group_id = str(event.session_id).split("_")[-1] or None
     name = str(event.get_sender_name() or "")
-    if name and name == str(event.get_self_id() or ""):
-        name = ""  # the bot's own account is never a person's name
+    if name and name == str(event.get_self_id() or "") or scheduled:
+        name = ""  # the bot's own account, or "Scheduler", is never a person's name
     return Origin(
         platform_id=event.get_platform_id() or event.get_platform_name() or "unknown",
         unified_msg_origin=event.unified_msg_origin,
@@ -31,7 +37,38 @@ def origin_from_event(event: Any) -> Origin:
         group_id=str(group_id) if group_id else None,
         is_admin=bool(event.is_admin()),
         persona=_persona_of(event),
+        scheduled=scheduled,
     )
+
+
+# AstrBot's scheduler runs the agent with a made-up event of this class (its
+# platform named "cron"): a cron job, or a background task's result.
+SCHEDULED_EVENT = "CronMessageEvent"
+
+
+def is_scheduled(event: Any) -> bool:
+    """Whether no person sent this: AstrBot's scheduler made it up."""
+    if type(event).__name__ == SCHEDULED_EVENT:
+        return True
+    try:
+        return str(event.get_platform_name() or "") == "cron"
+    except Exception:
+        return False
+
+
+def _message_type(event: Any) -> str:
+    try:
+        kind = event.get_message_type()
+    except Exception:
+        return ""
+    return str(getattr(kind, "value", kind) or "")
+
+
+def is_woken(event: Any) -> bool:
+    """Whether the message woke the bot (an @, a wake word, a command):
+    the turn hooks record it; otherwise only a group that learns all its
+    talk records it (groups.learn_all_messages)."""
+    return bool(getattr(event, "is_at_or_wake_command", True))
 
 
 def client_locale(event: Any) -> str | None:
@@ -180,9 +217,12 @@ def history_texts(messages: Any) -> list[str]:
     non-text parts. A tool message counts: its result is recorded too.
     """
     items = list(messages or [])
-    if items and _field(items[-1], "role") == "user":
-        items.pop()  # the message being answered
     texts: list[str] = []
+    if items and _field(items[-1], "role") == "user":
+        # the message being answered; AstrBot's group chat context
+        # (provider_ltm_settings.group_icl_enable) rides in it: the group's
+        # messages since the bot last spoke, which the model reads already.
+        texts += group_context_texts(_field(items.pop(), "content"))
     for message in items:
         if _field(message, "role") not in ("user", "assistant", "tool"):
             continue
@@ -196,6 +236,30 @@ def history_texts(messages: Any) -> list[str]:
             text = _field(part, "text") if _field(part, "type") == "text" else None
             if isinstance(text, str):
                 texts.append(text)
+    return texts
+
+
+# AstrBot's group chat context (builtin_stars/astrbot/group_chat_context.py,
+# 4.25 and 4.29): a text part of the current message, one line per message.
+GROUP_CONTEXT_OPENING = "<system_reminder>You are in a group chat."
+_GROUP_CONTEXT_LINE = re.compile(r"^\[[^\]\n]*/\d{2}:\d{2}:\d{2}\]:\s*(?:⚠️\[DIRECTED AT YOU\]\s*)?(.*)$")
+_AT = re.compile(r"\s*\[At: [^\]]*\]")
+
+
+def group_context_texts(content: Any) -> list[str]:
+    """The messages of AstrBot's group chat context in a message's parts,
+    as their senders wrote them (its "[name/time]:" and "[At: …]" marks taken off)."""
+    parts = content if isinstance(content, list) else []
+    texts: list[str] = []
+    for part in parts:
+        text = _field(part, "text") if _field(part, "type") == "text" else None
+        if not isinstance(text, str) or not text.startswith(GROUP_CONTEXT_OPENING):
+            continue
+        for line in text.splitlines():
+            match = _GROUP_CONTEXT_LINE.match(line.strip())
+            said = _AT.sub("", match.group(1)).strip() if match else ""
+            if said:
+                texts.append(said)
     return texts
 
 

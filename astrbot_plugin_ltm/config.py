@@ -190,6 +190,34 @@ class SummariesConfig:
     max_chars: int = 1200  # a summary longer than this is cut
 
 
+@dataclass
+class GroupsConfig:
+    """What the bot learns in group chats beyond what is said to it, and
+    what of a member follows them into a group (audience.py, docs/privacy.md).
+    Each entry names a group as ``<platform>:<group id>``, the bare group id,
+    or ``*`` for every group."""
+
+    # Record every message of these groups, not only those that wake the bot.
+    learn_all_messages: list[str] = field(default_factory=list)
+    # In these groups a member's profile facts (name, how to address them)
+    # follow them from wherever they said them, marked as theirs; never a secret.
+    profiles_follow_members: list[str] = field(default_factory=list)
+
+    def learns_all(self, group: object) -> bool:
+        """Whether ``group`` (a group scope, or its id) records every message."""
+        return _names_group(self.learn_all_messages, group)
+
+    def profiles_follow(self, group: object) -> bool:
+        return _names_group(self.profiles_follow_members, group)
+
+
+def _names_group(entries: list[str], group: object) -> bool:
+    if not entries:
+        return False
+    scope_id = str(group).removeprefix("group:").partition(PERSONA_MARK)[0]
+    return "*" in entries or scope_id in entries or scope_id.partition(":")[2] in entries
+
+
 def _default_retention() -> dict[str, int]:
     return {"profile": -1, "preference": 90, "task_state": 7, "constraint": -1, "episode": 30,
             "summary": -1}
@@ -212,6 +240,7 @@ class LTMConfig:
     tools: ToolsConfig = field(default_factory=ToolsConfig)
     drift: DriftConfig = field(default_factory=DriftConfig)
     summaries: SummariesConfig = field(default_factory=SummariesConfig)
+    groups: GroupsConfig = field(default_factory=GroupsConfig)
     reply_language: str = "auto"
 
     def ttl_days(self, memory_type: str) -> int | None:
@@ -266,6 +295,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "reply_language": REPLY_LANGUAGES,
 }
 _TYPE_LISTS = ("write_policy.allowed_types", "write_policy.require_approval_types")
+_GROUP_LISTS = ("groups.learn_all_messages", "groups.profiles_follow_members")
 MAX_DISABLED_SCOPES = 100000
 
 
@@ -324,6 +354,12 @@ def _coerce(path: str, value: Any, default: Any, errors: list[str]) -> Any:
             if len(value) > MAX_DISABLED_SCOPES:
                 return bad(msg("config.too_many_scopes", max=MAX_DISABLED_SCOPES))
             return list(dict.fromkeys(v.strip() for v in value))
+        if path in _GROUP_LISTS:
+            value = [v.strip().removeprefix("group:") for v in value if v.strip()]
+            malformed = [v for v in value if any(c.isspace() for c in v) or v.startswith(":") or v.endswith(":")]
+            if malformed:
+                return bad(msg("config.group_form", malformed=malformed))
+            return list(dict.fromkeys(value))
         return list(value)
     raise TypeError(f"no coercion for {path}")  # a programming error, not input
 
@@ -364,6 +400,7 @@ def parse_config(raw: dict[str, Any] | None) -> tuple[LTMConfig, list[str]]:
         "tools": ToolsConfig,
         "drift": DriftConfig,
         "summaries": SummariesConfig,
+        "groups": GroupsConfig,
     }
     for name, cls in sections.items():
         setattr(cfg, name, _parse_section(cls, raw.get(name), name, errors))

@@ -25,7 +25,7 @@ from . import text as tokenizing
 from .background import TaskSet
 from .clock import Clock, SteadyClock, signed_span, steady, utcnow
 from .config import parse_config
-from .enums import CandidateSource, ExtractionStatus, Method, Role, SourceType, WriteMode
+from .enums import CandidateSource, ExtractionStatus, Method, Role, ScopeKind, SourceType, WriteMode
 from .errors import AdminError
 from .extension_points import (
     Complete,
@@ -48,13 +48,14 @@ from .indexes.vectors import VectorIndex
 from .learning.candidates import Candidate
 from .learning.compaction import Compactor
 from .learning.extractor import LLMExtractor
-from .learning.known import KnownFacts, name_facts
+from .learning.known import KnownFacts, name_given
 from .learning.summaries import SummarizerFor, SummaryWorker
 from .learning.summary_prompt import LLMSummarizer
 from .learning.worker import ExtractionWorker
 from .learning.writer import MemoryWriter, WriteOutcome
 from .logs import log
 from .operating.admin import Admin
+from .operating.contexts import adopt_contexts
 from .operating.drift_monitor import DriftMonitor
 from .operating.jobs import Jobs
 from .operating.pauses import Pauses
@@ -63,6 +64,7 @@ from .operating.reply_language import SenderLanguages
 from .recalling.block import MemoryBlock
 from .recalling.bot_lines import speaker_of, withhold
 from .recalling.dates import time_zone
+from .recalling.followers import Follower
 from .recalling.history import History
 from .recalling.last_time import LastTime
 from .recalling.reader import MemoryReader
@@ -71,9 +73,10 @@ from .recalling.retrieval import KeywordRetriever, VectorRetriever
 from .recalling.tokens import EstimateCounter, default_counter
 from .recalling.trace import Trace
 from .recalling.usage import Usage
-from .recording.explicit import attribute, explicit_fact, given_name, guess_type, unnamed
+from .recording.explicit import attribute, explicit_fact, guess_type, unnamed
 from .recording.recorder import EventRecorder
 from .scope import Origin, Scope, ScopeResolver, display_name
+from .secrecy import asks_secrecy
 from .storing.database import Database
 from .storing.keyword_rows import backfill_turn_rows, match_stemmer, match_turn_passages
 from .storing.tables import MemoryEvent
@@ -142,6 +145,7 @@ class LTMEngine:
             known=KnownFacts(self.db, self.keyword_index, self.embeddings if with_vectors else None),
             paused=self.pauses.covers,
             then_drain=self.summaries.drain,  # a drain summarises what it leaves ended
+            people=lambda platform_id, sender_id: self.resolver.person(platform_id, sender_id),
         )
         self._counter = counter
         if retrievers is None:
@@ -188,6 +192,12 @@ class LTMEngine:
             await self.pauses.adopt_policy_pauses(self.policy_versions, self.config)
         except Exception:  # they stay in disabled_scopes (still off); tried again at the next start
             log.exception("ltm: could not move users' old pauses out of the policy")
+        try:  # memories of old kept where they belong, turns said while paused deleted (once)
+            if not self.config.emergency_read_only:
+                resolver = self.resolver
+                await adopt_contexts(self.db, resolver.person, resolver.accounts, self.clock)
+        except Exception:  # memory works on; tried again at the next start
+            log.exception("ltm: could not place the memories of old by where they were said")
         # Before AstrBot calls a hook: from here on every turn is journaled.
         await self.recorder.open_journal()
         counter: TokenCounter = self._counter if self._counter is not None else await asyncio.to_thread(default_counter)
@@ -263,7 +273,7 @@ class LTMEngine:
 
     # -- hooks: the hot path ---------------------------------------------
 
-    def record_turn(self, origin: Origin, user_text: str, assistant_text: str,
+    def record_turn(self, origin: Origin, user_text: str, assistant_text: str | None,
                     created_at: datetime | None = None) -> list[MemoryEvent]:
         self.languages.note(origin, user_text)  # in memory only: the language /ltm answers them in
         if not self.config.enable:
@@ -272,6 +282,15 @@ class LTMEngine:
         if events:
             self.worker.task.wake()
         return events
+
+    def record_heard(self, origin: Origin, text: str, created_at: datetime | None = None) -> list[MemoryEvent]:
+        """A group message that did not wake the bot: recorded, attributed to
+        its speaker, where the operator has the group learn all its talk
+        (groups.learn_all_messages); else nothing (the hook's usual case)."""
+        if not (self.config.enable and origin.is_group and self.config.groups.learns_all(
+                self.resolver.group_scope(origin))):
+            return []
+        return self.record_turn(origin, text, None, created_at)
 
     def record_tool(self, origin: Origin, tool: str, args: Any, result: Any) -> MemoryEvent | None:
         if not self.config.enable:
@@ -292,28 +311,30 @@ class LTMEngine:
         # "Last time we talked" is a candidate the reader places first (docs/decisions.md#d107).
         pinned = await self.last_time.pinned(scopes, query, self.config, held)
         block = await self.reader.read(scopes, query, self.config.read_policy, ids=self.config.tools.expand,
-                                       history=held, trace=trace, pinned=pinned)
+                                       history=held, trace=trace, pinned=pinned, follower=self.follower(origin))
         if trace is None:
             self.usage.note(block, via="block")
         return block
 
+    def follower(self, origin: Origin) -> Follower | None:
+        """The speaker, when their profile facts follow them into this group (recalling/followers.py)."""
+        follows = origin.is_group and not origin.scheduled and self.config.groups.profiles_follow(
+            self.resolver.group_scope(origin))
+        return Follower(self.resolver.user_scope(origin), origin.speaker) if follows else None
+
     # -- explicit memories -------------------------------------------------
 
-    @staticmethod
-    async def _given_name(session: AsyncSession, event: MemoryEvent) -> str:
-        """The name the speaker gave for themselves, as the scope remembers
-        it; "" when they have a display name (it is used) or gave none."""
-        if display_name(event.sender_id, event.sender_name):
-            return ""
-        facts = await session.run_sync(lambda s: name_facts(s, Scope(event.scope, event.scope_id)))
-        return next((name for f in facts if (name := given_name(f.fact))), "")
-
-    def _explicit_candidate(self, event: MemoryEvent, fact: str, name: str = "") -> Candidate:
-        """``name``: the one the person gave (``_given_name``), when the platform shows none."""
-        fact = attribute(fact, display_name(event.sender_id, event.sender_name) or name or unnamed(fact))
+    async def _explicit_candidate(self, session: AsyncSession, event: MemoryEvent, fact: str) -> Candidate:
+        """What "remember that …" asks for, kept with whom said it (a group may recall it: audience.py)."""
+        said = str((event.content or {}).get("text") or "")
+        person = self.resolver.person(event.platform_id, event.sender_id)  # named as chat facts name them
+        named = display_name(event.sender_id, event.sender_name) or await session.run_sync(name_given, person)
+        fact = attribute(fact, named or unnamed(fact))
+        subject = person if event.scope == ScopeKind.GROUP else None
         return Candidate(type=guess_type(fact), fact=fact, fact_key=fact, confidence=1.0,
                          importance=EXPLICIT_IMPORTANCE, event_ids=[event.event_id],
-                         source=CandidateSource.USER_EXPLICIT, session_id=event.session_id)
+                         source=CandidateSource.USER_EXPLICIT, session_id=event.session_id,
+                         secret=asks_secrecy(said) or asks_secrecy(fact), subject=subject)
 
     async def _capture_explicit(self, session: AsyncSession, events: list[MemoryEvent]) -> None:
         """'Remember that …' in a recorded message becomes a memory at once."""
@@ -324,7 +345,7 @@ class LTMEngine:
             if not fact:
                 continue
             await self.writer.apply(session, Scope(event.scope, event.scope_id),
-                                    [self._explicit_candidate(event, fact, await self._given_name(session, event))],
+                                    [await self._explicit_candidate(session, event, fact)],
                                     method=Method.USER_EXPLICIT, actor=f"user:{event.sender_id}")
             # The user said exactly what to keep; extracting it again would
             # only produce a differently worded duplicate.
@@ -353,8 +374,7 @@ class LTMEngine:
         async with self.db.write() as session:
             session.add(event)
             await session.flush()
-            name = await self._given_name(session, event)
-            (outcome,) = await self.writer.apply(session, scope, [self._explicit_candidate(event, fact, name)],
+            (outcome,) = await self.writer.apply(session, scope, [await self._explicit_candidate(session, event, fact)],
                                                  method=Method.USER_EXPLICIT, actor=f"user:{origin.sender_id}")
         return outcome
 

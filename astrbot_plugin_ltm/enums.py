@@ -116,6 +116,7 @@ class AuditAction(StrEnum):
     PAUSE = "pause"  # a user paused learning about themselves (operating/pauses.py)
     RESUME = "resume"  # the user resumed it
     LIFT = "lift"  # an operator lifted a user's pause
+    MOVE = "move"  # kept with the person it is about, from the group it was said in (operating/contexts.py)
 
 
 class PolicySource(StrEnum):
@@ -159,6 +160,14 @@ class ScopeKind(StrEnum):
 
     USER = "user"
     GROUP = "group"
+
+
+class Visibility(StrEnum):
+    """Which chats may recall a memory (audience.py; docs/privacy.md)."""
+
+    SHARED = "shared"  # where it was said: its person's private chat and the groups it was said in
+    PRIVATE = "private"  # only its person's private chat (a memory of old whose group could not be told)
+    SECRET = "secret"  # the speaker asked to keep it secret: only their private chat, never shown in a group
 
 
 class Corpus(StrEnum):

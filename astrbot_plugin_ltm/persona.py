@@ -39,6 +39,13 @@ def shared_scope(scope: Scope) -> Scope:
     return replace(scope, id=base) if mark else scope
 
 
+def as_persona_of(scope: Scope, other: Scope) -> Scope:
+    """``scope`` (a person's) with ``other``'s persona part, if it has one:
+    a member's fact learnt by a persona in a group stays with that persona."""
+    _, mark, persona = other.id.partition(PERSONA_MARK)
+    return replace(scope, id=f"{scope.id}{PERSONA_MARK}{persona}") if mark else scope
+
+
 def target_scope(scope: Scope, memory_type: str) -> Scope:
     """Where a memory of ``memory_type`` learnt in ``scope`` is kept."""
     return shared_scope(scope) if memory_type in SHARED_TYPES else scope

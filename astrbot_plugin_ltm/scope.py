@@ -5,6 +5,10 @@ gives every new conversation a new one. A person's memory must follow the
 person, so by default the user scope is keyed by platform + sender id, and
 ``cross_platform_aliases`` can join one person's accounts on several
 platforms into one scope.
+
+Where a thing was said decides who may hear it again (audience.py): a
+private chat reads its person's scope, a group reads the group's scope,
+never a member's private one.
 """
 
 from __future__ import annotations
@@ -34,6 +38,9 @@ class Origin:
     group_id: str | None = None  # None in a private chat
     is_admin: bool = False
     persona: str | None = None  # the AstrBot persona the bot plays here (persona.persona_name); None: none chosen
+    # AstrBot's scheduler (a cron job, a background task's result) runs the
+    # agent with a made-up event: no person speaks, the sender id is the session's.
+    scheduled: bool = False
 
     @property
     def is_group(self) -> bool:
@@ -74,12 +81,29 @@ class ScopeResolver:
         self._aliases = identity.alias_map()
 
     def user_scope(self, origin: Origin) -> Scope:
-        account = f"{origin.platform_id}:{origin.sender_id}"
-        if account in self._aliases:
-            return Scope(ScopeKind.USER, self._aliases[account])
-        if self.identity.user_scope_strategy == "unified_msg_origin" and not origin.is_group:
+        if self.identity.user_scope_strategy == "unified_msg_origin" and not origin.is_group \
+                and f"{origin.platform_id}:{origin.sender_id}" not in self._aliases:
             return Scope(ScopeKind.USER, origin.unified_msg_origin)
-        return Scope(ScopeKind.USER, account)
+        return self.person(origin.platform_id, origin.sender_id)
+
+    def person(self, platform_id: str | None, sender_id: str | None) -> Scope:
+        """The scope of the person with this account (their aliases joined):
+        where what they say of themselves is kept, wherever they said it."""
+        account = f"{platform_id or 'unknown'}:{sender_id or ''}"
+        return Scope(ScopeKind.USER, self._aliases.get(account, account))
+
+    def accounts(self, person: Scope) -> list[tuple[str, str]]:
+        """The accounts (platform id, sender id) a person's scope is keyed by:
+        its aliases' accounts, or the one its id names ("<platform>:<sender>",
+        or a private chat's "<platform>:FriendMessage:<sender>")."""
+        base = person.id.partition(PERSONA_MARK)[0]
+        named = [account for account, alias in self._aliases.items() if alias == base] or [base]
+        out = []
+        for account in named:
+            parts = account.split(":")
+            if len(parts) >= 2:
+                out.append((parts[0], parts[-1] if len(parts) >= 3 else parts[1]))
+        return out
 
     def group_scope(self, origin: Origin) -> Scope:
         return Scope(ScopeKind.GROUP, f"{origin.platform_id}:{origin.group_id}")
@@ -95,7 +119,8 @@ class ScopeResolver:
         return with_persona(scope, persona) if persona else scope
 
     def read_scopes(self, origin: Origin) -> list[Scope]:
-        """Private chat: the user. Group chat: the group, then the speaker.
+        """Private chat: the user. Group chat: the group only — what was
+        said in it, by anyone (audience.py); never a member's private scope.
         With a persona, each scope's persona part comes before it."""
         persona = self._persona(origin)
         if persona is None:
@@ -106,10 +131,10 @@ class ScopeResolver:
         return scopes
 
     def _read_scopes(self, origin: Origin) -> list[Scope]:
-        scopes = [self.group_scope(origin) if origin.is_group else self.user_scope(origin)]
         if origin.is_group:
-            scopes.append(self.user_scope(origin))
-        elif self.identity.include_legacy_umo_on_read:
+            return [self.group_scope(origin)]
+        scopes = [self.user_scope(origin)]
+        if self.identity.include_legacy_umo_on_read:
             # Memories written when user scopes were keyed per conversation.
             legacy = Scope(ScopeKind.USER, origin.unified_msg_origin)
             if legacy not in scopes:

@@ -11,7 +11,9 @@ AstrBot); timed is what the hook would await:
 - ``journal``: ``engine.record_turn`` with the journal (one ``write()``);
 - ``journal+fsync``: the same and an ``fsync`` per turn (power-loss safe);
 - ``sqlite NORMAL`` / ``sqlite FULL``: ``record_turn`` then the awaited
-  flush of that turn (the insert's commit) at ``synchronous`` NORMAL / FULL.
+  flush of that turn (the insert's commit) at ``synchronous`` NORMAL / FULL;
+- ``heard``: ``engine.record_heard`` with the journal, a group message that
+  did not wake the bot where the group learns all its talk (D156).
 
 Each runs twice: alone, and with a second writer (the extraction worker's
 part) committing 50 events every 10 ms through ``Database.write``. Timings
@@ -51,8 +53,9 @@ from astrbot_plugin_ltm.storing.tables import MemoryEvent, new_id
 
 from .scale import Words, pct
 
-WAYS = ("queue", "journal", "journal+fsync", "sqlite NORMAL", "sqlite FULL")
+WAYS = ("queue", "journal", "journal+fsync", "sqlite NORMAL", "sqlite FULL", "heard")
 ORIGIN = Origin("bench", "bench:FriendMessage:u1", "u1", "User")
+IN_GROUP = Origin("bench", "bench:GroupMessage:g1", "u1", "User", group_id="g1")
 
 
 def _pragmas(synchronous: str) -> Callable[[Any, Any], None]:
@@ -82,7 +85,9 @@ async def run_way(way: str, turns: list[tuple[str, str]], contended: bool,
         path = Path(tmp)
         sql_engine = create_async_engine(f"sqlite+aiosqlite:///{path / 'ltm.db'}")
         event.listen(sql_engine.sync_engine, "connect", _pragmas("FULL" if way == "sqlite FULL" else "NORMAL"))
-        engine = LTMEngine(sql_engine, {}, data_dir=path / "data" if way.startswith("journal") else None)
+        config = {"groups": {"learn_all_messages": ["*"]}} if way == "heard" else {}
+        engine = LTMEngine(sql_engine, config, data_dir=path / "data" if way.startswith("journal") or way == "heard"
+                           else None)
         await engine.start(background=False)
         engine.recorder.task.start()  # the flusher, as in AstrBot
         if way == "journal+fsync":
@@ -100,6 +105,9 @@ async def run_way(way: str, turns: list[tuple[str, str]], contended: bool,
             async def hook(user: str, assistant: str) -> None:
                 engine.record_turn(ORIGIN, user, assistant)
                 await engine.recorder.flush()
+        elif way == "heard":
+            async def hook(user: str, assistant: str) -> None:
+                engine.record_heard(IN_GROUP, user)
         else:
             async def hook(user: str, assistant: str) -> None:
                 engine.record_turn(ORIGIN, user, assistant)

@@ -17,6 +17,11 @@
 - A user message containing "weather" is answered with a call to the
   ``get_weather`` tool when the request offers it; ``call <tool> {json}``
   with a call to that tool with those arguments, when it is offered.
+- A run AstrBot's scheduler woke (a cron job: its JSON follows "The
+  following object describes the scheduled task that triggered you:", in
+  the system prompt before 4.29, in the user prompt since) is answered
+  with a call to ``send_message_to_user`` saying ``CRON: <the job's note>``
+  when the tool is offered (AstrBot offers it when the job names a session).
 - ``POST /v1/embeddings``: deterministic bag-of-words vectors.
 - ``POST /v1/rerank`` (vLLM's rerank API, which AstrBot's ``vllm_rerank``
   provider calls): each document scored by the share of the query's words
@@ -79,6 +84,11 @@ _RULES = [
      "profile", "{who} has a {0}", "pet", 0.9, 0.7),
     (re.compile(r"\bI(?: am|'m) an? (programmer|developer|engineer|teacher|doctor|nurse|student|designer|writer)\b",
                 re.I), "profile", "{who} is a {0}", "job", 0.9, 0.7),
+    # What someone asks to keep secret: the model marks it (_SECRET below).
+    (re.compile(r"我的秘密代号是\s*([A-Za-z0-9-]+)"), "profile", "{who}的秘密代号是{0}", "secret_code", 0.9, 0.8),
+    (re.compile(r"我的卡号是\s*([0-9 -]{6,})"), "profile", "{who}的卡号是{0}", "card_number", 0.9, 0.8),
+    (re.compile(r"\bmy secret code is ([A-Za-z0-9-]+)", re.I), "profile", "{who}'s secret code is {0}", "secret_code",
+     0.9, 0.8),
     # An unsure guess a real model makes of a request (below the write
     # policy's 0.6: kept in shadow, no one asked to approve it).
     (re.compile(r"推荐几家([\u4e00-\u9fff]{1,6}?)的餐厅"),
@@ -86,6 +96,13 @@ _RULES = [
     (re.compile(r"recommend some restaurants in ([A-Z][\w-]*)", re.I),
      "preference", "{who} is looking for restaurants in {0}", "wants_food_{0}", 0.5, 0.3),
 ]
+
+
+# A line asking to keep it to ourselves: the fact is marked "secret".
+_SECRET = re.compile(r"别告诉别人|不要告诉别人|保密|don't tell anyone|keep it secret", re.I)
+# A group's own rule, said in a group chat: "about": "group".
+_GROUP_RULE = (re.compile(r"本群规定[：:，,]?\s*(.+?)[。！!]?$"),
+               re.compile(r"\bthe group rule is:?\s*(.+?)[.!]?$", re.I))
 
 
 class State:
@@ -113,6 +130,10 @@ _NAME_GIVEN = (re.compile(r"\bmy name is ([A-Z][\w-]*)", re.I),
                re.compile(r"我叫([\u4e00-\u9fff\w]{1,8}?)(?:[，,。！!\s]|$)"),
                re.compile(r"(?:的名字是|'s name is )([\u4e00-\u9fff\w-]{1,16})"))
 _CALL = re.compile(r"^call (\w+) (\{.*\})$", re.S)
+# AstrBot's cron wake-up: the job as one line of JSON (astr_main_agent_resources.py).
+_CRON_JOB = re.compile(r"The following object describes the scheduled task that triggered you:\n(\{.*\})")
+CRON_MARKER = "awakened by a scheduled cron job"
+CRON_SAYS = "CRON: "
 # A request for a book (not a question about an earlier one), and the bot's
 # recommendation as extraction reads it back: a bot-side episode.
 _ASKS_BOOK = re.compile(r"推荐.*书|recommend.*book", re.I)
@@ -163,6 +184,7 @@ def rule_extract(transcript: str, marks: bool = True) -> list[dict]:
                 given["any"] = found.group(1)
     facts = []
     person = given.get("any", "the user")
+    group_chat = "Chat: a group chat." in transcript
     for line in transcript.splitlines():
         bot = _BOT_LINE.match(line.strip())
         if bot and (rec := _BOT_RECOMMENDS.search(bot.group("text"))):
@@ -178,6 +200,11 @@ def rule_extract(transcript: str, marks: bool = True) -> list[dict]:
         who, uid, text = m.group("who"), m.group("uid"), m.group("text")
         if who == UNNAMED:
             who = given.get("any", "the user")
+        for rule in _GROUP_RULE:
+            if group_chat and (found := rule.search(text)):
+                facts.append({"type": "constraint", "fact": f"本群规定：{found.group(1)}" if "本群" in text
+                              else f"The group rule is: {found.group(1)}", "fact_key": f"group_rule_{found.group(1)}",
+                              "confidence": 0.9, "importance": 0.7, "lines": [int(m.group(1))], "about": "group"})
         for pattern, mtype, template, key, conf, imp in _RULES:
             for found in pattern.finditer(text):
                 value = found.group(1).strip()
@@ -192,6 +219,8 @@ def rule_extract(transcript: str, marks: bool = True) -> list[dict]:
                 if marks and fact["fact_key"] in known:
                     ref, old = known[fact["fact_key"]]
                     fact["same_as" if old == fact["fact"] else "updates"] = ref
+                if _SECRET.search(text):
+                    fact["secret"] = True
                 facts.append(fact)
     return facts
 
@@ -280,9 +309,21 @@ def _last(messages: list[dict], role: str) -> dict | None:
     return next((m for m in reversed(messages) if m.get("role") == role), None)
 
 
+def cron_job(messages: list[dict]) -> dict | None:
+    """The cron job that woke this run (its JSON in AstrBot's prompt), if any."""
+    for message in messages:
+        found = _CRON_JOB.search(_text(message.get("content")))
+        if found:
+            with contextlib.suppress(json.JSONDecodeError):
+                job = json.loads(found.group(1))
+                return job if isinstance(job, dict) else None
+    return None
+
+
 def request_kind(request: dict) -> str:
     """``chat`` (a turn AstrBot sent for a user), ``extraction``, ``title``,
-    ``embedding`` or ``other`` for one entry of ``State.requests``."""
+    ``summary``, ``cron`` (a run a cron job woke), ``embedding`` or ``other``
+    for one entry of ``State.requests``."""
     path = request.get("path", "")
     if path.endswith("/embeddings"):
         return "embedding"
@@ -296,6 +337,8 @@ def request_kind(request: dict) -> str:
         return "summary"
     if "conversation title generator" in system:
         return "title"
+    if CRON_MARKER in system:
+        return "cron"
     return "chat"
 
 
@@ -405,6 +448,15 @@ class Handler(BaseHTTPRequestHandler):
                 own = texts[-1] if texts else ""
             if last.get("role") == "tool":
                 text = f"The tool said: {_text(last.get('content'))}"
+            elif (job := cron_job(messages)) is not None:
+                said = CRON_SAYS + str(job.get("note") or "")
+                text = said
+                if "send_message_to_user" in tools:
+                    text = ""
+                    arguments = {"messages": [{"type": "plain", "text": said}]}
+                    tool_calls = [{"id": "call_fake_cron", "type": "function",
+                                   "function": {"name": "send_message_to_user",
+                                                "arguments": json.dumps(arguments, ensure_ascii=False)}}]
             elif (called := _CALL.match(own.strip())) and called.group(1) in tools:
                 text = ""  # "call memory_search {...}": the model calls that tool with those arguments
                 tool_calls = [{"id": "call_fake_2", "type": "function",

@@ -50,7 +50,10 @@ def as_body(value: Any) -> bytes:
 
 PARIS = {"type": "profile", "fact": "Alice lives in Paris", "fact_key": "city", "confidence": 0.9, "importance": 0.7}
 JAZZ = {"type": "preference", "fact": "Alice likes jazz", "fact_key": "jazz", "confidence": 0.5, "importance": 0.3}
-TEA = {"type": "preference", "fact": "Bob喜欢喝茶", "fact_key": "tea", "confidence": 1.0, "importance": 0.9}
+# Scripted as the group's own fact, so the store has a group scope (a member's
+# own facts are kept with them: tests/test_audience.py).
+TEA = {"type": "preference", "fact": "Bob喜欢喝茶", "fact_key": "tea", "confidence": 1.0, "importance": 0.9,
+       "about": "group"}
 
 
 async def seed(api, origin) -> dict[str, MemoryItem]:

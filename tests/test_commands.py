@@ -233,11 +233,13 @@ def test_parse_target_without_an_id_says_the_syntax(text):
 
 
 async def _alice_bob_and_a_group(ltm, cmd, origin) -> None:
-    """alice: 2 memories, bob: 1, group qq:g1: 1 (from carol's words)."""
+    """alice: 2 memories, bob: 1, group qq:g1: 1 (the group's own rule)."""
     await cmd.remember(origin("alice"), "I like green tea")
     await cmd.remember(origin("alice"), "I live in Paris")
     await cmd.remember(origin("bob"), "I like coffee")
-    await cmd.remember(origin("carol", group="g1"), "I am vegetarian")
+    await ltm.turn(origin("carol", group="g1"), "In this group we eat vegetarian", "OK.",
+                   {"type": "constraint", "fact": "The group eats vegetarian", "fact_key": "group_food",
+                    "about": "group"})
     assert len(await ltm.items()) == 4
 
 

@@ -7,7 +7,8 @@ import contextlib
 
 import pytest
 
-from astrbot_plugin_ltm.recording.explicit import attribute, explicit_fact, given_name, guess_type
+from astrbot_plugin_ltm.learning.known import given_name
+from astrbot_plugin_ltm.recording.explicit import attribute, explicit_fact, guess_type
 from astrbot_plugin_ltm.storing.tables import MemoryEvidence, MemoryItem
 
 
@@ -91,7 +92,9 @@ async def test_explicit_request_in_a_group_names_the_speaker(ltm, origin):
     await ltm.record(bob, "please remember my birthday is May 1", "OK Bob.")
     item = await ltm.item()
     assert item.fact == "Bob's birthday is May 1"
-    assert (item.scope, item.scope_id) == ("group", "qq:g1")
+    # Kept with Bob, who said it; the group he said it in may recall it (tests/test_audience.py).
+    assert (item.scope, item.scope_id) == ("user", "qq:bob")
+    assert "Bob's birthday is May 1" in (await ltm.block(origin("carol", group="g1"), "When is Bob's birthday?")).text
 
 
 async def test_the_assistant_saying_remember_is_not_a_request(ltm, origin):

@@ -288,8 +288,9 @@ async def test_namespace_loads_never_hold_up_the_reads_own_queries(make_ltm, ori
 
     monkeypatch.setattr(keywords, "load_namespace", blocked)
     monkeypatch.setattr(keywords, "COLD_WAIT", 0.05)
-    group = origin("alice", group="g1")  # two scopes, two corpora: four loads, more than the load threads
-    block = await asyncio.wait_for(ltm.block(group, "bees"), 5)
+    alice = origin("alice")  # her scope and the legacy one, two corpora: four loads, more than the load threads
+    assert len(ltm.engine.resolver.read_scopes(alice)) == 2
+    block = await asyncio.wait_for(ltm.block(alice, "bees"), 5)
     assert [s.fact for s in block.items] == ["Alice keeps bees"]  # the scope's most important memories
     stuck.set()
     await ltm.engine.keyword_index.loads_settled()

@@ -4,9 +4,10 @@ What is proven here:
 
 - a pause is the user's state: no policy rollback, config save, restart or
   policy change undoes it, and pausing makes no policy version;
-- a paused user is learnt nothing — turns, "remember that …", ``/ltm
-  remember`` — in their own scope and from their own messages in a group,
-  while what others say is learnt; resuming answers truthfully;
+- a pause means forgotten: what a paused user says — turns, "remember
+  that …", ``/ltm remember`` — in their own chat and in a group is not
+  recorded at all, while what others say is learnt; resuming answers
+  truthfully; a pause is taken during emergency read-only too;
 - only an operator lifts another user's pause, explicitly, and it is audited;
 - pauses made through the policy before (``disabled_scopes``) become pause
   rows at the first start, and the operator's own entries stay;
@@ -55,7 +56,7 @@ async def test_a_paused_user_learns_nothing_after_a_rollback_to_version_1(make_a
 
     gateway.default = gateway.facts_json(PARIS)  # what any extraction of her turn would find
     events, _ = await ltm.turn(alice, "I live in Paris", "Nice.")
-    assert {e.extraction_status for e in events} == {"skipped"}
+    assert events == [] and not await ltm.events(said("I live in Paris"))  # not even recorded
     await ltm.record(alice, "remember that I work as a nurse")
     with pytest.raises(AdminError, match="paused"):
         await engine.remember(alice, "I like tea")
@@ -109,8 +110,7 @@ async def test_a_config_save_a_replay_tuning_or_a_restart_does_not_undo_a_pause(
     assert engine.paused(alice)
     again = await make_ltm({"write_policy": {"mode": "auto"}}, name="p.db")  # a restart
     assert again.engine.paused(alice)
-    events = await again.record(alice, "I live in Paris")
-    assert {e.extraction_status for e in events} == {"skipped"}
+    assert await again.record(alice, "I live in Paris") == []
 
 
 async def test_a_paused_users_messages_in_a_group_are_not_learned_and_others_are(ltm, origin, gateway):
@@ -118,13 +118,12 @@ async def test_a_paused_users_messages_in_a_group_are_not_learned_and_others_are
     alice, bob = origin("alice", group="g1"), origin("bob", group="g1")
     assert "paused" in await commands.pause(alice)  # said in the group: pauses alice everywhere
     assert ltm.engine.paused(origin("alice"))
-    alice_said = ltm.engine.record_turn(alice, "remember that I live in Paris", "Noted, Paris!")
-    # decided on the hot path, before anything is written
-    assert {e.extraction_status for e in alice_said} == {"skipped"}
+    # decided on the hot path: neither her words nor the bot's answer to them are recorded
+    assert ltm.engine.record_turn(alice, "remember that I live in Paris", "Noted, Paris!") == []
     await ltm.engine.recorder.flush()
+    assert not [e for e in await ltm.events() if "Paris" in json.dumps(e.content)]
     await ltm.turn(bob, "I like tea", "OK.", TEA)
-    group_facts = {i.fact for i in await ltm.items(MemoryItem.scope == "group")}
-    assert group_facts == {"Bob likes tea"}
+    assert {i.fact for i in await ltm.items()} == {"Bob likes tea"}
     prompts = " ".join(c["prompt"] for c in gateway.calls)
     assert "I like tea" in prompts and "Paris" not in prompts
     assert "paused" in await commands.status(origin("alice"))
@@ -272,5 +271,43 @@ async def test_a_pause_covers_the_users_persona_scopes_too(make_ltm, origin):
     as_bard = replace(alice, persona="Bard")
     await Commands(ltm.engine).pause(alice)
     assert ltm.engine.resolver.write_scope(as_bard).id != "qq:alice"  # a scope of its own
-    events = await ltm.record(as_bard, "I live in Paris")
-    assert {e.extraction_status for e in events} == {"skipped"}
+    assert await ltm.record(as_bard, "I live in Paris") == []
+
+
+async def test_a_pause_asked_for_during_read_only_is_kept_when_read_only_ends(make_ltm, origin):
+    ltm = await make_ltm({"write_policy": {"mode": "auto"}, "emergency_read_only": True})
+    commands, alice = Commands(ltm.engine), origin("alice")
+    reply = await commands.pause(alice)
+    assert "is paused" in reply and "nothing changed" not in reply
+    assert [a.action for a in await ltm.audit() if a.scope == "user"] == ["pause"]
+    ltm.configure({"emergency_read_only": False})
+    assert ltm.engine.paused(alice)
+    assert await ltm.record(alice, "I live in Paris") == []
+
+
+async def test_turns_recorded_while_paused_before_this_version_are_deleted_at_start(make_ltm, origin, gateway):
+    """Before a pause meant forgotten, what a paused user said was recorded
+    (only not learnt): the first start of this version deletes it, in the
+    user's own chat and in groups, with the bot's replies."""
+    from sqlalchemy import delete as sql_delete
+
+    from astrbot_plugin_ltm.storing.tables import IndexBuild
+
+    ltm = await make_ltm({"write_policy": {"mode": "auto"}}, name="old-pauses.db")
+    alice, in_g1, bob = origin("alice"), origin("alice", group="g1"), origin("bob", group="g1")
+    await ltm.record(alice, "I like tea before the pause", "OK.")
+    await Commands(ltm.engine).pause(alice)
+    async with ltm.engine.db.write() as session:  # as the recorder of before wrote them: kept, skipped
+        for origin_, text in ((alice, "my card number is 6222"), (in_g1, "my code is ZX-4417")):
+            for role, said_ in (("user", text), ("assistant", f"Noted: {text}")):
+                session.add(MemoryEvent(scope="group" if origin_.group_id else "user",
+                                        scope_id=f"qq:{origin_.group_id or 'alice'}", source_type="message",
+                                        source_role=role, content={"text": said_}, platform_id="qq",
+                                        session_id=origin_.unified_msg_origin,
+                                        sender_id="alice" if role == "user" else None,
+                                        created_at=ltm.clock(), extraction_status="skipped"))
+        await session.execute(sql_delete(IndexBuild).where(IndexBuild.name == "contexts"))
+    await ltm.record(bob, "bob's words stay", "OK.")
+    again = await make_ltm({"write_policy": {"mode": "auto"}}, name="old-pauses.db")  # the first start
+    left = {e.content["text"] for e in await again.events()}
+    assert left == {"I like tea before the pause", "OK.", "bob's words stay"}, left

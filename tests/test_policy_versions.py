@@ -252,7 +252,7 @@ async def test_the_writes_command_is_a_version_and_pause_is_none(make_api, origi
     assert "Only an operator" in await commands.policy(alice, "rollback", "1")
 
     await api.ok("put_policy", {"emergency_read_only": True}, USER)
-    assert "read-only" in await commands.pause(alice)
+    assert "is paused" in await commands.pause(alice)  # a person's choice, taken during read-only too
     with pytest.raises(ReadOnlyError):
         await api.ltm.engine.policy_versions.change({"read_policy": {"max_items": 1}}, "x", PolicySource.API)
 

@@ -18,7 +18,7 @@ JAZZ = {"type": "preference", "fact": "Alice likes jazz music in Paris", "fact_k
         "importance": 0.3}
 CAT = {"type": "profile", "fact": "用户养了一只叫咪咪的猫", "fact_key": "cat", "confidence": 0.9, "importance": 0.6}
 GROUP_RULE = {"type": "constraint", "fact": "The group g1 talks about Paris trips only", "fact_key": "g1_rule",
-              "confidence": 0.9, "importance": 0.6}
+              "confidence": 0.9, "importance": 0.6, "about": "group"}
 
 
 async def _alice(api, origin) -> None:
@@ -87,7 +87,7 @@ async def test_a_preview_in_a_group_reads_the_groups_memory_as_the_bot_would(mak
     shown = await api.ok("preview", {"scope": "user:qq:alice", "group": "group:qq:g1", "message": question})
     given = await api.ltm.block(origin("alice", group="g1"), question)
     assert shown["text"] == given.text and "Paris trips only" in shown["text"]
-    assert shown["read_scopes"] == ["group:qq:g1", "user:qq:alice"]
+    assert shown["read_scopes"] == ["group:qq:g1"]  # never the speaker's own scope (audience.py)
     alone = await api.ok("preview", {"scope": "user:qq:alice", "message": question})
     assert "Paris trips only" not in alone["text"]
 

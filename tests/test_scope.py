@@ -24,7 +24,7 @@ async def test_one_users_memories_never_reach_another(ltm, origin):
     assert await facts(ltm, alice) == {"Alice's password hint is green tea", "Alice lives in Paris"}
 
 
-async def test_a_group_member_reads_the_group_and_their_own_memories_only(ltm, origin):
+async def test_a_group_recalls_what_was_said_in_it_and_a_private_chat_everything_about_its_person(ltm, origin):
     alice_dm, bob_dm = origin("alice"), origin("bob")
     alice_g1, bob_g1 = origin("alice", group="g1"), origin("bob", group="g1")
     carol_g2 = origin("carol", group="g2")
@@ -33,13 +33,12 @@ async def test_a_group_member_reads_the_group_and_their_own_memories_only(ltm, o
     await ltm.engine.remember(alice_g1, "the team meets on Fridays")
     await ltm.engine.remember(carol_g2, "the team meets on Mondays")
 
-    assert await facts(ltm, alice_g1, "peanuts spiders team") == {
-        "Alice is allergic to peanuts", "the team meets on Fridays",
-    }
-    assert await facts(ltm, bob_g1, "peanuts spiders team") == {
-        "Bob is afraid of spiders", "the team meets on Fridays",
-    }
-    # a private chat does not read any group's memories
+    # a group: what was said in it, never what a member said in private
+    assert await facts(ltm, alice_g1, "peanuts spiders team") == {"the team meets on Fridays"}
+    assert await facts(ltm, bob_g1, "peanuts spiders team") == {"the team meets on Fridays"}
+    # a private chat: everything about its person, wherever they said it; no other group's
+    assert await facts(ltm, alice_dm, "peanuts team") == {"Alice is allergic to peanuts",
+                                                           "the team meets on Fridays"}
     assert await facts(ltm, bob_dm, "team") == {"Bob is afraid of spiders"}
     assert await facts(ltm, origin("carol", group="g2"), "peanuts team") == {"the team meets on Mondays"}
 
@@ -81,8 +80,10 @@ async def test_cross_platform_aliases_join_accounts(make_ltm, origin):
     assert await facts(ltm, on_qq, "tea Paris") == expected
     assert await facts(ltm, on_telegram, "tea Paris") == expected
     assert not await ltm.block(stranger, "tea Paris")
-    # in a group, the alias is the member's own scope too
-    assert await facts(ltm, origin("222", name="Alice", platform="telegram", group="g"), "tea") == expected
+    # in a group, what she says of herself is kept in the alias's scope too
+    await ltm.engine.remember(origin("222", name="Alice", platform="telegram", group="g"), "I like jazz")
+    assert {(i.scope, i.scope_id) for i in await ltm.items()} == {("user", "alice")}
+    assert await facts(ltm, on_qq, "jazz") >= {"Alice likes jazz"}
 
 
 async def test_legacy_per_conversation_memories_are_read_when_enabled(make_ltm, origin):
@@ -122,7 +123,7 @@ def test_resolver_private_chat():
 def test_resolver_group_chat():
     r = ScopeResolver(IdentityConfig())
     assert r.write_scope(o(group="g1")) == Scope("group", "qq:g1")
-    assert r.read_scopes(o(group="g1")) == [Scope("group", "qq:g1"), Scope("user", "qq:alice")]
+    assert r.read_scopes(o(group="g1")) == [Scope("group", "qq:g1")]  # never a member's own (audience.py)
     # groups of different platforms with the same id are different groups
     assert r.write_scope(o(group="g1", platform="tg")) != r.write_scope(o(group="g1"))
 

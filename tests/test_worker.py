@@ -352,7 +352,10 @@ async def test_group_events_carry_the_sender_and_facts_are_attributed(ltm, origi
     assert items["tea"].fact == "Bob喜欢喝茶"
     assert items["group"].fact == "Alice and Bob are in the same group"
     assert set(items) == {"home", "job", "cat", "tea", "group"}
-    assert all((i.scope, i.scope_id) == ("group", "qq:g1") for i in items.values())
+    # Each person's own facts are kept with them; what both said, with the group (audience.py).
+    assert {k: (i.scope, i.scope_id) for k, i in items.items()} == {
+        "home": ("user", "qq:alice"), "job": ("user", "qq:bob"), "cat": ("user", "qq:bob"),
+        "tea": ("user", "qq:bob"), "group": ("group", "qq:g1")}
 
     by_id = {e.event_id: e for e in events}
 

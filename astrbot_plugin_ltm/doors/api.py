@@ -21,7 +21,7 @@ routes live in replay_api.py.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,7 +50,7 @@ from ..operating.policy_change import PUT_POLICY, refuse_unknown_keys
 from ..operating.policy_versions import reason_text
 from ..operating.policy_words import described
 from ..operating.queries import SORTS, AuditFilter, EventFilter, ItemFilter
-from ..operating.serialize import audit_dict, event_dict, item_api_dict, shown
+from ..operating.serialize import audience_dict, audit_dict, event_dict, item_api_dict, shown
 from ..operating.transfer import (
     AS_EXPORTED,
     FOR_REVIEW,
@@ -65,6 +65,7 @@ from ..operating.transfer import (
 )
 from ..scope import Scope
 from ..storing.database import DatabaseBusyError, ReadOnlyError, is_full
+from ..storing.tables import MemoryItem
 from .preview import preview as preview_block
 from .replay_api import ReplayAPI
 
@@ -267,20 +268,26 @@ class MemoryAPI:
             if not text:
                 raise AdminError(msg("search.no_words"))
             near, total = await search_by_meaning(self.engine.db, self.engine.embeddings, f, text, offset, size)
-            return {"items": [{**item_api_dict(i), "similarity": round(sim, 4)} for i, sim in near],
+            shown = await self._items([i for i, _ in near])
+            return {"items": [{**d, "similarity": round(sim, 4)} for d, (_, sim) in zip(shown, near, strict=True)],
                     "total": total, "page": page, "page_size": size, "search": "meaning"}
         if text:  # ranked by relevance
             items, total = await self.engine.admin.search_items(f, text, offset, size)
         else:
             items, total = await self.engine.admin.list_items(f, sort=sort, offset=offset, limit=size)
-        return {"items": [item_api_dict(i) for i in items], "total": total, "page": page, "page_size": size}
+        return {"items": await self._items(items), "total": total, "page": page, "page_size": size}
+
+    async def _items(self, items: Sequence[MemoryItem]) -> list[dict[str, Any]]:
+        """Memories as the page shows them: with where each was said and who may see it."""
+        said_in, lang = await self.engine.admin.said_in(items), answer_lang()
+        return [{**item_api_dict(i), **audience_dict(i, said_in.get(i.id or 0, []), lang)} for i in items]
 
     async def _full_id(self, memory_id: Any) -> str:
         """The id a whole id or a unique prefix names."""
         return (await self.engine.admin.find_by_prefix(v.memory_id(memory_id))).memory_id
 
     async def get_item(self, memory_id: str) -> dict[str, Any]:
-        return await self.engine.admin.get_item(await self._full_id(memory_id))
+        return await self.engine.admin.get_item(await self._full_id(memory_id), answer_lang())
 
     async def patch_item(self, memory_id: str, body: Any, user: str | None) -> dict[str, Any]:
         changes = _body(body, msg("api.what.changes"))
@@ -496,7 +503,7 @@ class MemoryAPI:
             "scope": str(scope),
             "paused": paused,
             "writes_off": self.engine.config.write_policy.writes_off(scope),  # the operator's switch
-            "memories": {"items": [item_api_dict(i) for i in items], "total": total},
+            "memories": {"items": await self._items(items), "total": total},
             "events": [event_dict(e) for e in events],
             "audit": in_words([audit_dict(a) for a in audits], lang),
         }

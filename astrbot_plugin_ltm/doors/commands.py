@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from .. import validators
+from ..audience import may_recall
 from ..engine import LTMEngine
 from ..enums import Outcome, PolicySource, ScopeKind, Status
 from ..errors import AdminError
@@ -90,6 +91,11 @@ def parse_target(text: str) -> Scope:
 
 def _in_scope(scope: Scope, told_by: str | None = None) -> ItemFilter:
     return ItemFilter(scope=scope.kind, scope_id=scope.id, told_by=told_by)
+
+
+def _said_in(person: Scope, group: Scope) -> ItemFilter:
+    """A person's memories that ``group`` may recall."""
+    return ItemFilter(scope=person.kind, scope_id=person.id, said_in=str(group))
 
 
 class Commands:
@@ -207,19 +213,25 @@ class Commands:
         return "\n".join(lines) + "\n" + last
 
     def _own_filters(self, origin: Origin) -> list[ItemFilter]:
-        """A user's memories: their own scope and, in a group, what the group
-        remembers from their own messages."""
-        filters = [_in_scope(self._own_scope(origin))]
-        if origin.is_group:
-            filters.append(_in_scope(self.engine.resolver.group_scope(origin), told_by=origin.sender_id))
-        return filters
+        """A user's memories: their own scope; in a group only what the group
+        may recall (a reply there is read by everyone, audience.py): what
+        they said in it, and what the group keeps from their messages."""
+        if not origin.is_group:
+            return [_in_scope(self._own_scope(origin))]
+        group = self.engine.resolver.group_scope(origin)
+        return [_said_in(self._own_scope(origin), group), _in_scope(group, told_by=origin.sender_id)]
 
     async def list(self, origin: Origin, target: str = "") -> str:
         lang, scope, refused = await self._target_or_refusal(origin, target, "see")
         if refused:
             return refused
         items, total = [], 0
-        for f in [_in_scope(scope)] if scope else self._own_filters(origin):
+        if scope is not None and origin.is_group and scope.kind == ScopeKind.USER:
+            # an operator's look at someone in a group: what the group may recall of them
+            filters = [_said_in(scope, self.engine.resolver.group_scope(origin))]
+        else:
+            filters = [_in_scope(scope)] if scope else self._own_filters(origin)
+        for f in filters:
             found, count = await self.engine.admin.list_items(f, sort="importance", limit=LIST_LIMIT)
             items.extend(found)
             total += count
@@ -271,10 +283,20 @@ class Commands:
             return exc.message(lang)
         except ReadOnlyError:
             return say("cmd.read_only.nothing_deleted", lang)
+        # In a group, a memory the group may not recall is not repeated there.
+        if origin.is_group and not await self._recalled_here(item, origin):
+            return say("cmd.forget.done_private", lang)
         # An operator may reach into any scope: say whose it was.
         if origin.is_admin:
             return say("cmd.forget.done_in", lang, fact=item.fact, scope=f"{item.scope}:{item.scope_id}")
         return say("cmd.forget.done", lang, fact=item.fact)
+
+    async def _recalled_here(self, item: MemoryItem, origin: Origin) -> bool:
+        """Whether the group ``origin`` speaks in may recall ``item`` (audience.py)."""
+        reading = self.engine.resolver.read_scopes(origin)
+        said_in = (await self.engine.admin.said_in([item])).get(item.id or 0, [])
+        return may_recall(Scope(item.scope, item.scope_id), item.visibility, bool(set(said_in) & set(reading)),
+                          reading)
 
     async def _forgettable(self, origin: Origin, memory_id: str) -> MemoryItem:
         """The memory an id prefix names, among those the caller may forget:
@@ -309,20 +331,22 @@ class Commands:
         else:
             scope, actor, whose = self._own_scope(origin), f"user:{origin.sender_id}", "own"
             command, nothing = say("cmd.forget_all.confirm_own", lang), say("cmd.list.nothing", lang)
+        # A person's own lines in groups go too (docs/privacy.md).
+        accounts = self.engine.resolver.accounts(scope) if scope.kind == ScopeKind.USER else []
         key, now = (scope, actor), self.engine.clock()
         for stale in [k for k, t in self._forget_all_asked.items() if now - t > CONFIRM_WINDOW]:
             del self._forget_all_asked[stale]
         asked = self._forget_all_asked.get(key)
         if not confirmed or asked is None or now - asked > CONFIRM_WINDOW:
             _, total = await self.engine.admin.list_items(_in_scope(scope), limit=1)
-            if total == 0 and not await self.engine.admin.quotable_turns(scope):
+            if total == 0 and not await self.engine.admin.quotable_turns(scope, accounts):
                 return nothing
             self._forget_all_asked[key] = now
             asking = "read_only" if self.engine.config.emergency_read_only else "ask"
             return say(f"cmd.forget_all.{asking}_{whose}", lang, total=total, target=target, command=command)
         self._forget_all_asked.pop(key, None)
         try:
-            count = await self.engine.admin.forget_scope(scope, actor)
+            count = await self.engine.admin.forget_scope(scope, actor, accounts)
         except ReadOnlyError:
             return say("cmd.read_only.nothing_deleted", lang)
         return say(f"cmd.forget_all.done_{whose}", lang, count=count, target=target)
@@ -417,11 +441,9 @@ class Commands:
         """``/ltm pause``: a user stops learning about themselves — their own
         state (operating/pauses.py), which no policy change undoes."""
         lang = self._lang(origin)
-        try:
-            made = await self.engine.pauses.pause(self._own_scope(origin), f"user:{origin.sender_id}",
-                                                  say("pause.reason.user", "en"))
-        except ReadOnlyError:
-            return say("cmd.read_only.emergency", lang)
+        # Taken during read-only too: a person's choice about their data (operating/pauses.py).
+        made = await self.engine.pauses.pause(self._own_scope(origin), f"user:{origin.sender_id}",
+                                              say("pause.reason.user", "en"))
         if made is None:
             return say("pause.already", lang, since=self.engine.pauses_since(origin))
         return say("pause.on", lang)
@@ -433,11 +455,7 @@ class Commands:
         if target.strip():
             return await self._lift(origin, target, lang)
         scope = self._own_scope(origin)
-        try:
-            resumed = await self.engine.pauses.resume(scope, f"user:{origin.sender_id}",
-                                                      say("pause.reason.resume", "en"))
-        except ReadOnlyError:
-            return say("cmd.read_only.emergency", lang)
+        resumed = await self.engine.pauses.resume(scope, f"user:{origin.sender_id}", say("pause.reason.resume", "en"))
         reply = say("pause.resumed" if resumed else "pause.not_paused", lang)
         if self.engine.config.write_policy.writes_off(scope):  # the operator's switch is theirs to turn
             reply += "\n" + say("pause.operator_off", lang, scope=scope)
@@ -452,11 +470,8 @@ class Commands:
             return exc.message(lang)
         if scope.kind != ScopeKind.USER:
             return say("pause.users_only", lang, scope=scope)
-        try:
-            lifted = await self.engine.pauses.resume(scope, f"operator:{origin.sender_id}",
-                                                     say("pause.reason.lift", "en"), lifted=True)
-        except ReadOnlyError:
-            return say("cmd.read_only.emergency", lang)
+        lifted = await self.engine.pauses.resume(scope, f"operator:{origin.sender_id}", say("pause.reason.lift", "en"),
+                                                 lifted=True)
         return say("pause.lifted" if lifted else "pause.not_paused_target", lang, scope=scope)
 
 

@@ -8,15 +8,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import select
+
 from .. import validators as v
 from ..config import PERSONA_MARK
 from ..engine import LTMEngine
 from ..enums import SCOPE_KINDS, ScopeKind
 from ..errors import AdminError
 from ..i18n import Lang, msg, say
+from ..operating.serialize import audience_dict
 from ..persona import persona_name
 from ..recalling.trace import Trace
-from ..scope import Origin, Scope
+from ..scope import Origin, Scope, with_persona
+from ..storing.tables import MemoryItem
 
 MAX_MESSAGE_CHARS = 4000  # a message to preview; longer is refused, not cut
 MAX_CUT_SHOWN = 100  # cut lines listed, best-scored first as the reader met them
@@ -64,7 +68,9 @@ def origin_for(engine: LTMEngine, scope_text: Any, group: Any = None, persona: A
     origin = Origin(platform_id=platform, unified_msg_origin=umo, sender_id=sender, group_id=group_id,
                     persona=chosen)
     user = Scope(ScopeKind.USER, base)
-    if user not in engine.resolver.read_scopes(origin):
+    # In a group the speaker's own scope is not read (audience.py): they are who speaks.
+    speaks = [engine.resolver.user_scope(origin)] if group_id else engine.resolver.read_scopes(origin)
+    if user not in speaks and with_persona(user, chosen or "") not in speaks:
         raise AdminError(msg("preview.not_read", scope=str(user)))
     return origin, user
 
@@ -103,6 +109,7 @@ async def preview(engine: LTMEngine, body: Any, lang: Lang = "en") -> dict[str, 
         seen.add(c.id)
         cut.append({"text": c.text, "source": c.source, "id": c.id, "score": c.score, "why_code": c.why_code,
                     "why": say(c.why_code, lang, **dict(c.why_params))})
+    audiences = await _audiences(engine, [line.id for line in trace.lines], read_scopes, origin, lang)
     return {
         "scope": str(user),
         "read_scopes": [str(s) for s in read_scopes],
@@ -112,8 +119,27 @@ async def preview(engine: LTMEngine, body: Any, lang: Lang = "en") -> dict[str, 
         "tokens": block.tokens,
         "max_tokens": engine.config.read_policy.max_tokens,
         "lines": [{"text": line.text, "source": line.source, "id": line.id, "score": line.score,
-                   "tokens": line.tokens} for line in trace.lines] if block.text else [],
+                   "tokens": line.tokens, **audiences.get(line.id, {})} for line in trace.lines] if block.text else [],
         "cut": cut[:MAX_CUT_SHOWN],
         "cut_total": len(cut),
         "notices": notices,
     }
+
+
+async def _audiences(engine: LTMEngine, ids: list[str], reading: list[Scope], origin: Origin,
+                     lang: Lang) -> dict[str, dict[str, Any]]:
+    """Each memory line's context: where it was said and who may see it
+    (audience.py); a member's profile fact that follows them into the group
+    says so."""
+    async with engine.db.read() as session:
+        items = list((await session.scalars(select(MemoryItem).where(MemoryItem.memory_id.in_(ids)))).all())
+    said_in = await engine.admin.said_in(items)
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        where = said_in.get(item.id or 0, [])
+        shown = audience_dict(item, where, lang)
+        if Scope(item.scope, item.scope_id) not in reading and not set(where) & set(reading):
+            shown["audience"] = say("audience.follows", lang, chats=shown["audience"], person=origin.speaker)
+            shown["follows"] = True
+        out[item.memory_id] = shown
+    return out

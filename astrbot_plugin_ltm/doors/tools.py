@@ -2,14 +2,14 @@
 text out over the engine, like the chat commands (main.py registers them
 with AstrBot).
 
-- ``memory_search``: the current speaker's memories and turns (their own
-  scope and, in a group, the group's) for a query, optionally a period and
-  a type, ranked by the same reader, in the block's neutralised format,
-  within ``tools.search_max_tokens``.
+- ``memory_search``: what this chat may recall (audience.py: in a private
+  chat the person's own, in a group what was said in it) for a query,
+  optionally a period and a type, ranked by the same reader, in the block's
+  neutralised format, within ``tools.search_max_tokens``.
 - ``memory_remember``: a fact, through the write policy, the rate limits and
   the instruction check like any candidate.
-- ``memory_expand``: the turns a memory was drawn from, by the id its block
-  line ends with (``#42``: the memory's row id, never reused).
+- ``memory_expand``: the turns a memory was drawn from, said in this chat,
+  by the id its block line ends with (``#42``: the memory's row id, never reused).
 
 Each answers a sentence the model can pass on when it cannot help (off,
 read-only, nothing found), and never reaches another person's memory.
@@ -21,8 +21,9 @@ import re
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import and_, or_, select
 
+from ..audience import may_recall
 from ..engine import LTMEngine
 from ..enums import MEMORY_TYPES, Outcome, Status
 from ..instructions import instruction_reason, neutralise
@@ -31,7 +32,7 @@ from ..recalling.bot_lines import speaker_of
 from ..recalling.reader import Only
 from ..scope import Origin, Scope
 from ..storing.database import ReadOnlyError
-from ..storing.tables import MemoryEvent, MemoryEvidence, MemoryItem
+from ..storing.tables import MemoryContext, MemoryEvent, MemoryEvidence, MemoryItem
 from ..storing.turns import turn_text
 
 EXPAND_TURNS = 8  # source turns memory_expand returns at most
@@ -98,7 +99,7 @@ class MemoryTools:
         cfg = self.engine.config
         policy = replace(cfg.read_policy, enable=True, max_tokens=cfg.tools.search_max_tokens)
         block = await reader.read(self.engine.resolver.read_scopes(origin), query, policy, only=only,
-                                  ids=cfg.tools.expand)
+                                  ids=cfg.tools.expand, follower=self.engine.follower(origin))
         self.engine.usage.note(block, via="tool")
         return block.text if block else "Nothing in memory matches that."
 
@@ -117,6 +118,14 @@ class MemoryTools:
             return f"Remembered: {outcome.fact}"
         return f"Stored for review, not used until an operator approves it ({outcome.reason}): {outcome.fact}"
 
+    async def _said_in(self, item: MemoryItem, scopes: list[Scope]) -> bool:
+        """Whether ``item`` was said in one of ``scopes`` (a group, for a member's memory)."""
+        async with self.engine.db.read() as session:
+            found = await session.execute(select(MemoryContext.item_id).where(
+                MemoryContext.item_id == item.id,
+                or_(*(and_(MemoryContext.scope == s.kind, MemoryContext.scope_id == s.id) for s in scopes))))
+            return found.first() is not None
+
     async def expand(self, origin: Origin, memory_id: str) -> str:
         if (off := self._off("memory_expand")) is not None:
             return off
@@ -124,14 +133,19 @@ class MemoryTools:
         scopes = self.engine.resolver.read_scopes(origin)
         async with self.engine.db.read() as session:
             item = await session.get(MemoryItem, int(wanted)) if wanted.isdigit() and len(wanted) < 19 else None
-        if item is None or Scope(item.scope, item.scope_id) not in scopes:
+        said_here = item is not None and await self._said_in(item, scopes)
+        if item is None or not may_recall(Scope(item.scope, item.scope_id), item.visibility, said_here, scopes):
             return f"No memory #{wanted} for you here: give the id its block line ends with, e.g. #42."
         if item.status != Status.ACTIVE:
             return f"Memory #{wanted} is not in use, so its sources are not shown."
+        # Only the lines said in this chat: a memory a group may recall may
+        # have been said in private too (audience.py).
+        said_in_this_chat = or_(*(and_(MemoryEvent.scope == s.kind, MemoryEvent.scope_id == s.id) for s in scopes))
         async with self.engine.db.read() as session:
             turns = (await session.execute(
                 select(MemoryEvent).join(MemoryEvidence, MemoryEvidence.event_id == MemoryEvent.event_id)
-                .where(MemoryEvidence.memory_id == item.memory_id, MemoryEvent.withheld.is_(False))
+                .where(MemoryEvidence.memory_id == item.memory_id, MemoryEvent.withheld.is_(False),
+                       said_in_this_chat)
                 .order_by(MemoryEvent.created_at).limit(EXPAND_TURNS))).scalars().all()
         if not turns:
             return f"Memory #{wanted} ({neutralise(item.fact)}) has no source turns to show."

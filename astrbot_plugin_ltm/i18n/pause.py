@@ -13,14 +13,14 @@ TEXTS: dict[str, tuple[str, str]] = {
                                   "用户的暂停已从策略移到用户自己的状态：{scopes}"),
     "pause.reason.dropped": ("learning about {scope} is paused by the user", "用户已暂停学习 {scope}"),
     # chat replies
-    "pause.on": ("Learning about you is paused: nothing new is learned from what you say now, here or in "
-                 "groups; what is already known is still used. /ltm resume switches it back on.",
-                 "已暂停学习你的信息：从现在起你说的话（私聊和群聊）都不会被学习；已记住的内容仍会使用。"
+    "pause.on": ("Learning about you is paused: from now on nothing you say, here or in groups, is recorded, "
+                 "learnt or brought up later. What is already known is still used. /ltm resume switches it back on.",
+                 "已暂停：从现在起你说的话（私聊和群聊）都不会被记录、学习，以后也不会被提起；已记住的内容仍会使用。"
                  "发送 /ltm 恢复（或 /ltm resume）即可恢复。"),
     "pause.already": ("Learning about you is already paused (since {since}).",
                       "学习你的信息已处于暂停状态（自 {since} 起）。"),
-    "pause.resumed": ("Learning about you is back on. What you said while it was paused stays unlearned.",
-                      "已恢复学习你的信息。暂停期间你说的话不会被学习。"),
+    "pause.resumed": ("Learning about you is back on. What you said while it was paused was never recorded.",
+                      "已恢复学习你的信息。暂停期间你说的话没有被记录。"),
     "pause.not_paused": ("Learning about you is not paused; nothing changed.",
                          "学习你的信息并未暂停，无需更改。"),
     "pause.operator_off": ("Note: an operator has switched writes off for {scope}, so nothing new is learned "

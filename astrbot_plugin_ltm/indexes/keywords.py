@@ -14,12 +14,15 @@ from collections.abc import Callable, Iterator, Sequence
 
 from sqlalchemy import Connection, text
 
+from ..audience import MEMBERS_SQL
 from ..enums import Corpus
 from ..scope import Scope
 from ..storing.changes import (
     Change,
     MemoriesReindexed,
     MemoryRemoved,
+    MemoryShared,
+    MemoryUnshared,
     MemoryWritten,
     ScopeForgotten,
     TurnsRecorded,
@@ -49,11 +52,11 @@ PASSAGE_DOCUMENTS = False
 PASSAGE_STRIDE = 8
 assert PASSAGE_STRIDE >= MAX_PASSAGES
 
-# A corpus's rows of one scope, as (rowid, tokens), from the keyword rows.
+# A corpus's rows of one scope, as (rowid, tokens), from the keyword rows:
+# the memories the scope may recall (audience.py), the turns said in it.
 # The turns' rows hold scoped tokens only: SQLite takes the prefix off.
 _ROWS = {
-    Corpus.MEMORIES: "SELECT f.rowid, f.tokens FROM ltm_items i JOIN ltm_items_fts f ON f.rowid = i.id "
-                     "WHERE i.scope = :kind AND i.scope_id = :id",
+    Corpus.MEMORIES: f"SELECT f.rowid, f.tokens FROM ltm_items_fts f WHERE f.rowid IN ({MEMBERS_SQL})",
     Corpus.TURNS: "SELECT f.rowid, replace(f.scoped, :prefix, '') FROM ltm_events e "
                   "JOIN ltm_events_fts f ON f.rowid = e.id "
                   "WHERE e.scope = :kind AND e.scope_id = :id AND NOT e.withheld",
@@ -166,9 +169,16 @@ class KeywordIndex:
         updates: list[tuple[Matches[Key], Update[KeywordNamespace]]] = []
         for change in changes:
             match change:
-                case MemoryWritten(scope=scope, item_id=rowid, fact_tokens=tokens) if tokens is not None:
+                case MemoryWritten(scope=scope, item_id=rowid, fact_tokens=tokens, shared_in=shared_in) \
+                        if tokens is not None:
+                    for each in (scope, *shared_in):
+                        updates.append((_key(each, Corpus.MEMORIES), _adding([(rowid, tokens)])))
+                case MemoryShared(scope=scope, item_id=rowid, fact_tokens=tokens):
                     updates.append((_key(scope, Corpus.MEMORIES), _adding([(rowid, tokens)])))
-                case MemoryRemoved(scope=scope, item_id=rowid):
+                case MemoryRemoved(scope=scope, item_id=rowid, shared_in=shared_in):
+                    for each in (scope, *shared_in):
+                        updates.append((_key(each, Corpus.MEMORIES), _removing([rowid])))
+                case MemoryUnshared(scope=scope, item_id=rowid):
                     updates.append((_key(scope, Corpus.MEMORIES), _removing([rowid])))
                 case TurnsRecorded(scope=scope, turns=turns):
                     passages = [row for rowid, tokens in turns for row in passage_rows(rowid, tokens)]

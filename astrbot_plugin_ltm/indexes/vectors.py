@@ -19,6 +19,8 @@ from ..scope import Scope
 from ..storing.changes import (
     Change,
     MemoryRemoved,
+    MemoryShared,
+    MemoryUnshared,
     MemoryWritten,
     ScopeForgotten,
     TurnsWithheld,
@@ -234,11 +236,19 @@ class VectorIndex:
                     key = (scope, model, corpus)
                     stored = await self._fingerprint(key) if self._cache.peek(key) is not None else None
                     updates.append((_exactly(key), _storing(corpus, rowids, vectors, stored)))
-                case MemoryWritten(scope=scope, item_id=rowid, fact_tokens=tokens, created=False) \
-                        if tokens is not None:
-                    remove(scope, Corpus.MEMORIES, [rowid])  # the old fact's vector
-                case MemoryRemoved(scope=scope, item_id=rowid):
+                case MemoryWritten(scope=scope, item_id=rowid, fact_tokens=tokens, created=False,
+                                   shared_in=shared_in) if tokens is not None:
+                    for each in (scope, *shared_in):
+                        remove(each, Corpus.MEMORIES, [rowid])  # the old fact's vector
+                case MemoryRemoved(scope=scope, item_id=rowid, shared_in=shared_in):
+                    for each in (scope, *shared_in):
+                        remove(each, Corpus.MEMORIES, [rowid])
+                case MemoryUnshared(scope=scope, item_id=rowid):
                     remove(scope, Corpus.MEMORIES, [rowid])
+                case MemoryShared(scope=scope, created=False):
+                    # Rare (a member repeats a fact in another group): the
+                    # group's namespaces load again, the vector with them.
+                    self._cache.invalidate(_of(scope, Corpus.MEMORIES))
                 case TurnsWithheld(scope=scope, rowids=rowids):
                     remove(scope, Corpus.TURNS, rowids)
                 case ScopeForgotten(scope=scope):

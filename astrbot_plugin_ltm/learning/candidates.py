@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from ..enums import CandidateSource
+from ..scope import Scope
 
 
 @dataclass
@@ -24,6 +25,12 @@ class Candidate:
     # this candidate gives it a new value, or says the same thing again.
     updates: str | None = None  # a memory_id
     restates: str | None = None  # a memory_id
+    # Who may hear it again (audience.py): the speaker asked to keep it
+    # secret; it is about the group chat itself, not one person; the person
+    # it is about, whose own scope keeps it (set from its lines' speaker).
+    secret: bool = False
+    about_group: bool = False
+    subject: Scope | None = None
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from ..logs import log
 from ..scope import Scope
 from ..storing.audit import audit
 from ..storing.database import Database, ReadOnlyError
-from ..storing.memory_rows import memory_changed
+from ..storing.memory_rows import contexts_of, memory_changed
 from ..storing.tables import MemoryEvidence, MemoryItem
 from ..text import contradicts, token_set_similarity
 from .writer import SHARED_WORDS
@@ -140,6 +140,11 @@ async def apply_merge(session: AsyncSession, merge: Merge, now: datetime) -> boo
     merged = await session.get(MemoryItem, merge.merged)
     if survivor is None or merged is None or survivor.status != merged.status or survivor.status not in COMPARED \
             or survivor.awaiting_approval or merged.awaiting_approval:
+        return False
+    # Only what was said in the same chats: a merge must not carry the words
+    # of one chat into another that may recall the survivor (audience.py).
+    if survivor.visibility != merged.visibility \
+            or set(await contexts_of(session, survivor)) != set(await contexts_of(session, merged)):
         return False
     have = set((await session.execute(
         select(MemoryEvidence.event_id).where(MemoryEvidence.memory_id == survivor.memory_id))).scalars())

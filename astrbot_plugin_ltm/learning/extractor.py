@@ -18,10 +18,11 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ..enums import FACT_TYPES, SHOWN_ROLES, CandidateSource, Role, SourceType
+from ..enums import FACT_TYPES, SHOWN_ROLES, CandidateSource, Role, ScopeKind, SourceType
 from ..extension_points import Complete
 from ..logs import log
 from ..scope import display_name
+from ..secrecy import asks_secrecy
 from ..storing.tables import MemoryEvent
 from ..text import normalize_fact_key, replace_literally
 from .bot_side import BY_BOT, check_bot_episode
@@ -40,6 +41,8 @@ Return ONLY a JSON array (no prose, no code fence). Each element:
  "confidence": 0.0-1.0, "importance": 0.0-1.0, "lines": [line numbers],
  "updates": "id of the known fact whose value this changes (optional)",
  "same_as": "id of the known fact this only repeats or rewords (optional)",
+ "secret": true (only if the speaker asked to keep it secret: "别告诉别人", "保密", "don't tell anyone"),
+ "about": "group" (only in a group chat, for a fact about the group itself: its rules, plans, events),
  "by": "bot" (only for what the assistant did, below)}
 Rules:
 - Only durable, useful facts stated by a human speaker or a tool result; never facts the assistant said about itself.
@@ -94,7 +97,7 @@ def build_transcript(events: Sequence[MemoryEvent]) -> str:
 
 
 def build_prompt(events: Sequence[MemoryEvent], known: Sequence[KnownFact]) -> str:
-    lines = []
+    lines = ["Chat: a group chat." if events and events[0].scope == ScopeKind.GROUP else "Chat: a private chat."]
     if known:
         lines.append("Known facts:")
         for n, k in enumerate(known, start=1):
@@ -214,6 +217,10 @@ def _check(raw: Any, events: Sequence[MemoryEvent], humans: dict[str | None, Mem
         return "fact says 'the user' but several people are its source", None
     source = CandidateSource.TOOL_RESULT if all(e.source_role == Role.TOOL for e in sources) \
         else CandidateSource.LLM_EXTRACT
+    # Secret when the model says so, or when its lines ask for it: a model
+    # that forgets the mark must not let a secret into a group (audience.py).
+    secret = raw.get("secret") is True or any(asks_secrecy(str((e.content or {}).get("text") or ""))
+                                              for e in sources if e.source_role == Role.USER)
     return "", Candidate(
         type=mtype,
         fact=fact,
@@ -222,6 +229,8 @@ def _check(raw: Any, events: Sequence[MemoryEvent], humans: dict[str | None, Mem
         importance=importance,
         event_ids=[e.event_id for e in sources],
         source=source,
+        secret=secret,
+        about_group=raw.get("about") == "group" and sources[0].scope == ScopeKind.GROUP and not secret,
     )
 
 

@@ -9,12 +9,14 @@ scopes hold few enough memories that the recent ones are all of them."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
-from sqlalchemy import ColumnElement, select
+from sqlalchemy import ColumnElement, select, text
 from sqlalchemy.orm import Session
 
-from ..enums import SHOWN_ROLES, Corpus, Status
+from ..audience import SAID_IN_SQL
+from ..enums import SHOWN_ROLES, Corpus, ScopeKind, Status, Visibility
 from ..indexes.embeddings import Embeddings
 from ..indexes.keywords import KeywordIndex
 from ..scope import Scope
@@ -56,13 +58,24 @@ class KnownFacts:
         wanted = list(dict.fromkeys(ranked))
 
         def read(session: Session) -> tuple[list[MemoryItem], list[MemoryItem], list[MemoryItem]]:
+            # A group's batch is shown what the group may recall, and no more:
+            # its own facts and what its members said in it, never what they
+            # said elsewhere — the model could carry that into a group's fact (audience.py).
+            said = set(session.scalars(text(SAID_IN_SQL), {"kind": scope.kind, "id": scope.id})) \
+                if scope.kind == ScopeKind.GROUP else set()
             # By primary key; with the scope and status in the statement SQLite
             # walked the scope's index instead (6 ms a batch at 10k memories).
             near = [i for i in session.scalars(select(MemoryItem).where(MemoryItem.id.in_(wanted)))
-                    if _current(i, scope)] if wanted else []
-            recent = list(session.scalars(select(MemoryItem).where(*_in_force(scope))
-                                          .order_by(MemoryItem.updated_at.desc()).limit(KNOWN_FACTS)))
-            return near, _name_facts(session, scope), recent
+                    if _current(i, scope, said)] if wanted else []
+            recent = [i for i in session.scalars(select(MemoryItem).where(*_in_force(scope))
+                                                 .order_by(MemoryItem.updated_at.desc()).limit(KNOWN_FACTS))
+                      if _current(i, scope, said)]
+            if said:
+                recent = sorted([*recent, *session.scalars(
+                    select(MemoryItem).where(MemoryItem.id.in_(said), _IN_FORCE)
+                    .order_by(MemoryItem.updated_at.desc()).limit(KNOWN_FACTS))],
+                    key=lambda i: i.updated_at, reverse=True)[:KNOWN_FACTS]
+            return near, _name_facts(session, scope, said), recent
 
         # The statements in one hop to a read thread (docs/decisions.md#d128).
         near, names, recent = await self._db.run_session(read)
@@ -72,14 +85,34 @@ class KnownFacts:
         return [KnownFact(i.memory_id, i.fact_key, i.fact, i.valid_from) for i in unique]
 
 
-def name_facts(session: Session, scope: Scope) -> list[MemoryItem]:
-    """The scope's current facts about names, newest first (for the name an
-    explicit "remember …" calls the person by: recording/explicit.py)."""
-    return _name_facts(session, scope)
+# What a fact about a person's name says it is: "小明的名字是小明", "用户叫小明",
+# "Alice's name is Alice", "the user is called Bo".
+_NAME_IN_FACT = (
+    re.compile(r"(?:名字是|名字叫|名叫|叫做|称呼是|叫)\s*([\u4e00-\u9fffA-Za-z][\w\u4e00-\u9fff·-]{0,15})"),
+    re.compile(r"\bname is ([A-Z][\w-]*(?: [A-Z][\w-]*)?)"),
+    re.compile(r"\b(?:called|named) ([A-Z][\w-]*)"),
+)
 
 
-def _name_facts(session: Session, scope: Scope) -> list[MemoryItem]:
-    """The scope's current facts about names, newest first (NAME_FACTS)."""
+def given_name(fact: str) -> str | None:
+    """The name a fact about someone's name gives, or None."""
+    for pattern in _NAME_IN_FACT:
+        found = pattern.search(fact)
+        if found:
+            return found.group(1).rstrip("·-")
+    return None
+
+
+def name_given(session: Session, person: Scope) -> str:
+    """The name a person gave for themselves, as their scope remembers it
+    ("" when none): what an explicit "remember …" calls them by when the
+    platform shows no name, as facts learnt from chat do (recording/explicit.py)."""
+    return next((name for f in _name_facts(session, person, set()) if (name := given_name(f.fact))), "")
+
+
+def _name_facts(session: Session, scope: Scope, said: set[int]) -> list[MemoryItem]:
+    """The scope's current facts about names, and those of ``said`` (what
+    members said in a group), newest first (NAME_FACTS)."""
     # By the scope's key index (uq_ltm_items_scope_key, over what is not
     # superseded); the status is checked on the few rows it gives.
     usual = select(MemoryItem.id).where(MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id,
@@ -88,18 +121,27 @@ def _name_facts(session: Session, scope: Scope) -> list[MemoryItem]:
         .order_by(MemoryItem.updated_at.desc()).limit(NAME_WINDOW).subquery()
     other = select(recent.c.id).where(recent.c.fact_key.like("%name%"))
     ids = {*session.scalars(usual), *session.scalars(other)}
+    if said:
+        ids.update(session.scalars(select(MemoryItem.id).where(MemoryItem.id.in_(said), NOT_SUPERSEDED,
+                                                               MemoryItem.fact_key.in_(NAME_KEYS))))
     if not ids:
         return []
-    rows = [i for i in session.scalars(select(MemoryItem).where(MemoryItem.id.in_(ids))) if _current(i, scope)]
+    rows = [i for i in session.scalars(select(MemoryItem).where(MemoryItem.id.in_(ids))) if _current(i, scope, said)]
     return sorted(rows, key=lambda i: i.updated_at, reverse=True)[:NAME_FACTS]
+
+
+_IN_FORCE = MemoryItem.status.in_((Status.ACTIVE, Status.SHADOW))
 
 
 def _in_force(scope: Scope) -> tuple[ColumnElement[bool], ...]:
     """The scope's current memories, as a statement's conditions."""
-    return (MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id,
-            MemoryItem.status.in_((Status.ACTIVE, Status.SHADOW)))
+    return MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id, _IN_FORCE
 
 
-def _current(item: MemoryItem, scope: Scope) -> bool:
-    """The same test on a loaded row."""
-    return (item.scope, item.scope_id) == (scope.kind, scope.id) and item.status in (Status.ACTIVE, Status.SHADOW)
+def _current(item: MemoryItem, scope: Scope, said: set[int]) -> bool:
+    """The same test on a loaded row, or one of ``said``; what the scope may recall."""
+    if item.status not in (Status.ACTIVE, Status.SHADOW):
+        return False
+    if (item.scope, item.scope_id) == (scope.kind, scope.id):
+        return item.scope == ScopeKind.USER or item.visibility == Visibility.SHARED
+    return item.id in said

@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from ..background import BackgroundTask
 from ..clock import Clock, as_utc, utcnow
 from ..config import LTMConfig
-from ..enums import SHOWN_ROLES, AuditAction, ExtractionStatus, Method
+from ..enums import SHOWN_ROLES, AuditAction, CandidateSource, ExtractionStatus, Method, Role, ScopeKind
 from ..extension_points import Extractor
 from ..i18n import msg
 from ..indexes.embeddings import Embeddings
@@ -32,6 +32,7 @@ from ..scope import Scope
 from ..storing.audit import audit
 from ..storing.database import Database, ReadOnlyError, is_full
 from ..storing.tables import MemoryEvent
+from .candidates import Candidate
 from .known import KnownFacts
 from .retention import prune_gate_log, sweep_expired
 from .writer import MemoryWriter, WriteOutcome
@@ -64,8 +65,11 @@ class ExtractionWorker:
         known: KnownFacts | None = None,
         paused: Callable[[Scope], bool] = lambda scope: False,
         then_drain: Callable[[], Awaitable[object]] | None = None,
+        people: Callable[[str | None, str | None], Scope] | None = None,
     ) -> None:
         self._db = db
+        # platform id, sender id → that person's scope (scope.ScopeResolver.person)
+        self._people = people
         self._paused = paused  # a user's own pause (operating/pauses.py)
         self._writer = writer
         self._embeddings = embeddings  # candidates' facts embedded before their write (semantic dedup)
@@ -196,6 +200,7 @@ class ExtractionWorker:
         session_of = {e.event_id: e.session_id for e in events}
         for candidate in result.candidates:
             candidate.session_id = session_of.get(candidate.event_ids[0])
+            candidate.subject = self._subject(scope, candidate, events)
 
         async def write(session: AsyncSession) -> list[WriteOutcome]:
             outcomes = await self._writer.apply(
@@ -225,6 +230,21 @@ class ExtractionWorker:
         self._held.pop(scope, None)
         self._db.faults.clear("extraction")
         return BatchResult(scope, len(events), True, outcomes)
+
+    def _subject(self, scope: Scope, candidate: Candidate, events: Sequence[MemoryEvent]) -> Scope | None:
+        """The person a fact learnt in a group is about, whose own scope
+        keeps it (audience.py): the one person whose lines it cites. None:
+        kept in ``scope`` (a private chat; the group's own facts; what several
+        people said; the bot's own acts)."""
+        if scope.kind != ScopeKind.GROUP or self._people is None or candidate.about_group \
+                or candidate.source == CandidateSource.BOT_SIDE:
+            return None
+        cited = set(candidate.event_ids)
+        speakers = {(e.platform_id, e.sender_id) for e in events if e.event_id in cited and e.source_role == Role.USER}
+        if len(speakers) != 1:
+            return None
+        (platform_id, sender_id), = speakers
+        return self._people(platform_id, sender_id)
 
     @staticmethod
     async def _set_status(session: AsyncSession, events: Sequence[MemoryEvent], status: str) -> None:

@@ -21,17 +21,18 @@ from typing import Any
 from sqlalchemy import bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from ..audience import context_of, stricter
 from ..clock import Clock, utcnow
 from ..config import LTMConfig
-from ..enums import WRITE_ACTIONS, AuditAction, CandidateSource, Method, Outcome, Status
+from ..enums import WRITE_ACTIONS, AuditAction, CandidateSource, Method, Outcome, Status, Visibility
 from ..extension_points import SemanticMatcher
 from ..i18n import msg, say
 from ..instructions import instruction_reason
-from ..persona import target_scope
+from ..persona import as_persona_of, target_scope
 from ..scope import Scope
 from ..storing.audit import audit
 from ..storing.batch_writes import add_row, on_event_loop, write_rows
-from ..storing.memory_rows import fact_written, memory_changed
+from ..storing.memory_rows import fact_written, keep_private, memory_changed, share
 from ..storing.removal import remove_memory
 from ..storing.tables import NOT_SUPERSEDED, MemoryEvent, MemoryEvidence, MemoryItem, MemoryTombstone
 from ..text import contradicts, normalize_fact_key, related_keys, same_value, token_set_similarity
@@ -88,19 +89,24 @@ class MemoryWriter:
 
     async def apply(self, session: AsyncSession, scope: Scope, candidates: Sequence[Candidate], *,
                     method: Method, actor: str) -> list[WriteOutcome]:
+        """Write ``candidates``, said in ``scope``. A fact about one person
+        is kept in that person's own scope (``Candidate.subject``), wherever
+        it was said; said in a group, the group is its context (audience.py)."""
         counts: dict[Scope, WriteCounts] = {}
         outcomes: list[WriteOutcome] = []
         # Learnt under a persona: facts about the person are shared by all (persona.py).
-        targets = [target_scope(scope, c.type) for c in candidates]
+        targets = [target_scope(scope if c.subject is None else as_persona_of(c.subject, scope), c.type)
+                   for c in candidates]
         looked_up = await _Looked.up(session, list(zip(targets, candidates, strict=True)))
         for target, c in zip(targets, candidates, strict=True):
             if target not in counts:
                 counts[target] = WriteCounts(session, target, self._clock())
-            outcomes.append(await self._apply_one(session, target, c, method, actor, counts[target], looked_up))
+            outcomes.append(await self._apply_one(session, target, c, method, actor, counts[target], looked_up,
+                                                  context_of(scope, target)))
         return outcomes
 
     async def _apply_one(self, session: AsyncSession, scope: Scope, c: Candidate, method: Method, actor: str,
-                         counts: WriteCounts, looked_up: _Looked) -> WriteOutcome:
+                         counts: WriteCounts, looked_up: _Looked, said_in: Scope | None = None) -> WriteOutcome:
         cfg, now = self._config(), self._clock()
         explicit = method == Method.USER_EXPLICIT
         if cfg.write_policy.writes_off(scope):  # switched off by an operator
@@ -125,7 +131,8 @@ class MemoryWriter:
         if not verdict.allowed:
             note_gate(session, scope, c, plan.action, plan.key, seen, verdict, None, now)
             return self._drop(session, scope, c, verdict.reason, actor, now, plan.key)
-        outcome = await self._persist(session, scope, c, plan, verdict, method, actor, now, cfg, counts, looked_up)
+        outcome = await self._persist(session, scope, c, plan, verdict, method, actor, now, cfg, counts, looked_up,
+                                      said_in)
         note_gate(session, scope, c, plan.action, plan.key, seen, verdict, outcome.memory_id, now)
         if plan.action in WRITE_ACTIONS:
             counts.add(c.session_id)
@@ -230,13 +237,17 @@ class MemoryWriter:
         matcher = self.matcher
         if matcher is None:
             return None
-        return await on_event_loop(session, lambda: matcher.find(session, scope, fact))
+        found = await on_event_loop(session, lambda: matcher.find(session, scope, fact))
+        # A group's namespace also holds what members said in it, kept with them.
+        return found if found is not None and (found.scope, found.scope_id) == (scope.kind, scope.id) else None
 
     # -- persist --------------------------------------------------------------------
 
     async def _persist(self, session: AsyncSession, scope: Scope, c: Candidate, plan: Plan, verdict: GateDecision,
                        method: Method, actor: str, now: datetime, cfg: LTMConfig,
-                       counts: WriteCounts | None = None, looked_up: _Looked | None = None) -> WriteOutcome:
+                       counts: WriteCounts | None = None, looked_up: _Looked | None = None,
+                       said_in: Scope | None = None) -> WriteOutcome:
+        """``said_in``: the group it was said in, when it is kept elsewhere."""
         if plan.revive is not None:
             await session.delete(plan.revive)
             if looked_up is not None:
@@ -261,15 +272,25 @@ class MemoryWriter:
                 valid_from=(looked_up.stated_at(c.event_ids) if looked_up is not None
                             else await _stated_at(session, c.event_ids)) or now,
                 supersedes=plan.replaces.memory_id if plan.replaces is not None else None,
+                # A secret stays one, whatever value it takes next.
+                visibility=stricter(Visibility.SECRET if c.secret else Visibility.SHARED,
+                                    plan.replaces.visibility if plan.replaces is not None else Visibility.SHARED),
             )
             session.add(item)
             await session.flush()
             await fact_written(session, item, created=True)
+            if said_in is not None:
+                await share(session, item, said_in, created=True)
             if plan.replaces is not None:
                 plan.replaces.superseded_by = item.memory_id
         else:
             item = plan.item
-            previous_fact = await self._update(session, item, c, plan, verdict, actor, now, cfg)
+            if c.secret:
+                await keep_private(session, item, Visibility.SECRET)
+            # Said in a group it was not said in before: the group may recall
+            # it now, in the words said there (audience.py).
+            newly_said = said_in is not None and await share(session, item, said_in, created=False)
+            previous_fact = await self._update(session, item, c, plan, verdict, actor, now, cfg, newly_said)
         for link in plan.moved:
             # A line that states both ("I moved from Paris to London") backs the new value.
             link.memory_id = item.memory_id
@@ -309,11 +330,14 @@ class MemoryWriter:
         return old.fact
 
     async def _update(self, session: AsyncSession, item: MemoryItem, c: Candidate, plan: Plan,
-                      verdict: GateDecision, actor: str, now: datetime, cfg: LTMConfig) -> str:
-        """New evidence for an existing memory; returns its fact before."""
+                      verdict: GateDecision, actor: str, now: datetime, cfg: LTMConfig,
+                      newly_said: bool = False) -> str:
+        """New evidence for an existing memory; returns its fact before.
+        ``newly_said``: it was just said in a group that may now recall it,
+        which is shown the words said there, never those of another chat."""
         old_fact, old_status = item.fact, item.status
-        if plan.action == AuditAction.MERGE and confidence(c.confidence, c.source) > item.confidence \
-                and not instruction_reason(c.fact):  # a hostile wording never replaces a memory's
+        better = plan.action == AuditAction.MERGE and confidence(c.confidence, c.source) > item.confidence
+        if (better or newly_said) and not instruction_reason(c.fact):  # a hostile wording never replaces a memory's
             item.fact = c.fact  # the better-supported wording wins
         item.evidence_count = plan.evidence_count
         item.confidence = plan.confidence

@@ -4,6 +4,7 @@ these, so every change is validated and audited the same way."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -17,7 +18,7 @@ from ..i18n import msg
 from ..scope import Scope, with_persona
 from ..storing.audit import audit
 from ..storing.memory_rows import fact_written, memory_changed
-from ..storing.removal import forget_turns, remove_memory
+from ..storing.removal import forget_turns, remove_memory, withhold_lines
 from ..storing.tables import MemoryAudit, MemoryEvent, MemoryItem, MemoryTombstone
 from ..text import normalize_fact_key
 from .queries import AdminQueries
@@ -119,13 +120,17 @@ class Admin(AdminQueries):
             await self._remove(session, item, actor, reason, AuditAction.DELETE, self._clock())
             return item_dict(item)
 
-    async def forget_scope(self, scope: Scope, actor: str) -> int:
+    async def forget_scope(self, scope: Scope, actor: str, their_lines: Sequence[tuple[str, str]] = ()) -> int:
         """Delete every memory of a scope (tombstoned), withhold every turn
         and extract nothing more of what was said; the same for the scope's
-        per-persona parts (persona.py). Returns how many."""
+        per-persona parts (persona.py). ``their_lines``: a person's accounts
+        (platform id, sender id), whose lines in groups are withheld too.
+        Returns how many memories."""
         now = self._clock()
         count = 0
         async with self._db.write() as session:
+            if their_lines:
+                await withhold_lines(session, their_lines)
             for part in [scope, *await _persona_parts(session, scope)]:
                 items = (await session.execute(select(MemoryItem).where(
                     MemoryItem.scope == part.kind, MemoryItem.scope_id == part.id))).scalars().all()

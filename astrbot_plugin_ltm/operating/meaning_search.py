@@ -9,7 +9,7 @@ every memory would answer "猫" with the whole store. What "unrelated" is
 depends on the model (multilingual-e5 puts any two Chinese sentences near
 cosine 0.85, MiniLM unrelated ones near 0), so the cutoff is measured on
 the model itself: the closest any two of calibration.FLOOR_PROBES (texts
-with nothing in common) come to each other (docs/decisions.md#d154)."""
+with nothing in common) come to each other (docs/decisions.md#d157)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,10 @@
 """A user's own pause (``/ltm pause``): their state, not the operator's policy.
 
-A paused user is learnt nothing new about — in their own scope, and from
-their own messages in a group — until they resume, or an operator lifts the
-pause as an explicit, audited action. The rows live in ``ltm_user_pauses``;
+A pause means forgotten: what a paused person says — in their own chat and
+in groups — is not recorded at all (recording/recorder.py), so it is never
+learnt nor recalled, until they resume, or an operator lifts the pause as
+an explicit, audited action. Read-only does not refuse it: it is the
+person's choice about their data, not a memory write. The rows live in ``ltm_user_pauses``;
 no policy change (rollback, replay, tuning, a config save) touches them, and
 pausing creates no policy version. The recorder checks a pause on AstrBot's
 hot path, so the paused scopes are kept in memory: loaded at start, changed
@@ -89,13 +91,13 @@ class Pauses:
 
     async def pause(self, scope: Scope, actor: str, reason: str) -> Pause | None:
         """Pause learning about ``scope`` (a user's). Returns the new pause,
-        or None when it was already paused (nothing written). Raises
-        ReadOnlyError while emergency_read_only is on."""
+        or None when it was already paused (nothing written). Taken while
+        emergency_read_only is on too: a person's choice, not a memory write."""
         async with self._lock:
             if str(scope) in self._paused:
                 return None
             now = self._clock()
-            async with self._db.write() as session:
+            async with self._db.write(persons_choice=True) as session:
                 # Another process may have paused it since we loaded: the row stays, ours is not added.
                 added = await session.execute(insert(UserPause).values(
                     scope=scope.kind, scope_id=scope.id, since=now, actor=actor, reason=reason,
@@ -114,7 +116,7 @@ class Pauses:
         (``lifted``, audited as such). Returns whether there was one."""
         async with self._lock:
             now = self._clock()
-            async with self._db.write() as session:
+            async with self._db.write(persons_choice=True) as session:
                 gone = await session.execute(delete(UserPause).where(UserPause.scope == scope.kind,
                                                                      UserPause.scope_id == scope.id))
                 if _count(gone):

@@ -4,7 +4,7 @@ statistics. Every list reads a page through an index (tests/test_list_plans.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Any
@@ -15,15 +15,15 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from .. import validators
 from ..clock import Clock, utcnow
 from ..config import LTMConfig
-from ..enums import MEMORY_TYPES, RECALLED_ROLES, WRITE_ACTIONS, Status
+from ..enums import MEMORY_TYPES, RECALLED_ROLES, WRITE_ACTIONS, ScopeKind, Status, Visibility
 from ..errors import AdminError
-from ..i18n import msg
+from ..i18n import Lang, msg
 from ..scope import Scope
 from ..storing.database import Database
-from ..storing.tables import MemoryAudit, MemoryEvent, MemoryEvidence, MemoryItem
+from ..storing.tables import MemoryAudit, MemoryContext, MemoryEvent, MemoryEvidence, MemoryItem
 from ..text import query_tokens
 from .fact_search import search_facts
-from .serialize import evidence_dict, item_api_dict
+from .serialize import audience_dict, evidence_dict, item_api_dict
 
 # Each sort ends on the row id in its own direction, so one index walk
 # (tables.py) serves it.
@@ -58,6 +58,7 @@ class ItemFilter:
     query: str | None = None  # a substring of the fact
     min_confidence: float | None = None
     told_by: str | None = None  # only memories evidenced by this sender's messages
+    said_in: str | None = None  # only memories this group ("group:<id>") may recall, said in it (audience.py)
 
     def conditions(self, by_id: bool = False) -> list[ColumnElement[bool]]:
         """The SQL conditions of these filters; unknown values are refused.
@@ -92,6 +93,11 @@ class ItemFilter:
             conditions.append(col("fact").contains(self.query))
         if self.told_by:
             conditions.append(told_by(self.told_by))
+        if self.said_in:
+            kind, _, scope_id = self.said_in.partition(":")
+            conditions.append(col("visibility") == Visibility.SHARED)
+            conditions.append(MemoryItem.id.in_(select(MemoryContext.item_id).where(
+                MemoryContext.scope == kind, MemoryContext.scope_id == scope_id)))
         return conditions
 
 
@@ -224,8 +230,22 @@ class AdminQueries:
                 select(MemoryItem).where(MemoryItem.id.in_(window)))).scalars()}
         return [found[i] for i in window if i in found], len(ids)
 
-    async def get_item(self, memory_id: str) -> dict[str, Any]:
-        """One memory with its evidence and the events it points to."""
+    async def said_in(self, items: Sequence[MemoryItem]) -> dict[int, list[Scope]]:
+        """Each memory's row id → the groups it was said in, kept elsewhere (audience.py)."""
+        ids = [i.id for i in items if i.id is not None and i.scope == ScopeKind.USER]
+        if not ids:
+            return {}
+        async with self._db.read() as session:
+            rows = (await session.execute(select(MemoryContext.item_id, MemoryContext.scope, MemoryContext.scope_id)
+                                          .where(MemoryContext.item_id.in_(ids)))).all()
+        out: dict[int, list[Scope]] = {}
+        for item_id, kind, scope_id in rows:
+            out.setdefault(item_id, []).append(Scope(kind, scope_id))
+        return out
+
+    async def get_item(self, memory_id: str, lang: Lang = "en") -> dict[str, Any]:
+        """One memory with its evidence and the events it points to, where it
+        was said and who may see it (in ``lang``)."""
         async with self._db.read() as session:
             item = await self._item(session, memory_id)
             evidence = (await session.execute(
@@ -235,7 +255,8 @@ class AdminQueries:
                 .order_by(MemoryEvidence.created_at)
             )).all()
             return {**item_api_dict(item), "evidence": [evidence_dict(link, event) for link, event in evidence],
-                    "history": [item_api_dict(i) for i in await _history(session, item)]}
+                    "history": [item_api_dict(i) for i in await _history(session, item)],
+                    **audience_dict(item, (await self.said_in([item])).get(item.id or 0, []), lang)}
 
     @staticmethod
     async def _item(session: AsyncSession, memory_id: str) -> MemoryItem:
@@ -295,12 +316,16 @@ class AdminQueries:
             rows = await session.execute(select(table).where(where).order_by(*order).offset(offset).limit(limit))
             return list(rows.scalars()), total
 
-    async def quotable_turns(self, scope: Scope) -> int:
-        """The scope's turns that are not withheld: what the reader could
-        still quote (in mode auto) after its memories are gone."""
+    async def quotable_turns(self, scope: Scope, accounts: Sequence[tuple[str, str]] = ()) -> int:
+        """The scope's turns that are not withheld, and what ``accounts``
+        (one person's) said in groups: what the reader could still quote
+        (in mode auto) after its memories are gone."""
+        theirs = or_(*(and_(MemoryEvent.scope == ScopeKind.GROUP, MemoryEvent.platform_id == platform_id,
+                            MemoryEvent.sender_id == sender_id) for platform_id, sender_id in accounts))
+        in_scope = and_(MemoryEvent.scope == scope.kind, MemoryEvent.scope_id == scope.id)
         async with self._db.read() as session:
             return (await session.execute(select(func.count()).select_from(MemoryEvent).where(
-                MemoryEvent.scope == scope.kind, MemoryEvent.scope_id == scope.id,
+                or_(in_scope, theirs) if accounts else in_scope,
                 MemoryEvent.source_role.in_(RECALLED_ROLES), MemoryEvent.withheld.is_(False),
             ))).scalar_one()
 

@@ -6,14 +6,17 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
+from ..audience import seen_in
+from ..enums import ScopeKind, Visibility
 from ..i18n import CATALOGUE, Lang, code_of, say, translate
+from ..scope import Scope
 from ..storing.tables import MemoryAudit, MemoryEvent, MemoryEvidence, MemoryItem
 
 ITEM_FIELDS = ("memory_id", "scope", "scope_id", "type", "fact", "fact_key", "confidence", "importance",
                "evidence_count", "ttl_days", "status", "awaiting_approval", "created_at", "updated_at",
-               "valid_from", "valid_to", "supersedes", "superseded_by", "held_reason")
-# A memory's history and why it waits (0.2): files exported before lack these fields.
-HISTORY_FIELDS = ("valid_from", "valid_to", "supersedes", "superseded_by", "held_reason")
+               "valid_from", "valid_to", "supersedes", "superseded_by", "held_reason", "visibility")
+# A memory's history and why it waits (0.2), who may hear it (0.3): files exported before lack these fields.
+HISTORY_FIELDS = ("valid_from", "valid_to", "supersedes", "superseded_by", "held_reason", "visibility")
 # How often a memory was used (recalling.usage): shown by the API, not
 # exported (a count of this store's reads, not part of the memory).
 USAGE_FIELDS = ("injected_count", "tool_count", "use_count", "last_used_at")
@@ -41,6 +44,20 @@ def item_dict(item: MemoryItem) -> dict[str, Any]:
 def item_api_dict(item: MemoryItem) -> dict[str, Any]:
     """A memory as the API and the review page show it: with its usage."""
     return row_dict(item, (*ITEM_FIELDS, *USAGE_FIELDS))
+
+
+def audience_dict(item: MemoryItem | Any, said_in: list[Scope], lang: Lang) -> dict[str, Any]:
+    """Where a memory was said and which chats may recall it (audience.py),
+    in words for the reader."""
+    kept_in = Scope(item.scope, item.scope_id)
+    chats = seen_in(kept_in, item.visibility, said_in)
+    words = [say("audience.private_chat", lang, person=c.id) if c.kind == ScopeKind.USER
+             else say("audience.group", lang, group=c.id) for c in chats]
+    text = ("、" if lang == "zh" else ", ").join(words) or say("audience.nowhere", lang)
+    if item.visibility == Visibility.SECRET:
+        text = say("audience.secret", lang, chats=text)
+    return {"visibility": item.visibility, "said_in": [str(s) for s in said_in],
+            "seen_in": [str(c) for c in chats], "audience": text}
 
 
 def event_dict(event: MemoryEvent) -> dict[str, Any]:

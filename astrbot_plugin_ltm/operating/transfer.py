@@ -32,17 +32,19 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from .. import validators as v
+from ..audience import stricter
 from ..clock import Clock, as_utc, utcnow
-from ..enums import AuditAction, ExtractionStatus, MemoryType, Method, Role, SourceType, Status
+from ..enums import AuditAction, ExtractionStatus, MemoryType, Method, Role, ScopeKind, SourceType, Status, Visibility
 from ..errors import AdminError
 from ..i18n import msg
 from ..instructions import instruction_reason
 from ..recalling.bot_lines import withhold
+from ..scope import Scope
 from ..storing.audit import audit
 from ..storing.database import Database
 from ..storing.keyword_rows import index_turns
-from ..storing.memory_rows import fact_written, memory_changed
-from ..storing.tables import MemoryEvent, MemoryEvidence, MemoryItem, MemoryTombstone
+from ..storing.memory_rows import fact_written, keep_private, memory_changed, share
+from ..storing.tables import MemoryContext, MemoryEvent, MemoryEvidence, MemoryItem, MemoryTombstone
 from ..text import normalize_fact_key
 from .queries import ItemFilter
 from .serialize import EVENT_FIELDS, HISTORY_FIELDS, ITEM_FIELDS, evidence_dict, item_dict
@@ -157,10 +159,18 @@ async def export_items(db: Database, f: ItemFilter, now: datetime | None = None)
             .where(MemoryEvidence.memory_id.in_([i.memory_id for i in items]))
             .order_by(MemoryEvidence.id)
         )).all() if items else []
+        said = (await session.execute(
+            select(MemoryContext.item_id, MemoryContext.scope, MemoryContext.scope_id)
+            .where(MemoryContext.item_id.in_([i.id for i in items])))).all() if items else []
     by_item: dict[str, list[dict[str, Any]]] = {}
     for link, event in links:
         by_item.setdefault(link.memory_id, []).append(evidence_dict(link, event, EVENT_FIELDS))
-    records = [{**item_dict(item), "evidence": by_item.get(item.memory_id, [])} for item in items]
+    said_in: dict[int, list[str]] = {}
+    for item_id, kind, scope_id in said:
+        said_in.setdefault(item_id, []).append(f"{kind}:{scope_id}")
+    # Where each was said travels with it: who may hear it again (audience.py).
+    records = [{**item_dict(item), "said_in": sorted(said_in.get(item.id or 0, [])),
+                "evidence": by_item.get(item.memory_id, [])} for item in items]
     out_items = await asyncio.to_thread(_sealed, records)  # checksums off the event loop
     return {
         "format": FORMAT,
@@ -324,9 +334,23 @@ def _clean_item(item: dict[str, Any], where: str, max_fact_chars: int) -> dict[s
         "supersedes": v.memory_id(item["supersedes"], "supersedes") if item.get("supersedes") else None,
         "superseded_by": v.memory_id(item["superseded_by"], "superseded_by") if item.get("superseded_by") else None,
         "held_reason": v.text(item["held_reason"], "held_reason") if item.get("held_reason") else None,
+        # Who may hear it; a group's memory from a file of before cannot be placed: it counts as private.
+        "visibility": v.choice(item["visibility"], "visibility", tuple(Visibility)) if item.get("visibility")
+        else Visibility.PRIVATE if item["scope"] == ScopeKind.GROUP else Visibility.SHARED,
+        "said_in": _said_in(item.get("said_in", [])),
     })
     clean["evidence"] = [_clean_evidence(ev, f"{where}.evidence[{m}]") for m, ev in enumerate(evidence)]
     return clean
+
+
+def _said_in(value: Any) -> list[str]:
+    """The groups a memory was said in: ``group:<id>`` each."""
+    if not isinstance(value, list) or len(value) > MAX_EVIDENCE_PER_ITEM:
+        raise AdminError(msg("import.said_in"))
+    groups = [v.scope_id(g, "said_in") for g in value]
+    if any(not g.startswith(f"{ScopeKind.GROUP}:") or not g.partition(":")[2] for g in groups):
+        raise AdminError(msg("import.said_in"))
+    return groups
 
 
 def validate_export(payload: Any, max_fact_chars: int = 2000) -> list[dict[str, Any]]:
@@ -467,6 +491,7 @@ async def _add(session: AsyncSession, record: dict[str, Any], actor: str, now: d
     linked = await _ensure_events(session, record)
     times = ("created_at", "updated_at", "valid_from", "valid_to")
     given: dict[str, Any] = {k: record.get(k) for k in ITEM_FIELDS if k not in times}
+    given["visibility"] = record.get("visibility") or Visibility.SHARED
     item = MemoryItem(
         **given,
         created_at=_parse_time(record["created_at"], "created_at"),
@@ -482,6 +507,8 @@ async def _add(session: AsyncSession, record: dict[str, Any], actor: str, now: d
     session.add(item)
     await session.flush()
     await fact_written(session, item, created=True)
+    for group in record.get("said_in", []):
+        await share(session, item, Scope(*group.split(":", 1)), created=True)
     await _link(session, item.memory_id, linked)
     audit(session, AuditAction.IMPORT, actor, reason, item=item, now=now, fact=item.fact)
 
@@ -510,6 +537,10 @@ async def _merge(session: AsyncSession, target: MemoryItem, record: dict[str, An
     target.confidence = max(target.confidence, record["confidence"])
     target.importance = max(target.importance, record["importance"])
     target.updated_at = max(as_utc(target.updated_at), _parse_time(record["updated_at"], "updated_at"))
+    # Private on either side stays private; the import's groups join the local ones.
+    await keep_private(session, target, stricter(target.visibility, record.get("visibility") or Visibility.SHARED))
+    for group in record.get("said_in", []):
+        await share(session, target, Scope(*group.split(":", 1)), created=False)
     memory_changed(session, target)
     audit(session, AuditAction.IMPORT, actor, "merged from an import", item=target, now=now,
                 imported_memory_id=record["memory_id"], imported_fact=record["fact"])

@@ -128,7 +128,10 @@ def format_line(item: ItemView, ids: bool = False, about: Focus | None = None) -
         line = f"- [{item.type} {summary_day(item.valid_from, item.updated_at)}] {said} " \
                f"(confidence: {item.confidence:.2f})"
     else:
-        line = f"- [{item.type}] {_neutralised(item.fact)} (confidence: {item.confidence:.2f})"
+        # A member's own fact that follows them into a group says whose it is (followers.py).
+        private_to = getattr(item, "private_to", None)
+        kind = f"{item.type}; private to {_neutralised(private_to)}" if private_to else item.type
+        line = f"- [{kind}] {_neutralised(item.fact)} (confidence: {item.confidence:.2f})"
     return f"{line} #{item.id}" if ids else line
 
 

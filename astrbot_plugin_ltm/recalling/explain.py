@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from ..audience import SAID_IN_HERE_SQL, may_recall, reading_param
 from ..config import ReadPolicy
 from ..enums import Status
 from ..scope import Scope
@@ -34,10 +35,11 @@ from .trace import (
 def explain_memories(conn: Connection, scopes: list[Scope], rowids: set[int], policy: ReadPolicy,
                      now: datetime, trace: Trace) -> None:
     """Note each of the memories ``rowids`` (hits the reader did not keep) with why."""
-    wanted = {(s.kind, s.id) for s in scopes}
-    for row in _rows(conn, f"SELECT {ItemRow.COLUMNS}, awaiting_approval FROM ltm_items", "id", rowids):
-        item, waiting = ItemRow.of(row[:-1]), bool(row[-1])
-        if (item.scope, item.scope_id) not in wanted or usable(item, policy, now):
+    select = f"SELECT {ItemRow.COLUMNS}, {SAID_IN_HERE_SQL}, awaiting_approval FROM ltm_items"
+    for row in _rows(conn, select, "id", rowids, {"reading": reading_param(scopes)}):
+        item, said_here, waiting = ItemRow.of(row), bool(row[-2]), bool(row[-1])
+        if not may_recall(Scope(item.scope, item.scope_id), item.visibility, said_here, scopes) \
+                or usable(item, policy, now):
             continue
         line = f"- [{item.type}] {item.fact}"
         if waiting:
@@ -66,9 +68,10 @@ def explain_hits(conn: Connection, scopes: list[Scope], memories: set[int], turn
     explain_turns(conn, scopes, turns, trace)
 
 
-def _rows(conn: Connection, select: str, id_column: str, rowids: set[int]) -> list[Any]:
+def _rows(conn: Connection, select: str, id_column: str, rowids: set[int],
+          params: dict[str, Any] | None = None) -> list[Any]:
     """``select`` over the rows ``rowids``, by id (none: no trip to the database)."""
     if not rowids:
         return []
     return fetch_rows(conn, f"{select} WHERE {id_column} IN (SELECT value FROM json_each(:ids)) ORDER BY {id_column}",
-                      {"ids": json.dumps(sorted(rowids))})
+                      {"ids": json.dumps(sorted(rowids)), **(params or {})})

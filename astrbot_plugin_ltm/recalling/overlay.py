@@ -18,9 +18,10 @@ from ..config import ReadPolicy
 from ..enums import Status
 from ..extension_points import Found
 from ..scope import Scope
+from .followers import Follower
 from .ranking import leading
 from .reader import MemoryReader
-from .rows import BASELINE_POOL, ItemRow, ItemView, fetch_rows, load_evidence, usable
+from .rows import BASELINE_POOL, ItemRow, ItemView, load_evidence, recallable, usable
 
 
 class OverlayReader(MemoryReader):
@@ -30,9 +31,10 @@ class OverlayReader(MemoryReader):
 
     # The live reader's step is a static method; this one needs the overlay.
     def _memories(self, conn: Connection, scopes: list[Scope], found: list[Found],  # type: ignore[override]
-                  policy: ReadPolicy, now: datetime) -> tuple[dict[int, ItemView], dict[str, frozenset[str]]]:
-        if not self.overlay:
-            return MemoryReader._memories(conn, scopes, found, policy, now)
+                  policy: ReadPolicy, now: datetime,
+                  follower: Follower | None = None) -> tuple[dict[int, ItemView], dict[str, frozenset[str]]]:
+        if not self.overlay:  # (a replay reads no group with followers)
+            return MemoryReader._memories(conn, scopes, found, policy, now, follower)
         if policy.max_items <= 0:
             return {}, {}
         hits = leading([f.memories for f in found])
@@ -47,18 +49,6 @@ class OverlayReader(MemoryReader):
 def _load(conn: Connection, scopes: list[Scope], rowids: set[int], overlaid: set[str]) -> list[ItemRow]:
     """As rows.load_memories, whatever the status: the hits, and each
     scope's most important memories among the active and the overlaid."""
-    params: dict[str, object] = {"ids": json.dumps(sorted(rowids)), "overlaid": json.dumps(sorted(overlaid)),
-                                 "active": Status.ACTIVE, "pool": BASELINE_POOL * 2}
-    parts = [f"SELECT {ItemRow.COLUMNS} FROM ltm_items WHERE id IN (SELECT value FROM json_each(:ids))"]
-    for n, scope in enumerate(scopes):
-        parts.append(
-            f"SELECT * FROM (SELECT {ItemRow.COLUMNS} FROM ltm_items WHERE scope = :kind{n} AND scope_id = :id{n} "
-            "AND (status = :active OR memory_id IN (SELECT value FROM json_each(:overlaid))) "
-            "ORDER BY importance DESC LIMIT :pool)")
-        params[f"kind{n}"], params[f"id{n}"] = scope.kind, scope.id
-    wanted = {(s.kind, s.id) for s in scopes}
-    found: dict[int, ItemRow] = {}
-    for row in fetch_rows(conn, " UNION ALL ".join(parts), params):
-        if (row[2], row[3]) in wanted and row[0] not in found:
-            found[row[0]] = ItemRow.of(row)
-    return list(found.values())
+    pooled = "(status = :active OR memory_id IN (SELECT value FROM json_each(:overlaid)))"
+    return recallable(conn, scopes, rowids, pooled, {"overlaid": json.dumps(sorted(overlaid)), "active": Status.ACTIVE},
+                      BASELINE_POOL * 2)

@@ -20,6 +20,7 @@ from datetime import UTC, datetime, tzinfo
 
 from sqlalchemy import Connection
 
+from ..audience import may_recall
 from ..clock import parse_stored_time
 from ..config import ReadPolicy
 from ..enums import Status
@@ -97,13 +98,16 @@ def load_period(conn: Connection, scopes: list[Scope], period: Period, unbacked:
                 rows.turns.setdefault(row[0], EventRow.of(row))
                 taken.add(row[0])
         if policy.max_items > 0:
-            for row in fetch_rows(conn, f"SELECT {ItemRow.COLUMNS} FROM ltm_items WHERE scope = :kind "
-                                    "AND scope_id = :id AND status = :active AND memory_id IN (SELECT v.memory_id "
+            # The memories said in the period here, wherever they are kept: a
+            # member's fact said in the group is kept with the member (audience.py).
+            for row in fetch_rows(conn, f"SELECT {ItemRow.COLUMNS} FROM ltm_items WHERE status = :active "
+                                    "AND memory_id IN (SELECT v.memory_id "
                                     "FROM ltm_events x CROSS JOIN ltm_evidence v ON v.event_id = x.event_id "
                                     f"WHERE {in_period}) ORDER BY importance DESC LIMIT :limit",
                               {**params, "active": Status.ACTIVE}):
                 item = ItemRow.of(row)
-                if usable(item, policy, now):
+                if usable(item, policy, now) and may_recall(Scope(item.scope, item.scope_id), item.visibility,
+                                                            True, scopes):
                     rows.memories.setdefault(item.id, item)
     rows.evidence = load_evidence(conn, [m.memory_id for m in rows.memories.values()])
     # bm25() is lower for a better match; scopes' scores are comparable (FTS5's statistics are the table's).

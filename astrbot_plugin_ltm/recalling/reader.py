@@ -31,6 +31,7 @@ from .block import BlockBuilder, Focus, MemoryBlock, Pinned, language_of
 from .bot_lines import asks_what_the_bot_said
 from .dates import First, Period, named_period
 from .explain import explain_hits
+from .followers import Follower, load_followers
 from .history import History
 from .periods import PeriodRows, load_period, resolve
 from .ranking import Ranked, leading, rank, spread
@@ -104,13 +105,15 @@ class MemoryReader:
 
     async def read(self, scopes: list[Scope], query: str, policy: ReadPolicy, *, only: Only | None = None,
                    ids: bool = False, history: History | None = None, trace: Trace | None = None,
-                   pinned: Pinned | None = None) -> MemoryBlock:
+                   pinned: Pinned | None = None, follower: Follower | None = None) -> MemoryBlock:
         """The block for ``query``; ``ids``: each memory line carries its
         short id (for the memory_expand tool); ``history``: the request's
         earlier messages, whose turns are not recalled again (history.py);
         ``trace``: filled with the lines taken and the hits and candidates
         left out, and why; ``pinned``: placed under the block's opening
-        when it fits, before the ranked candidates (last_time.py)."""
+        when it fits, before the ranked candidates (last_time.py);
+        ``follower``: the speaker whose profile facts follow them into this
+        group, marked as theirs (followers.py)."""
         started = time.monotonic()  # the read's share of READ_SECONDS, for a reranker's call
         language = language_of(query)
         if pinned is not None and not self.builder.fits_alone(pinned, policy, language):
@@ -135,7 +138,7 @@ class MemoryReader:
         # The memories and the turns in one trip: two cost more in hops and
         # connections than they gained side by side (docs/decisions.md#d133).
         (items, evidence, turns), named = await asyncio.gather(
-            self.db.run(lambda conn: (*self._memories(conn, scopes, found, policy, now),
+            self.db.run(lambda conn: (*self._memories(conn, scopes, found, policy, now, follower),
                                       self._turns(conn, scopes, found, unbacked, policy))),
             self._nothing() if names is None else
             self.db.run(lambda conn: self._named(conn, scopes, names, unbacked, policy, now, q.tokens)),
@@ -185,15 +188,18 @@ class MemoryReader:
         return None if period is None else load_period(conn, scopes, period, unbacked, policy, now, tokens)
 
     @staticmethod
-    def _memories(conn: Connection, scopes: list[Scope], found: list[Found], policy: ReadPolicy,
-                  now: datetime) -> tuple[dict[int, ItemView], dict[str, frozenset[str]]]:
+    def _memories(conn: Connection, scopes: list[Scope], found: list[Found], policy: ReadPolicy, now: datetime,
+                  follower: Follower | None = None) -> tuple[dict[int, ItemView], dict[str, frozenset[str]]]:
         """The usable memories among the hits and each scope's most
-        important ones, with the event ids of the hits' evidence."""
+        important ones, with the event ids of the hits' evidence; and the
+        profile facts that follow ``follower`` into the group."""
         if policy.max_items <= 0:
             return {}, {}
         hits = leading([f.memories for f in found])
         items: dict[int, ItemView] = {i.id: i for i in load_memories(conn, scopes, hits, policy)
                                       if usable(i, policy, now)}
+        if follower is not None:
+            items.update({i.id: i for i in load_followers(conn, follower, policy, now) if i.id not in items})
         return items, load_evidence(conn, [items[r].memory_id for r in hits if r in items])
 
     @staticmethod

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 from sqlalchemy import Connection
 
+from ..audience import SAID_IN_HERE_SQL, may_recall, reading_param, said_in_sql
 from ..clock import as_utc, parse_stored_time
 from ..config import ReadPolicy
 from ..enums import Status
@@ -31,7 +32,8 @@ class ItemRow:
     """A memory: the columns the read path uses."""
 
     COLUMNS: ClassVar[str] = (
-        "id, memory_id, scope, scope_id, type, fact, confidence, importance, status, ttl_days, updated_at, valid_from"
+        "id, memory_id, scope, scope_id, type, fact, confidence, importance, status, ttl_days, updated_at, valid_from, "
+        "visibility"
     )
     id: int
     memory_id: str
@@ -46,13 +48,16 @@ class ItemRow:
     updated_at: datetime
     # A summary's first event (its day in the block): parsed only where shown.
     valid_from: datetime | str | None
+    visibility: str  # enums.Visibility (audience.py)
+    # Whose private fact this is when it follows them into a group (followers.py): their name.
+    private_to: str | None = None
 
     @classmethod
     def of(cls, row: Sequence[Any]) -> ItemRow:
         (rowid, memory_id, scope, scope_id, type_, fact, confidence, importance, status, ttl_days, updated_at,
-         valid_from) = row
+         valid_from, visibility) = row[:13]
         return cls(rowid, memory_id, scope, scope_id, type_, fact, confidence, importance, status, ttl_days,
-                   parse_stored_time(updated_at), valid_from)
+                   parse_stored_time(updated_at), valid_from, visibility)
 
 
 # What ranking reads of a memory: a loaded row, or a MemoryItem (tests).
@@ -94,31 +99,39 @@ def usable(item: ItemView, policy: ReadPolicy, now: datetime) -> bool:
 
 def load_memories(conn: Connection, scopes: list[Scope], rowids: set[int], policy: ReadPolicy) -> list[ItemRow]:
     """The hits by primary key and each scope's most important memories, in
-    one statement. Scope and status are checked here, so a hit can never
-    bring in another scope's memory."""
-    params: dict[str, object] = {
-        "ids": json.dumps(sorted(rowids)), "active": Status.ACTIVE,
-        "min_confidence": policy.min_confidence, "pool": BASELINE_POOL,
-    }
-    parts = [f"SELECT {ItemRow.COLUMNS} FROM ltm_items WHERE id IN (SELECT value FROM json_each(:ids))"]
+    one statement. Who may recall each (audience.py) and its status are
+    checked here, so a hit can never bring in a memory this chat may not hear."""
+    return [item for item in recallable(conn, scopes, rowids, "status = :active AND +confidence >= :min_confidence",
+                                        {"active": Status.ACTIVE, "min_confidence": policy.min_confidence},
+                                        BASELINE_POOL)
+            if item.status == Status.ACTIVE and item.confidence >= policy.min_confidence]
+
+
+def recallable(conn: Connection, scopes: list[Scope], rowids: set[int], pooled: str, params: dict[str, object],
+               pool: int) -> list[ItemRow]:
+    """The memories ``rowids`` and, per scope, the ``pool`` most important
+    for which ``pooled`` (SQL over ltm_items) holds, among those a chat
+    reading ``scopes`` may recall (audience.py)."""
+    params = {**params, "ids": json.dumps(sorted(rowids)), "pool": pool, "reading": reading_param(scopes)}
+    columns = f"{ItemRow.COLUMNS}, {SAID_IN_HERE_SQL}"
+    parts = [f"SELECT {columns} FROM ltm_items WHERE id IN (SELECT value FROM json_each(:ids))"]
     # A subquery per scope, each served by ix_ltm_items_scope_status in
     # importance order (an OR over scopes scanned every active item);
     # "+confidence" keeps SQLite from reading the whole scope through
-    # ix_ltm_items_scope_confidence and sorting it.
+    # ix_ltm_items_scope_confidence and sorting it. A group's pool also
+    # holds what its members said in it, kept with them.
     for n, scope in enumerate(scopes):
-        parts.append(
-            f"SELECT * FROM (SELECT {ItemRow.COLUMNS} FROM ltm_items WHERE scope = :kind{n} "
-            f"AND scope_id = :id{n} AND status = :active AND +confidence >= :min_confidence "
-            "ORDER BY importance DESC LIMIT :pool)"
-        )
+        parts.append(f"SELECT * FROM (SELECT {columns} FROM ltm_items WHERE scope = :kind{n} AND scope_id = :id{n} "
+                     f"AND {pooled} ORDER BY importance DESC LIMIT :pool)")
+        parts.append(f"SELECT * FROM (SELECT {columns} FROM ltm_items WHERE id IN ({said_in_sql(n)}) "
+                     f"AND {pooled} ORDER BY importance DESC LIMIT :pool)")
         params[f"kind{n}"], params[f"id{n}"] = scope.kind, scope.id
-    wanted = {(s.kind, s.id) for s in scopes}
     found: dict[int, ItemRow] = {}
     for row in fetch_rows(conn, " UNION ALL ".join(parts), params):
-        rowid, _, scope, scope_id, _, _, confidence, _, status, _, _, _ = row
-        if (scope, scope_id) in wanted and status == Status.ACTIVE \
-                and confidence >= policy.min_confidence and rowid not in found:
-            found[rowid] = ItemRow.of(row)
+        item = ItemRow.of(row)
+        if item.id not in found and may_recall(Scope(item.scope, item.scope_id), item.visibility, bool(row[13]),
+                                               scopes):
+            found[item.id] = item
     return list(found.values())
 
 

@@ -4,7 +4,7 @@ These need no LLM: the user said what to keep. The fact is rewritten from
 the first person to the speaker's name, so it reads correctly when it is
 injected later (and in a group, says whose it is). The name is the one
 facts learnt from chat use: the platform's nickname, else the name the
-person gave for themselves (:func:`given_name` of a remembered name fact),
+person gave for themselves (learning/known.py: ``name_given``),
 else "用户" / "the user" — so "记住我的猫叫咪咪" after "我叫小明" keeps
 "小明的猫叫咪咪", as extraction would write it.
 """
@@ -101,25 +101,6 @@ def attribute(fact: str, speaker: str) -> str:
     for pattern, replacement in _FIRST_PERSON:
         fact = replace_literally(pattern, replacement.format(name=speaker), fact)
     return fact
-
-
-# What a fact about a person's name says it is: "小明的名字是小明", "用户叫小明",
-# "Alice's name is Alice", "the user is called Bo".
-_NAME_IN_FACT = (
-    re.compile(r"(?:名字是|名字叫|名叫|叫做|称呼是|叫)\s*([\u4e00-\u9fffA-Za-z][\w\u4e00-\u9fff·-]{0,15})"),
-    re.compile(r"\bname is ([A-Z][\w-]*(?: [A-Z][\w-]*)?)"),
-    re.compile(r"\b(?:called|named) ([A-Z][\w-]*)"),
-)
-
-
-def given_name(fact: str) -> str | None:
-    """The name a fact about someone's name gives (a memory keyed as a
-    name, learning/known.py: NAME_KEYS), or None."""
-    for pattern in _NAME_IN_FACT:
-        found = pattern.search(fact)
-        if found:
-            return found.group(1).rstrip("·-")
-    return None
 
 
 def unnamed(fact: str) -> str:

@@ -76,18 +76,26 @@ class EventRecorder:
         self._journal = Journal(journal_dir) if journal_dir is not None else None
         self._flushing = asyncio.Lock()  # a batch's segments are deleted only after *its* commit
         self.dropped_read_only = 0  # events refused while emergency_read_only was on
+        self.dropped_paused = 0  # turns not recorded: their person paused
         self.journal_failures = 0  # hook calls whose events could not be journaled (queued all the same)
         self.replayed = 0  # events a dead process had journaled and not written, written at start
 
     # -- hot path ---------------------------------------------------------
 
+    def _paused_speaker(self, origin: Origin) -> bool:
+        """Whether the person in this turn paused: what they say, and the
+        bot's answer to it, is not recorded at all (a pause means forgotten,
+        docs/privacy.md). A scheduled turn in a private chat is its person's."""
+        if origin.scheduled and origin.is_group:
+            return False  # no one of the group speaks: the bot's own words
+        return self._paused(self._resolver().user_scope(origin))
+
     def _event(self, scope: Scope, origin: Origin, source_type: str, role: str, content: dict[str, Any],
                 created_at: datetime | None) -> MemoryEvent:
         is_human = role == Role.USER
-        # Said while the scope's writes are off, or by (or to) a user who paused
-        # learning, in a group too: recorded, never extracted (docs/decisions.md#d52).
-        writes_off = self._config().write_policy.writes_off(scope) or self._paused(scope) or (
-            origin.is_group and self._paused(self._resolver().user_scope(origin)))
+        # Said while an operator has the scope's writes off: recorded, never
+        # extracted (docs/decisions.md#d52).
+        writes_off = self._config().write_policy.writes_off(scope)
         return new_event(
             scope=scope.kind,
             scope_id=scope.id,
@@ -107,13 +115,21 @@ class EventRecorder:
         self,
         origin: Origin,
         user_text: str,
-        assistant_text: str,
+        assistant_text: str | None,
         created_at: datetime | None = None,
     ) -> list[MemoryEvent]:
+        """A person's message and the bot's reply (``None``: a message the
+        bot did not answer, in a group that learns all its talk). A
+        scheduled turn's message is the scheduler's, never a person's words:
+        only the bot's reply is recorded, as the bot's."""
+        if self._paused_speaker(origin):
+            self.dropped_paused += 1
+            return []
         limit = self._config().recording.max_message_chars
         scope = self._resolver().write_scope(origin)
         events = []
-        for role, raw in ((Role.USER, user_text), (Role.ASSISTANT, assistant_text)):
+        said = ((Role.USER, "" if origin.scheduled else user_text), (Role.ASSISTANT, assistant_text or ""))
+        for role, raw in said:
             if raw and raw.strip():
                 body, cut = truncate(raw.strip(), limit)
                 content = {"text": body, **({"truncated": True} if cut else {})}
@@ -125,7 +141,7 @@ class EventRecorder:
         self, origin: Origin, tool: str, args: Any, result: Any, created_at: datetime | None = None
     ) -> MemoryEvent | None:
         cfg = self._config().recording
-        if not cfg.record_tool_results:
+        if not cfg.record_tool_results or self._paused_speaker(origin):
             return None
         text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
         body, cut = truncate(text, cfg.tool_result_max_chars)

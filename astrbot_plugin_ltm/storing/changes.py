@@ -35,11 +35,33 @@ class MemoryWritten:
     # (the background fill embeds the new one).
     fact_tokens: Tokens | None = None
     created: bool = False
+    # The groups it was said in besides (audience.py): their namespaces hold it too.
+    shared_in: tuple[Scope, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class MemoryRemoved:
     """A memory was deleted with its keyword row, vector and evidence links."""
+
+    scope: Scope
+    item_id: int
+    shared_in: tuple[Scope, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryShared:
+    """A memory kept elsewhere was said in the group ``scope``: the group's
+    memory namespaces hold it from now on (audience.py)."""
+
+    scope: Scope
+    item_id: int
+    fact_tokens: Tokens
+    created: bool = False  # a new memory: it has no vector yet
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryUnshared:
+    """The group ``scope`` may no longer recall a memory (it became a secret)."""
 
     scope: Scope
     item_id: int
@@ -85,8 +107,8 @@ class VectorsStored:
 
 
 Change = (
-    MemoryWritten | MemoryRemoved | MemoriesReindexed | TurnsRecorded | TurnsWithheld | ScopeForgotten
-    | VectorsStored
+    MemoryWritten | MemoryRemoved | MemoryShared | MemoryUnshared | MemoriesReindexed | TurnsRecorded
+    | TurnsWithheld | ScopeForgotten | VectorsStored
 )
 
 _NOTED = "ltm_changes"  # the session.info key

@@ -130,14 +130,17 @@ class Database:
     # -- writing -----------------------------------------------------------------
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[AsyncSession]:
+    async def write(self, *, persons_choice: bool = False) -> AsyncIterator[AsyncSession]:
         """A transaction: committed on success, rolled back on any error.
 
-        Raises :class:`ReadOnlyError` while emergency_read_only is on."""
-        if self.is_read_only():
+        Raises :class:`ReadOnlyError` while emergency_read_only is on,
+        unless the write is ``persons_choice``: a person's own say over
+        their data (a pause), which read-only must not lose (docs/privacy.md)."""
+        refuses = self.is_read_only if not persons_choice else (lambda: False)
+        if refuses():
             raise ReadOnlyError(str(msg("api.read_only")))
         async with self._write_lock:
-            if self.is_read_only():  # switched on while we waited
+            if refuses():  # switched on while we waited
                 raise ReadOnlyError(str(msg("api.read_only")))
             async with self._sessions() as session:
                 async with session.begin():

@@ -9,14 +9,18 @@ change for the derived indexes.
 
 from __future__ import annotations
 
-from sqlalchemy import and_, delete, select, update
+import json
+from collections.abc import Sequence
+
+from sqlalchemy import and_, delete, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from ..enums import ExtractionStatus, Status
+from ..enums import ExtractionStatus, Role, ScopeKind, Status
 from ..scope import Scope
 from .batch_writes import write_rows
 from .changes import MemoryRemoved, ScopeForgotten, TurnsWithheld, note
 from .keyword_rows import delete_fact_row
+from .memory_rows import contexts_of, forget_contexts
 from .tables import GateLogEntry, MemoryEvent, MemoryEvidence, MemoryItem
 from .vector_rows import delete_memory_vector, delete_scope_turn_vectors, delete_turn_vectors
 
@@ -36,8 +40,10 @@ async def remove_memory(session: AsyncSession, item: MemoryItem, *, withhold: bo
     await session.execute(delete(MemoryEvidence).where(MemoryEvidence.memory_id == item.memory_id))
     await delete_fact_row(session, item.id)
     await delete_memory_vector(session, item.id)
+    shared_in = await contexts_of(session, item)
+    await forget_contexts(session, item.id)
     await session.delete(item)
-    note(session, MemoryRemoved(Scope(item.scope, item.scope_id), item.id))
+    note(session, MemoryRemoved(Scope(item.scope, item.scope_id), item.id, shared_in))
 
 
 async def withhold_evidence(session: AsyncSession, item: MemoryItem) -> None:
@@ -78,3 +84,49 @@ async def forget_turns(session: AsyncSession, scope: Scope) -> None:
     await session.execute(delete(GateLogEntry).where(GateLogEntry.scope == scope.kind,
                                                      GateLogEntry.scope_id == scope.id))
     note(session, ScopeForgotten(scope))
+
+
+async def delete_turns(session: AsyncSession, rowids: list[int]) -> int:
+    """Delete the turns ``rowids`` from the archive, with their keyword
+    rows, vectors and evidence links (a pause means forgotten,
+    operating/contexts.py). Returns how many were deleted."""
+    if not rowids:
+        return 0
+    rows = (await session.execute(select(MemoryEvent.id, MemoryEvent.event_id, MemoryEvent.scope,
+                                         MemoryEvent.scope_id).where(MemoryEvent.id.in_(rowids)))).all()
+    if not rows:
+        return 0
+    ids = [rowid for rowid, *_ in rows if rowid is not None]
+    await session.execute(delete(MemoryEvidence).where(MemoryEvidence.event_id.in_([e for _, e, *_ in rows])))
+    await delete_turn_vectors(session, ids)
+    await session.execute(text("DELETE FROM ltm_events_fts WHERE rowid IN (SELECT value FROM json_each(:ids))"),
+                          {"ids": json.dumps(ids)})
+    await session.execute(delete(MemoryEvent).where(MemoryEvent.id.in_(ids)))
+    by_scope: dict[Scope, list[int]] = {}
+    for rowid, _, kind, scope_id in rows:
+        if rowid is not None:
+            by_scope.setdefault(Scope(kind, scope_id), []).append(rowid)
+    note(session, *(TurnsWithheld(scope, tuple(found)) for scope, found in by_scope.items()))
+    return len(ids)
+
+
+async def withhold_lines(session: AsyncSession, accounts: Sequence[tuple[str, str]]) -> None:
+    """Withhold what these accounts (platform id, sender id: one person)
+    said in groups, and extract none of it: forgetting a person also means
+    never quoting them where others were listening."""
+    said = or_(*(and_(MemoryEvent.platform_id == platform_id, MemoryEvent.sender_id == sender_id)
+                 for platform_id, sender_id in accounts))
+    theirs = and_(MemoryEvent.scope == ScopeKind.GROUP, MemoryEvent.source_role == Role.USER, said)
+    rows = (await session.execute(select(MemoryEvent.id, MemoryEvent.scope, MemoryEvent.scope_id)
+                                  .where(theirs, MemoryEvent.withheld.is_(False)))).all()
+    ids = [rowid for rowid, _, _ in rows if rowid is not None]
+    if ids:
+        await session.execute(update(MemoryEvent).where(MemoryEvent.id.in_(ids)).values(withheld=True))
+        await delete_turn_vectors(session, ids)
+    await session.execute(update(MemoryEvent).where(theirs, MemoryEvent.extraction_status == ExtractionStatus.PENDING)
+                          .values(extraction_status=ExtractionStatus.SKIPPED, next_attempt_at=None))
+    by_scope: dict[Scope, list[int]] = {}
+    for rowid, kind, scope_id in rows:
+        if rowid is not None:
+            by_scope.setdefault(Scope(kind, scope_id), []).append(rowid)
+    note(session, *(TurnsWithheld(scope, tuple(found)) for scope, found in by_scope.items()))

@@ -7,6 +7,9 @@ change them. ``tests/test_migrations.py`` checks the two agree column by
 column. Typed SQLAlchemy dataclasses: a row can be built in Python with
 its defaults filled in (an event has its ``event_id`` before it is
 written), and the type checker knows every column.
+
+Over 400 lines: every table in one place, as the migrations test compares
+them with the migrations column by column.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, MappedAsDataclass, mapped_co
 from sqlalchemy.orm.attributes import manager_of_class
 
 from ..clock import as_utc, utcnow
-from ..enums import ExtractionStatus, Status
+from ..enums import ExtractionStatus, Status, Visibility
 
 ID_LENGTH = 36  # a uuid4 as text
 
@@ -122,7 +125,8 @@ def new_event(**values: Any) -> MemoryEvent:
 
 
 class MemoryItem(LTMBase, kw_only=True):
-    """A memory: one compact fact about a scope, with a status and scores."""
+    """A memory: one compact fact about a scope (a person, or a group), with
+    a status and scores. Which chats may recall it: audience.py."""
 
     __tablename__ = "ltm_items"
     __table_args__ = (
@@ -186,6 +190,23 @@ class MemoryItem(LTMBase, kw_only=True):
     tool_count: Mapped[int] = mapped_column(default=0, server_default="0")  # returned by the memory search tool
     use_count: Mapped[int] = mapped_column(default=0, server_default="0")  # the two together, for sorting
     last_used_at: Mapped[datetime | None] = mapped_column(default=None)
+    # enums.Visibility: shared where it was said (its scope, its contexts), or private to its person.
+    visibility: Mapped[str] = mapped_column(String(16), default=Visibility.SHARED, server_default=Visibility.SHARED)
+
+
+class MemoryContext(LTMBase, kw_only=True):
+    """A group a memory kept elsewhere (a member's own scope) was said in:
+    that group may recall it (audience.py)."""
+
+    __tablename__ = "ltm_item_contexts"
+    __table_args__ = (
+        Index("ix_ltm_item_contexts_item", "item_id"),
+        {"sqlite_with_rowid": False},
+    )
+
+    scope: Mapped[str] = mapped_column(String(16), primary_key=True)
+    scope_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    item_id: Mapped[int] = mapped_column(primary_key=True)  # ltm_items.id
 
 
 # "Not superseded" with the value written out: SQLite uses a partial index

@@ -5,17 +5,19 @@ these rows, one per scope, corpus and model."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import ColumnElement, Connection, and_, delete, func, insert, select
+from sqlalchemy import ColumnElement, Connection, Integer, and_, column, delete, func, insert, or_, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.elements import KeyedColumnElement
 
-from ..enums import Corpus
+from ..audience import SAID_IN_SQL
+from ..enums import Corpus, Visibility
 from ..scope import Scope
 from .changes import VectorsStored, note
 from .tables import EventVector, MemoryEvent, MemoryVector
@@ -46,8 +48,13 @@ class VectorRows:
         return and_(dim > 0, size > 0, size % (4 * dim) == 0)
 
     def of_scope(self, scope: Scope, model: str) -> tuple[ColumnElement[bool], ...]:
-        return (self.column("scope") == scope.kind, self.column("scope_id") == scope.id,
-                self.column("model") == model)
+        """The rows of the scope's namespace: for memories, those the scope
+        may recall (audience.py), wherever they are kept."""
+        own = and_(self.column("scope") == scope.kind, self.column("scope_id") == scope.id)
+        if self.table is MemoryVector:
+            said_here = text(SAID_IN_SQL).bindparams(kind=scope.kind, id=scope.id).columns(column("id", Integer))
+            return or_(own, self.key_column.in_(said_here)), self.column("model") == model
+        return own, self.column("model") == model
 
 
 VECTOR_ROWS: dict[Corpus, VectorRows] = {
@@ -99,6 +106,14 @@ async def store_vectors(session: AsyncSession, corpus: Corpus, rows: Sequence[tu
     by_scope: dict[Scope, list[int]] = {}
     for n, (_, scope) in enumerate(rows):
         by_scope.setdefault(scope, []).append(n)
+    if corpus == Corpus.MEMORIES:  # the groups a memory was said in hold its vector too (audience.py)
+        at = {rowid: n for n, (rowid, _) in enumerate(rows)}
+        said = await session.execute(text(
+            "SELECT c.scope, c.scope_id, c.item_id FROM ltm_item_contexts c JOIN ltm_items i ON i.id = c.item_id "
+            f"WHERE i.visibility = '{Visibility.SHARED}' AND c.item_id IN (SELECT value FROM json_each(:ids))"),
+            {"ids": json.dumps(list(at))})
+        for kind, scope_id, rowid in said:
+            by_scope.setdefault(Scope(kind, scope_id), []).append(at[rowid])
     note(session, *(VectorsStored(corpus, scope, model, tuple(rows[n][0] for n in picked),
                                   tuple(vectors[n] for n in picked)) for scope, picked in by_scope.items()))
 

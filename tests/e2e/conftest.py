@@ -18,6 +18,29 @@ Every bot has its own fake model server (its own recorded requests and
 ``/_control`` state), its own home and dashboard port, and is stopped by its
 own process id when the ``with`` block ends, whether the tests passed or not.
 
+QQ through OneBot: ``onebot_factory`` runs a bot whose platform is AstrBot's
+real ``aiocqhttp`` adapter (reverse WebSocket on a free loopback port, with a
+token) and connects the fake OneBot v11 client of ``onebot.py`` to it, as
+NapCat or Lagrange would connect a QQ account::
+
+    @pytest.fixture(scope="module")
+    def qq(onebot_factory):
+        with onebot_factory("privacy", {"write_policy": {"mode": "auto"}}, unique_session=True) as qq:
+            yield qq
+
+    def test_x(qq):
+        since = qq.bot.mark()
+        assert qq.onebot.group(20001, 10001, "I live in Paris", nickname="Alice") == "ECHO: I live in Paris"
+        body = qq.bot.turn_request("I live in Paris", since)
+        qq.run_cron(qq.private_umo(10001), "remind Alice")  # a real AstrBot cron job, run
+
+``qq.onebot.private``/``group`` push a QQ message and return the bot's
+reply (sent through ``send_private_msg``/``send_group_msg``); ``push_*``
+only push; ``calls(action)`` lists AstrBot's OneBot API calls. Sessions:
+``qq.private_umo(user)``, ``qq.group_umo(group, user)``. A module that uses
+the autouse log window names its bot fixture ``bot`` (``return qq.bot``).
+docs/compatibility.md says what AstrBot tells plugins on this platform.
+
 A browser test asks for ``tab``: a fresh headless Chromium tab
 (review_browser.py drives it and opens the review page), closed after it.
 
@@ -31,11 +54,14 @@ import contextlib
 import json
 import os
 import re
+import secrets
 import sqlite3
 import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +71,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from onebot import Call, OneBot  # type: ignore[import-not-found]  # noqa: E402
 from review_browser import Browser, Tab, chromium_binary  # type: ignore[import-not-found]  # noqa: E402
 
 from astrbot_plugin_ltm.recalling.block import NOTES  # noqa: E402
@@ -62,6 +89,8 @@ from devtools.astrbot_home import (  # noqa: E402
 
 FIXTURE_PLUGINS = Path(__file__).resolve().parent / "fixture_plugins"
 TOOLS_PLUGIN = FIXTURE_PLUGINS / "ltm_test_tools"
+# fixture_plugins/ltm_test_event_probe logs what AstrBot tells plugins of each agent run (Bot.event_probes).
+EVENT_PROBE_MARK = "ltm-event-probe: "
 PASSWORD = "Ltm-E2e-Passw0rd"
 OPEN_API_SCOPES = ["bot", "provider", "persona", "im", "config", "chat", "data", "file", "plugin", "mcp", "skill"]
 ADMIN_USER = "astrbot"  # in AstrBot's default admins_id
@@ -127,7 +156,9 @@ def last_user_text(body: dict) -> str:
         if message.get("role") == "user":
             content = message.get("content")
             if isinstance(content, list):
-                texts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+                # AstrBot's own group context rides after the words (group_icl_enable): not the user's
+                texts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"
+                         and not p.get("text", "").startswith("<system_reminder>")]
                 return texts[-1] if texts else ""
             return str(content or "")
     return ""
@@ -319,6 +350,17 @@ class Bot:
         except Exception as exc:
             raise AssertionError(self.diag(f"admin chat {text!r} failed: {exc!r}")) from exc
 
+    def event_probes(self, since: int = 0) -> list[dict]:
+        """What AstrBot told plugins about each event that reached the model
+        since log offset ``since`` (with fixture_plugins/ltm_test_event_probe
+        among ``extra_plugins``)."""
+        found = []
+        for line in self.log_text(since).splitlines():
+            _, mark, data = line.partition(EVENT_PROBE_MARK)
+            if mark and data.startswith("{"):
+                found.append(json.loads(data))
+        return found
+
     # -- the fake model ----------------------------------------------------------
 
     def mark(self) -> int:
@@ -373,6 +415,49 @@ class Bot:
         answer = self.client.reload_plugin(PLUGIN_NAME)
         assert answer.get("status") == "ok", self.diag(f"reloading the plugin failed: {answer}")
         return answer
+
+    # -- AstrBot's scheduler (the dashboard's cron API) ---------------------------
+
+    def create_cron_job(self, session: str, note: str, *, run_in: float = 1.0, name: str = "ltm-e2e") -> dict:
+        """A one-shot job of AstrBot's own scheduler that wakes the main agent
+        for ``session`` (a umo) ``run_in`` seconds from now, made as the WebUI
+        makes it (``POST /api/cron/jobs``, on 4.25 and 4.29 alike); the job
+        as AstrBot answered it (``job_id``...). ``note`` is what the agent is
+        told to do."""
+        run_at = (datetime.now(UTC) + timedelta(seconds=run_in)).isoformat()
+        answer = self.client.request("POST", "/api/cron/jobs", {
+            "name": name, "note": note, "session": session, "run_once": True, "run_at": run_at, "enabled": True})
+        assert answer.get("status") == "ok", self.diag(f"creating a cron job for {session} failed: {answer}")
+        return answer["data"]
+
+    def cron_jobs(self) -> list[dict]:
+        answer = self.client.request("GET", "/api/cron/jobs")
+        assert answer.get("status") == "ok", self.diag(f"listing cron jobs failed: {answer}")
+        return answer["data"]
+
+    def wait_cron_done(self, job_id: str, since: int = 0, timeout: float = 60.0) -> None:
+        """Until AstrBot has run the one-shot job ``job_id`` (it deletes one
+        once it ran, whatever the outcome), failing on AstrBot's own "Cron
+        job ... failed" line. ``since``: log offset before the job was made."""
+
+        def done() -> bool:
+            failed = [line for line in self.log_text(since).splitlines() if f"Cron job {job_id} failed" in line]
+            assert not failed, self.diag(f"AstrBot's cron job {job_id} failed: {failed}", lines=120)
+            return all(job.get("job_id") != job_id for job in self.cron_jobs())
+
+        self.wait_for(done, timeout, f"cron job {job_id} to run", interval=0.3)
+        # The run's end, as the job's deletion shows, can log its failure just before.
+        failed = [line for line in self.log_text(since).splitlines() if f"Cron job {job_id} failed" in line]
+        assert not failed, self.diag(f"AstrBot's cron job {job_id} failed: {failed}", lines=120)
+
+    def cron_requests(self, job_id: str, since: int = 0) -> list[dict]:
+        """The model requests of the runs cron job ``job_id`` woke."""
+        found = []
+        for body in (r["body"] for r in self.requests(since, "cron")):
+            job = fake_openai.cron_job(body.get("messages") or [])
+            if job is not None and job.get("id") == job_id:
+                found.append(body)
+        return found
 
     # -- the database ------------------------------------------------------------
 
@@ -493,6 +578,114 @@ def bot_factory(tmp_path_factory: pytest.TempPathFactory):
     # Safety net: anything a broken fixture left running.
     for bot in list(running):
         bot.close()
+
+
+ONEBOT_PLATFORM = "onebot"  # the aiocqhttp platform's id: the first part of its sessions' umo
+ONEBOT_SELF_ID = 3_000_000_001  # the bot's own QQ number
+
+
+@dataclass
+class CronRun:
+    """One run of a cron job: the job, the model requests the run made,
+    and the message the bot sent through OneBot."""
+
+    job: dict
+    requests: list[dict]
+    sent: Call
+
+
+@dataclass
+class QQ:
+    """A bot on AstrBot's real ``aiocqhttp`` (OneBot v11) platform and the
+    fake OneBot client (``onebot``: QQ's side) connected to it."""
+
+    bot: Bot
+    onebot: OneBot
+    platform_id: str
+    unique_session: bool
+
+    def private_umo(self, user_id: int) -> str:
+        """The session of ``user_id``'s private chat with the bot."""
+        return f"{self.platform_id}:FriendMessage:{user_id}"
+
+    def group_umo(self, group_id: int, user_id: int | None = None) -> str:
+        """The session of a group: with ``unique_session`` one per member
+        (``<user>_<group>``, AstrBot's id for aiocqhttp), else one for all."""
+        if self.unique_session:
+            if user_id is None:
+                raise ValueError("with unique_session a group's session is a member's: give user_id")
+            return f"{self.platform_id}:GroupMessage:{user_id}_{group_id}"
+        return f"{self.platform_id}:GroupMessage:{group_id}"
+
+    def wait_received(self, user_id: int, text: str, since: int, timeout: float = 15.0) -> None:
+        """Until AstrBot has taken in the message ``text`` from ``user_id``
+        (it logs every event it takes in, woken or not) since log offset
+        ``since``: then a message that must not wake the bot had its chance."""
+        line = f"/{user_id}: {text}"
+        self.bot.wait_for(lambda: any(line in row for row in self.bot.log_text(since).splitlines()), timeout,
+                          f"AstrBot to take in {text!r} from {user_id}")
+
+    def history(self, umo: str) -> list[dict]:
+        """The conversation history AstrBot stored for session ``umo``."""
+        return conversation_history(self.bot.home, umo)
+
+    def run_cron(self, session: str, note: str, *, timeout: float = 60.0) -> CronRun:
+        """Make a one-shot AstrBot cron job for ``session`` (a umo: see
+        ``private_umo``/``group_umo``) that fires a second from now, and wait
+        until it ran: the agent was woken (the fake model got the run's
+        request), it sent ``CRON: <note>`` through OneBot to that session's
+        user or group, and AstrBot finished the job."""
+        since_model, since_calls, since_log = self.bot.mark(), self.onebot.mark(), self.bot.log_size()
+        job = self.bot.create_cron_job(session, note)
+        job_id = job["job_id"]
+        _, kind, target = session.split(":", 2)
+        target_id = int(target.rsplit("_", 1)[-1])  # a group's session may be <user>_<group>
+        try:
+            if kind == "GroupMessage":
+                sent = self.onebot.wait_reply(group_id=target_id, since=since_calls, timeout=timeout)
+            else:
+                sent = self.onebot.wait_reply(user_id=target_id, since=since_calls, timeout=timeout)
+        except AssertionError as exc:
+            runs = self.bot.cron_requests(job_id, since_model)
+            tools = [[t.get("function", {}).get("name") for t in body.get("tools") or []] for body in runs]
+            raise AssertionError(f"cron job {job_id} for {session}: {len(runs)} model requests "
+                                 f"(tools offered: {tools}); jobs now: {self.bot.cron_jobs()}\n{exc}") from exc
+        self.bot.wait_cron_done(job_id, since_log, timeout)
+        requests = self.bot.cron_requests(job_id, since_model)
+        assert requests, self.bot.diag(f"cron job {job_id} sent {sent.params} but the model got no request from it")
+        expected = fake_openai.CRON_SAYS + note
+        assert sent.text == expected, self.bot.diag(f"cron job {job_id} sent {sent.text!r}, not {expected!r}")
+        return CronRun(job, requests, sent)
+
+
+@pytest.fixture(scope="session")
+def onebot_factory(bot_factory):
+    """``with onebot_factory(name, plugin_config, unique_session=...) as qq:``
+    runs one AstrBot whose only platform is ``aiocqhttp`` in reverse-WebSocket
+    mode (on a free loopback port, with a token) and connects a fake OneBot
+    client to it: a ``QQ`` (``qq.bot``: the ``Bot``, ``qq.onebot``: the
+    client). Other keyword arguments go to ``bot_factory``; ``astrbot_config``
+    is merged over the platform's."""
+
+    @contextlib.contextmanager
+    def factory(name: str, plugin_config: dict, *, unique_session: bool = False,
+                astrbot_config: dict | None = None, **bot_options: Any) -> Iterator[QQ]:
+        port, token = free_port(), secrets.token_hex(16)
+        platform = {
+            "id": ONEBOT_PLATFORM, "type": "aiocqhttp", "enable": True,
+            "ws_reverse_host": "127.0.0.1", "ws_reverse_port": port, "ws_reverse_token": token,
+        }
+        config = _merge({"platform": [platform], "platform_settings": {"unique_session": unique_session}},
+                        astrbot_config or {})
+        with bot_factory(name, plugin_config, astrbot_config=config, **bot_options) as bot:
+            onebot = OneBot(port, token, ONEBOT_SELF_ID, diag=bot.diag)
+            try:
+                onebot.start()
+                yield QQ(bot, onebot, ONEBOT_PLATFORM, unique_session)
+            finally:
+                onebot.close()
+
+    yield factory
 
 
 @pytest.fixture(autouse=True)

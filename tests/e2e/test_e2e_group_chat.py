@@ -168,7 +168,7 @@ def turns_in(block: dict) -> list[str]:
 # -- the tests -------------------------------------------------------------------------------
 
 
-def test_group_facts_are_attributed_and_a_member_sees_the_group_and_their_own_but_not_anothers_private(chat, bot):
+def test_group_facts_are_attributed_and_a_group_recalls_only_what_was_said_in_it(chat, bot):
     # Private chats: a fact each member told the bot alone.
     chat.say(ALICE, "I like opera", group=None)
     chat.say(BOB, "I like durian", group=None)
@@ -179,7 +179,7 @@ def test_group_facts_are_attributed_and_a_member_sees_the_group_and_their_own_bu
     since = bot.mark()
     chat.say(ALICE, "My name is Alice and I live in Paris")
     chat.say(BOB, "I live in Rome")
-    alice_city, bob_city = wait_learned(bot, GROUP_SCOPE, ["Alice lives in Paris", "Bob lives in Rome"])
+    alice_city, bob_city = wait_learned(bot, None, ["Alice lives in Paris", "Bob lives in Rome"])
 
     # (1) Each fact is named after, and cites only, the member who said it ...
     assert speakers_of(bot, alice_city["memory_id"]) == {ALICE.id}
@@ -196,31 +196,27 @@ def test_group_facts_are_attributed_and_a_member_sees_the_group_and_their_own_bu
     assert {"Alice lives in Paris", "Bob lives in Rome"} <= shown, bot.diag(block["text"])
     assert "Alice lives in Rome" not in block["text"] and "Bob lives in Paris" not in block["text"]
 
-    # (2) A question that matches every member's likes by its words: Bob is
-    # shown the group's memories and his own private one, never Alice's.
+    # (2) A question that matches every member's likes by its words: the
+    # group recalls what was said in it, never what anyone said in private
+    # (docs/privacy.md) — not even to the one who said it.
     question = "What do Alice and Bob like, and where do they live?"
-    bob_body = chat.ask(BOB, question)
-    shown = facts_in(block_of(bot, bob_body))
-    assert {"Bob likes durian", "Alice lives in Paris", "Bob lives in Rome"} <= shown, bot.diag(str(shown))
-    assert "opera" not in json.dumps(bob_body["messages"], ensure_ascii=False), bot.diag(str(shown))
-    # ... and the other way round.
-    alice_body = chat.ask(ALICE, question)
-    shown = facts_in(block_of(bot, alice_body))
-    assert {"Alice likes opera", "Alice lives in Paris", "Bob lives in Rome"} <= shown, bot.diag(str(shown))
-    assert "durian" not in json.dumps(alice_body["messages"], ensure_ascii=False), bot.diag(str(shown))
-    # A member who never spoke to the bot privately gets the group's memories only.
-    carol_body = chat.ask(CAROL, question)
-    shown = facts_in(block_of(bot, carol_body))
-    assert {"Alice lives in Paris", "Bob lives in Rome"} <= shown, bot.diag(str(shown))
-    dumped = json.dumps(carol_body["messages"], ensure_ascii=False)
-    assert "opera" not in dumped and "durian" not in dumped, bot.diag(str(shown))
+    for member in (BOB, ALICE, CAROL):
+        body = chat.ask(member, question)
+        shown = facts_in(block_of(bot, body))
+        assert {"Alice lives in Paris", "Bob lives in Rome"} <= shown, bot.diag(str(shown))
+        dumped = json.dumps(body["messages"], ensure_ascii=False)
+        assert "opera" not in dumped and "durian" not in dumped, bot.diag(str(shown))
 
-    # Where it is all stored: each member's private fact in their own scope,
-    # the group's facts in the group's.
+    # Where it is all kept: with the member it is about, wherever they said it;
+    # what they said in the group is noted as said there.
     assert (alice_private["scope"], alice_private["scope_id"]) == ALICE.scope, alice_private
     assert (bob_private["scope"], bob_private["scope_id"]) == BOB.scope, bob_private
-    assert [i["fact"] for i in items(bot, ALICE.scope)] == ["Alice likes opera"]
-    assert [i["fact"] for i in items(bot, BOB.scope)] == ["Bob likes durian"]
+    assert [i["fact"] for i in items(bot, ALICE.scope)] == ["Alice likes opera", "Alice's name is Alice",
+                                                            "Alice lives in Paris"]
+    assert [i["fact"] for i in items(bot, BOB.scope)] == ["Bob likes durian", "Bob lives in Rome"]
+    # ... and her private chat knows what she said in the group.
+    mine = facts_in(block_of(bot, chat.ask(ALICE, "Where do I live, what do I like?", group=None)))
+    assert {"Alice likes opera", "Alice lives in Paris"} <= mine, bot.diag(str(mine))
     bot.assert_log_clean()
 
 
@@ -262,7 +258,7 @@ def test_a_poisoned_line_from_one_member_never_reaches_another_members_prompt_un
     for text in said:
         chat.say(MALLORY, text)
     wait_extracted(bot, GROUP_SCOPE, said)
-    mallorys = {i["fact"]: i for i in items(bot, GROUP_SCOPE) if i["fact"].startswith("Mallory")}
+    mallorys = {i["fact"]: i for i in items(bot, MALLORY.scope) if i["fact"].startswith("Mallory")}
     assert set(mallorys) == {poisoned, "Mallory lives in Lyon"}, list(mallorys)
     held, city = mallorys[poisoned], mallorys["Mallory lives in Lyon"]
     # Held in the review queue although the mode is auto ...

@@ -1,0 +1,96 @@
+"""Who may hear a memory again: the rule of contextual integrity.
+
+A memory is kept with whom it is about: a person's facts in their own
+scope, wherever they said them; what is about a group (its rules, its
+plans) in the group's. It also knows where it was said: each group a
+person said it in is one of its *contexts* (``ltm_item_contexts``). A
+chat recalls
+
+- in a private chat with P: everything kept about P (``user:P``), wherever
+  P said it;
+- in group G: what is kept about G and what anyone said in G;
+- never what was said in private, or in another group, in a group; and a
+  secret (``Visibility.SECRET``: the speaker asked to keep it) only in
+  the speaker's private chat.
+
+An operator may let members' profile facts follow them into a group
+(``groups.profiles_follow_members``); the block then marks such lines as
+private to that person, and a secret never follows (recalling/followers.py).
+
+Raw turns are never shared: a chat recalls the turns said in it. What a
+person says while paused is not recorded at all (recording/recorder.py).
+
+The rule is here once, as a pure function (``may_recall``) and as the SQL
+that decides a scope's memory namespace (``members_sql``); every read path
+asks one of them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from .enums import ScopeKind, Visibility
+from .scope import Scope
+
+# The memories kept elsewhere that a scope may recall: said in it, and
+# shared. Bound parameters :kind and :id.
+SAID_IN_SQL = (
+    "SELECT c.item_id FROM ltm_item_contexts c JOIN ltm_items s ON s.id = c.item_id "
+    f"WHERE c.scope = :kind AND c.scope_id = :id AND s.visibility = '{Visibility.SHARED}'"
+)
+# The memories of a scope's memory namespace (keyword and vector): those
+# kept in it (a group's own only when shared) and those said in it.
+MEMBERS_SQL = (
+    "SELECT i.id FROM ltm_items i WHERE i.scope = :kind AND i.scope_id = :id "
+    f"AND (i.scope = '{ScopeKind.USER}' OR i.visibility = '{Visibility.SHARED}') UNION ALL {SAID_IN_SQL}"
+)
+
+
+# Whether the memory ``ltm_items`` names was said in one of the scopes a
+# read reads (:reading, reading_param's JSON): a column of the read's rows.
+SAID_IN_HERE_SQL = (
+    "EXISTS (SELECT 1 FROM ltm_item_contexts c, json_each(:reading) r WHERE c.item_id = ltm_items.id "
+    "AND c.scope = json_extract(r.value, '$[0]') AND c.scope_id = json_extract(r.value, '$[1]'))"
+)
+
+
+def reading_param(scopes: Sequence[Scope]) -> str:
+    """The scopes a read reads, as SAID_IN_HERE_SQL's :reading."""
+    return json.dumps([[s.kind, s.id] for s in scopes])
+
+
+def said_in_sql(n: int) -> str:
+    """SAID_IN_SQL with the parameters :kind<n> and :id<n> (a statement over several scopes)."""
+    return SAID_IN_SQL.replace(":kind", f":kind{n}").replace(":id", f":id{n}")
+
+
+def may_recall(kept_in: Scope, visibility: str, said_here: bool, reading: Sequence[Scope]) -> bool:
+    """Whether a chat that reads the scopes ``reading`` may recall a memory
+    kept in ``kept_in``; ``said_here``: it was said in one of them."""
+    if kept_in in reading:
+        return kept_in.kind == ScopeKind.USER or visibility == Visibility.SHARED
+    return visibility == Visibility.SHARED and said_here
+
+
+def seen_in(kept_in: Scope, visibility: str, said_in: Sequence[Scope]) -> list[Scope]:
+    """The chats that may recall a memory kept in ``kept_in`` and said in
+    the groups ``said_in``: a scope stands for its chat (a person's scope
+    for their private chat). Followers (groups.profiles_follow_members) aside."""
+    if kept_in.kind == ScopeKind.GROUP:
+        return [kept_in] if visibility == Visibility.SHARED else []
+    if visibility != Visibility.SHARED:
+        return [kept_in]
+    return [kept_in, *(scope for scope in said_in if scope != kept_in)]
+
+
+def context_of(where: Scope, kept_in: Scope) -> Scope | None:
+    """The context a memory kept in ``kept_in`` gains when it is said in
+    ``where``: the group, when the memory is kept elsewhere."""
+    return where if where.kind == ScopeKind.GROUP and where != kept_in else None
+
+
+def stricter(visibility: str, other: str) -> str:
+    """The narrower of two visibilities (a secret stays a secret)."""
+    order = (Visibility.SHARED, Visibility.PRIVATE, Visibility.SECRET)
+    return order[max(order.index(Visibility(visibility)), order.index(Visibility(other)))]
