@@ -311,3 +311,14 @@ async def test_turns_recorded_while_paused_before_this_version_are_deleted_at_st
     again = await make_ltm({"write_policy": {"mode": "auto"}}, name="old-pauses.db")  # the first start
     left = {e.content["text"] for e in await again.events()}
     assert left == {"I like tea before the pause", "OK.", "bob's words stay"}, left
+
+
+async def test_the_user_view_of_someone_paused_with_nothing_kept_is_shown_not_taken_for_a_typo(make_api, origin):
+    """A pause records nothing, so a paused person may have no memory and no
+    turn; their view (to lift the pause) is theirs, not "did you mean …"."""
+    api = await make_api({"write_policy": {"mode": "auto"}})
+    await api.ltm.turn(origin("zee"), "I live in Paris", "Nice.", PARIS)
+    await Commands(api.ltm.engine).pause(origin("zed"))
+    view = await api.ok("user_view", {"scope": "user:qq:zed"})
+    assert view["scope"] == "user:qq:zed" and view["paused"]["by"] == "user:zed"
+    assert "did you mean user:qq:zee" in await api.err(404, "user_view", {"scope": "user:qq:zef"})

@@ -320,10 +320,13 @@ class MemoryAPI:
         return await targets.resolve(self.engine.db, raw, kinds, what="scope")
 
     async def _known_scope(self, raw: Any, kinds: tuple[str, ...] = SCOPE_KINDS) -> Scope:
-        """As _scope, refused (404) when the store knows nothing of it and
-        knows scopes that read like it (a typo): they are suggested."""
+        """As _scope, refused (404) when nothing is known of it — no memory,
+        no turn, no pause, writes not switched off — and the store knows
+        scopes that read like it (a typo): they are suggested."""
         scope = await self._scope(raw, kinds)
-        if not await targets.is_known(self.engine.db, scope):
+        switched = (scope.kind == ScopeKind.USER and self.engine.pauses.get(scope) is not None) \
+            or self.engine.config.write_policy.writes_off(scope)
+        if not switched and not await targets.is_known(self.engine.db, scope):
             near = await targets.similar(self.engine.db, scope)
             if near:
                 raise AdminError(msg("target.unknown", target=str(scope), matches=", ".join(map(str, near))), 404)
