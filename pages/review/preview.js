@@ -68,9 +68,12 @@ window.LTM.panel("preview", (L) => {
       idCell(line),
       h("td", { class: "num" }, score(line.score)),
       h("td", { class: "num" }, line.tokens === undefined ? T("common.none") : String(line.tokens)),
-      h("td", { class: "fact" }, line.text)));
+      h("td", { class: "fact" }, line.text),
+      // A memory line: who may recall it (docs/privacy.md); a turn is this chat's own.
+      h("td", { "data-testid": "preview-line-audience" }, line.audience || "")));
     return L.table([T("preview.source_head"), T("preview.id"), { text: T("preview.score"), class: "num" },
-      { text: T("preview.tokens_head"), class: "num" }, T("preview.line")], rows, T("preview.no_lines"), { "data-testid": "preview-lines" });
+      { text: T("preview.tokens_head"), class: "num" }, T("preview.line"), T("preview.audience")], rows,
+      T("preview.no_lines"), { "data-testid": "preview-lines" });
   }
 
   function cutTable(cut) {

@@ -77,9 +77,11 @@ window.LTM.panel("user", (L) => {
       h("td", null, L.typeLabel(item.type)),
       h("td", null, h("span", { class: "tag status-" + item.status }, L.statusLabel(item.status))),
       h("td", { class: "num" }, L.fmtNum(item.confidence)),
+      // Where it was said and which chats may recall it, in the reader's words (docs/privacy.md).
+      h("td", { "data-testid": "user-memory-audience", "data-visibility": item.visibility || "" }, item.audience || ""),
       h("td", null, L.fmtTime(item.updated_at))));
     return L.table([T("fields.fact"), T("fields.type"), T("fields.status"), { text: T("fields.confidence"), class: "num" },
-      T("fields.updated_at")], rows, T("user.no_memories"), { "data-testid": "user-memories" });
+      T("fields.audience"), T("fields.updated_at")], rows, T("user.no_memories"), { "data-testid": "user-memories" });
   }
 
   function eventText(event) {
