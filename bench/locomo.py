@@ -855,6 +855,12 @@ def _f(value: Any, fmt: str = ".3f") -> str:
     return "—" if value is None else format(value, fmt)
 
 
+def _ci(summary: dict[str, Any], name: str) -> str:
+    """A figure's 95 % interval, "low–high" ("—" without one)."""
+    found = summary.get(f"{name}_ci")
+    return "—" if not found else f"{found[0]:.3f}–{found[1]:.3f}"
+
+
 def table(doc: dict[str, Any]) -> str:
     s, q = doc["settings"], doc["questions"]
     failed = doc.get("vector_failures") or {}
@@ -884,6 +890,8 @@ def table(doc: dict[str, Any]) -> str:
             f"{_f(r.get('p50_read_ms'), '.1f'):>8}{_f(r.get('p95_read_ms'), '.1f'):>8}"
         )
     ours = doc["ours"]
+    lines.append(f"  95% intervals, bootstrap over questions: recall {_ci(ours, 'evidence_recall')}, "
+                 f"all-ev {_ci(ours, 'all_evidence_rate')}, answer {_ci(ours, 'answer_words')}")
     if ours.get("mean_raw_events"):
         lines.append(f"  ours: {ours['mean_items']:.1f} lines, of which {ours['mean_raw_events']:.1f} raw turns "
                      "(the rest memories)")
@@ -907,7 +915,7 @@ def table(doc: dict[str, Any]) -> str:
                  f"{', '.join(map(str, ANSWER_CATEGORIES))}; bench/metrics.py answer_words)")
     lines.append(f"{'full context':<22}{'1.000':>8}{'1.000':>8}{'':>8}{doc['full_context_tokens']:>8.0f}"
                  "   (mean tokens of a whole conversation)")
-    lines += ["", "evidence recall / all-evidence rate by category (n)"]
+    lines += ["", "evidence recall / all-evidence rate by category (n), and the recall's 95% interval"]
     head = f"{'':<22}" + "".join(f"{f'{c} {CATEGORY_NAMES[c]}':>17}" for c in (1, 2, 3, 4, 5))
     lines.append(head)
     counts = [doc["ours"]["per_category"][str(c)]["n"] for c in (1, 2, 3, 4)] + [doc["ours"]["category_5"]["n"]]
@@ -916,6 +924,8 @@ def table(doc: dict[str, Any]) -> str:
         cells = [r["per_category"][str(c)] for c in (1, 2, 3, 4)] + [r["category_5"]]
         lines.append(f"{name:<22}" + "".join(
             f"{_f(x['evidence_recall']) + ' / ' + _f(x['all_evidence_rate']):>17}" for x in cells))
+        if name == "ours (plugin)":
+            lines.append(f"{'  95% interval':<22}" + "".join(f"{_ci(x, 'evidence_recall'):>17}" for x in cells))
     w = doc["write"]
     lines += [
         "",

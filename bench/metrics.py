@@ -180,6 +180,23 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return float(np.percentile(np.asarray(values, dtype=float), q))
 
 
+# A figure's 95 % interval: the 2.5th and 97.5th percentiles of its mean over
+# this many resamples of the questions with replacement (a fixed seed, so a
+# rerun prints the same interval for the same results).
+BOOTSTRAP_RESAMPLES = 2000
+
+
+def interval(values: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> list[float] | None:
+    """The 95 % bootstrap interval of the mean of ``values`` over questions
+    (None for fewer than two): a 0.01 move inside it is not a gain."""
+    if len(values) < 2:
+        return None
+    data = np.asarray(values, dtype=float)
+    picks = np.random.default_rng(seed).integers(0, len(data), size=(resamples, len(data)))
+    low, high = np.percentile(data[picks].mean(axis=1), [2.5, 97.5])
+    return [float(low), float(high)]
+
+
 def summarise(results: Sequence[QuestionResult]) -> dict[str, Any]:
     if not results:
         return {"n": 0, "evidence_recall": None, "all_evidence_rate": None, "mean_tokens": None,
@@ -192,6 +209,8 @@ def summarise(results: Sequence[QuestionResult]) -> dict[str, Any]:
         "max_tokens": max(r.tokens for r in results),
         "mean_items": sum(r.items for r in results) / len(results),
         "mean_raw_events": sum(r.raw_events for r in results) / len(results),
+        "evidence_recall_ci": interval([r.recall for r in results]),
+        "all_evidence_rate_ci": interval([float(r.all_reached) for r in results]),
     }
     if any(r.reached_without_summaries is not None for r in results):
         out["evidence_recall_without_summaries"] = sum(evidence_recall(
@@ -200,6 +219,7 @@ def summarise(results: Sequence[QuestionResult]) -> dict[str, Any]:
     answered = [r.answer_words for r in results if r.answer_words is not None]
     if answered:
         out["answer_words"] = sum(answered) / len(answered)
+        out["answer_words_ci"] = interval(answered)
     times = [r.read_ms for r in results if r.read_ms is not None]
     if times:
         out["p50_read_ms"] = percentile(times, 50)

@@ -291,3 +291,16 @@ def test_answer_words_counts_the_answers_content_words_in_the_block():
     ]
     assert report(results)["answer_words"] == pytest.approx(0.75)
     assert "answer_words" not in report(results)["per_category"]["2"]
+
+
+def test_a_figure_comes_with_its_95_percent_interval_over_questions():
+    from bench.metrics import QuestionResult, interval, summarise
+
+    assert interval([1.0]) is None and interval([0.5, 0.5, 0.5]) == [0.5, 0.5]
+    low, high = interval([0.0] * 50 + [1.0] * 50)
+    assert 0.39 < low < 0.45 and 0.55 < high < 0.61  # about ±1.96·√(.25/100)
+    assert interval([0.0, 1.0] * 50) == interval([0.0, 1.0] * 50)  # the same results, the same interval
+    results = [QuestionResult(1, frozenset({"a"}), frozenset({"a"} if n % 4 else set()), 10) for n in range(40)]
+    summary = summarise(results)
+    assert summary["evidence_recall"] == 0.75
+    assert summary["evidence_recall_ci"][0] < 0.75 < summary["evidence_recall_ci"][1]
