@@ -273,6 +273,41 @@ async def rows(engine: LTMEngine) -> dict[str, int]:
     return counts
 
 
+async def storage(engine: LTMEngine, faiss_bytes: int) -> dict[str, Any]:
+    """Where the memory's bytes are: SQLite's pages (dbstat) per table, each
+    with its indexes and (FTS5) shadow tables, the FAISS files, and both per
+    recorded event. Only the plugin's ``ltm_`` objects count."""
+    async with engine.db.read() as session:
+        owner = {str(name): str(table) for name, table in await session.execute(sql(
+            "SELECT name, tbl_name FROM sqlite_master WHERE name LIKE 'ltm%' OR tbl_name LIKE 'ltm%'"))}
+        pages = {str(name): int(size) for name, size in await session.execute(sql(
+            "SELECT name, sum(pgsize) FROM dbstat GROUP BY name"))}
+        events = int((await session.execute(sql("SELECT count(*) FROM ltm_events"))).scalar() or 0)
+    tables: dict[str, int] = {}
+    objects: dict[str, int] = {}
+    for name, size in pages.items():
+        table = owner.get(name) or (name if name.startswith("ltm") else None)
+        if table is None:
+            continue
+        group = next((t for t in ("ltm_events_fts", "ltm_items_fts") if table.startswith(t)), table)
+        tables[group] = tables.get(group, 0) + size
+        objects[name] = size
+    total = sum(tables.values())
+    return {"events": events, "ltm_bytes": total, "faiss_bytes": faiss_bytes,
+            "bytes_per_event": (total + faiss_bytes) / events if events else None,
+            "tables": dict(sorted(tables.items(), key=lambda kv: -kv[1])),
+            "objects": dict(sorted(objects.items(), key=lambda kv: -kv[1]))}
+
+
+def storage_lines(st: dict[str, Any]) -> list[str]:
+    n = st["events"] or 1
+    head = (f"storage: {st['ltm_bytes'] / 2**20:.1f} MB in ltm_ tables + {st['faiss_bytes'] / 2**20:.1f} MB FAISS"
+            f" for {st['events']:,} events = {_f(st['bytes_per_event'], ',.0f')} B an event")
+    tables = "; ".join(f"{t} {b / 2**20:.1f} MB ({b / n:,.0f} B)" for t, b in st["tables"].items() if b / n >= 1)
+    objects = "; ".join(f"{o} {b / n:,.0f} B" for o, b in st["objects"].items() if b / n >= 20)
+    return [head, "tables (each with its indexes): " + tables, "objects: " + objects]
+
+
 def sizes(data: Path, db_file: Path) -> dict[str, float]:
     return {"sqlite_mb": db_bytes(db_file) / 2**20, "faiss_mb": dir_bytes(data / "vectors") / 2**20,
             "faiss_files": sum(1 for p in (data / "vectors").rglob("*") if p.is_file())
@@ -371,6 +406,7 @@ class Soak:
             "queues": await queues(engine, self.embedder.model_id),
             "sizes": sizes(data / "plugin", data / "ltm.db"),
             "rows": await rows(engine),
+            "storage": await storage(engine, dir_bytes(data / "plugin" / "vectors")),
             "summaries_calls": dict(self.summarizer.calls), "extractor_calls": self.extractor.calls,
             "candidates": self.extractor.candidates, "compaction_merged": engine.compactor.merged,
         }
@@ -390,6 +426,8 @@ class Soak:
               f"{row['namespaces_mb']:.1f} MB; text caches {m['text_caches_mb']:.1f} MB ("
               + ", ".join(f"{k} {v['mb']}" for k, v in list(m["text_caches"].items())[:4])
               + f"); python blocks {m['python_blocks']:,}", flush=True)
+        for line in storage_lines(row["storage"]):
+            print(f"{'':>8}  {line}", flush=True)
 
     async def backlog(self, engine: LTMEngine) -> None:
         """Wait while the worker is behind: the feed goes as fast as the
