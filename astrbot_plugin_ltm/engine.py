@@ -22,7 +22,7 @@ from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from . import text as tokenizing
-from .background import TaskSet
+from .background import BackgroundTask, TaskSet
 from .clock import Clock, SteadyClock, signed_span, steady, utcnow
 from .config import parse_config
 from .enums import CandidateSource, ExtractionStatus, Method, Role, SourceType, WriteMode
@@ -75,7 +75,8 @@ from .recording.explicit import attribute, explicit_fact, guess_type, unnamed
 from .recording.recorder import EventRecorder
 from .scope import Origin, Scope, ScopeResolver, display_name
 from .storing.database import Database
-from .storing.keyword_rows import backfill_turn_rows, match_stemmer, match_turn_passages
+from .storing.keyword_rows import match_stemmer, match_turn_passages
+from .storing.relayout import PAUSE_SECONDS, Relayout
 from .storing.tables import MemoryEvent
 
 EXPLICIT_IMPORTANCE = 0.8  # "remember that …": the user said it matters (docs/decisions.md#d29)
@@ -163,8 +164,13 @@ class LTMEngine:
         self.languages = SenderLanguages()
         # The loops, stopped in this order (as before D104): the learners
         # first, then the recorder's last flush, then the counts.
-        self.tasks = TaskSet(self.worker.task, self.summaries.task, self.recorder.task, self.usage.task,
-                             self.drift.task, self.compactor.task)
+        # A store from before migration 0017 moves into the compact layout in the background.
+        self.relayout = Relayout(self.db)
+        self.relayout_task = BackgroundTask(
+            "relayout", self._relayout_step, run_at_start=True,
+            every=lambda: None if self.relayout.progress.done else PAUSE_SECONDS)
+        self.tasks = TaskSet(self.relayout_task, self.worker.task, self.summaries.task, self.recorder.task,
+                             self.usage.task, self.drift.task, self.compactor.task)
         self.started = False
 
     # -- lifecycle ---------------------------------------------------------
@@ -178,7 +184,7 @@ class LTMEngine:
             async with self.db.write() as session:
                 await match_stemmer(session)  # before the backfill: a rebuild indexes every turn
                 await match_turn_passages(session)  # likewise
-                await backfill_turn_rows(session)
+        await self.relayout.needed()
         try:  # version 1, or the change made on AstrBot's plugin config page
             await self.policy_versions.record_start()
         except Exception:  # memory works on; the next change records the policy
@@ -195,11 +201,16 @@ class LTMEngine:
             self.db, self._retrievers, counter, self.clock,
             # Where facts go live without review, so may the turns no fact covers.
             unbacked_turns=lambda: self.config.write_policy.mode == WriteMode.AUTO, tz=self.tz,
-            reranking=self.reranking,
+            reranking=self.reranking, turn_ranker=self.keyword_index.turn_ranker,
         )
         if background:
             self.tasks.start()
         self.started = True
+
+    async def _relayout_step(self) -> None:
+        if not await self.relayout.step():
+            # Moved: the vector files no namespace reads any more go too (flat ones, older layouts).
+            await asyncio.to_thread(self.vector_index.files.remove_stale)
 
     async def loads_settled(self) -> None:
         """Wait for the namespace loads that reads left running (a read

@@ -78,8 +78,7 @@ from .scale import Words, pct, rss_mb
 START = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
 PLATFORM = "soak"
 TABLES = ("ltm_events", "ltm_items", "ltm_evidence", "ltm_audit", "ltm_gate_log", "ltm_tombstones",
-          "ltm_item_vectors", "ltm_event_vectors", "ltm_drift_snapshots", "ltm_policy_versions", "ltm_events_fts",
-          "ltm_items_fts")
+          "ltm_item_vectors", "ltm_turn_vectors", "ltm_drift_snapshots", "ltm_policy_versions", "ltm_items_fts")
 ATTRIBUTES = ("likes", "lives in", "works on", "plans", "owns", "studies", "listens to", "cooks")
 
 
@@ -250,8 +249,8 @@ async def queues(engine: LTMEngine, model: str) -> dict[str, int]:
             f"WHERE v.item_id = i.id AND v.model = '{model}')")),
         "turns_without_vector": await scalar(engine, (
             "SELECT count(*) FROM ltm_events e WHERE e.withheld = 0 AND e.source_role IN ('user', 'tool', "
-            "'assistant') AND NOT EXISTS (SELECT 1 FROM ltm_event_vectors v WHERE v.event_rowid = e.id "
-            f"AND v.model = '{model}')")),
+            "'assistant') AND NOT EXISTS (SELECT 1 FROM ltm_turn_vectors v JOIN ltm_vector_spaces s "
+            f"ON s.id = v.space WHERE v.event_rowid = e.id AND s.model = '{model}')")),
         # Turns after their scope's newest session summary (the summary worker's watermark), in scopes
         # holding min_events of them: a shorter tail waits by design (docs/decisions.md#d113). The
         # watermarks are grouped first: a subquery per turn made this count quadratic (40 min at 40k turns).

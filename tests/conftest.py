@@ -287,6 +287,15 @@ def patient_cold_reads(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
+def namespace_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every vector namespace kept in a file, as only inverted files (past
+    20,000 vectors) are: the tests of files use small ones."""
+    from astrbot_plugin_ltm.indexes import faiss_files
+
+    monkeypatch.setattr(faiss_files, "FILES_ABOVE", 0)
+
+
+@pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
 

@@ -31,6 +31,9 @@ from astrbot_plugin_ltm.doors.commands import Commands
 from astrbot_plugin_ltm.indexes import faiss_files
 from devtools.exports import reseal
 
+# Namespaces of these tests are small: kept in files all the same (conftest.namespace_files).
+pytestmark = pytest.mark.usefixtures("namespace_files")
+
 NO_LIMIT = 1073741823  # SQLite's default max_page_count
 
 

@@ -10,8 +10,9 @@ term by the scope's own rows (docs/decisions.md#d09).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
+import numpy as np
 from sqlalchemy import Connection, text
 
 from ..enums import Corpus
@@ -26,9 +27,10 @@ from ..storing.changes import (
     TurnsWithheld,
 )
 from ..storing.database import Database
-from ..storing.keyword_rows import scope_prefix
+from ..storing.keyword_rows import has_legacy_turn_rows, scope_prefix
+from ..storing.terms import BREAK_KEY, decode, term_keys
 from ..storing.turns import MAX_PASSAGES, PASSAGE_BREAK
-from .bm25 import CHUNK, KeywordNamespace
+from .bm25 import CHUNK, KeywordNamespace, Terms
 from .namespaces import COLD_WAIT, Matches, MemoryBudget, NamespaceCache, Update
 
 # Up to this many rows a search takes well under a millisecond and runs on
@@ -49,36 +51,39 @@ PASSAGE_DOCUMENTS = False
 PASSAGE_STRIDE = 8
 assert PASSAGE_STRIDE >= MAX_PASSAGES
 
-# A corpus's rows of one scope, as (rowid, tokens), from the keyword rows.
-# The turns' rows hold scoped tokens only: SQLite takes the prefix off.
-_ROWS = {
-    Corpus.MEMORIES: "SELECT f.rowid, f.tokens FROM ltm_items i JOIN ltm_items_fts f ON f.rowid = i.id "
-                     "WHERE i.scope = :kind AND i.scope_id = :id",
-    Corpus.TURNS: "SELECT f.rowid, replace(f.scoped, :prefix, '') FROM ltm_events e "
-                  "JOIN ltm_events_fts f ON f.rowid = e.id "
-                  "WHERE e.scope = :kind AND e.scope_id = :id AND NOT e.withheld",
-}
+# A corpus's rows of one scope, as (rowid, terms). A memory's are the
+# tokens of its FTS5 row; a turn's the keys on its event (storing.terms),
+# or, in a store from before migration 0017 whose turns storing.relayout
+# has not reached yet, the scoped tokens of its old FTS5 row.
+_MEMORY_ROWS = ("SELECT f.rowid, f.tokens FROM ltm_items i JOIN ltm_items_fts f ON f.rowid = i.id "
+                "WHERE i.scope = :kind AND i.scope_id = :id")
+_TURN_ROWS = "SELECT e.id, e.terms FROM ltm_events e WHERE e.scope = :kind AND e.scope_id = :id AND NOT e.withheld"
+_TURN_ROWS_MOVING = ("SELECT e.id, e.terms, f.scoped FROM ltm_events e LEFT JOIN ltm_events_fts f ON f.rowid = e.id "
+                     "WHERE e.scope = :kind AND e.scope_id = :id AND NOT e.withheld")
 
 
-def passage_rows(rowid: int, tokens: Sequence[str]) -> Iterator[tuple[int, list[str]]]:
-    """A turn's keyword tokens as its documents: the whole turn, or with
-    PASSAGE_DOCUMENTS its passages (split at PASSAGE_BREAK; past
-    PASSAGE_STRIDE, the rest joins the last)."""
-    tokens = list(tokens)
+# (scope, the message's tokens, turn row ids, k) -> the best k of those
+# turns by the scope's keyword namespace, best first, as (rowid, bm25); None
+# when the namespace is not loaded.
+TurnRanker = Callable[[Scope, list[str], Iterable[int], int], list[tuple[int, float]] | None]
+
+
+def passage_rows(rowid: int, terms: Sequence[str] | np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    """A turn's keyword terms (tokens or keys) as its documents' keys: the
+    whole turn, or with PASSAGE_DOCUMENTS its passages (split at the
+    passage break; past PASSAGE_STRIDE, the rest joins the last)."""
+    keys = terms if isinstance(terms, np.ndarray) else term_keys(terms, PASSAGE_BREAK)
+    breaks = keys == BREAK_KEY
     if not PASSAGE_DOCUMENTS:
-        yield rowid * PASSAGE_STRIDE, [t for t in tokens if t != PASSAGE_BREAK]
+        yield rowid * PASSAGE_STRIDE, keys[~breaks] if breaks.any() else keys
         return
+    cuts = np.flatnonzero(breaks)[:PASSAGE_STRIDE - 1]
     start = 0
-    for n in range(PASSAGE_STRIDE - 1):
-        try:
-            end = tokens.index(PASSAGE_BREAK, start)
-        except ValueError:
-            break
-        yield rowid * PASSAGE_STRIDE + n, tokens[start:end]
+    for n, end in enumerate(cuts.tolist()):
+        yield rowid * PASSAGE_STRIDE + n, keys[start:end]
         start = end + 1
-    else:
-        n = PASSAGE_STRIDE - 1
-    yield rowid * PASSAGE_STRIDE + n, [t for t in tokens[start:] if t != PASSAGE_BREAK]
+    rest = keys[start:]
+    yield rowid * PASSAGE_STRIDE + len(cuts), rest[rest != BREAK_KEY]
 
 
 def best_turns(hits: list[tuple[int, float]], k: int) -> list[tuple[int, float]]:
@@ -92,16 +97,27 @@ def best_turns(hits: list[tuple[int, float]], k: int) -> list[tuple[int, float]]
 def load_namespace(conn: Connection, scope: Scope, corpus: Corpus) -> KeywordNamespace:
     """A scope's namespace of ``corpus``, built from its keyword rows as
     they are read (a large scope's rows are never all held at once)."""
-    result = conn.execute(text(_ROWS[corpus]),
-                          {"kind": scope.kind, "id": scope.id, "prefix": scope_prefix(scope.kind, scope.id)})
+    params = {"kind": scope.kind, "id": scope.id}
+    if corpus == Corpus.MEMORIES:
+        memories = conn.execute(text(_MEMORY_ROWS), params)
 
-    def rows() -> Iterator[tuple[int, list[str]]]:
-        while batch := result.fetchmany(CHUNK):
-            for rowid, tokens in batch:
-                if corpus == Corpus.TURNS:
-                    yield from passage_rows(rowid, (tokens or "").split())
-                else:
+        def facts() -> Iterator[tuple[int, list[str]]]:
+            while batch := memories.fetchmany(CHUNK):
+                for rowid, tokens in batch:
                     yield rowid, (tokens or "").split()
+
+        return KeywordNamespace.build(facts())
+    moving = has_legacy_turn_rows(conn)
+    turns = conn.execute(text(_TURN_ROWS_MOVING if moving else _TURN_ROWS), params)
+    prefix = scope_prefix(scope.kind, scope.id)
+
+    def rows() -> Iterator[tuple[int, np.ndarray]]:
+        while batch := turns.fetchmany(CHUNK):
+            for rowid, blob, *old in batch:
+                if blob is not None:
+                    yield from passage_rows(rowid, decode(blob))
+                elif old and old[0]:  # not moved yet: its scoped tokens, the prefix taken off
+                    yield from passage_rows(rowid, old[0].replace(prefix, "").split())
 
     return KeywordNamespace.build(rows())
 
@@ -137,6 +153,24 @@ class KeywordIndex:
             hits += best_turns(found_hits, k) if corpus == Corpus.TURNS else found_hits
         hits.sort(key=lambda hit: -hit[1])
         return hits[:k]
+
+    def turn_ranker(self, scopes: Iterable[Scope]) -> TurnRanker:
+        """For a read thread: the scopes' loaded turn namespaces, to rank a
+        named period's turns (``TurnRanker``); taken here, on the event
+        loop, where the cache's maps live."""
+        loaded = {scope: ns for scope in scopes if (ns := self._cache.peek((scope, Corpus.TURNS))) is not None}
+
+        def rank(scope: Scope, terms: list[str], rowids: Iterable[int], k: int) -> list[tuple[int, float]] | None:
+            ns = loaded.get(scope)
+            if ns is None:
+                return None
+            with ns.lock:
+                hits = ns.search_among(terms, [r * PASSAGE_STRIDE + n for r in rowids
+                                               for n in range(PASSAGE_STRIDE if PASSAGE_DOCUMENTS else 1)],
+                                       k * (MAX_PASSAGES if PASSAGE_DOCUMENTS else 1))
+            return best_turns(hits, k)
+
+        return rank
 
     async def _load(self, key: Key) -> KeywordNamespace:
         scope, corpus = key
@@ -187,7 +221,7 @@ def _key(scope: Scope, corpus: Corpus) -> Matches[Key]:
     return lambda key: key == (scope, corpus)
 
 
-def _adding(rows: Sequence[tuple[int, Sequence[str]]]) -> Update[KeywordNamespace]:
+def _adding(rows: Sequence[tuple[int, Terms]]) -> Update[KeywordNamespace]:
     def apply(ns: KeywordNamespace, _replayed: bool) -> bool:
         with ns.lock:
             for rowid, tokens in rows:

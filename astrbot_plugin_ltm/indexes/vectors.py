@@ -232,7 +232,10 @@ class VectorIndex:
             match change:
                 case VectorsStored(corpus=corpus, scope=scope, model=model, rowids=rowids, vectors=vectors):
                     key = (scope, model, corpus)
-                    stored = await self._fingerprint(key) if self._cache.peek(key) is not None else None
+                    # A memory's fingerprint is read from SQLite (its newest update); a turn's follows
+                    # from the rows added (turns never change): no statement over a large scope per write.
+                    stored = await self._fingerprint(key) if corpus == Corpus.MEMORIES \
+                        and self._cache.peek(key) is not None else None
                     updates.append((_exactly(key), _storing(corpus, rowids, vectors, stored)))
                 case MemoryWritten(scope=scope, item_id=rowid, fact_tokens=tokens, created=False) \
                         if tokens is not None:
@@ -274,10 +277,18 @@ def _storing(corpus: Corpus, rowids: tuple[int, ...], vectors: tuple[np.ndarray,
             return False  # another dimension: rebuilt from SQLite on next use
         # A memory's vector replaces its old fact's; a turn's content never
         # changes, unless a load may already have read it.
+        before = ns.fingerprint
         ns.put(list(rowids), list(vectors), replace=corpus == Corpus.MEMORIES or replayed)
         # Replayed after a load, the fingerprint no longer says which rows
         # the index holds: its file is rebuilt rather than trusted.
-        ns.fingerprint = () if replayed or stored is None else stored
+        if replayed:
+            ns.fingerprint = ()
+        elif corpus == Corpus.MEMORIES:
+            ns.fingerprint = () if stored is None else stored
+        elif before:
+            count, total, last = before
+            ns.fingerprint = (count + sum(len(v) for v in vectors), total + sum(rowids),
+                              str(max([*([int(last)] if last.isdigit() else []), *rowids])))
         return True
 
     return apply

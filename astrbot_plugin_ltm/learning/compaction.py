@@ -38,6 +38,7 @@ from ..storing.audit import audit
 from ..storing.database import Database, ReadOnlyError
 from ..storing.memory_rows import memory_changed
 from ..storing.tables import MemoryEvidence, MemoryItem
+from ..storing.vector_rows import memory_vector
 from ..text import contradicts, token_set_similarity
 from .writer import SHARED_WORDS
 
@@ -125,12 +126,13 @@ def scope_rows(conn: Connection, scope: Scope, model: str, limit: int = ITEMS_PE
     """A scope's compared memories that have a vector of ``model``."""
     statuses = ", ".join(f"'{s}'" for s in COMPARED)
     result = conn.execute(
-        text("SELECT i.id, i.memory_id, i.type, i.status, i.fact, i.evidence_count, i.confidence, v.vector "
+        text("SELECT i.id, i.memory_id, i.type, i.status, i.fact, i.evidence_count, i.confidence, v.vector, v.dim "
              "FROM ltm_items i JOIN ltm_item_vectors v ON v.item_id = i.id AND v.model = :model "
              f"WHERE i.scope = :kind AND i.scope_id = :id AND i.status IN ({statuses}) AND NOT i.awaiting_approval "
              "ORDER BY i.updated_at DESC LIMIT :limit"),
         {"model": model, "kind": scope.kind, "id": scope.id, "limit": limit})
-    return [Row(r[0], r[1], r[2], r[3], r[4], r[5], r[6], np.frombuffer(r[7], dtype=np.float32)) for r in result]
+    return [Row(r[0], r[1], r[2], r[3], r[4], r[5], r[6], memory_vector(r[7], r[8])) for r in result
+            if r[8] and len(r[7]) in (r[8], 4 * r[8])]
 
 
 async def apply_merge(session: AsyncSession, merge: Merge, now: datetime) -> bool:

@@ -1,12 +1,15 @@
-"""The keyword rows: SQLite's FTS5 tables of every fact and of every turn
-the reader may show, each row holding the text's search tokens
-(text.search_tokens: English stems, CJK bigrams).
+"""The keyword rows: every fact's and every turn's search tokens
+(text.search_tokens: English stems, CJK bigrams) the reader may show.
 
-``ltm_items_fts`` has two columns: ``tokens`` (plain, for the operators'
-search over every scope) and ``scoped`` (each token prefixed with its
-scope, so a scope's terms have postings of their own); ``ltm_events_fts``
-has ``scoped`` only. The reader's keyword index (indexes.keywords) is
-loaded from these rows and follows them through the change channel.
+A fact's are an FTS5 row of ``ltm_items_fts``, two columns: ``tokens``
+(plain, for the operators' search over every scope) and ``scoped`` (each
+token prefixed with its scope, so a scope's terms have postings of their
+own). A turn's are its event's ``terms``, a blob of their hashes
+(storing.terms): the reader's keyword index needs nothing else, and the
+FTS5 table they were in before migration 0017 (``ltm_events_fts``, the
+tokens scoped) took five times the turn's text (docs/decisions.md#d154).
+The reader's keyword index (indexes.keywords) is loaded from these rows
+and follows them through the change channel.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import hashlib
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, or_, select, text
+from sqlalchemy import Connection, and_, or_, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from .. import text as tokenizing
@@ -27,11 +30,19 @@ from ..scope import Scope
 from ..text import index_text, search_tokens
 from .changes import MemoriesReindexed, TurnsRecorded, note
 from .tables import MemoryEvent, MemoryItem
+from .terms import encode
 from .turns import CONTEXT_WINDOW, MAX_PASSAGES, PASSAGE_BREAK, PASSAGE_LAYOUT, turn_tokens
 from .vector_rows import delete_long_turn_vectors
 
 FACT_ROW_INSERT = "INSERT INTO ltm_items_fts (rowid, tokens, scoped) VALUES (:r, :t, :s)"
-TURN_ROW_INSERT = "INSERT INTO ltm_events_fts (rowid, scoped) VALUES (:r, :s)"
+TERMS_UPDATE = "UPDATE ltm_events SET terms = :t WHERE id = :r"
+# The turns' FTS5 table from before migration 0017, until storing.relayout has emptied it.
+LEGACY_TURN_ROWS = "ltm_events_fts"
+
+
+def has_legacy_turn_rows(conn: Connection) -> bool:
+    return conn.execute(text("SELECT 1 FROM sqlite_master WHERE name = :t"),
+                        {"t": LEGACY_TURN_ROWS}).first() is not None
 
 
 def scope_prefix(scope: str, scope_id: str) -> str:
@@ -115,10 +126,11 @@ async def index_turns(session: AsyncSession, events: list[MemoryEvent], in_threa
     recorded: dict[Scope, list[tuple[int, tuple[str, ...]]]] = {}
     for (event, _), tokens in zip(indexed, every, strict=True):
         assert event.id is not None
-        rows.append({"r": event.id, "s": scoped_tokens(event.scope, event.scope_id, tokens)})
+        event.__dict__["terms"] = blob = encode(tokens, PASSAGE_BREAK)  # as stored, without marking it changed
+        rows.append({"r": event.id, "t": blob})
         recorded.setdefault(Scope(event.scope, event.scope_id), []).append((event.id, tuple(tokens)))
     if rows:
-        await session.execute(text(TURN_ROW_INSERT), rows)
+        await session.execute(text(TERMS_UPDATE), rows)
     note(session, *(TurnsRecorded(scope, tuple(turns)) for scope, turns in recorded.items()))
 
 
@@ -140,12 +152,22 @@ async def _event_before(session: AsyncSession, event: MemoryEvent) -> tuple[date
     return None if row is None else (as_utc(row[0]), row[1] or {})
 
 
-async def backfill_turn_rows(session: AsyncSession, batch: int = 1000) -> int:
-    """Index the turns recorded before the turns' keyword rows existed
-    (every event after the last one indexed), tokenised in a thread: run
-    at start, before any read. Returns how many."""
+async def rebuild_turn_rows(session: AsyncSession, batch: int = 1000) -> int:
+    """Every turn's keyword terms again (another stemmer, another passage
+    layout), tokenised in a thread: run at start, before any read. The
+    turns' old FTS5 rows, if any are left, go (storing.relayout would move
+    them with their old tokens). Returns how many turns were indexed."""
+    await session.execute(text("UPDATE ltm_events SET terms = NULL WHERE terms IS NOT NULL"))
+    if (await session.run_sync(lambda s: has_legacy_turn_rows(s.connection()))):
+        await session.execute(text(f"DELETE FROM {LEGACY_TURN_ROWS}"))
+    return await index_turns_after(session, 0, batch)
+
+
+async def index_turns_after(session: AsyncSession, last: int, batch: int = 1000) -> int:
+    """Index every event after row id ``last`` (a bulk insert's: the
+    scale benchmark's, a test's), a batch at a time, tokenised in a
+    thread. Returns how many turns were indexed."""
     done = 0
-    last = (await session.execute(text("SELECT COALESCE(MAX(rowid), 0) FROM ltm_events_fts"))).scalar_one()
     while True:
         events = list((
             await session.execute(
@@ -154,8 +176,8 @@ async def backfill_turn_rows(session: AsyncSession, batch: int = 1000) -> int:
         if not events:
             return done
         await index_turns(session, events, in_thread=True)
-        last = events[-1].id
-        done += sum(1 for e in events if e.source_role in RECALLED_ROLES)
+        last = events[-1].id or last
+        done += sum(1 for e in events if e.source_role in RECALLED_ROLES and not e.withheld)
 
 
 # -- the stemmer the rows were built with ------------------------------------------
@@ -176,11 +198,7 @@ async def match_stemmer(session: AsyncSession) -> bool:
     log.warning("ltm: the keyword index was built with %s, the plugin now has %s: rebuilding it",
                 built_with or "an unrecorded stemmer", stemmer)
     facts = await rebuild_fact_rows(session)
-    if built_with == tokenizing.NO_STEMMER:
-        turns = await _stem_turn_rows(session)
-    else:  # stems cannot be undone, nor one release's turned into another's: tokenise again
-        await session.execute(text("DELETE FROM ltm_events_fts"))
-        turns = await backfill_turn_rows(session)
+    turns = await rebuild_turn_rows(session)  # a hash cannot be stemmed: tokenised again
     await _record_build(session, KEYWORDS_BUILD, stemmer)
     log.info("ltm: keyword index rebuilt with %s (%d memories, %d turns)", stemmer, facts, turns)
     return True
@@ -214,37 +232,10 @@ async def match_turn_passages(session: AsyncSession) -> bool:
     rebuilt. True if rebuilt."""
     if await _built_with(session, PASSAGES_BUILD) == PASSAGE_LAYOUT:
         return False
-    await session.execute(text("DELETE FROM ltm_events_fts"))
-    turns = await backfill_turn_rows(session)
+    turns = await rebuild_turn_rows(session)
     dropped = await delete_long_turn_vectors(session, MAX_PASSAGES)
     await _record_build(session, PASSAGES_BUILD, PASSAGE_LAYOUT)
     if turns or dropped:
         log.info("ltm: turns indexed as passages (%s): %d keyword rows rebuilt, %d turns to embed again",
                  PASSAGE_LAYOUT, turns, dropped)
     return True
-
-
-PREFIX_CHARS = 16  # scope_prefix: 8 bytes as hex
-
-
-def _stemmed_scoped(rows: list[tuple[int, str]]) -> list[dict[str, object]]:
-    return [{"r": rowid, "s": " ".join(t[:PREFIX_CHARS] + tokenizing.stem(t[PREFIX_CHARS:])
-                                       for t in (scoped or "").split())} for rowid, scoped in rows]
-
-
-async def _stem_turn_rows(session: AsyncSession, batch: int = 2000) -> int:
-    """Stem the tokens of turn rows built without a stemmer, in place: they
-    are the words as written, one token a word, so stemming each gives what
-    tokenising the turn again would, without its context look-ups (about
-    20 times faster). The stemming runs in a thread, off the event loop."""
-    done, last = 0, 0
-    while rows := [(r[0], r[1]) for r in (await session.execute(
-            text("SELECT rowid, scoped FROM ltm_events_fts WHERE rowid > :last ORDER BY rowid LIMIT :n"),
-            {"last": last, "n": batch})).all()]:
-        stemmed = await asyncio.to_thread(_stemmed_scoped, rows)
-        await session.execute(text("DELETE FROM ltm_events_fts WHERE rowid > :a AND rowid <= :b"),
-                              {"a": last, "b": rows[-1][0]})
-        await session.execute(text(TURN_ROW_INSERT), stemmed)
-        last = rows[-1][0]
-        done += len(rows)
-    return done

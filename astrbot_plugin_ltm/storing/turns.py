@@ -110,15 +110,21 @@ def shown_turns_in_period(conn: Connection, kind: str, scope_id: str, start: str
                       {"start": start, "end": end, "limit": limit, "kind": kind, "id": scope_id})
 
 
-def matching_shown_turns_in_period(conn: Connection, kind: str, scope_id: str, start: str, end: str,
-                                   unbacked: bool, limit: int, match: str) -> list[Any]:
-    """The scope's showable turns said in [start, end) that the FTS5
-    expression ``match`` finds, best first, each row ending in its bm25
-    score (lower is better); at most ``limit``."""
-    return fetch_rows(conn, f"SELECT {_COLUMNS}, bm25(ltm_events_fts) FROM ltm_events_fts "
-                            f"JOIN ltm_events x ON x.id = ltm_events_fts.rowid WHERE ltm_events_fts MATCH :match "
-                            f"AND {_IN_PERIOD} AND {_shown(unbacked)} ORDER BY bm25(ltm_events_fts) LIMIT :limit",
-                      {"start": start, "end": end, "limit": limit, "kind": kind, "id": scope_id, "match": match})
+def period_turn_terms(conn: Connection, kind: str, scope_id: str, start: str, end: str, limit: int,
+                      with_terms: bool) -> list[tuple[int, bytes | None]]:
+    """The scope's turns said in [start, end), the newest ``limit``, as
+    (rowid, their keyword terms). ``with_terms``: only the turns that have
+    terms and are not withheld, with them; else every event's rowid with
+    None, read from the index alone (a keyword namespace knows which of
+    them it holds)."""
+    if with_terms:
+        rows = fetch_rows(conn, f"SELECT x.id, x.terms FROM ltm_events x WHERE {_IN_PERIOD} "
+                                "AND x.terms IS NOT NULL AND NOT x.withheld ORDER BY x.created_at DESC LIMIT :limit",
+                          {"start": start, "end": end, "limit": limit, "kind": kind, "id": scope_id})
+        return [(int(r[0]), r[1]) for r in rows]
+    rows = fetch_rows(conn, f"SELECT x.id FROM ltm_events x WHERE {_IN_PERIOD} ORDER BY x.created_at DESC LIMIT :limit",
+                      {"start": start, "end": end, "limit": limit, "kind": kind, "id": scope_id})
+    return [(int(r[0]), None) for r in rows]
 
 
 # -- how a turn reads -----------------------------------------------------------------
