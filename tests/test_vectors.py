@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
+import os
 import random
 import re
 import threading
@@ -726,3 +728,25 @@ async def test_a_vector_row_committed_while_a_namespace_is_built_is_held_not_a_f
     assert ns is not None and ns.size == 5
     held = {int(i) for i in faiss.vector_to_array(ns.index.id_map)}
     assert held == {1 * STRIDE[TURNS] + n for n in range(2)} | {2 * STRIDE[TURNS] + n for n in range(3)}
+
+
+async def test_a_flat_namespace_keeps_no_file_and_files_from_before_are_removed(db_url, tmp_path, monkeypatch):
+    # As shipped: only an inverted file (past EXACT_SEARCH_MAX vectors) is kept in a file.
+    monkeypatch.setattr(faiss_files, "FILES_ABOVE", faiss_files.EXACT_SEARCH_MAX)
+    engine = await make(db_url, tmp_path, HashEmbedder())
+    directory = tmp_path / "vectors"
+    directory.mkdir()
+    # a flat namespace's file from before, and a large one of a layout no longer read
+    for name, count in (("aaaa", 5), ("bbbb", 30_000)):
+        (directory / f"{name}.faiss").write_bytes(b"x")
+        (directory / f"{name}.json").write_text(json.dumps({"layout": "fp16", "fingerprint": [count, 1, "x"]}))
+        for path in directory.glob(f"{name}.*"):
+            os.utime(path, (0, 0))
+    await engine.remember(alice(), "I enjoy hiking in the mountains")
+    await engine.worker.fill_vectors()
+    assert await vector_ids(engine, engine.resolver.user_scope(alice()), "hiking")
+    await engine.vector_index.flush()
+    assert len(list(directory.iterdir())) == 4  # the namespace just used wrote none
+    assert engine.vector_index.files.remove_stale() == 4
+    assert list(directory.iterdir()) == []
+    await engine.stop()
