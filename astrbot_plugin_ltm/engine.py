@@ -76,7 +76,7 @@ from .recording.recorder import EventRecorder
 from .scope import Origin, Scope, ScopeResolver, display_name
 from .storing.database import Database
 from .storing.keyword_rows import match_stemmer, match_turn_passages
-from .storing.relayout import PAUSE_SECONDS, Relayout
+from .storing.relayout import Relayout
 from .storing.tables import MemoryEvent
 
 EXPLICIT_IMPORTANCE = 0.8  # "remember that …": the user said it matters (docs/decisions.md#d29)
@@ -168,7 +168,7 @@ class LTMEngine:
         self.relayout = Relayout(self.db)
         self.relayout_task = BackgroundTask(
             "relayout", self._relayout_step, run_at_start=True,
-            every=lambda: None if self.relayout.progress.done else PAUSE_SECONDS)
+            every=lambda: None if self.relayout.progress.done else self.relayout.pause())
         self.tasks = TaskSet(self.relayout_task, self.worker.task, self.summaries.task, self.recorder.task,
                              self.usage.task, self.drift.task, self.compactor.task)
         self.started = False

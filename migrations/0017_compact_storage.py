@@ -7,6 +7,9 @@
   naming their model by a number (``ltm_vector_spaces``) and their scope
   through the event, in place of ``ltm_event_vectors``.
 - ``ltm_item_vectors`` keeps its rows; each becomes int8 in place.
+- ``ltm_summary_links``: a summary's links to the turns it covers, as two
+  row ids, in place of its rows in ``ltm_evidence`` (two uuids, a method,
+  a time and two indexes: 260 bytes a link, ~2 links a turn).
 
 Only the new, empty tables and the column are made here: instant on any
 store. The existing rows are moved after start by storing.relayout, in
@@ -28,6 +31,12 @@ STATEMENTS = [
         space INTEGER NOT NULL,
         vector BLOB NOT NULL
     )""",
+    """CREATE TABLE ltm_summary_links (
+        item_id INTEGER NOT NULL,
+        event_rowid INTEGER NOT NULL,
+        PRIMARY KEY (item_id, event_rowid)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX ix_ltm_summary_links_event ON ltm_summary_links (event_rowid)",
 ]
 
 
@@ -46,6 +55,7 @@ def upgrade(conn) -> None:
             conn.execute(f"DROP TABLE {table}")
         else:
             moving = True
-    if not moving and _empty(conn, "ltm_events") and _empty(conn, "ltm_item_vectors") and _empty(conn, "ltm_audit"):
+    if not moving and _empty(conn, "ltm_events") and _empty(conn, "ltm_item_vectors") and _empty(conn, "ltm_audit") \
+            and _empty(conn, "ltm_evidence"):
         conn.execute("INSERT INTO ltm_index_builds (name, built_with, built_at) "
                      "VALUES ('storage_layout', 'compact 1', datetime('now'))")

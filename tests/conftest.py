@@ -192,7 +192,15 @@ class LTM:
         return await self.rows(MemoryEvent, *where)
 
     async def evidence(self, *where) -> list[MemoryEvidence]:
+        """Rows of ltm_evidence: a fact's links (a summary's are ``links``)."""
         return await self.rows(MemoryEvidence, *where)
+
+    async def links(self, item: MemoryItem) -> list[MemoryEvidence]:
+        """Every evidence link of ``item``, a fact's or a summary's (storing.evidence)."""
+        from astrbot_plugin_ltm.storing.evidence import links_of
+
+        async with self.engine.db.read() as session:
+            return [link for link, _ in await links_of(session, [item])]
 
     async def audit(self, *where) -> list[MemoryAudit]:
         return await self.rows(MemoryAudit, *where)

@@ -15,6 +15,7 @@ import sqlite3
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -23,12 +24,19 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from astrbot_plugin_ltm import LTMEngine
 from astrbot_plugin_ltm.enums import Corpus
+from astrbot_plugin_ltm.recalling.rows import load_evidence
 from astrbot_plugin_ltm.scope import Scope
-from astrbot_plugin_ltm.storing import relayout
 from astrbot_plugin_ltm.storing.keyword_rows import scoped_text, scoped_tokens
 from astrbot_plugin_ltm.storing.migrate import migrate
 from astrbot_plugin_ltm.storing.terms import decode, encode
-from astrbot_plugin_ltm.storing.turns import CONTEXT_WINDOW, PASSAGE_BREAK, PASSAGE_LAYOUT, turn_passages, turn_tokens
+from astrbot_plugin_ltm.storing.turns import (
+    CONTEXT_WINDOW,
+    PASSAGE_BREAK,
+    PASSAGE_LAYOUT,
+    shown_turns_among,
+    turn_passages,
+    turn_tokens,
+)
 from astrbot_plugin_ltm.text import index_text, query_tokens
 
 START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
@@ -105,6 +113,18 @@ def store_of_0015(path: Path) -> dict[int, tuple[str, dict[str, str]]]:
     conn.execute("INSERT INTO ltm_item_vectors (item_id, scope, scope_id, model, dim, vector, updated_at) "
                  "VALUES (1, 'user', 'test:alice', 'hash-32', ?, ?, ?)",
                  (DIM, embed([fact]).astype(np.float32).tobytes(), stored(START)))
+    # bob's session summary, linked to each of his turns as 0015 linked it (a row of ltm_evidence each)
+    conn.execute(
+        "INSERT INTO ltm_items (id, memory_id, scope, scope_id, type, fact, fact_key, confidence, importance, "
+        "evidence_count, status, awaiting_approval, created_at, updated_at, valid_from, valid_to, injected_count, "
+        "tool_count, use_count) VALUES (2, 'm-2', 'user', 'test:bob', 'summary', 'Bob rowed on West Lake', "
+        "'summary_session_20250301t120000', 0.8, 0.6, 6, 'active', 0, ?, ?, ?, ?, 0, 0, 0)",
+        (stored(START), stored(START), stored(START), stored(START + timedelta(hours=1))))
+    for rowid, (scope_id, _) in turns.items():
+        if scope_id == "test:bob":
+            conn.execute("INSERT INTO ltm_evidence (memory_id, event_id, extraction_method, extraction_meta, "
+                         "created_at) SELECT 'm-2', event_id, 'summary', '{\"level\": \"session\"}', ? "
+                         "FROM ltm_events WHERE id = ?", (stored(START), rowid))
     conn.execute("INSERT INTO ltm_audit (created_at, action, memory_id, scope, scope_id, actor, reason, detail) "
                  "VALUES (?, 'create', 'm-1', 'user', 'test:alice', 'system:extractor', '', ?)",
                  (stored(START), json.dumps({"fact": "杰恩住在里斯本"})))
@@ -129,7 +149,7 @@ async def reads(engine: LTMEngine) -> dict[str, list[int]]:
     engine.keyword_index.clear()
     engine.vector_index.clear()
     scopes = [Scope("user", "test:alice"), Scope("user", "test:bob")]
-    found: dict[str, list[int]] = {}
+    found: dict[str, list[Any]] = {}
     for query in QUERIES:
         hits = await engine.keyword_index.search(scopes, Corpus.TURNS, query_tokens(query), 3)
         found[f"keywords {query}"] = [rowid for rowid, _ in hits]
@@ -137,6 +157,11 @@ async def reads(engine: LTMEngine) -> dict[str, list[int]]:
         found[f"meaning {query}"] = sorted(near, key=lambda r: (-round(near[r], 2), r))[:2]
     memories = await engine.keyword_index.search(scopes, Corpus.MEMORIES, query_tokens("Jane Lisbon"), 3)
     found["memory"] = [rowid for rowid, _ in memories]
+    every = list(range(1, 2 * len(TURNS) + 1))
+    found["summary evidence"] = sorted(
+        (await engine.db.run(lambda conn: load_evidence(conn, ["m-2"]))).get("m-2", frozenset()))
+    # in mode shadow a turn is shown only when a live memory cites it: bob's, through the summary
+    found["shown"] = sorted(r[0] for r in await engine.db.run(lambda conn: shown_turns_among(conn, every, False)))
     return found
 
 
@@ -154,6 +179,7 @@ async def test_a_store_of_the_0015_layout_moves_in_place_in_batches_and_reads_al
     before = await reads(engine)
     assert all(before.values()), before  # every query finds its turns in the old layout
     assert before["keywords 西湖 醋鱼"][0] == 3 and before["memory"] == [1]
+    assert len(before["summary evidence"]) == 6 and before["shown"] == [3, 4, 7, 8, 11, 12]
 
     engine.relayout._size = 2  # small batches: the store is read between them
     for _ in range(5):
@@ -166,7 +192,6 @@ async def test_a_store_of_the_0015_layout_moves_in_place_in_batches_and_reads_al
     assert await engine.relayout.needed()
     progress = await engine.relayout.run()
     assert progress.done and not await engine.relayout.needed()
-    assert progress.longest_seconds < relayout.MAX_SECONDS
     assert await legacy_tables(engine) == set()
     assert await reads(engine) == before
 
@@ -184,6 +209,12 @@ async def test_a_store_of_the_0015_layout_moves_in_place_in_batches_and_reads_al
         assert len(vectors[rowid]) % DIM == 0  # int8: a byte a dimension
         previous[scope_id] = content
     assert len(memory) == DIM and "\\u" not in detail and json.loads(detail) == {"fact": "杰恩住在里斯本"}
+    async with engine.db.read() as session:  # the summary's links moved to their own table
+        assert (await session.execute(text("SELECT count(*) FROM ltm_evidence"))).scalar_one() == 0
+        assert (await session.execute(text("SELECT count(*) FROM ltm_summary_links"))).scalar_one() == 6
+    async with engine.db.read() as session:  # the summary's links moved to their own table
+        assert (await session.execute(text("SELECT count(*) FROM ltm_evidence"))).scalar_one() == 0
+        assert (await session.execute(text("SELECT count(*) FROM ltm_summary_links"))).scalar_one() == 6
     assert all(len(decode(rows[r][0])) for r in turns)
     await engine.stop()
 
@@ -193,12 +224,13 @@ async def test_a_batch_that_fails_midway_moves_nothing_and_is_done_again(tmp_pat
     store_of_0015(path)
     engine = await open_engine(path, tmp_path)
     original = engine.relayout._steps[:]
+    name, prepare, apply = original[0]
 
-    async def fails_after_writing(session, size):
-        await relayout._move_turn_vectors(session, size)  # written, then the process fails
+    async def fails_after_writing(session, batch):
+        await apply(session, batch)  # written, then the process fails
         raise RuntimeError("disk I/O error")
 
-    engine.relayout._steps[0] = ("turn vectors", fails_after_writing)
+    engine.relayout._steps[0] = (name, prepare, fails_after_writing)
     with pytest.raises(RuntimeError):
         await engine.relayout.step()
     async with engine.db.read() as session:

@@ -21,8 +21,6 @@ import re
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import select
-
 from ..engine import LTMEngine
 from ..enums import MEMORY_TYPES, Outcome, Status
 from ..instructions import instruction_reason, neutralise
@@ -31,7 +29,8 @@ from ..recalling.bot_lines import speaker_of
 from ..recalling.reader import Only
 from ..scope import Origin, Scope
 from ..storing.database import ReadOnlyError
-from ..storing.tables import MemoryEvent, MemoryEvidence, MemoryItem
+from ..storing.evidence import cited_events
+from ..storing.tables import MemoryItem
 from ..storing.turns import turn_text
 
 EXPAND_TURNS = 8  # source turns memory_expand returns at most
@@ -129,10 +128,7 @@ class MemoryTools:
         if item.status != Status.ACTIVE:
             return f"Memory #{wanted} is not in use, so its sources are not shown."
         async with self.engine.db.read() as session:
-            turns = (await session.execute(
-                select(MemoryEvent).join(MemoryEvidence, MemoryEvidence.event_id == MemoryEvent.event_id)
-                .where(MemoryEvidence.memory_id == item.memory_id, MemoryEvent.withheld.is_(False))
-                .order_by(MemoryEvent.created_at).limit(EXPAND_TURNS))).scalars().all()
+            turns = await cited_events(session, item, shown_only=True, limit=EXPAND_TURNS)
         if not turns:
             return f"Memory #{wanted} ({neutralise(item.fact)}) has no source turns to show."
         lines = [f"Sources of #{wanted} ({neutralise(item.fact)}):"]

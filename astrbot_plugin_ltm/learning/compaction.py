@@ -24,7 +24,7 @@ from datetime import datetime
 from functools import partial
 
 import numpy as np
-from sqlalchemy import Connection, select, text
+from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..background import BackgroundTask
@@ -36,8 +36,9 @@ from ..logs import log
 from ..scope import Scope
 from ..storing.audit import audit
 from ..storing.database import Database, ReadOnlyError
+from ..storing.evidence import add_link, event_ids_of, links_of
 from ..storing.memory_rows import memory_changed
-from ..storing.tables import MemoryEvidence, MemoryItem
+from ..storing.tables import MemoryItem
 from ..storing.vector_rows import memory_vector
 from ..text import contradicts, token_set_similarity
 from .writer import SHARED_WORDS
@@ -143,17 +144,13 @@ async def apply_merge(session: AsyncSession, merge: Merge, now: datetime) -> boo
     if survivor is None or merged is None or survivor.status != merged.status or survivor.status not in COMPARED \
             or survivor.awaiting_approval or merged.awaiting_approval:
         return False
-    have = set((await session.execute(
-        select(MemoryEvidence.event_id).where(MemoryEvidence.memory_id == survivor.memory_id))).scalars())
-    links = (await session.execute(
-        select(MemoryEvidence).where(MemoryEvidence.memory_id == merged.memory_id))).scalars().all()
+    have = set(await event_ids_of(session, [survivor.memory_id]))
     added: list[str] = []
-    for link in links:  # the merged memory keeps its own links, as history
+    for link, _ in await links_of(session, [merged]):  # the merged memory keeps its own links, as history
         if link.event_id not in have:
-            session.add(MemoryEvidence(
-                memory_id=survivor.memory_id, event_id=link.event_id, extraction_method=link.extraction_method,
-                extraction_meta={**(link.extraction_meta or {}), "compacted_from": merged.memory_id},
-                created_at=now))
+            await add_link(session, survivor, link.event_id, link.extraction_method,
+                           {**(link.extraction_meta or {}), "compacted_from": merged.memory_id}, now)
+            have.add(link.event_id)
             added.append(link.event_id)
     survivor.evidence_count += merged.evidence_count
     survivor.confidence = max(survivor.confidence, merged.confidence)

@@ -124,9 +124,11 @@ def load_period(conn: Connection, scopes: list[Scope], period: Period, unbacked:
                 taken.add(row[0])
         if policy.max_items > 0:
             for row in fetch_rows(conn, f"SELECT {ItemRow.COLUMNS} FROM ltm_items WHERE scope = :kind "
-                                    "AND scope_id = :id AND status = :active AND memory_id IN (SELECT v.memory_id "
+                                    "AND scope_id = :id AND status = :active AND (memory_id IN (SELECT v.memory_id "
                                     "FROM ltm_events x CROSS JOIN ltm_evidence v ON v.event_id = x.event_id "
-                                    f"WHERE {in_period}) ORDER BY importance DESC LIMIT :limit",
+                                    f"WHERE {in_period}) OR id IN (SELECT sl.item_id FROM ltm_events x "
+                                    f"CROSS JOIN ltm_summary_links sl ON sl.event_rowid = x.id WHERE {in_period})) "
+                                    "ORDER BY importance DESC LIMIT :limit",
                               {**params, "active": Status.ACTIVE}):
                 item = ItemRow.of(row)
                 if usable(item, policy, now):

@@ -13,11 +13,14 @@ AstrBot's own writes:
    transaction;
 2. a turn's keyword tokens from its ``ltm_events_fts`` row to its event's
    ``terms`` (their hashes), the FTS5 row deleted in the same transaction;
-3. a memory's float32 vector rewritten as int8 in place;
-4. an event's content and an audit row's detail written again as UTF-8
+3. a summary's evidence links from ``ltm_evidence`` to
+   ``ltm_summary_links`` (storing.evidence), deleted from the old table in
+   the same transaction;
+4. a memory's float32 vector rewritten as int8 in place;
+5. an event's content and an audit row's detail written again as UTF-8
    JSON where they held ``\\u`` escapes (behind a cursor kept in
    ``ltm_index_builds``);
-5. the two emptied tables dropped.
+6. the two emptied tables dropped.
 
 A batch either commits whole or not at all, and what is left is found
 again from the data (rows still in the old tables, float32 rows, the
@@ -33,9 +36,10 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..clock import utcnow
@@ -51,11 +55,13 @@ TARGET_SECONDS = 0.04  # what a batch aims to hold the write lock for
 MAX_SECONDS = 0.1  # what no batch may hold it longer than (issue 39)
 PAUSE_SECONDS = 0.05  # between batches: AstrBot's own writes get the lock
 FIRST_ROWS, MIN_ROWS, MAX_ROWS = 100, 10, 5000
+MAX_KEPT = 100_000  # batch times kept for the stats and the benchmark
 PREFIX_CHARS = 16  # a scoped token's prefix (keyword_rows.scope_prefix: 8 bytes as hex)
 BUILD = "storage_layout"  # its row in ltm_index_builds: "compact 1" once moved
 DONE = "compact 1"
 CONTENT_CURSOR = "relayout_content"  # the last event id whose content was looked at
 DETAIL_CURSOR = "relayout_audit"  # the last audit id likewise
+LINKS_CURSOR = "relayout_links"  # the last evidence id whose summary link was moved
 
 
 @dataclass
@@ -64,16 +70,24 @@ class Progress:
 
     batches: int = 0
     rows: dict[str, int] = field(default_factory=dict)
-    longest_seconds: float = 0.0
+    longest_seconds: float = 0.0  # the longest a batch held the write lock
     done: bool = False
+    held: list[float] = field(default_factory=list)  # each batch's, the last MAX_KEPT
 
     def add(self, step: str, rows: int, seconds: float) -> None:
         self.batches += 1
         self.rows[step] = self.rows.get(step, 0) + rows
         self.longest_seconds = max(self.longest_seconds, seconds)
+        self.held = [*self.held[-(MAX_KEPT - 1):], seconds]
 
 
-Step = Callable[[AsyncSession, int], Awaitable[int]]
+# A step reads and prepares its next batch on a read thread (the CPU work:
+# vectors converted, tokens hashed, JSON written again), then writes it in
+# one transaction under the write lock, checking each row is as it read it
+# (a write since, a recorded turn's, a withholding, wins). Both return how
+# many rows the batch holds; 0 from ``prepare``: this step is done.
+Prepare = Callable[..., tuple[int, Any]]  # (conn, size=...)
+Apply = Callable[[AsyncSession, Any], Awaitable[None]]
 
 
 class Relayout:
@@ -83,11 +97,15 @@ class Relayout:
         self.db = db
         self.progress = Progress()
         self._size = FIRST_ROWS
-        self._steps: list[tuple[str, Step]] = [
-            ("turn vectors", _move_turn_vectors), ("turn keywords", _move_turn_rows),
-            ("memory vectors", _shrink_memory_vectors), ("event contents", _rewrite_contents),
-            ("audit details", _rewrite_details),
+        self._steps: list[tuple[str, Prepare, Apply]] = [
+            ("turn vectors", _read_turn_vectors, _write_turn_vectors),
+            ("turn keywords", _read_turn_rows, _write_turn_rows),
+            ("summary links", _read_summary_links, _write_summary_links),
+            ("memory vectors", _read_memory_vectors, _write_memory_vectors),
+            ("event contents", _reader("ltm_events", "content", CONTENT_CURSOR), _writer("ltm_events", "content")),
+            ("audit details", _reader("ltm_audit", "detail", DETAIL_CURSOR), _writer("ltm_audit", "detail")),
         ]
+        self.last_held = 0.0  # the last batch's hold of the write lock (the task's pause follows it)
 
     async def needed(self) -> bool:
         """Whether this store has anything left to move (asked once at start)."""
@@ -102,28 +120,35 @@ class Relayout:
         if self.progress.done:
             return False
         while self._steps:
-            name, move = self._steps[0]
-            started = time.monotonic()
-            try:
-                async with self.db.write() as session:
-                    moved = await move(session, self._size)
-            except ReadOnlyError:
-                return True  # tried again after the pause
-            seconds = time.monotonic() - started
-            if moved == 0:
+            name, prepare, apply = self._steps[0]
+            size = self._size
+            rows, batch = await self.db.run(partial(prepare, size=size))
+            if rows == 0:
                 self._steps.pop(0)
                 continue
-            self.progress.add(name, moved, seconds)
+            try:
+                async with self.db.write() as session:
+                    held = time.monotonic()  # the write lock is ours from here to the commit
+                    await apply(session, batch)
+            except ReadOnlyError:
+                return True  # tried again after the pause
+            self.last_held = seconds = time.monotonic() - held
+            self.progress.add(name, rows, seconds)
             self._resize(seconds)
             return True
         await self._finish()
         return False
 
+    def pause(self) -> float:
+        """Seconds to wait before the next batch: at least PAUSE_SECONDS, and
+        twice what the last took, so the move takes a third of a core at most."""
+        return max(PAUSE_SECONDS, 2 * self.last_held)
+
     async def run(self, sleep: Callable[[float], Awaitable[Any]] | None = None) -> Progress:
         """Every batch, one after the other (tests, the benchmark)."""
         while await self.step():
             if sleep is not None:
-                await sleep(PAUSE_SECONDS)
+                await sleep(self.pause())
         return self.progress
 
     def _resize(self, seconds: float) -> None:
@@ -139,88 +164,131 @@ class Relayout:
         async with self.db.write() as session:
             await _record(session, BUILD, DONE)
         self.progress.done = True
-        log.info("ltm: the store is in its compact layout (%s in %d batches, the longest %.0f ms)",
-                 ", ".join(f"{n} {step}" for step, n in self.progress.rows.items()) or "nothing to move",
+        log.info("ltm: the store is in its compact layout (%s in %d batches, the longest held the write lock "
+                 "%.0f ms)", ", ".join(f"{n} {step}" for step, n in self.progress.rows.items()) or "nothing to move",
                  self.progress.batches, self.progress.longest_seconds * 1000)
 
 
-async def _exists(session: AsyncSession, table: str) -> bool:
-    return (await session.execute(text("SELECT 1 FROM sqlite_master WHERE name = :t"), {"t": table})).first() \
-        is not None
+def _exists(conn: Connection, table: str) -> bool:
+    return conn.execute(text("SELECT 1 FROM sqlite_master WHERE name = :t"), {"t": table}).first() is not None
 
 
-async def _move_turn_vectors(session: AsyncSession, size: int) -> int:
-    if not await _exists(session, LEGACY_TURN_VECTORS):
-        return 0
-    rows = (await session.execute(text(f"SELECT event_rowid, model, dim, vector FROM {LEGACY_TURN_VECTORS} "
-                                       "ORDER BY event_rowid LIMIT :n"), {"n": size})).all()
-    if not rows:
-        return 0
+def _cursor(conn: Connection, name: str) -> int:
+    return int(conn.execute(text("SELECT built_with FROM ltm_index_builds WHERE name = :n"),
+                            {"n": name}).scalar() or 0)
+
+
+# -- 1. a turn's vectors ------------------------------------------------------------------
+
+
+def _read_turn_vectors(conn: Connection, size: int) -> tuple[int, Any]:
+    if not _exists(conn, LEGACY_TURN_VECTORS):
+        return 0, None
+    rows = conn.execute(text(f"SELECT event_rowid, model, dim, vector FROM {LEGACY_TURN_VECTORS} "
+                             "ORDER BY event_rowid LIMIT :n"), {"n": size}).all()
+    moved = [(rowid, model, dim, len(blob), encode_vectors(decode(blob, dim, float32=True)))
+             for rowid, model, dim, blob in rows
+             if dim and dim > 0 and blob and len(blob) % (4 * dim) == 0]  # else torn: embedded again
+    return len(rows), (rows[-1][0] if rows else 0, moved)
+
+
+async def _write_turn_vectors(session: AsyncSession, batch: Any) -> None:
+    last, moved = batch
     spaces: dict[tuple[str, int], int] = {}
-    moved: list[dict[str, Any]] = []
-    for rowid, model, dim, blob in rows:
-        if not dim or dim <= 0 or not blob or len(blob) % (4 * dim):
-            continue  # torn or foreign: the fill embeds the turn again
+    values = []
+    for rowid, model, dim, length, blob in moved:
         if (model, dim) not in spaces:
             spaces[(model, dim)] = await space_id(session, model, dim)
-        moved.append({"r": rowid, "s": spaces[(model, dim)], "v": encode_vectors(decode(blob, dim, float32=True))})
-    if moved:  # a vector the fill wrote since (of the model now) is newer: kept
-        await session.execute(text("INSERT OR IGNORE INTO ltm_turn_vectors (event_rowid, space, vector) "
-                                   "VALUES (:r, :s, :v)"), moved)
-    await session.execute(text(f"DELETE FROM {LEGACY_TURN_VECTORS} WHERE event_rowid <= :last"),
-                          {"last": rows[-1][0]})
-    return len(rows)
+        values.append({"r": rowid, "s": spaces[(model, dim)], "v": blob, "n": length})
+    if values:  # only rows still there as read; a vector the fill wrote since is newer: kept
+        await session.execute(text(
+            "INSERT OR IGNORE INTO ltm_turn_vectors (event_rowid, space, vector) SELECT :r, :s, :v "
+            f"WHERE EXISTS (SELECT 1 FROM {LEGACY_TURN_VECTORS} WHERE event_rowid = :r AND length(vector) = :n)"),
+            values)
+    await session.execute(text(f"DELETE FROM {LEGACY_TURN_VECTORS} WHERE event_rowid <= :last"), {"last": last})
+
+
+# -- 2. a turn's keyword tokens -------------------------------------------------------------
 
 
 def _unscoped(scoped: str) -> list[str]:
     return [t if t == PASSAGE_BREAK else t[PREFIX_CHARS:] for t in scoped.split()]
 
 
-async def _move_turn_rows(session: AsyncSession, size: int) -> int:
-    if not await _exists(session, LEGACY_TURN_ROWS):
-        return 0
-    rows = (await session.execute(text(f"SELECT rowid, scoped FROM {LEGACY_TURN_ROWS} ORDER BY rowid LIMIT :n"),
-                                  {"n": size})).all()
-    if not rows:
-        return 0
-    await session.execute(text("UPDATE ltm_events SET terms = :t WHERE id = :r AND terms IS NULL"),
-                          [{"r": rowid, "t": encode(_unscoped(scoped or ""), PASSAGE_BREAK)} for rowid, scoped in rows])
-    await session.execute(text(f"DELETE FROM {LEGACY_TURN_ROWS} WHERE rowid <= :last"), {"last": rows[-1][0]})
-    return len(rows)
+def _read_turn_rows(conn: Connection, size: int) -> tuple[int, Any]:
+    if not _exists(conn, LEGACY_TURN_ROWS):
+        return 0, None
+    rows = conn.execute(text(f"SELECT rowid, scoped FROM {LEGACY_TURN_ROWS} ORDER BY rowid LIMIT :n"),
+                        {"n": size}).all()
+    terms = [{"r": rowid, "t": encode(_unscoped(scoped or ""), PASSAGE_BREAK)} for rowid, scoped in rows]
+    return len(rows), (rows[-1][0] if rows else 0, terms)
 
 
-async def _shrink_memory_vectors(session: AsyncSession, size: int) -> int:
-    rows = (await session.execute(text("SELECT item_id, dim, vector FROM ltm_item_vectors "
-                                       "WHERE dim > 0 AND length(vector) = 4 * dim LIMIT :n"), {"n": size})).all()
-    if rows:
-        await session.execute(text("UPDATE ltm_item_vectors SET vector = :v WHERE item_id = :r"),
-                              [{"r": r, "v": encode_vectors(decode(blob, dim, float32=True))} for r, dim, blob in rows])
-    return len(rows)
+async def _write_turn_rows(session: AsyncSession, batch: Any) -> None:
+    last, terms = batch
+    # A turn whose terms were written since (a rebuild) keeps them.
+    await session.execute(text("UPDATE ltm_events SET terms = :t WHERE id = :r AND terms IS NULL"), terms)
+    await session.execute(text(f"DELETE FROM {LEGACY_TURN_ROWS} WHERE rowid <= :last"), {"last": last})
 
 
-async def _rewrite(session: AsyncSession, size: int, table: str, column: str, cursor: str) -> int:
-    """Rewrite ``column`` (JSON) of the next ``size`` rows as UTF-8 where it
-    holds ``\\u`` escapes; returns how many rows were looked at."""
-    last = int((await session.execute(text("SELECT built_with FROM ltm_index_builds WHERE name = :n"),
-                                      {"n": cursor})).scalar() or 0)
-    rows = (await session.execute(text(f"SELECT id, {column} FROM {table} WHERE id > :last ORDER BY id LIMIT :n"),
-                                  {"last": last, "n": size})).all()
-    if not rows:
-        return 0
-    changed = [{"r": rowid, "v": json.dumps(json.loads(value), ensure_ascii=False)}
-               for rowid, value in rows if isinstance(value, str) and "\\u" in value]
-    if changed:
-        await session.execute(text(f"UPDATE {table} SET {column} = :v WHERE id = :r"), changed)
-    await _record(session, cursor, str(rows[-1][0]))
-    return len(rows)
+# -- 3. a summary's links --------------------------------------------------------------------
 
 
-async def _rewrite_contents(session: AsyncSession, size: int) -> int:
-    return await _rewrite(session, size, "ltm_events", "content", CONTENT_CURSOR)
+def _read_summary_links(conn: Connection, size: int) -> tuple[int, Any]:
+    rows = conn.execute(text(
+        "SELECT v.id, i.id, e.id FROM ltm_evidence v JOIN ltm_items i ON i.memory_id = v.memory_id "
+        "JOIN ltm_events e ON e.event_id = v.event_id WHERE v.id > :last AND v.extraction_method = 'summary' "
+        "AND i.type = 'summary' ORDER BY v.id LIMIT :n"), {"last": _cursor(conn, LINKS_CURSOR), "n": size}).all()
+    return len(rows), [tuple(r) for r in rows]
 
 
-async def _rewrite_details(session: AsyncSession, size: int) -> int:
-    return await _rewrite(session, size, "ltm_audit", "detail", DETAIL_CURSOR)
+async def _write_summary_links(session: AsyncSession, rows: Any) -> None:
+    # Moved only while the old row is there (a summary removed since took its links with it).
+    await session.execute(text(
+        "INSERT OR IGNORE INTO ltm_summary_links (item_id, event_rowid) SELECT :i, :e "
+        "WHERE EXISTS (SELECT 1 FROM ltm_evidence WHERE id = :v)"),
+        [{"v": link, "i": item, "e": event} for link, item, event in rows])
+    await session.execute(text("DELETE FROM ltm_evidence WHERE id IN (SELECT value FROM json_each(:ids))"),
+                          {"ids": json.dumps([link for link, _, _ in rows])})
+    await _record(session, LINKS_CURSOR, str(rows[-1][0]))
+
+
+# -- 4. a memory's vector -----------------------------------------------------------------------
+
+
+def _read_memory_vectors(conn: Connection, size: int) -> tuple[int, Any]:
+    rows = conn.execute(text("SELECT item_id, dim, vector FROM ltm_item_vectors "
+                             "WHERE dim > 0 AND length(vector) = 4 * dim LIMIT :n"), {"n": size}).all()
+    return len(rows), [{"r": r, "old": blob, "v": encode_vectors(decode(blob, dim, float32=True))}
+                       for r, dim, blob in rows]
+
+
+async def _write_memory_vectors(session: AsyncSession, rows: Any) -> None:
+    await session.execute(text("UPDATE ltm_item_vectors SET vector = :v WHERE item_id = :r AND vector = :old"), rows)
+
+
+# -- 5. JSON as UTF-8 ---------------------------------------------------------------------------
+
+
+def _reader(table: str, column: str, cursor: str) -> Prepare:
+    def read(conn: Connection, size: int) -> tuple[int, Any]:
+        rows = conn.execute(text(f"SELECT id, {column} FROM {table} WHERE id > :last ORDER BY id LIMIT :n"),
+                            {"last": _cursor(conn, cursor), "n": size}).all()
+        changed = [{"r": rowid, "old": value, "v": json.dumps(json.loads(value), ensure_ascii=False)}
+                   for rowid, value in rows if isinstance(value, str) and "\\u" in value]
+        return len(rows), (cursor, rows[-1][0] if rows else 0, changed)
+
+    return read
+
+
+def _writer(table: str, column: str) -> Apply:
+    async def write(session: AsyncSession, batch: Any) -> None:
+        cursor, last, changed = batch
+        if changed:
+            await session.execute(text(f"UPDATE {table} SET {column} = :v WHERE id = :r AND {column} = :old"), changed)
+        await _record(session, cursor, str(last))
+
+    return write
 
 
 async def _record(session: AsyncSession, name: str, value: str) -> None:

@@ -16,8 +16,9 @@ from ..enums import ExtractionStatus, Status
 from ..scope import Scope
 from .batch_writes import write_rows
 from .changes import MemoryRemoved, ScopeForgotten, TurnsWithheld, note
+from .evidence import delete_links, event_ids_of
 from .keyword_rows import delete_fact_row
-from .tables import GateLogEntry, MemoryEvent, MemoryEvidence, MemoryItem
+from .tables import GateLogEntry, MemoryEvent, MemoryItem
 from .vector_rows import delete_memory_vector, delete_scope_turn_vectors, delete_turn_vectors
 
 
@@ -33,7 +34,7 @@ async def remove_memory(session: AsyncSession, item: MemoryItem, *, withhold: bo
     await write_rows(session)  # a batch's evidence links held so far are among those deleted
     if withhold or item.status != Status.ACTIVE:
         await withhold_evidence(session, item)
-    await session.execute(delete(MemoryEvidence).where(MemoryEvidence.memory_id == item.memory_id))
+    await delete_links(session, item)
     await delete_fact_row(session, item.id)
     await delete_memory_vector(session, item.id)
     await session.delete(item)
@@ -45,8 +46,7 @@ async def withhold_evidence(session: AsyncSession, item: MemoryItem) -> None:
     rows = (
         await session.execute(
             select(MemoryEvent.id, MemoryEvent.scope, MemoryEvent.scope_id).where(
-                MemoryEvent.event_id.in_(
-                    select(MemoryEvidence.event_id).where(MemoryEvidence.memory_id == item.memory_id)),
+                MemoryEvent.event_id.in_(await event_ids_of(session, [item.memory_id])),
                 MemoryEvent.withheld.is_(False),
             )
         )

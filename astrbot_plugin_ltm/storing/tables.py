@@ -232,6 +232,17 @@ class MemoryEvidence(LTMBase, kw_only=True):
     created_at: Mapped[datetime] = mapped_column(default_factory=utcnow)
 
 
+class SummaryLink(LTMBase, kw_only=True):
+    """A summary's link to a turn it covers: two row ids (storing.evidence,
+    docs/decisions.md#d158). A fact's links are ``MemoryEvidence`` rows."""
+
+    __tablename__ = "ltm_summary_links"
+    __table_args__ = (Index("ix_ltm_summary_links_event", "event_rowid"), {"sqlite_with_rowid": False})
+
+    item_id: Mapped[int] = mapped_column(primary_key=True)  # ltm_items.id of the summary
+    event_rowid: Mapped[int] = mapped_column(primary_key=True)  # ltm_events.id of the turn
+
+
 class MemoryAudit(LTMBase, kw_only=True):
     """Every change to memory and every policy decision, with cause and reason."""
 

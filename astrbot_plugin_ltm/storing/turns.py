@@ -27,8 +27,9 @@ from .driver_rows import fetch_rows
 # disabled, expired): operators decide what the bot knows, and a raw turn
 # must not leak a memory they have not let through. The subquery over the
 # turn's evidence is NULL when no memory cites it, 0 when one is not
-# active, else 1. CROSS JOIN keeps SQLite's join order: evidence by event
-# id (ix_ltm_evidence_event), then the item by its unique memory id.
+# active, else 1. CROSS JOIN keeps SQLite's join order: a fact's evidence
+# by event id (ix_ltm_evidence_event), a summary's by event row id
+# (ix_ltm_summary_links_event), then the item by its key.
 # A summary retired into its roll-up (superseded, learning.summaries) still
 # backs its turns: the roll-up that replaced it cites them too. A shadow
 # memory no one is asked to approve (below the confidence bar in mode auto,
@@ -37,12 +38,16 @@ from .driver_rows import fetch_rows
 # reply out of reach (docs/decisions.md#d81). The queries below own their
 # aliases: ``x`` the turn, ``p`` the message a reply answers.
 def _backing(alias: str) -> str:
-    return (
-        f"(SELECT min(CASE WHEN i.status = '{Status.SHADOW}' AND NOT i.awaiting_approval THEN NULL "
-        f"ELSE i.status = '{Status.ACTIVE}' OR (i.status = '{Status.SUPERSEDED}' "
-        f"AND i.type = '{MemoryType.SUMMARY}') END) FROM ltm_evidence v CROSS JOIN ltm_items i "
-        f"ON i.memory_id = v.memory_id WHERE v.event_id = {alias}.event_id)"
-    )
+    # A fact's links and a summary's (storing.evidence), each part's
+    # minimum, then the smaller (2 standing for "none there").
+    verdict = (f"min(CASE WHEN i.status = '{Status.SHADOW}' AND NOT i.awaiting_approval THEN NULL "
+               f"ELSE i.status = '{Status.ACTIVE}' OR (i.status = '{Status.SUPERSEDED}' "
+               f"AND i.type = '{MemoryType.SUMMARY}') END)")
+    facts = (f"(SELECT {verdict} FROM ltm_evidence v CROSS JOIN ltm_items i "
+             f"ON i.memory_id = v.memory_id WHERE v.event_id = {alias}.event_id)")
+    summaries = (f"(SELECT {verdict} FROM ltm_summary_links sl CROSS JOIN ltm_items i "
+                 f"ON i.id = sl.item_id WHERE sl.event_rowid = {alias}.id)")
+    return f"nullif(min(coalesce({facts}, 2), coalesce({summaries}, 2)), 2)"
 
 
 # The bot's reply is part of an exchange: it is shown only when the
