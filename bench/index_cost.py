@@ -60,7 +60,8 @@ async def index_cost(engine: LTMEngine, counter: TokenCounter) -> dict[str, Any]
     while True:
         async with engine.db.read() as session:
             keyword_rows: dict[int, bytes] = dict((await session.execute(text(
-                "SELECT id, terms FROM ltm_events WHERE id > :last AND terms IS NOT NULL ORDER BY id LIMIT :n"),
+                "SELECT event_rowid, terms FROM ltm_turn_terms WHERE event_rowid > :last "
+                "ORDER BY event_rowid LIMIT :n"),
                 {"last": last, "n": BATCH})).all())
             events = (await session.execute(
                 select(MemoryEvent).where(MemoryEvent.id.in_(list(keyword_rows))))).scalars().all()
@@ -75,7 +76,7 @@ async def index_cost(engine: LTMEngine, counter: TokenCounter) -> dict[str, Any]
             before.append(min(len(sentences(turn_parts(event.source_type, event.content, None)[1])) or 1, 9))
         last = max(keyword_rows)
     async with engine.db.read() as session:
-        fts_bytes = (await session.execute(text("SELECT coalesce(sum(length(terms)), 0) FROM ltm_events")
+        fts_bytes = (await session.execute(text("SELECT coalesce(sum(length(terms)), 0) FROM ltm_turn_terms")
                                            )).scalar_one()
         vectors = [int(n) for (n,) in (await session.execute(text(
             "SELECT length(t.vector) / s.dim FROM ltm_turn_vectors t JOIN ltm_vector_spaces s ON s.id = t.space "

@@ -1,8 +1,9 @@
 """The compact storage layout (issue 39; docs/decisions.md#d154–d156).
 
-- ``ltm_events.terms``: a turn's keyword terms as 4-byte hashes
+- ``ltm_turn_terms``: a turn's own keyword terms as 4-byte hashes
   (storing.terms), in place of its row in the FTS5 table ``ltm_events_fts``,
-  whose scope-prefixed tokens took five times the turn's text.
+  whose scope-prefixed tokens, the turn before's included, took five times
+  the turn's text.
 - ``ltm_turn_vectors``: a turn's vectors as int8 (a quarter of float32),
   naming their model by a number (``ltm_vector_spaces``) and their scope
   through the event, in place of ``ltm_event_vectors``.
@@ -11,15 +12,18 @@
   row ids, in place of its rows in ``ltm_evidence`` (two uuids, a method,
   a time and two indexes: 260 bytes a link, ~2 links a turn).
 
-Only the new, empty tables and the column are made here: instant on any
-store. The existing rows are moved after start by storing.relayout, in
-batches that hold the write lock a few dozen milliseconds each, resumable
+Only the new, empty tables are made here: instant on any store. The
+existing rows are moved after start by storing.relayout, in batches that
+hold the write lock a few dozen milliseconds each, resumable
 after a crash; the reads take both layouts meanwhile. A store with nothing
 to move (a new one) loses the old tables here at once.
 """
 
 STATEMENTS = [
-    "ALTER TABLE ltm_events ADD COLUMN terms BLOB",
+    """CREATE TABLE ltm_turn_terms (
+        event_rowid INTEGER NOT NULL PRIMARY KEY,
+        terms BLOB NOT NULL
+    )""",
     """CREATE TABLE ltm_vector_spaces (
         id INTEGER NOT NULL PRIMARY KEY,
         model VARCHAR(255) NOT NULL,

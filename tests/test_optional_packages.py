@@ -126,13 +126,13 @@ async def test_turn_rows_built_without_the_stemmer_are_rebuilt_with_stems_as_a_f
     monkeypatch.undo()
     clear_token_caches()
     after = await make_ltm({"write_policy": {"mode": "auto"}}, name="shared.db")
-    rebuilt = await after.sql("SELECT id, terms FROM ltm_events WHERE terms IS NOT NULL ORDER BY id")
+    rebuilt = await after.sql("SELECT event_rowid, terms FROM ltm_turn_terms ORDER BY event_rowid")
     assert any(term_key("novel") in decode(terms) for _, terms in rebuilt)
     assert not any(term_key("novels") in decode(terms) for _, terms in rebuilt)
     async with after.engine.db.write() as session:
         await session.execute(text("UPDATE ltm_index_builds SET built_with = 'unknown'"))
         assert await match_stemmer(session)  # tokenises every turn again
-    assert await after.sql("SELECT id, terms FROM ltm_events WHERE terms IS NOT NULL ORDER BY id") == rebuilt
+    assert await after.sql("SELECT event_rowid, terms FROM ltm_turn_terms ORDER BY event_rowid") == rebuilt
 
 
 async def test_an_index_built_with_stems_is_rebuilt_unstemmed_when_the_stemmer_is_gone(make_ltm, monkeypatch):

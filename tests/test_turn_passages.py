@@ -210,7 +210,7 @@ async def test_a_store_from_before_passages_gets_passage_rows_and_its_long_turns
     async with engine.db.write() as session:
         reply = (await session.execute(select(MemoryEvent).where(MemoryEvent.source_role == "assistant"))
                  ).scalar_one()
-        await session.execute(text("UPDATE ltm_events SET terms = :t WHERE id = :r"),
+        await session.execute(text("UPDATE ltm_turn_terms SET terms = :t WHERE event_rowid = :r"),
                               {"t": encode(search_tokens(LONG_REPLY), PASSAGE_BREAK), "r": reply.id})
         await session.execute(text("UPDATE ltm_turn_vectors SET vector = :v WHERE event_rowid = :r"),
                               {"v": np.ones((len(TOPICS), 64), np.int8).tobytes(), "r": reply.id})
@@ -219,7 +219,7 @@ async def test_a_store_from_before_passages_gets_passage_rows_and_its_long_turns
 
     engine = await make(url, tmp_path, HashEmbedder())
     async with engine.db.read() as session:
-        terms = decode((await session.execute(text("SELECT terms FROM ltm_events WHERE id = :r"),
+        terms = decode((await session.execute(text("SELECT terms FROM ltm_turn_terms WHERE event_rowid = :r"),
                                               {"r": reply.id})).scalar_one())
         built = (await session.execute(text("SELECT built_with FROM ltm_index_builds WHERE name = :n"),
                                        {"n": PASSAGES_BUILD})).scalar_one()

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import datetime
 
 import numpy as np
 from sqlalchemy import Connection, text
 
+from ..clock import parse_stored_time
 from ..enums import Corpus
 from ..scope import Scope
 from ..storing.changes import (
@@ -28,8 +30,8 @@ from ..storing.changes import (
 )
 from ..storing.database import Database
 from ..storing.keyword_rows import has_legacy_turn_rows, scope_prefix
-from ..storing.terms import BREAK_KEY, decode, term_keys
-from ..storing.turns import MAX_PASSAGES, PASSAGE_BREAK
+from ..storing.terms import BREAK_KEY, context_keys, decode, term_keys, with_context
+from ..storing.turns import CONTEXT_TOKENS, CONTEXT_WINDOW, MAX_PASSAGES, PASSAGE_BREAK
 from .bm25 import CHUNK, KeywordNamespace, Terms
 from .namespaces import COLD_WAIT, Matches, MemoryBudget, NamespaceCache, Update
 
@@ -51,15 +53,49 @@ PASSAGE_DOCUMENTS = False
 PASSAGE_STRIDE = 8
 assert PASSAGE_STRIDE >= MAX_PASSAGES
 
-# A corpus's rows of one scope, as (rowid, terms). A memory's are the
-# tokens of its FTS5 row; a turn's the keys on its event (storing.terms),
-# or, in a store from before migration 0017 whose turns storing.relayout
-# has not reached yet, the scoped tokens of its old FTS5 row.
+# A corpus's rows of one scope. A memory's are the tokens of its FTS5 row.
+# A turn's are its own terms (storing.terms) and, as context, the first
+# terms of the turn before it in its conversation within the hour: read in
+# order, with the withheld (which lend context but are not searched) and
+# those without terms (which lend none). In a store from before migration
+# 0017 whose turns storing.relayout has not reached yet, a turn may instead
+# have the scoped tokens of its old FTS5 row, its context in them.
 _MEMORY_ROWS = ("SELECT f.rowid, f.tokens FROM ltm_items i JOIN ltm_items_fts f ON f.rowid = i.id "
                 "WHERE i.scope = :kind AND i.scope_id = :id")
-_TURN_ROWS = "SELECT e.id, e.terms FROM ltm_events e WHERE e.scope = :kind AND e.scope_id = :id AND NOT e.withheld"
-_TURN_ROWS_MOVING = ("SELECT e.id, e.terms, f.scoped FROM ltm_events e LEFT JOIN ltm_events_fts f ON f.rowid = e.id "
-                     "WHERE e.scope = :kind AND e.scope_id = :id AND NOT e.withheld")
+_TURN_ROWS = ("SELECT e.id, e.session_id, e.created_at, e.withheld, t.terms{old} FROM ltm_events e "
+              "LEFT JOIN ltm_turn_terms t ON t.event_rowid = e.id{join} "
+              "WHERE e.scope = :kind AND e.scope_id = :id ORDER BY e.created_at, e.id")
+
+
+def turn_rows(conn: Connection, scope: Scope) -> Iterator[tuple[int, np.ndarray]]:
+    """The scope's turns as (rowid, their keys with their context), oldest
+    first, read a chunk at a time."""
+    moving = has_legacy_turn_rows(conn)
+    statement = _TURN_ROWS.format(old=", f.scoped" if moving else "",
+                                  join=" LEFT JOIN ltm_events_fts f ON f.rowid = e.id" if moving else "")
+    result = conn.execute(text(statement), {"kind": scope.kind, "id": scope.id})
+    prefix = scope_prefix(scope.kind, scope.id)
+    before: dict[str | None, tuple[datetime, np.ndarray]] = {}
+    while batch := result.fetchmany(CHUNK):
+        for rowid, session, created_at, withheld, blob, *old in batch:
+            at = parse_stored_time(created_at)
+            if blob is not None:
+                own = decode(blob)
+                previous = before.get(session)
+                context = previous[1] if previous is not None and at - previous[0] <= CONTEXT_WINDOW else None
+                if not withheld:
+                    yield rowid, with_context(own, context)
+                before[session] = (at, context_keys(own, CONTEXT_TOKENS))
+            elif old and old[0]:  # not moved yet: its scoped tokens, its context in them, the prefix taken off
+                keys = term_keys(old[0].replace(prefix, "").split(), PASSAGE_BREAK)
+                if not withheld:
+                    yield rowid, keys
+                before[session] = (at, context_keys(keys, CONTEXT_TOKENS))  # its first words: its own
+            else:
+                before[session] = (at, _NONE)
+
+
+_NONE = np.zeros(0, np.int64)
 
 
 # (scope, the message's tokens, turn row ids, k) -> the best k of those
@@ -107,19 +143,8 @@ def load_namespace(conn: Connection, scope: Scope, corpus: Corpus) -> KeywordNam
                     yield rowid, (tokens or "").split()
 
         return KeywordNamespace.build(facts())
-    moving = has_legacy_turn_rows(conn)
-    turns = conn.execute(text(_TURN_ROWS_MOVING if moving else _TURN_ROWS), params)
-    prefix = scope_prefix(scope.kind, scope.id)
-
-    def rows() -> Iterator[tuple[int, np.ndarray]]:
-        while batch := turns.fetchmany(CHUNK):
-            for rowid, blob, *old in batch:
-                if blob is not None:
-                    yield from passage_rows(rowid, decode(blob))
-                elif old and old[0]:  # not moved yet: its scoped tokens, the prefix taken off
-                    yield from passage_rows(rowid, old[0].replace(prefix, "").split())
-
-    return KeywordNamespace.build(rows())
+    rows = (doc for rowid, keys in turn_rows(conn, scope) for doc in passage_rows(rowid, keys))
+    return KeywordNamespace.build(rows)
 
 
 class KeywordIndex:

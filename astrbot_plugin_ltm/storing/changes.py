@@ -52,10 +52,11 @@ class MemoriesReindexed:
 
 @dataclass(frozen=True, slots=True)
 class TurnsRecorded:
-    """Turns the reader may show were recorded: (rowid, keyword tokens)."""
+    """Turns the reader may show were recorded: (rowid, keyword terms, their
+    context joined: storing.terms' keys, or tokens)."""
 
     scope: Scope
-    turns: tuple[tuple[int, Tokens], ...]
+    turns: tuple[tuple[int, Tokens | np.ndarray], ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,16 +11,23 @@ AstrBot's own writes:
 1. a turn's vectors from ``ltm_event_vectors`` (float32) to
    ``ltm_turn_vectors`` (int8), deleted from the old table in the same
    transaction;
-2. a turn's keyword tokens from its ``ltm_events_fts`` row to its event's
-   ``terms`` (their hashes), the FTS5 row deleted in the same transaction;
-3. a summary's evidence links from ``ltm_evidence`` to
+2. a withheld turn's keyword terms into ``ltm_turn_terms`` (it had no FTS5
+   row, but lends its words to the next turn as context);
+3. a turn's keyword terms into ``ltm_turn_terms`` (its own words tokenised
+   again: its ``ltm_events_fts`` row mixes in the turn before's), the FTS5
+   row deleted in the same transaction;
+4. a summary's evidence links from ``ltm_evidence`` to
    ``ltm_summary_links`` (storing.evidence), deleted from the old table in
    the same transaction;
-4. a memory's float32 vector rewritten as int8 in place;
-5. an event's content and an audit row's detail written again as UTF-8
-   JSON where they held ``\\u`` escapes (behind a cursor kept in
-   ``ltm_index_builds``);
-6. the two emptied tables dropped.
+5. a memory's float32 vector rewritten as int8 in place;
+6. an event's content and an audit row's detail written again as UTF-8
+   JSON where they held ``\\u`` escapes;
+7. the two emptied tables dropped.
+
+Each batch is read and prepared on a read thread (the CPU work: vectors
+converted, turns tokenised, JSON written again) and written in one
+transaction that holds the write lock only for the writes, checking each
+row is still as it was read.
 
 A batch either commits whole or not at all, and what is left is found
 again from the data (rows still in the old tables, float32 rows, the
@@ -43,11 +50,12 @@ from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..clock import utcnow
+from ..enums import RECALLED_ROLES
 from ..logs import log
 from .database import Database, ReadOnlyError
 from .keyword_rows import LEGACY_TURN_ROWS
 from .terms import encode
-from .turns import PASSAGE_BREAK
+from .turns import PASSAGE_BREAK, turn_tokens
 from .vector_rows import LEGACY_TURN_VECTORS, decode, space_id
 from .vector_rows import encode as encode_vectors
 
@@ -55,13 +63,15 @@ TARGET_SECONDS = 0.04  # what a batch aims to hold the write lock for
 MAX_SECONDS = 0.1  # what no batch may hold it longer than (issue 39)
 PAUSE_SECONDS = 0.05  # between batches: AstrBot's own writes get the lock
 FIRST_ROWS, MIN_ROWS, MAX_ROWS = 100, 10, 5000
+TOKENISED_ROWS = 100  # turns tokenised a batch (~40 ms of a core, off the write lock)
 MAX_KEPT = 100_000  # batch times kept for the stats and the benchmark
-PREFIX_CHARS = 16  # a scoped token's prefix (keyword_rows.scope_prefix: 8 bytes as hex)
 BUILD = "storage_layout"  # its row in ltm_index_builds: "compact 1" once moved
 DONE = "compact 1"
 CONTENT_CURSOR = "relayout_content"  # the last event id whose content was looked at
 DETAIL_CURSOR = "relayout_audit"  # the last audit id likewise
 LINKS_CURSOR = "relayout_links"  # the last evidence id whose summary link was moved
+WITHHELD_CURSOR = "relayout_withheld"  # the last event id whose withheld turn got its terms
+ID_WINDOW = 20_000  # event ids looked at a batch for withheld turns
 
 
 @dataclass
@@ -99,13 +109,15 @@ class Relayout:
         self._size = FIRST_ROWS
         self._steps: list[tuple[str, Prepare, Apply]] = [
             ("turn vectors", _read_turn_vectors, _write_turn_vectors),
+            # the withheld first: a moved turn's context is the terms of the turn before it
+            ("withheld turns' keywords", _read_withheld_turns, _write_withheld_turns),
             ("turn keywords", _read_turn_rows, _write_turn_rows),
             ("summary links", _read_summary_links, _write_summary_links),
             ("memory vectors", _read_memory_vectors, _write_memory_vectors),
             ("event contents", _reader("ltm_events", "content", CONTENT_CURSOR), _writer("ltm_events", "content")),
             ("audit details", _reader("ltm_audit", "detail", DETAIL_CURSOR), _writer("ltm_audit", "detail")),
         ]
-        self.last_held = 0.0  # the last batch's hold of the write lock (the task's pause follows it)
+        self.last_work = 0.0  # the last batch's time, read and written (the task's pause follows it)
 
     async def needed(self) -> bool:
         """Whether this store has anything left to move (asked once at start)."""
@@ -122,7 +134,9 @@ class Relayout:
         while self._steps:
             name, prepare, apply = self._steps[0]
             size = self._size
+            began = time.monotonic()
             rows, batch = await self.db.run(partial(prepare, size=size))
+            prepared = time.monotonic() - began
             if rows == 0:
                 self._steps.pop(0)
                 continue
@@ -132,7 +146,8 @@ class Relayout:
                     await apply(session, batch)
             except ReadOnlyError:
                 return True  # tried again after the pause
-            self.last_held = seconds = time.monotonic() - held
+            seconds = time.monotonic() - held
+            self.last_work = prepared + seconds
             self.progress.add(name, rows, seconds)
             self._resize(seconds)
             return True
@@ -142,7 +157,7 @@ class Relayout:
     def pause(self) -> float:
         """Seconds to wait before the next batch: at least PAUSE_SECONDS, and
         twice what the last took, so the move takes a third of a core at most."""
-        return max(PAUSE_SECONDS, 2 * self.last_held)
+        return max(PAUSE_SECONDS, 2 * self.last_work)
 
     async def run(self, sleep: Callable[[float], Awaitable[Any]] | None = None) -> Progress:
         """Every batch, one after the other (tests, the benchmark)."""
@@ -211,24 +226,52 @@ async def _write_turn_vectors(session: AsyncSession, batch: Any) -> None:
 # -- 2. a turn's keyword tokens -------------------------------------------------------------
 
 
-def _unscoped(scoped: str) -> list[str]:
-    return [t if t == PASSAGE_BREAK else t[PREFIX_CHARS:] for t in scoped.split()]
-
-
 def _read_turn_rows(conn: Connection, size: int) -> tuple[int, Any]:
     if not _exists(conn, LEGACY_TURN_ROWS):
         return 0, None
-    rows = conn.execute(text(f"SELECT rowid, scoped FROM {LEGACY_TURN_ROWS} ORDER BY rowid LIMIT :n"),
-                        {"n": size}).all()
-    terms = [{"r": rowid, "t": encode(_unscoped(scoped or ""), PASSAGE_BREAK)} for rowid, scoped in rows]
+    rows = conn.execute(text(f"SELECT f.rowid, e.content FROM {LEGACY_TURN_ROWS} f LEFT JOIN ltm_events e "
+                             "ON e.id = f.rowid ORDER BY f.rowid LIMIT :n"), {"n": min(size, TOKENISED_ROWS)}).all()
+    terms = []
+    for n, (rowid, content) in enumerate(rows):
+        if content is not None:
+            value = json.loads(content) if isinstance(content, str) else content
+            terms.append({"r": rowid, "t": encode(turn_tokens(value or {}), PASSAGE_BREAK)})
+        if n % 20 == 19:
+            time.sleep(0)  # tokenising holds the GIL: the event loop's turn
     return len(rows), (rows[-1][0] if rows else 0, terms)
 
 
 async def _write_turn_rows(session: AsyncSession, batch: Any) -> None:
     last, terms = batch
-    # A turn whose terms were written since (a rebuild) keeps them.
-    await session.execute(text("UPDATE ltm_events SET terms = :t WHERE id = :r AND terms IS NULL"), terms)
+    if terms:  # a turn whose terms were written since (a rebuild) keeps them
+        await session.execute(text("INSERT OR IGNORE INTO ltm_turn_terms (event_rowid, terms) VALUES (:r, :t)"),
+                              terms)
     await session.execute(text(f"DELETE FROM {LEGACY_TURN_ROWS} WHERE rowid <= :last"), {"last": last})
+
+
+def _read_withheld_turns(conn: Connection, size: int) -> tuple[int, Any]:
+    """A withheld turn had no FTS5 row, but lends its words to the next
+    turn as context: its terms, for the events in the next id window."""
+    last = _cursor(conn, WITHHELD_CURSOR)
+    top = conn.execute(text("SELECT coalesce(max(id), 0) FROM ltm_events")).scalar_one()
+    if last >= top:
+        return 0, None
+    end = last + ID_WINDOW
+    roles = ", ".join(f"'{r}'" for r in RECALLED_ROLES)
+    rows = conn.execute(text(f"SELECT id, content FROM ltm_events WHERE id > :last AND id <= :end AND withheld "
+                             f"AND source_role IN ({roles})"), {"last": last, "end": end}).all()
+    terms = [{"r": rowid, "t": encode(turn_tokens(json.loads(c) if isinstance(c, str) else c or {}), PASSAGE_BREAK)}
+             for rowid, c in rows[:TOKENISED_ROWS * 5]]
+    end = rows[TOKENISED_ROWS * 5][0] - 1 if len(rows) > TOKENISED_ROWS * 5 else end
+    return max(1, len(terms)), (end, terms)
+
+
+async def _write_withheld_turns(session: AsyncSession, batch: Any) -> None:
+    end, terms = batch
+    if terms:
+        await session.execute(text("INSERT OR IGNORE INTO ltm_turn_terms (event_rowid, terms) VALUES (:r, :t)"),
+                              terms)
+    await _record(session, WITHHELD_CURSOR, str(end))
 
 
 # -- 3. a summary's links --------------------------------------------------------------------

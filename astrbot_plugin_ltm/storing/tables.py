@@ -119,9 +119,6 @@ class MemoryEvent(LTMBase, kw_only=True):
     # Never shown to the model as a raw turn: a memory it backed was deleted
     # or rejected, or its scope was forgotten. The event itself is kept.
     withheld: Mapped[bool] = mapped_column(default=False)
-    # The turn's keyword terms (storing.terms), written once it is
-    # flushed; None for an event the reader never shows.
-    terms: Mapped[bytes | None] = mapped_column(default=None)
 
 
 _EVENT_CLASS = manager_of_class(MemoryEvent)
@@ -282,6 +279,17 @@ class MemoryTombstone(LTMBase, kw_only=True):
     created_at: Mapped[datetime] = mapped_column(default_factory=utcnow)
     actor: Mapped[str] = mapped_column(String(255), default="")
     reason: Mapped[str] = mapped_column(String, default="")
+
+
+class TurnTerms(LTMBase, kw_only=True):
+    """A turn's own keyword terms (storing.terms), for a turn the reader may
+    show: a row of its own, as a blob on the event's row left a quarter of
+    each page of ``ltm_events`` unused (docs/decisions.md#d154)."""
+
+    __tablename__ = "ltm_turn_terms"
+
+    event_rowid: Mapped[int] = mapped_column(primary_key=True)  # ltm_events.id
+    terms: Mapped[bytes]
 
 
 class MemoryVector(LTMBase, kw_only=True):

@@ -1,6 +1,9 @@
 """A turn's keyword terms as the database keeps them: each search token
 (text.search_tokens: English stems, CJK bigrams) as a 4-byte hash, in a
-blob on its event row (``ltm_events.terms``).
+blob (``ltm_turn_terms``): the turn's own words only. The words of the
+turn before it in its conversation, its context (storing.turns), are that
+turn's first terms: added when the keyword index reads them, never stored
+twice (``with_context``).
 
 The reader's keyword namespaces (indexes.bm25) know a term only by its
 hash, so the hashes are all they need to load a scope; the tokens
@@ -42,3 +45,18 @@ def decode(blob: bytes | None) -> np.ndarray:
     if not blob:
         return np.zeros(0, np.int64)
     return np.frombuffer(blob, _DTYPE).astype(np.int64)
+
+
+def context_keys(own: np.ndarray, most: int) -> np.ndarray:
+    """What a turn lends the next as context: its first ``most`` terms."""
+    return own[own != BREAK_KEY][:most]
+
+
+def with_context(own: np.ndarray, context: np.ndarray | None) -> np.ndarray:
+    """A turn's keys as the keyword index reads them: its own, ``context``
+    (the turn before's) joining its first passage (before its first break)."""
+    if context is None or not len(context):
+        return own
+    breaks = np.flatnonzero(own == BREAK_KEY)
+    at = int(breaks[0]) if len(breaks) else len(own)
+    return np.concatenate([own[:at], context, own[at:]])

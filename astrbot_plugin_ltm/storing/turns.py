@@ -118,13 +118,13 @@ def shown_turns_in_period(conn: Connection, kind: str, scope_id: str, start: str
 def period_turn_terms(conn: Connection, kind: str, scope_id: str, start: str, end: str, limit: int,
                       with_terms: bool) -> list[tuple[int, bytes | None]]:
     """The scope's turns said in [start, end), the newest ``limit``, as
-    (rowid, their keyword terms). ``with_terms``: only the turns that have
-    terms and are not withheld, with them; else every event's rowid with
-    None, read from the index alone (a keyword namespace knows which of
-    them it holds)."""
+    (rowid, their own keyword terms). ``with_terms``: only the turns that
+    have terms and are not withheld, with them; else every event's rowid
+    with None, read from the index alone (a keyword namespace knows which
+    of them it holds)."""
     if with_terms:
-        rows = fetch_rows(conn, f"SELECT x.id, x.terms FROM ltm_events x WHERE {_IN_PERIOD} "
-                                "AND x.terms IS NOT NULL AND NOT x.withheld ORDER BY x.created_at DESC LIMIT :limit",
+        rows = fetch_rows(conn, f"SELECT x.id, t.terms FROM ltm_events x JOIN ltm_turn_terms t ON t.event_rowid = x.id "
+                                f"WHERE {_IN_PERIOD} AND NOT x.withheld ORDER BY x.created_at DESC LIMIT :limit",
                           {"start": start, "end": end, "limit": limit, "kind": kind, "id": scope_id})
         return [(int(r[0]), r[1]) for r in rows]
     rows = fetch_rows(conn, f"SELECT x.id FROM ltm_events x WHERE {_IN_PERIOD} ORDER BY x.created_at DESC LIMIT :limit",
