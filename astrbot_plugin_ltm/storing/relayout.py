@@ -1,7 +1,7 @@
 """Moving a store from before migration 0017 into the compact layout, in
 place, after start (docs/decisions.md#d157).
 
-Migration 0017 only adds the new table and column (instant on any store);
+Migration 0017 only adds the new tables (instant on any store);
 the rows move here, in the background, in batches of one transaction each
 through the single write point, each holding the write lock for
 ``TARGET_SECONDS`` or so (the batch's size follows the time the last one
