@@ -116,6 +116,7 @@ class AuditAction(StrEnum):
     PAUSE = "pause"  # a user paused learning about themselves (operating/pauses.py)
     RESUME = "resume"  # the user resumed it
     LIFT = "lift"  # an operator lifted a user's pause
+    DELETE_TURNS = "delete_turns"  # old turns no memory cites, deleted (retention_days.turns, compact): a row a batch
 
 
 class PolicySource(StrEnum):

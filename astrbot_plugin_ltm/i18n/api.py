@@ -185,6 +185,10 @@ TEXTS: dict[str, tuple[str, str]] = {
     "config.not_object": ("{name}: expected an object, got {value}", "{name}：应为对象，实际是 {value}"),
     "config.retention_days": ("{setting}: {value} days makes no sense (-1 = keep forever)",
                               "{setting}：{value} 天没有意义（-1 = 永久保留）"),
+    "config.retention_turns_zero": ("{setting}: 0 days would delete every turn no memory cites as soon as it is "
+                                    "recorded (-1 = keep every turn, or at least 1 day)",
+                                    "{setting}：0 天会在记录后立即删除所有未被记忆引用的对话"
+                                    "（-1 = 保留全部，或至少 1 天）"),
     "config.stray_approval": ("write_policy.require_approval_types: {stray} are not in allowed_types, so they can "
                               "never be written; check both lists",
                               "write_policy.require_approval_types：{stray} 不在 allowed_types 中，因此永远不会被写入；"

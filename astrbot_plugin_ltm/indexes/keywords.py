@@ -25,6 +25,7 @@ from ..storing.changes import (
     MemoryRemoved,
     MemoryWritten,
     ScopeForgotten,
+    TurnsDeleted,
     TurnsRecorded,
     TurnsWithheld,
 )
@@ -232,7 +233,7 @@ class KeywordIndex:
                 case TurnsRecorded(scope=scope, turns=turns):
                     passages = [row for rowid, tokens in turns for row in passage_rows(rowid, tokens)]
                     updates.append((_key(scope, Corpus.TURNS), _adding(passages)))
-                case TurnsWithheld(scope=scope, rowids=rowids):
+                case TurnsWithheld(scope=scope, rowids=rowids) | TurnsDeleted(scope=scope, rowids=rowids):
                     every = [rowid * PASSAGE_STRIDE + n for rowid in rowids for n in range(PASSAGE_STRIDE)]
                     updates.append((_key(scope, Corpus.TURNS), _removing(every)))
                 case ScopeForgotten(scope=scope):

@@ -21,6 +21,7 @@ from ..storing.changes import (
     MemoryRemoved,
     MemoryWritten,
     ScopeForgotten,
+    TurnsDeleted,
     TurnsWithheld,
     VectorsStored,
 )
@@ -242,7 +243,7 @@ class VectorIndex:
                     remove(scope, Corpus.MEMORIES, [rowid])  # the old fact's vector
                 case MemoryRemoved(scope=scope, item_id=rowid):
                     remove(scope, Corpus.MEMORIES, [rowid])
-                case TurnsWithheld(scope=scope, rowids=rowids):
+                case TurnsWithheld(scope=scope, rowids=rowids) | TurnsDeleted(scope=scope, rowids=rowids):
                     remove(scope, Corpus.TURNS, rowids)
                 case ScopeForgotten(scope=scope):
                     self._cache.invalidate(_of(scope, Corpus.TURNS))

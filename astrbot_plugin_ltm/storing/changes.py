@@ -68,6 +68,15 @@ class TurnsWithheld:
 
 
 @dataclass(frozen=True, slots=True)
+class TurnsDeleted:
+    """Old turns no memory cited were deleted, with their terms and vectors
+    (storing.archive: retention_days.turns, the compact action)."""
+
+    scope: Scope
+    rowids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ScopeForgotten:
     """Every turn of the scope was withheld and its vectors deleted."""
 
@@ -86,8 +95,8 @@ class VectorsStored:
 
 
 Change = (
-    MemoryWritten | MemoryRemoved | MemoriesReindexed | TurnsRecorded | TurnsWithheld | ScopeForgotten
-    | VectorsStored
+    MemoryWritten | MemoryRemoved | MemoriesReindexed | TurnsRecorded | TurnsWithheld | TurnsDeleted
+    | ScopeForgotten | VectorsStored
 )
 
 _NOTED = "ltm_changes"  # the session.info key
