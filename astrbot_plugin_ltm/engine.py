@@ -60,6 +60,7 @@ from .operating.jobs import Jobs
 from .operating.pauses import Pauses
 from .operating.policy_versions import PolicyVersions
 from .operating.reply_language import SenderLanguages
+from .operating.storage import StorageMeter
 from .recalling.block import MemoryBlock
 from .recalling.bot_lines import speaker_of, withhold
 from .recalling.dates import time_zone
@@ -80,6 +81,7 @@ from .storing.relayout import Relayout
 from .storing.tables import MemoryEvent
 
 EXPLICIT_IMPORTANCE = 0.8  # "remember that …": the user said it matters (docs/decisions.md#d29)
+STORAGE_EVERY = 3600.0  # seconds between two measurements of what memory costs on disk (operating/storage.py)
 
 
 class LTMEngine:
@@ -164,13 +166,17 @@ class LTMEngine:
         self.languages = SenderLanguages()
         # The loops, stopped in this order (as before D104): the learners
         # first, then the recorder's last flush, then the counts.
+        # What memory costs on disk (GET stats, /ltm status), measured hourly and when asked.
+        self.storage = StorageMeter(self.db, self.vector_index.files, Path(data_dir) / "journal" if data_dir else None,
+                                    clock)
+        self.storage_task = BackgroundTask("storage", self.storage.report, every=STORAGE_EVERY)
         # A store from before migration 0017 moves into the compact layout in the background.
         self.relayout = Relayout(self.db)
         self.relayout_task = BackgroundTask(
             "relayout", self._relayout_step, run_at_start=True,
             every=lambda: None if self.relayout.progress.done else self.relayout.pause())
         self.tasks = TaskSet(self.relayout_task, self.worker.task, self.summaries.task, self.recorder.task,
-                             self.usage.task, self.drift.task, self.compactor.task)
+                             self.usage.task, self.drift.task, self.compactor.task, self.storage_task)
         self.started = False
 
     # -- lifecycle ---------------------------------------------------------
@@ -258,6 +264,8 @@ class LTMEngine:
             found.append(msg("notice.package_missing", package="bpe-openai",
                              effect=msg("notice.effect.estimated_tokens")))
         found += self.db.faults.notices()  # what goes wrong now: a full disk, a locked database … (faults.py)
+        if self.storage.last is not None and (disk := self.storage.last.notice()) is not None:
+            found.append(disk)  # the disk fills within 30 days at this rate
         if isinstance(self.clock, SteadyClock) and self.clock.jump:
             found.append(msg("fault.clock_jump", jump=signed_span(self.clock.jump)))
         return found

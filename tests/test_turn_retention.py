@@ -6,59 +6,12 @@ stay; off (-1) by default."""
 
 from __future__ import annotations
 
-import hashlib
-import re
-
-import numpy as np
 import pytest
-from sqlalchemy import text
 
-from astrbot_plugin_ltm.enums import AuditAction, Corpus, MemoryType, Status
+from astrbot_plugin_ltm.enums import AuditAction, Corpus, MemoryType
 from astrbot_plugin_ltm.learning import retention
-from astrbot_plugin_ltm.storing.evidence import link_summary
-from astrbot_plugin_ltm.storing.tables import MemoryItem
 from astrbot_plugin_ltm.text import query_tokens
-
-
-class HashEmbedder:
-    model_id = "hash-32"
-
-    async def embed(self, texts: list[str]) -> np.ndarray:
-        out = np.zeros((len(texts), 32), np.float32)
-        for i, said in enumerate(texts):
-            for token in re.findall(r"\w+", said.lower()):
-                out[i, int(hashlib.md5(token.encode()).hexdigest(), 16) % 32] += 1
-        return out
-
-
-FACT = {"type": "preference", "fact": "Alice keeps bees in Kent", "fact_key": "alice_hobby", "line": 1}
-
-
-async def old_and_new(make_ltm, origin, days: int = 30):
-    ltm = await make_ltm({"write_policy": {"mode": "auto"}, "retention_days": {"turns": days}},
-                         embedder=HashEmbedder())
-    alice, bob = origin("alice"), origin("bob")
-    cited, _ = await ltm.turn(alice, "I keep bees in Kent", "Lovely.", FACT)  # a fact cites the message
-    chat = [await ltm.record(bob, f"the weather on day {n} was grey and windy", "Hm.") for n in range(3)]
-    summarised = await ltm.record(bob, "we talked about the lighthouse tour", "Nice.")
-    async with ltm.engine.db.write() as session:  # a summary covering that exchange
-        summary = MemoryItem(scope="user", scope_id=summarised[0].scope_id, type=MemoryType.SUMMARY,
-                             fact="Bob talked about a lighthouse tour", fact_key="summary_session_x",
-                             status=Status.ACTIVE, confidence=0.8, created_at=ltm.clock(), updated_at=ltm.clock())
-        session.add(summary)
-        await session.flush()
-        await link_summary(session, summary, [e.event_id for e in summarised])
-    await ltm.engine.worker.drain()  # extraction is done with them (no fact: the model answers [])
-    await ltm.engine.worker.fill_vectors()
-    ltm.clock.advance(days=days + 5)
-    recent = await ltm.record(bob, "the weather today is grey and windy too", "Hm.")
-    await ltm.engine.worker.fill_vectors()
-    return ltm, cited, [e for turn in chat for e in turn], summarised, recent
-
-
-async def rowids(ltm, table: str, key: str) -> set[int]:
-    async with ltm.engine.db.read() as session:
-        return set((await session.execute(text(f"SELECT {key} FROM {table}"))).scalars())
+from tests.helpers import old_and_new, rowids
 
 
 async def test_old_turns_no_memory_cites_go_with_their_vectors_and_terms_one_audit_row_a_batch(
@@ -110,7 +63,7 @@ async def test_a_dry_run_counts_what_would_go_and_deletes_nothing(make_ltm, orig
 
 @pytest.mark.parametrize("days", [-1])
 async def test_turns_are_kept_for_ever_by_default(make_ltm, origin, days):
-    ltm, *_ = await old_and_new(make_ltm, origin, days=30)
+    ltm, *_ = await old_and_new(make_ltm, origin)
     ltm.configure({"retention_days": {"turns": days}})
     before = await rowids(ltm, "ltm_events", "id")
     assert ltm.engine.config.turns_retention_days is None

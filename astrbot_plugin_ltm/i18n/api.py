@@ -43,6 +43,7 @@ TEXTS: dict[str, tuple[str, str]] = {
     "api.send_object": ("send a JSON object with {what}", "请发送包含{what}的 JSON 对象"),
     "api.what.changes": ("the fields to change", "要修改的字段"),
     "api.what.settings": ("the settings to change", "要修改的设置"),
+    "api.what.compact": ('the days to keep ({"days": N})', '保留天数（{"days": N}）'),
     "api.send_review": ('send {"memory_ids": [...], "decision": "approve" | "reject"}',
                         '请发送 {"memory_ids": [...], "decision": "approve" | "reject"}'),
     "api.ids_list": ("memory_ids must be a list of ids", "memory_ids 必须是 id 列表"),
@@ -122,6 +123,10 @@ TEXTS: dict[str, tuple[str, str]] = {
     "api.scopes_max": ("at most {max} scopes", "最多 {max} 个范围"),
     "api.not_scope": ("{scope} is not a scope ({why}): write user:<id> or group:<id>",
                       "{scope} 不是有效范围（{why}）：请写 user:<id> 或 group:<id>"),
+    "api.compact_days": ("say how many days to keep (days=N): turns older than that which no memory cites are "
+                         "freed; or set retention_days.turns",
+                         "请给出保留天数（days=N）：超过该天数且未被任何记忆引用的对话将被释放；"
+                         "或设置 retention_days.turns"),
     "api.job_busy": ("a {kind} job is running ({job_id}); wait for it or cancel it",
                      "一个 {kind} 任务正在运行（{job_id}）；请等待它结束或取消它"),
     "api.no_job": ("no job {job_id} (jobs are kept in memory until the plugin restarts)",
