@@ -166,6 +166,24 @@ class KeywordNamespace:
         if self._used - len(self._slot) > max(_COMPACT_MIN, self._used // 2):
             self._compact()
 
+    def holds(self, rowid: int) -> bool:
+        return rowid in self._slot
+
+    def trim_oldest(self, keep: int) -> int:
+        """Drop the rows added first until ``keep`` are left (a turn
+        namespace holds its scope's newest turns: storing.turns.TURNS_HELD);
+        returns how many went."""
+        live = np.flatnonzero(self._alive[: self._used])
+        if len(live) <= keep:
+            return 0
+        gone = live[: len(live) - keep]
+        self._alive[gone] = False
+        self._length_sum -= float(self._lengths[gone].sum())
+        for rowid in self._rowids[gone].tolist():
+            self._slot.pop(int(rowid), None)
+        self._compact()
+        return len(gone)
+
     def _merge(self) -> None:
         """The pending postings into the arrays: each term's go after its
         merged ones (a new term's into its place among the keys), in one

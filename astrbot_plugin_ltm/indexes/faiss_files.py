@@ -36,6 +36,7 @@ from ..faults import Faults
 from ..i18n import msg
 from ..logs import log
 from ..scope import Scope
+from ..storing.turns import held_since
 from ..storing.vector_rows import Fingerprint, fingerprint, scope_rows, scope_vectors
 from ..text import MAX_SENTENCES
 from .faiss_storage import Storage
@@ -83,6 +84,7 @@ class VectorNamespace:
     fingerprint: Fingerprint | tuple[()] = ()  # () once it no longer says what the index holds
     dirty: bool = False  # changed since written to its file
     changes: int = 0  # adds and removals since loaded
+    added_turns: int = 0  # turns added since the oldest were last trimmed (trim_oldest)
     built: InitVar[bool] = False  # by new_index (else read from a file)
     storage: Storage = field(init=False)  # the room faiss's storage has (faiss_storage)
 
@@ -128,6 +130,27 @@ class VectorNamespace:
         self.index.remove_ids(all_faiss_ids(self.corpus, rowids))
         self.storage.removed(self.index)
         self.changed()
+
+    def trim_oldest(self, keep_turns: int) -> int:
+        """Drop the oldest turns' vectors (the smallest row ids) until those
+        of ``keep_turns`` are left (storing.turns.TURNS_HELD); the file no
+        longer matches SQLite's fingerprint, so it is rebuilt when next read."""
+        rowids = np.unique(faiss.vector_to_array(self.index.id_map) // STRIDE[self.corpus]) \
+            if not isinstance(self.index, faiss.IndexIVF) else np.unique(_ivf_ids(self.index) // STRIDE[self.corpus])
+        if len(rowids) <= keep_turns:
+            return 0
+        gone = rowids[: len(rowids) - keep_turns].tolist()
+        self.remove(gone)
+        self.fingerprint = ()
+        return len(gone)
+
+
+def _ivf_ids(index: Any) -> np.ndarray:
+    """Every id an inverted file holds."""
+    lists = index.invlists
+    parts = [faiss.rev_swig_ptr(lists.get_ids(n), lists.list_size(n)).copy()
+             for n in range(index.nlist) if lists.list_size(n)]
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
 def contents(index: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -291,14 +314,16 @@ def load_namespace(conn: Connection, files: NamespaceFiles, scope: Scope, model:
     """The namespace from its file (an inverted file whose fingerprint is
     SQLite's), or built from the vector rows; None when the scope has no
     vectors of ``model``."""
-    expected = fingerprint(conn, scope, model, corpus)
+    # A scope's newest turns only (storing.turns.TURNS_HELD): its fingerprint is theirs.
+    since = held_since(conn, scope.kind, scope.id) if corpus == Corpus.TURNS else None
+    expected = fingerprint(conn, scope, model, corpus, since)
     if expected[0] == 0:
         return None
     if expected[0] > FILES_ABOVE:
         ns = files.read(scope, model, corpus, expected)
         if ns is not None:
             return ns
-    found = scope_vectors(conn, scope, model, corpus)
+    found = scope_vectors(conn, scope, model, corpus, since)
     if found is None or not found.count:
         return None
     if found.broken:
@@ -310,7 +335,7 @@ def load_namespace(conn: Connection, files: NamespaceFiles, scope: Scope, model:
     vectors = np.empty((found.count, dim), np.float16)
     ids = np.empty(found.count, np.int64)
     filled = 0
-    for rowid, vecs in scope_rows(conn, scope, model, corpus, dim):
+    for rowid, vecs in scope_rows(conn, scope, model, corpus, dim, since):
         if filled + len(vecs) > len(ids):
             # Rows written since they were counted: the statements do not
             # share a snapshot. They are held too.

@@ -19,6 +19,7 @@ from sqlalchemy import Connection, text
 from ..clock import parse_stored_time
 from ..enums import Corpus
 from ..scope import Scope
+from ..storing import turns as turns_module
 from ..storing.changes import (
     Change,
     MemoriesReindexed,
@@ -32,7 +33,7 @@ from ..storing.changes import (
 from ..storing.database import Database
 from ..storing.keyword_rows import has_legacy_turn_rows, scope_prefix
 from ..storing.terms import BREAK_KEY, context_keys, decode, term_keys, with_context
-from ..storing.turns import CONTEXT_TOKENS, CONTEXT_WINDOW, MAX_PASSAGES, PASSAGE_BREAK
+from ..storing.turns import CONTEXT_TOKENS, CONTEXT_WINDOW, MAX_PASSAGES, PASSAGE_BREAK, held_since
 from .bm25 import CHUNK, KeywordNamespace, Terms
 from .namespaces import COLD_WAIT, Matches, MemoryBudget, NamespaceCache, Update
 
@@ -65,16 +66,17 @@ _MEMORY_ROWS = ("SELECT f.rowid, f.tokens FROM ltm_items i JOIN ltm_items_fts f 
                 "WHERE i.scope = :kind AND i.scope_id = :id")
 _TURN_ROWS = ("SELECT e.id, e.session_id, e.created_at, e.withheld, t.terms{old} FROM ltm_events e "
               "LEFT JOIN ltm_turn_terms t ON t.event_rowid = e.id{join} "
-              "WHERE e.scope = :kind AND e.scope_id = :id ORDER BY e.created_at, e.id")
+              "WHERE e.scope = :kind AND e.scope_id = :id AND e.created_at > :since ORDER BY e.created_at, e.id")
 
 
 def turn_rows(conn: Connection, scope: Scope) -> Iterator[tuple[int, np.ndarray]]:
-    """The scope's turns as (rowid, their keys with their context), oldest
-    first, read a chunk at a time."""
+    """The scope's newest turns (storing.turns.TURNS_HELD) as (rowid, their
+    keys with their context), oldest first, read a chunk at a time."""
     moving = has_legacy_turn_rows(conn)
     statement = _TURN_ROWS.format(old=", f.scoped" if moving else "",
                                   join=" LEFT JOIN ltm_events_fts f ON f.rowid = e.id" if moving else "")
-    result = conn.execute(text(statement), {"kind": scope.kind, "id": scope.id})
+    since = held_since(conn, scope.kind, scope.id) or ""
+    result = conn.execute(text(statement), {"kind": scope.kind, "id": scope.id, "since": since})
     prefix = scope_prefix(scope.kind, scope.id)
     before: dict[str | None, tuple[datetime, np.ndarray]] = {}
     while batch := result.fetchmany(CHUNK):
@@ -188,7 +190,9 @@ class KeywordIndex:
 
         def rank(scope: Scope, terms: list[str], rowids: Iterable[int], k: int) -> list[tuple[int, float]] | None:
             ns = loaded.get(scope)
-            if ns is None:
+            rowids = list(rowids)
+            # None when the namespace is not loaded, or holds none of these turns (older than it holds)
+            if ns is None or not any(ns.holds(r * PASSAGE_STRIDE) for r in rowids):
                 return None
             with ns.lock:
                 hits = ns.search_among(terms, [r * PASSAGE_STRIDE + n for r in rowids
@@ -232,7 +236,7 @@ class KeywordIndex:
                     updates.append((_key(scope, Corpus.MEMORIES), _removing([rowid])))
                 case TurnsRecorded(scope=scope, turns=turns):
                     passages = [row for rowid, tokens in turns for row in passage_rows(rowid, tokens)]
-                    updates.append((_key(scope, Corpus.TURNS), _adding(passages)))
+                    updates.append((_key(scope, Corpus.TURNS), _adding(passages, held=turns_module.TURNS_HELD)))
                 case TurnsWithheld(scope=scope, rowids=rowids) | TurnsDeleted(scope=scope, rowids=rowids):
                     every = [rowid * PASSAGE_STRIDE + n for rowid in rowids for n in range(PASSAGE_STRIDE)]
                     updates.append((_key(scope, Corpus.TURNS), _removing(every)))
@@ -247,11 +251,14 @@ def _key(scope: Scope, corpus: Corpus) -> Matches[Key]:
     return lambda key: key == (scope, corpus)
 
 
-def _adding(rows: Sequence[tuple[int, Terms]]) -> Update[KeywordNamespace]:
+def _adding(rows: Sequence[tuple[int, Terms]], held: int | None = None) -> Update[KeywordNamespace]:
+    """Add the rows; a turn namespace past a quarter more than ``held`` drops its oldest."""
     def apply(ns: KeywordNamespace, _replayed: bool) -> bool:
         with ns.lock:
             for rowid, tokens in rows:
                 ns.add(rowid, tokens)
+            if held is not None and ns.size > held + held // 4:
+                ns.trim_oldest(held * (PASSAGE_STRIDE if PASSAGE_DOCUMENTS else 1))
         return True
 
     return apply

@@ -16,6 +16,7 @@ import numpy as np
 from ..enums import Corpus
 from ..logs import log
 from ..scope import Scope
+from ..storing import turns as turns_module
 from ..storing.changes import (
     Change,
     MemoryRemoved,
@@ -280,6 +281,12 @@ def _storing(corpus: Corpus, rowids: tuple[int, ...], vectors: tuple[np.ndarray,
         # changes, unless a load may already have read it.
         before = ns.fingerprint
         ns.put(list(rowids), list(vectors), replace=corpus == Corpus.MEMORIES or replayed)
+        if corpus == Corpus.TURNS:  # a scope's newest turns only: the oldest go, a quarter of the window at a time
+            ns.added_turns += len(rowids)
+            if ns.added_turns >= turns_module.TURNS_HELD // 4:
+                ns.added_turns = 0
+                if ns.trim_oldest(turns_module.TURNS_HELD):
+                    return True  # the fingerprint says nothing now (trim_oldest)
         # Replayed after a load, the fingerprint no longer says which rows
         # the index holds: its file is rebuilt rather than trusted.
         if replayed:

@@ -132,6 +132,25 @@ def period_turn_terms(conn: Connection, kind: str, scope_id: str, start: str, en
     return [(int(r[0]), None) for r in rows]
 
 
+# A scope's turn namespaces (keywords and vectors) hold its newest
+# TURNS_HELD turns: a read in a group of a year costs what one of its last
+# weeks does, and its namespaces fit the memory budget. Older turns are
+# reached through the memories and summaries that cite them and through a
+# named period (recalling.periods), never by a search of the whole archive
+# (docs/decisions.md#d160).
+TURNS_HELD = 50_000
+
+
+def held_since(conn: Connection, kind: str, scope_id: str, held: int | None = None) -> str | None:
+    """The created_at (as stored) at and before which a scope's turns are
+    not held: that of its newest ``held``-th-plus-one event; None when it
+    has no more than ``held`` (an index walk of ``held`` entries)."""
+    rows = fetch_rows(conn, "SELECT created_at FROM ltm_events WHERE scope = :kind AND scope_id = :id "
+                            "ORDER BY created_at DESC LIMIT 1 OFFSET :held",
+                      {"kind": kind, "id": scope_id, "held": TURNS_HELD if held is None else held})
+    return None if not rows else str(rows[0][0])
+
+
 # -- how a turn reads -----------------------------------------------------------------
 
 def turn_parts(source_type: str, content: dict[str, Any], speaker: str | None) -> tuple[str, str]:

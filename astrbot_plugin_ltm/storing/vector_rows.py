@@ -116,7 +116,8 @@ def has_legacy_turn_vectors(conn: Connection) -> bool:
 # -- reading a scope's rows --------------------------------------------------------------
 
 
-_LEGACY_OF_SCOPE = (f"FROM {LEGACY_TURN_VECTORS} v WHERE v.scope = :kind AND v.scope_id = :id "
+_LEGACY_OF_SCOPE = (f"FROM {LEGACY_TURN_VECTORS} v JOIN ltm_events e ON e.id = v.event_rowid "
+                    "WHERE v.scope = :kind AND v.scope_id = :id AND e.created_at > :since "
                     "AND v.model = :model AND NOT EXISTS (SELECT 1 FROM ltm_turn_vectors t "
                     "WHERE t.event_rowid = v.event_rowid)")
 
@@ -140,9 +141,11 @@ class ScopeVectors:
     broken: int
 
 
-def scope_vectors(conn: Connection, scope: Scope, model: str, corpus: Corpus) -> ScopeVectors | None:
+def scope_vectors(conn: Connection, scope: Scope, model: str, corpus: Corpus,
+                  since: str | None = None) -> ScopeVectors | None:
     """The scope's vectors of ``model`` counted by dimension (their lengths
-    only: no blob is read); None when it has none."""
+    only: no blob is read); None when it has none. ``since``: a turn's only
+    when said after it (storing.turns.held_since)."""
     counts: dict[int, list[int]] = {}  # dim -> [rows, vectors]
     broken = 0
 
@@ -151,7 +154,7 @@ def scope_vectors(conn: Connection, scope: Scope, model: str, corpus: Corpus) ->
         got[0] += rows
         got[1] += vectors
 
-    params = {"kind": scope.kind, "id": scope.id, "model": model}
+    params = {"kind": scope.kind, "id": scope.id, "model": model, "since": since or ""}
     if corpus == Corpus.MEMORIES:
         for dim, rows, whole in conn.execute(text(
                 "SELECT dim, count(*), sum(dim > 0 AND length(vector) IN (dim, 4 * dim)) FROM ltm_item_vectors "
@@ -164,7 +167,8 @@ def scope_vectors(conn: Connection, scope: Scope, model: str, corpus: Corpus) ->
                 "sum(CASE WHEN s.dim > 0 AND length(t.vector) % s.dim = 0 THEN length(t.vector) / s.dim END) "
                 "FROM ltm_events e JOIN ltm_turn_vectors t ON t.event_rowid = e.id "
                 "JOIN ltm_vector_spaces s ON s.id = t.space "
-                "WHERE e.scope = :kind AND e.scope_id = :id AND s.model = :model GROUP BY s.dim"), params):
+                "WHERE e.scope = :kind AND e.scope_id = :id AND e.created_at > :since AND s.model = :model "
+                "GROUP BY s.dim"), params):
             count(int(dim), int(whole or 0), int(vectors or 0))
             broken += int(rows) - int(whole or 0)
         if has_legacy_turn_vectors(conn):
@@ -183,11 +187,11 @@ def scope_vectors(conn: Connection, scope: Scope, model: str, corpus: Corpus) ->
     return ScopeVectors(dim, counts[dim][1], broken)
 
 
-def scope_rows(conn: Connection, scope: Scope, model: str, corpus: Corpus, dim: int,
+def scope_rows(conn: Connection, scope: Scope, model: str, corpus: Corpus, dim: int, since: str | None = None,
                chunk: int = 1000) -> Iterator[tuple[int, np.ndarray]]:
-    """The scope's whole rows of ``dim`` for ``model``: (row id, its
-    vectors as float32 unit rows), read a chunk at a time."""
-    params = {"kind": scope.kind, "id": scope.id, "model": model, "dim": dim}
+    """The scope's whole rows of ``dim`` for ``model`` (a turn's said after
+    ``since``): (row id, its vectors as float32 unit rows), read a chunk at a time."""
+    params = {"kind": scope.kind, "id": scope.id, "model": model, "dim": dim, "since": since or ""}
     sources: list[tuple[Any, bool | None]]  # (statement, whether its blobs are float32; None: by length)
     if corpus == Corpus.MEMORIES:
         sources = [(text("SELECT item_id, vector FROM ltm_item_vectors WHERE scope = :kind AND scope_id = :id "
@@ -195,7 +199,8 @@ def scope_rows(conn: Connection, scope: Scope, model: str, corpus: Corpus, dim: 
     else:
         sources = [(text("SELECT t.event_rowid, t.vector FROM ltm_events e "
                          "JOIN ltm_turn_vectors t ON t.event_rowid = e.id JOIN ltm_vector_spaces s ON s.id = t.space "
-                         "WHERE e.scope = :kind AND e.scope_id = :id AND s.model = :model AND s.dim = :dim "
+                         "WHERE e.scope = :kind AND e.scope_id = :id AND e.created_at > :since "
+                         "AND s.model = :model AND s.dim = :dim "
                          "AND length(t.vector) > 0 AND length(t.vector) % s.dim = 0"), False)]
         if has_legacy_turn_vectors(conn):
             sources.append((text(f"SELECT v.event_rowid, v.vector {_LEGACY_OF_SCOPE} AND v.dim = :dim "
@@ -208,7 +213,7 @@ def scope_rows(conn: Connection, scope: Scope, model: str, corpus: Corpus, dim: 
                 yield int(rowid), decode(blob, dim, f32)
 
 
-def fingerprint(conn: Connection, scope: Scope, model: str, corpus: Corpus) -> Fingerprint:
+def fingerprint(conn: Connection, scope: Scope, model: str, corpus: Corpus, since: str | None = None) -> Fingerprint:
     """How many vectors the scope's rows hold, the sum of their row ids and
     the newest update (memories) or the last row id (turns, which never
     change): a namespace file is trusted only when its fingerprint is this."""
@@ -225,16 +230,15 @@ def fingerprint(conn: Connection, scope: Scope, model: str, corpus: Corpus) -> F
         .join(TurnVector, TurnVector.event_rowid == MemoryEvent.id)
         .join(VectorSpace, VectorSpace.id == TurnVector.space)
         .where(MemoryEvent.scope == scope.kind, MemoryEvent.scope_id == scope.id, VectorSpace.model == model,
+               text("ltm_events.created_at > :since").bindparams(since=since or ""),  # stored text, as held_since
                whole_turn_vectors(VectorSpace.dim))).one()
     count, total = int(turns[0]), int(turns[1])
     last: int | None = None if turns[2] is None else int(turns[2])
     if has_legacy_turn_vectors(conn):
         old = conn.execute(text(
-            f"SELECT coalesce(sum(length(vector) / (4 * dim)), 0), coalesce(sum(event_rowid), 0), "
-            f"max(event_rowid) FROM {LEGACY_TURN_VECTORS} v WHERE scope = :kind AND scope_id = :id "
-            "AND model = :model AND dim > 0 AND length(vector) % (4 * dim) = 0 "
-            "AND NOT EXISTS (SELECT 1 FROM ltm_turn_vectors t WHERE t.event_rowid = v.event_rowid)"),
-            {"kind": scope.kind, "id": scope.id, "model": model}).one()
+            "SELECT coalesce(sum(length(v.vector) / (4 * v.dim)), 0), coalesce(sum(v.event_rowid), 0), "
+            f"max(v.event_rowid) {_LEGACY_OF_SCOPE} AND v.dim > 0 AND length(v.vector) % (4 * v.dim) = 0"),
+            {"kind": scope.kind, "id": scope.id, "model": model, "since": since or ""}).one()
         count, total = count + int(old[0]), total + int(old[1])
         last = max((int(x) for x in (last, old[2]) if x is not None), default=None)
     return (count, total, str(last))
