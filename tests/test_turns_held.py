@@ -21,7 +21,7 @@ async def test_a_scope_holds_its_newest_turns_and_finds_an_older_one_by_its_day(
     ltm = await make_ltm({"write_policy": {"mode": "auto"}}, embedder=WordsEmbedder())
     alice = origin("alice")
     said: dict[str, int] = {}
-    for n, topic in enumerate(TOPICS[:6]):
+    for topic in TOPICS[:6]:
         (event,) = await ltm.record(alice, f"I talked about the {topic} today", "")
         said[topic] = event.id
         ltm.clock.advance(days=1)
