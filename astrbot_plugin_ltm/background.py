@@ -29,8 +29,8 @@ FIRST_BACKOFF = 0.5  # seconds after a first failure; doubled after each next on
 MAX_BACKOFF = 30.0
 
 Step = Callable[[], Awaitable[object]]
-# Seconds between two steps when nothing wakes the task; None: only a wake runs it.
-Interval = float | Callable[[], float] | None
+# Seconds between two steps when nothing wakes the task; None (or a callable's None): only a wake runs it.
+Interval = float | Callable[[], float | None] | None
 
 
 @dataclass(frozen=True)

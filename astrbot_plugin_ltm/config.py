@@ -216,11 +216,14 @@ def _names_group(entries: list[str], group: object) -> bool:
         return False
     scope_id = str(group).removeprefix("group:").partition(PERSONA_MARK)[0]
     return "*" in entries or scope_id in entries or scope_id.partition(":")[2] in entries
+# retention_days.turns: the raw archive's bound, beside the memory types'
+# (storing.archive; -1 keeps every turn, as the design does).
+TURNS = "turns"
 
 
 def _default_retention() -> dict[str, int]:
     return {"profile": -1, "preference": 90, "task_state": 7, "constraint": -1, "episode": 30,
-            "summary": -1}
+            "summary": -1, TURNS: -1}
 
 
 @dataclass
@@ -246,6 +249,12 @@ class LTMConfig:
     def ttl_days(self, memory_type: str) -> int | None:
         days = self.retention_days.get(memory_type, -1)
         return None if days < 0 else days
+
+    @property
+    def turns_retention_days(self) -> int | None:
+        """How many days a turn no memory cites is kept; None: for ever."""
+        days = self.retention_days.get(TURNS, -1)
+        return None if days < 1 else days
 
 
 # Allowed ranges and choices, by dotted path. Anything not listed only has
@@ -414,7 +423,7 @@ def parse_config(raw: dict[str, Any] | None) -> tuple[LTMConfig, list[str]]:
             errors.append(str(msg("config.defaults",
                                   problem=msg("config.not_object", name="retention_days", value=_short(retention)))))
         else:
-            for memory_type in MEMORY_TYPES:
+            for memory_type in (*MEMORY_TYPES, TURNS):
                 if memory_type in retention:
                     value = _coerce(
                         f"retention_days.{memory_type}",
@@ -425,6 +434,9 @@ def parse_config(raw: dict[str, Any] | None) -> tuple[LTMConfig, list[str]]:
                     if value < -1:
                         errors.append(str(msg("config.default_plain", problem=msg(
                             "config.retention_days", setting=f"retention_days.{memory_type}", value=value))))
+                    elif memory_type == TURNS and value == 0:  # every turn no memory cites, as soon as recorded
+                        errors.append(str(msg("config.default_plain", problem=msg(
+                            "config.retention_turns_zero", setting=f"retention_days.{TURNS}"))))
                     else:
                         cfg.retention_days[memory_type] = value
     ignored = set(raw) - {f.name for f in fields(LTMConfig)}

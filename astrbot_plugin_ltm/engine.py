@@ -22,7 +22,7 @@ from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from . import text as tokenizing
-from .background import TaskSet
+from .background import BackgroundTask, TaskSet
 from .clock import Clock, SteadyClock, signed_span, steady, utcnow
 from .config import parse_config
 from .enums import CandidateSource, ExtractionStatus, Method, Role, ScopeKind, SourceType, WriteMode
@@ -61,6 +61,7 @@ from .operating.jobs import Jobs
 from .operating.pauses import Pauses
 from .operating.policy_versions import PolicyVersions
 from .operating.reply_language import SenderLanguages
+from .operating.storage import StorageMeter
 from .recalling.block import MemoryBlock
 from .recalling.bot_lines import speaker_of, withhold
 from .recalling.dates import time_zone
@@ -78,10 +79,12 @@ from .recording.recorder import EventRecorder
 from .scope import Origin, Scope, ScopeResolver, display_name
 from .secrecy import asks_secrecy
 from .storing.database import Database
-from .storing.keyword_rows import backfill_turn_rows, match_stemmer, match_turn_passages
+from .storing.keyword_rows import match_stemmer, match_turn_passages
+from .storing.relayout import Relayout
 from .storing.tables import MemoryEvent
 
 EXPLICIT_IMPORTANCE = 0.8  # "remember that …": the user said it matters (docs/decisions.md#d29)
+STORAGE_EVERY = 3600.0  # seconds between two measurements of what memory costs on disk (operating/storage.py)
 
 
 class LTMEngine:
@@ -167,8 +170,17 @@ class LTMEngine:
         self.languages = SenderLanguages()
         # The loops, stopped in this order (as before D104): the learners
         # first, then the recorder's last flush, then the counts.
-        self.tasks = TaskSet(self.worker.task, self.summaries.task, self.recorder.task, self.usage.task,
-                             self.drift.task, self.compactor.task)
+        # What memory costs on disk (GET stats, /ltm status), measured hourly and when asked.
+        self.storage = StorageMeter(self.db, self.vector_index.files, Path(data_dir) / "journal" if data_dir else None,
+                                    clock)
+        self.storage_task = BackgroundTask("storage", self.storage.report, every=STORAGE_EVERY)
+        # A store from before migration 0017 moves into the compact layout in the background.
+        self.relayout = Relayout(self.db)
+        self.relayout_task = BackgroundTask(
+            "relayout", self._relayout_step, run_at_start=True,
+            every=lambda: None if self.relayout.progress.done else self.relayout.pause())
+        self.tasks = TaskSet(self.relayout_task, self.worker.task, self.summaries.task, self.recorder.task,
+                             self.usage.task, self.drift.task, self.compactor.task, self.storage_task)
         self.started = False
 
     # -- lifecycle ---------------------------------------------------------
@@ -182,7 +194,7 @@ class LTMEngine:
             async with self.db.write() as session:
                 await match_stemmer(session)  # before the backfill: a rebuild indexes every turn
                 await match_turn_passages(session)  # likewise
-                await backfill_turn_rows(session)
+        await self.relayout.needed()
         try:  # version 1, or the change made on AstrBot's plugin config page
             await self.policy_versions.record_start()
         except Exception:  # memory works on; the next change records the policy
@@ -205,11 +217,16 @@ class LTMEngine:
             self.db, self._retrievers, counter, self.clock,
             # Where facts go live without review, so may the turns no fact covers.
             unbacked_turns=lambda: self.config.write_policy.mode == WriteMode.AUTO, tz=self.tz,
-            reranking=self.reranking,
+            reranking=self.reranking, turn_ranker=self.keyword_index.turn_ranker,
         )
         if background:
             self.tasks.start()
         self.started = True
+
+    async def _relayout_step(self) -> None:
+        if not await self.relayout.step():
+            # Moved: the vector files no namespace reads any more go too (flat ones, older layouts).
+            await asyncio.to_thread(self.vector_index.files.remove_stale)
 
     async def loads_settled(self) -> None:
         """Wait for the namespace loads that reads left running (a read
@@ -257,6 +274,8 @@ class LTMEngine:
             found.append(msg("notice.package_missing", package="bpe-openai",
                              effect=msg("notice.effect.estimated_tokens")))
         found += self.db.faults.notices()  # what goes wrong now: a full disk, a locked database … (faults.py)
+        if self.storage.last is not None and (disk := self.storage.last.notice()) is not None:
+            found.append(disk)  # the disk fills within 30 days at this rate
         if isinstance(self.clock, SteadyClock) and self.clock.jump:
             found.append(msg("fault.clock_jump", jump=signed_span(self.clock.jump)))
         return found

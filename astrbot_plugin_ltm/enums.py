@@ -117,6 +117,7 @@ class AuditAction(StrEnum):
     RESUME = "resume"  # the user resumed it
     LIFT = "lift"  # an operator lifted a user's pause
     MOVE = "move"  # kept with the person it is about, from the group it was said in (operating/contexts.py)
+    DELETE_TURNS = "delete_turns"  # old turns no memory cites, deleted (retention_days.turns, compact): a row a batch
 
 
 class PolicySource(StrEnum):

@@ -64,6 +64,14 @@ def whole(value: Any, name: str, lo: int, hi: int) -> int:
     return int(value)
 
 
+def days_kept(value: Any) -> int:
+    """A number of days to keep (the compact action's), from a JSON body
+    or a query string ("30"): 1 to 36,500."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    return whole(value, "days", 1, 36_500)
+
+
 def ttl_days(value: Any) -> int | None:
     """Days a memory lives after its last update; null is permanent."""
     if value is None:

@@ -13,7 +13,8 @@ from astrbot_plugin_ltm import LTMEngine
 from astrbot_plugin_ltm.extension_points import TokenCounter
 from astrbot_plugin_ltm.recalling.bot_lines import speaker_of
 from astrbot_plugin_ltm.storing.tables import MemoryEvent
-from astrbot_plugin_ltm.storing.turns import PASSAGE_BREAK, turn_parts, turn_passages
+from astrbot_plugin_ltm.storing.terms import BREAK_KEY, decode
+from astrbot_plugin_ltm.storing.turns import turn_parts, turn_passages
 from astrbot_plugin_ltm.text import sentences
 
 BATCH = 2000
@@ -58,27 +59,29 @@ async def index_cost(engine: LTMEngine, counter: TokenCounter) -> dict[str, Any]
     last = 0
     while True:
         async with engine.db.read() as session:
-            keyword_rows: dict[int, str] = dict((await session.execute(text(
-                "SELECT rowid, scoped FROM ltm_events_fts WHERE rowid > :last ORDER BY rowid LIMIT :n"),
+            keyword_rows: dict[int, bytes] = dict((await session.execute(text(
+                "SELECT event_rowid, terms FROM ltm_turn_terms WHERE event_rowid > :last "
+                "ORDER BY event_rowid LIMIT :n"),
                 {"last": last, "n": BATCH})).all())
             events = (await session.execute(
                 select(MemoryEvent).where(MemoryEvent.id.in_(list(keyword_rows))))).scalars().all()
         if not keyword_rows:
             break
         for event in events:
-            scoped = keyword_rows[event.id or 0]
-            documents.append((scoped or "").split().count(PASSAGE_BREAK) + 1)
+            keys = decode(keyword_rows[event.id or 0])
+            documents.append(int((keys == BREAK_KEY).sum()) + 1)
             said = turn_passages(event.source_type, event.content, speaker_of(event))
             inputs.append(len(said))
             tokens.append(sum(counter.count(passage) for passage in said))
             before.append(min(len(sentences(turn_parts(event.source_type, event.content, None)[1])) or 1, 9))
         last = max(keyword_rows)
     async with engine.db.read() as session:
-        fts_bytes = (await session.execute(text("SELECT coalesce(sum(length(scoped)), 0) FROM ltm_events_fts")
+        fts_bytes = (await session.execute(text("SELECT coalesce(sum(length(terms)), 0) FROM ltm_turn_terms")
                                            )).scalar_one()
         vectors = [int(n) for (n,) in (await session.execute(text(
-            "SELECT length(vector) / (4 * dim) FROM ltm_event_vectors WHERE dim > 0"))).all()]
-        vector_bytes = (await session.execute(text("SELECT coalesce(sum(length(vector)), 0) FROM ltm_event_vectors")
+            "SELECT length(t.vector) / s.dim FROM ltm_turn_vectors t JOIN ltm_vector_spaces s ON s.id = t.space "
+            "WHERE s.dim > 0"))).all()]
+        vector_bytes = (await session.execute(text("SELECT coalesce(sum(length(vector)), 0) FROM ltm_turn_vectors")
                                               )).scalar_one()
     return {
         "turns": len(documents),

@@ -301,7 +301,9 @@ async def evidence_links(engine: LTMEngine, event_ids: set[str]) -> dict[str, se
     async with engine.db.read() as session:
         rows = await session.execute(sql(
             "SELECT ev.memory_id, e.event_id FROM ltm_evidence ev "
-            "JOIN ltm_events e ON e.event_id = ev.event_id"
+            "JOIN ltm_events e ON e.event_id = ev.event_id "
+            "UNION ALL SELECT i.memory_id, e.event_id FROM ltm_summary_links sl "
+            "JOIN ltm_items i ON i.id = sl.item_id JOIN ltm_events e ON e.id = sl.event_rowid"
         ))
         out: dict[str, set[str]] = {}
         for memory_id, event_id in rows:

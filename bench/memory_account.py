@@ -49,11 +49,23 @@ _SQLITE_USED = _sqlite_memory_used()
 def deep_bytes(value: Any, depth: int = 3) -> int:
     """sys.getsizeof of ``value`` and, a few levels down, what it holds."""
     size = sys.getsizeof(value)
+    # A copy first: a cache filled by another thread (the read threads' token
+    # counts) must not change under the iteration.
     if depth and isinstance(value, (tuple, list, frozenset, set)):
-        size += sum(deep_bytes(v, depth - 1) for v in value)
+        size += sum(deep_bytes(v, depth - 1) for v in _copied(lambda: list(value)))
     elif depth and isinstance(value, dict):
-        size += sum(deep_bytes(k, depth - 1) + deep_bytes(v, depth - 1) for k, v in value.items())
+        size += sum(deep_bytes(k, depth - 1) + deep_bytes(v, depth - 1)
+                    for k, v in _copied(lambda: list(value.items())))
     return size
+
+
+def _copied(take: Any) -> list[Any]:
+    for _ in range(10):
+        try:
+            return list(take())
+        except RuntimeError:  # changed size during the copy: try again
+            continue
+    return []
 
 
 def lru_cache_bytes(cache: Any) -> int:

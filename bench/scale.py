@@ -88,13 +88,12 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from astrbot_plugin_ltm.config import parse_config
 from astrbot_plugin_ltm.doors.api import MemoryAPI
 from astrbot_plugin_ltm.engine import LTMEngine
-from astrbot_plugin_ltm.enums import MEMORY_TYPES
+from astrbot_plugin_ltm.enums import MEMORY_TYPES, Corpus
 from astrbot_plugin_ltm.learning.candidates import Candidate, ExtractionResult
 from astrbot_plugin_ltm.recalling import tokens as tokens_module
-from astrbot_plugin_ltm.scope import Origin
-from astrbot_plugin_ltm.storing.keyword_rows import backfill_turn_rows, rebuild_fact_rows
+from astrbot_plugin_ltm.scope import Origin, Scope
+from astrbot_plugin_ltm.storing.keyword_rows import index_turns_after, rebuild_fact_rows
 from astrbot_plugin_ltm.storing.tables import (
-    EventVector,
     MemoryAudit,
     MemoryEvent,
     MemoryEvidence,
@@ -102,6 +101,7 @@ from astrbot_plugin_ltm.storing.tables import (
     MemoryVector,
 )
 from astrbot_plugin_ltm.storing.turns import turn_passages
+from astrbot_plugin_ltm.storing.vector_rows import encode, store_vectors
 
 from . import lists
 from .embedders import HashEmbedder, TimedEmbedder
@@ -314,7 +314,7 @@ async def fill(engine: LTMEngine, size: int, scopes: int, per_scope: int, words:
                 await session.execute(insert(MemoryEvent), events[lo:lo + 5000])
                 await session.execute(insert(MemoryEvidence), links[lo:lo + 5000])
         async with engine.db.write() as session:
-            await backfill_turn_rows(session, batch=5000)
+            await index_turns_after(session, 0, batch=5000)
         timings["insert_events_s"] = time.perf_counter() - start
         timings["events"] = len(events)
 
@@ -330,7 +330,7 @@ async def fill(engine: LTMEngine, size: int, scopes: int, per_scope: int, words:
             for (rowid, scope_id, _), vec in zip(chunk, vecs, strict=False):
                 vec_rows.append({"item_id": rowid, "scope": "user", "scope_id": scope_id,
                                  "model": embedder.model_id, "dim": int(vec.shape[0]),
-                                 "vector": vec.astype(np.float32).tobytes(), "updated_at": NOW})
+                                 "vector": encode(vec), "updated_at": NOW})
         timings["embed_items_s"] = time.perf_counter() - start
         start = time.perf_counter()
         for lo in range(0, len(vec_rows), 5000):
@@ -347,11 +347,8 @@ async def fill(engine: LTMEngine, size: int, scopes: int, per_scope: int, words:
             flat = embedder.embed_sync([p for _, _, passages in chunk for p in passages])
             turn_vecs = np.split(flat, np.cumsum([len(passages) for _, _, passages in chunk])[:-1])
             async with engine.db.write() as session:
-                await session.execute(insert(EventVector), [
-                    {"event_rowid": rowid, "scope": "user", "scope_id": scope_id, "model": embedder.model_id,
-                     "dim": int(vec.shape[1]), "vector": vec.astype(np.float32).tobytes(), "updated_at": NOW}
-                    for (rowid, scope_id, _), vec in zip(chunk, turn_vecs, strict=True)
-                ])
+                await store_vectors(session, Corpus.TURNS, [(rowid, Scope("user", scope_id)) for rowid, scope_id, _
+                                                            in chunk], embedder.model_id, turn_vecs, NOW)
         timings["turn_vectors_s"] = time.perf_counter() - start
     return Store(target_facts, others), timings
 

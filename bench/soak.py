@@ -78,8 +78,7 @@ from .scale import Words, pct, rss_mb
 START = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
 PLATFORM = "soak"
 TABLES = ("ltm_events", "ltm_items", "ltm_evidence", "ltm_audit", "ltm_gate_log", "ltm_tombstones",
-          "ltm_item_vectors", "ltm_event_vectors", "ltm_drift_snapshots", "ltm_policy_versions", "ltm_events_fts",
-          "ltm_items_fts")
+          "ltm_item_vectors", "ltm_turn_vectors", "ltm_drift_snapshots", "ltm_policy_versions", "ltm_items_fts")
 ATTRIBUTES = ("likes", "lives in", "works on", "plans", "owns", "studies", "listens to", "cooks")
 
 
@@ -250,8 +249,8 @@ async def queues(engine: LTMEngine, model: str) -> dict[str, int]:
             f"WHERE v.item_id = i.id AND v.model = '{model}')")),
         "turns_without_vector": await scalar(engine, (
             "SELECT count(*) FROM ltm_events e WHERE e.withheld = 0 AND e.source_role IN ('user', 'tool', "
-            "'assistant') AND NOT EXISTS (SELECT 1 FROM ltm_event_vectors v WHERE v.event_rowid = e.id "
-            f"AND v.model = '{model}')")),
+            "'assistant') AND NOT EXISTS (SELECT 1 FROM ltm_turn_vectors v JOIN ltm_vector_spaces s "
+            f"ON s.id = v.space WHERE v.event_rowid = e.id AND s.model = '{model}')")),
         # Turns after their scope's newest session summary (the summary worker's watermark), in scopes
         # holding min_events of them: a shorter tail waits by design (docs/decisions.md#d113). The
         # watermarks are grouped first: a subquery per turn made this count quadratic (40 min at 40k turns).
@@ -271,6 +270,41 @@ async def rows(engine: LTMEngine) -> dict[str, int]:
     counts["ltm_items_active"] = await scalar(engine, "SELECT count(*) FROM ltm_items WHERE status = 'active'")
     counts["ltm_items_summary"] = await scalar(engine, "SELECT count(*) FROM ltm_items WHERE type = 'summary'")
     return counts
+
+
+async def storage(engine: LTMEngine, faiss_bytes: int) -> dict[str, Any]:
+    """Where the memory's bytes are: SQLite's pages (dbstat) per table, each
+    with its indexes and (FTS5) shadow tables, the FAISS files, and both per
+    recorded event. Only the plugin's ``ltm_`` objects count."""
+    async with engine.db.read() as session:
+        owner = {str(name): str(table) for name, table in await session.execute(sql(
+            "SELECT name, tbl_name FROM sqlite_master WHERE name LIKE 'ltm%' OR tbl_name LIKE 'ltm%'"))}
+        pages = {str(name): int(size) for name, size in await session.execute(sql(
+            "SELECT name, sum(pgsize) FROM dbstat GROUP BY name"))}
+        events = int((await session.execute(sql("SELECT count(*) FROM ltm_events"))).scalar() or 0)
+    tables: dict[str, int] = {}
+    objects: dict[str, int] = {}
+    for name, size in pages.items():
+        table = owner.get(name) or (name if name.startswith("ltm") else None)
+        if table is None:
+            continue
+        group = next((t for t in ("ltm_events_fts", "ltm_items_fts") if table.startswith(t)), table)
+        tables[group] = tables.get(group, 0) + size
+        objects[name] = size
+    total = sum(tables.values())
+    return {"events": events, "ltm_bytes": total, "faiss_bytes": faiss_bytes,
+            "bytes_per_event": (total + faiss_bytes) / events if events else None,
+            "tables": dict(sorted(tables.items(), key=lambda kv: -kv[1])),
+            "objects": dict(sorted(objects.items(), key=lambda kv: -kv[1]))}
+
+
+def storage_lines(st: dict[str, Any]) -> list[str]:
+    n = st["events"] or 1
+    head = (f"storage: {st['ltm_bytes'] / 2**20:.1f} MB in ltm_ tables + {st['faiss_bytes'] / 2**20:.1f} MB FAISS"
+            f" for {st['events']:,} events = {_f(st['bytes_per_event'], ',.0f')} B an event")
+    tables = "; ".join(f"{t} {b / 2**20:.1f} MB ({b / n:,.0f} B)" for t, b in st["tables"].items() if b / n >= 1)
+    objects = "; ".join(f"{o} {b / n:,.0f} B" for o, b in st["objects"].items() if b / n >= 20)
+    return [head, "tables (each with its indexes): " + tables, "objects: " + objects]
 
 
 def sizes(data: Path, db_file: Path) -> dict[str, float]:
@@ -371,6 +405,7 @@ class Soak:
             "queues": await queues(engine, self.embedder.model_id),
             "sizes": sizes(data / "plugin", data / "ltm.db"),
             "rows": await rows(engine),
+            "storage": await storage(engine, dir_bytes(data / "plugin" / "vectors")),
             "summaries_calls": dict(self.summarizer.calls), "extractor_calls": self.extractor.calls,
             "candidates": self.extractor.candidates, "compaction_merged": engine.compactor.merged,
         }
@@ -390,6 +425,8 @@ class Soak:
               f"{row['namespaces_mb']:.1f} MB; text caches {m['text_caches_mb']:.1f} MB ("
               + ", ".join(f"{k} {v['mb']}" for k, v in list(m["text_caches"].items())[:4])
               + f"); python blocks {m['python_blocks']:,}", flush=True)
+        for line in storage_lines(row["storage"]):
+            print(f"{'':>8}  {line}", flush=True)
 
     async def backlog(self, engine: LTMEngine) -> None:
         """Wait while the worker is behind: the feed goes as fast as the

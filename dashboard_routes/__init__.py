@@ -222,6 +222,17 @@ def routes(api: Callable[[], Any]) -> list[tuple[str, Callable[..., Awaitable[An
     async def stats(a, **_):
         return await a.stats(req.query())
 
+    async def compact(a, **_):
+        if _method() == "GET":
+            return await a.compact_plan(req.query())
+        return await a.start_compact(await _json(), _user())
+
+    async def compact_job(a, job_id: str):
+        return await a.replay.job(job_id)
+
+    async def compact_cancel(a, job_id: str):
+        return await a.replay.cancel(job_id)
+
     async def policy(a, **_):
         if _method() == "GET":
             return await a.get_policy()
@@ -293,7 +304,10 @@ def routes(api: Callable[[], Any]) -> list[tuple[str, Callable[..., Awaitable[An
         (f"{p}/items/<memory_id>/delete", handler(delete_item), ["POST"], "delete a memory (page bridge)"),
         (f"{p}/preview", handler(preview), ["POST"], "the memory block the bot would be given; writes nothing"),
         (f"{p}/events", handler(events), ["GET"], "list raw events"),
-        (f"{p}/stats", handler(stats), ["GET"], "statistics per scope"),
+        (f"{p}/stats", handler(stats), ["GET"], "statistics per scope, and what memory costs on disk"),
+        (f"{p}/compact", handler(compact), ["GET", "POST"], "what freeing old uncited turns would free; free it"),
+        (f"{p}/compact/<job_id>", handler(compact_job), ["GET"], "a compact job and its report"),
+        (f"{p}/compact/<job_id>/cancel", handler(compact_cancel), ["POST"], "cancel a compact job"),
         (f"{p}/policy", handler(policy), ["GET", "PUT", "POST"], "read or change the policy"),
         (f"{p}/policy/history", handler(policy_history), ["GET"], "policy versions, newest first"),
         (f"{p}/policy/history/<version>", handler(policy_version), ["GET"], "one policy version, whole"),

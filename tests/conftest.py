@@ -192,7 +192,15 @@ class LTM:
         return await self.rows(MemoryEvent, *where)
 
     async def evidence(self, *where) -> list[MemoryEvidence]:
+        """Rows of ltm_evidence: a fact's links (a summary's are ``links``)."""
         return await self.rows(MemoryEvidence, *where)
+
+    async def links(self, item: MemoryItem) -> list[MemoryEvidence]:
+        """Every evidence link of ``item``, a fact's or a summary's (storing.evidence)."""
+        from astrbot_plugin_ltm.storing.evidence import links_of
+
+        async with self.engine.db.read() as session:
+            return [link for link, _ in await links_of(session, [item])]
 
     async def audit(self, *where) -> list[MemoryAudit]:
         return await self.rows(MemoryAudit, *where)
@@ -284,6 +292,15 @@ def patient_cold_reads(monkeypatch: pytest.MonkeyPatch) -> None:
     The tests of that wait set their own."""
     monkeypatch.setattr(keywords, "COLD_WAIT", 30.0)
     monkeypatch.setattr(embeddings, "COLD_WAIT", 30.0)
+
+
+@pytest.fixture
+def namespace_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every vector namespace kept in a file, as only inverted files (past
+    20,000 vectors) are: the tests of files use small ones."""
+    from astrbot_plugin_ltm.indexes import faiss_files
+
+    monkeypatch.setattr(faiss_files, "FILES_ABOVE", 0)
 
 
 @pytest.fixture

@@ -6,14 +6,24 @@
   (recalling.rows.EventRow), by keyword.
 - ``TINY_LOCOMO``: a two-session LoCoMo conversation with its facts and
   questions, for the bench tests (bench/locomo.py).
+- ``old_and_new(make_ltm, origin)``: an archive with old turns a fact, a
+  summary or nothing cites, and a recent exchange (retention, compact).
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
+from sqlalchemy import text
+
+from astrbot_plugin_ltm.enums import MemoryType, Status
 from astrbot_plugin_ltm.recalling.rows import EventRow
+from astrbot_plugin_ltm.storing.evidence import link_summary
+from astrbot_plugin_ltm.storing.tables import MemoryItem
 
 START = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -68,3 +78,49 @@ TINY_LOCOMO: dict[str, Any] = {
         {"question": "Where does Alice live?", "answer": "?", "evidence": ["D9:9"], "category": 4},
     ],
 }
+
+
+# -- an archive with old turns (retention_days.turns, compact) ---------------------------
+
+
+class WordsEmbedder:
+    model_id = "hash-32"
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), 32), np.float32)
+        for i, said in enumerate(texts):
+            for token in re.findall(r"\w+", said.lower()):
+                out[i, int(hashlib.md5(token.encode()).hexdigest(), 16) % 32] += 1
+        return out
+
+
+FACT = {"type": "preference", "fact": "Alice keeps bees in Kent", "fact_key": "alice_hobby", "line": 1}
+
+
+async def old_and_new(make_ltm, origin, days: int = 30, keep: int | None = None):
+    """Turns said ``days`` + 5 days ago and a recent exchange; ``keep``:
+    retention_days.turns (default ``days``)."""
+    retention = {"turns": days if keep is None else keep}
+    ltm = await make_ltm({"write_policy": {"mode": "auto"}, "retention_days": retention}, embedder=WordsEmbedder())
+    alice, bob = origin("alice"), origin("bob")
+    cited, _ = await ltm.turn(alice, "I keep bees in Kent", "Lovely.", FACT)  # a fact cites the message
+    chat = [await ltm.record(bob, f"the weather on day {n} was grey and windy", "Hm.") for n in range(3)]
+    summarised = await ltm.record(bob, "we talked about the lighthouse tour", "Nice.")
+    async with ltm.engine.db.write() as session:  # a summary covering that exchange
+        summary = MemoryItem(scope="user", scope_id=summarised[0].scope_id, type=MemoryType.SUMMARY,
+                             fact="Bob talked about a lighthouse tour", fact_key="summary_session_x",
+                             status=Status.ACTIVE, confidence=0.8, created_at=ltm.clock(), updated_at=ltm.clock())
+        session.add(summary)
+        await session.flush()
+        await link_summary(session, summary, [e.event_id for e in summarised])
+    await ltm.engine.worker.drain()  # extraction is done with them (no fact: the model answers [])
+    await ltm.engine.worker.fill_vectors()
+    ltm.clock.advance(days=days + 5)
+    recent = await ltm.record(bob, "the weather today is grey and windy too", "Hm.")
+    await ltm.engine.worker.fill_vectors()
+    return ltm, cited, [e for turn in chat for e in turn], summarised, recent
+
+
+async def rowids(ltm, table: str, key: str) -> set[int]:
+    async with ltm.engine.db.read() as session:
+        return set((await session.execute(text(f"SELECT {key} FROM {table}"))).scalars())

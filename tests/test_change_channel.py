@@ -19,6 +19,7 @@ from astrbot_plugin_ltm.storing.changes import (
     MemoryRemoved,
     MemoryWritten,
     ScopeForgotten,
+    TurnsDeleted,
     TurnsRecorded,
     TurnsWithheld,
     VectorsStored,
@@ -179,6 +180,18 @@ async def test_the_retention_sweep_reaches_every_index(channel, origin):
     channel.log.clear()
     assert await channel.engine.worker.sweep_expired() == 1
     assert [c.item_id for c in handed(channel, MemoryWritten)] == [item.id]
+
+
+async def test_old_turns_deleted_by_retention_reach_every_index(channel, origin):
+    events = await channel.record(origin("alice"), "We rowed across the lake", "Nice.")
+    await channel.engine.worker.drain()  # extraction done with them; no memory cites them
+    assert await keyword_hits(channel, "rowed lake", Corpus.TURNS)  # loaded, so a commit reaches it at once
+    channel.clock.advance(days=40)
+    channel.log.clear()
+    assert await channel.engine.worker.turn_retention.sweep(channel.clock(), 30) == 2
+    (deleted,) = handed(channel, TurnsDeleted)
+    assert deleted.scope == ALICE and set(deleted.rowids) == {e.id for e in events}
+    assert await keyword_hits(channel, "rowed lake", Corpus.TURNS) == set()
 
 
 async def test_the_vector_fill_and_eviction_reach_every_index(channel, origin):

@@ -224,7 +224,7 @@ def _raw_strategy():
         "identity": _section_keys(type(DEFAULT.identity)),
         "extraction": _section_keys(type(DEFAULT.extraction)),
         "recording": _section_keys(type(DEFAULT.recording)),
-        "retention_days": list(MEMORY_TYPES),
+        "retention_days": [*MEMORY_TYPES, "turns"],
     }
     section = st.one_of(
         st.sampled_from(section_names).flatmap(
@@ -254,7 +254,7 @@ def assert_valid(cfg: LTMConfig):
     assert set(cfg.write_policy.allowed_types) <= set(MEMORY_TYPES)
     assert set(cfg.write_policy.require_approval_types) <= set(MEMORY_TYPES)
     assert all(isinstance(v, int) and v >= -1 for v in cfg.retention_days.values())
-    assert set(cfg.retention_days) == set(MEMORY_TYPES)
+    assert set(cfg.retention_days) == {*MEMORY_TYPES, "turns"} and cfg.retention_days["turns"] != 0
     for line in cfg.identity.cross_platform_aliases:
         assert "=" in line and ":" in line.partition("=")[0]
     assert isinstance(cfg.enable, bool) and isinstance(cfg.emergency_read_only, bool)

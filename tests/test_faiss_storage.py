@@ -17,6 +17,9 @@ from astrbot_plugin_ltm.scope import Scope
 from bench import faiss_memory
 from bench.memory_account import _MALLINFO
 
+# Namespaces of these tests are small: kept in files all the same (conftest.namespace_files).
+pytestmark = pytest.mark.usefixtures("namespace_files")
+
 DIM = 32
 
 

@@ -31,6 +31,9 @@ from astrbot_plugin_ltm.doors.commands import Commands
 from astrbot_plugin_ltm.indexes import faiss_files
 from devtools.exports import reseal
 
+# Namespaces of these tests are small: kept in files all the same (conftest.namespace_files).
+pytestmark = pytest.mark.usefixtures("namespace_files")
+
 NO_LIMIT = 1073741823  # SQLite's default max_page_count
 
 
@@ -68,6 +71,8 @@ class DiskLimit:
 
     def fill(self) -> None:
         with sqlite3.connect(self.path) as conn:
+            # No free page left inside the file either (a migration drops tables): every write needs a new one.
+            conn.execute("VACUUM")
             self.pages = conn.execute("PRAGMA page_count").fetchone()[0]
 
     def free(self) -> None:
@@ -204,11 +209,13 @@ async def test_a_full_disk_while_extracting_leaves_the_events_pending_and_calls_
 async def test_a_full_disk_while_writing_vectors_keeps_search_by_meaning_and_fills_in_later(
         make_ltm, origin, tmp_path, monkeypatch):
     data_dir = tmp_path / "data"
-    ltm = await make_ltm({"write_policy": {"mode": "auto"}}, name="v.db", embedder=HashEmbedder(1024),
+    # 4096 dimensions: a vector (int8) takes a page of its own, so a full file cannot hold it
+    ltm = await make_ltm({"write_policy": {"mode": "auto"}}, name="v.db", embedder=HashEmbedder(4096),
                          data_dir=data_dir)
     a = origin("alice")
     scope = ltm.engine.resolver.user_scope(a)
     # The FAISS files cannot be written: the namespace lives on in memory.
+    write_index = faiss_files.faiss.write_index
     monkeypatch.setattr(faiss_files.faiss, "write_index", enospc)
     await ltm.engine.remember(a, "I enjoy hiking in the mountains")
     assert await ltm.engine.worker.fill_vectors() == 2
@@ -229,9 +236,9 @@ async def test_a_full_disk_while_writing_vectors_keeps_search_by_meaning_and_fil
     hits = (await ltm.engine.embeddings.query([scope], "sister by the sea", 5)).memories
     assert len(hits) == 2
     await ltm.engine.stop()  # a namespace that cannot be written never fails the stop
-    monkeypatch.undo()
+    monkeypatch.setattr(faiss_files.faiss, "write_index", write_index)
 
-    again = await make_ltm({"write_policy": {"mode": "auto"}}, name="v.db", embedder=HashEmbedder(1024),
+    again = await make_ltm({"write_policy": {"mode": "auto"}}, name="v.db", embedder=HashEmbedder(4096),
                            data_dir=data_dir)
     hits = (await again.engine.embeddings.query([scope], "sister by the sea", 5)).memories
     assert len(hits) == 2  # rebuilt from the database

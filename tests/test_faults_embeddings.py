@@ -14,7 +14,7 @@ import time
 import numpy as np
 from sqlalchemy import func, select
 
-from astrbot_plugin_ltm.storing.tables import EventVector, MemoryVector
+from astrbot_plugin_ltm.storing.tables import MemoryVector, TurnVector, VectorSpace
 
 QUERY_TIMEOUT = 0.05
 
@@ -109,8 +109,9 @@ async def test_a_provider_answering_another_dimension_mid_run_is_a_new_vector_sp
     assert hits and all(0 <= score <= 1.0001 for score in hits.values())
     # Every vector is of the new dimension: the old ones were embedded again, none is mixed in.
     async with ltm.engine.db.read() as session:
-        for table in (MemoryVector, EventVector):
-            assert set((await session.execute(select(table.dim).distinct())).scalars()) == {48}
+        assert set((await session.execute(select(MemoryVector.dim).distinct())).scalars()) == {48}
+        turns = select(VectorSpace.dim).join(TurnVector, TurnVector.space == VectorSpace.id).distinct()
+        assert set((await session.execute(turns)).scalars()) == {48}
     hiking = await by_meaning(ltm, a, "hiking mountains")
     assert max(hiking, key=hiking.__getitem__) == 1 and hiking[1] > 0.5
 
@@ -128,6 +129,8 @@ async def test_a_switch_to_another_model_embeds_afresh_and_never_mixes_the_two(m
     assert await ltm.engine.worker.fill_vectors() == 2
     assert len(await by_meaning(ltm, a, "mountains hiking")) == 1
     async with ltm.engine.db.read() as session:
-        for table in (MemoryVector, EventVector):
-            models = (await session.execute(select(table.model, func.count()).group_by(table.model))).all()
-            assert [m for m, _ in models] == ["model-b"], (table.__tablename__, models)
+        models = (await session.execute(select(MemoryVector.model, func.count()).group_by(MemoryVector.model))).all()
+        assert [m for m, _ in models] == ["model-b"], models
+        turns = (await session.execute(select(VectorSpace.model, func.count()).join(
+            TurnVector, TurnVector.space == VectorSpace.id).group_by(VectorSpace.model))).all()
+        assert [m for m, _ in turns] == ["model-b"], turns

@@ -20,6 +20,9 @@ from astrbot_plugin_ltm.doors.commands import Commands
 from astrbot_plugin_ltm.indexes import faiss_files
 from astrbot_plugin_ltm.recording.journal import KEPT_SUFFIX, encode
 
+# Namespaces of these tests are small: kept in files all the same (conftest.namespace_files).
+pytestmark = pytest.mark.usefixtures("namespace_files")
+
 
 class HashEmbedder:
     model_id = "hash"

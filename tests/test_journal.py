@@ -93,7 +93,8 @@ async def test_replay_writes_each_event_once_when_the_crash_came_after_the_commi
     second = await make_journaled()
     assert [e.event_id for e in await second.events()] == [e.event_id for e in events]
     assert second.engine.recorder.replayed == 0
-    assert await second.sql("SELECT count(*) FROM ltm_events_fts") == [(2,)]  # the user's turn and the reply, once
+    # the user's turn and the reply, indexed once
+    assert await second.sql("SELECT count(*) FROM ltm_turn_terms") == [(2,)]
 
 
 async def test_the_journal_holds_only_what_is_not_written_yet(make_journaled, origin, data_dir):

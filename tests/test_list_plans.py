@@ -30,7 +30,7 @@ from sqlalchemy import insert
 
 from astrbot_plugin_ltm.doors.api import MemoryAPI
 from astrbot_plugin_ltm.enums import MEMORY_TYPES
-from astrbot_plugin_ltm.storing.keyword_rows import backfill_turn_rows, rebuild_fact_rows
+from astrbot_plugin_ltm.storing.keyword_rows import index_turns_after, rebuild_fact_rows
 from astrbot_plugin_ltm.storing.tables import MemoryAudit, MemoryEvent, MemoryEvidence, MemoryItem
 from bench.lists import PROBLEM_KINDS, REPORTED_KINDS, Request, measure_lists, plan_problems
 
@@ -109,7 +109,7 @@ async def build_store(ltm, origin) -> dict[str, int]:
         await session.execute(insert(MemoryEvidence), links)
         await session.execute(insert(MemoryAudit), sorted(audits, key=lambda a: a["created_at"]))
         await rebuild_fact_rows(session)
-        await backfill_turn_rows(session)
+        await index_turns_after(session, 0)
     return {scope_id: n for (_, scope_id), n in plan}
 
 

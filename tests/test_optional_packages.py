@@ -21,6 +21,7 @@ from astrbot_plugin_ltm.scope import Scope
 from astrbot_plugin_ltm.storing.keyword_rows import match_stemmer
 from astrbot_plugin_ltm.storing.memory_rows import fact_written
 from astrbot_plugin_ltm.storing.tables import MemoryItem
+from astrbot_plugin_ltm.storing.terms import decode, term_key
 from astrbot_plugin_ltm.text import query_tokens
 
 ALICE = Scope("user", "qq:alice")
@@ -114,7 +115,7 @@ async def test_an_index_built_without_the_stemmer_is_rebuilt_with_stems_once_the
     assert await found(after, "novel", Corpus.TURNS) == [turn[0][0]]
 
 
-async def test_stemming_unstemmed_turn_rows_in_place_gives_what_tokenising_them_again_does(
+async def test_turn_rows_built_without_the_stemmer_are_rebuilt_with_stems_as_a_fresh_rebuild_makes_them(
         make_ltm, origin, monkeypatch):
     without_stemmer(monkeypatch)
     before = await make_ltm({"write_policy": {"mode": "auto"}}, name="shared.db")
@@ -125,12 +126,13 @@ async def test_stemming_unstemmed_turn_rows_in_place_gives_what_tokenising_them_
     monkeypatch.undo()
     clear_token_caches()
     after = await make_ltm({"write_policy": {"mode": "auto"}}, name="shared.db")
-    stemmed_in_place = await after.sql("SELECT rowid, scoped FROM ltm_events_fts ORDER BY rowid")
-    assert any(token.endswith("novel") for row in stemmed_in_place for token in row[1].split())
+    rebuilt = await after.sql("SELECT event_rowid, terms FROM ltm_turn_terms ORDER BY event_rowid")
+    assert any(term_key("novel") in decode(terms) for _, terms in rebuilt)
+    assert not any(term_key("novels") in decode(terms) for _, terms in rebuilt)
     async with after.engine.db.write() as session:
         await session.execute(text("UPDATE ltm_index_builds SET built_with = 'unknown'"))
         assert await match_stemmer(session)  # tokenises every turn again
-    assert await after.sql("SELECT rowid, scoped FROM ltm_events_fts ORDER BY rowid") == stemmed_in_place
+    assert await after.sql("SELECT event_rowid, terms FROM ltm_turn_terms ORDER BY event_rowid") == rebuilt
 
 
 async def test_an_index_built_with_stems_is_rebuilt_unstemmed_when_the_stemmer_is_gone(make_ltm, monkeypatch):

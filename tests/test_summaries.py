@@ -12,7 +12,7 @@ from astrbot_plugin_ltm.enums import MemoryType, Method, Status
 from astrbot_plugin_ltm.learning import summaries as summaries_module
 from astrbot_plugin_ltm.learning.summaries import level_of, period_of, summary_key
 from astrbot_plugin_ltm.learning.summary_prompt import ROLLUP_MARK, SESSION_MARK
-from astrbot_plugin_ltm.storing.tables import MemoryEvidence, MemoryItem
+from astrbot_plugin_ltm.storing.tables import MemoryItem
 
 # One summary per conversation: most tests here are about a summary, not about when one is due.
 ON = {"write_policy": {"mode": "auto"}, "summaries": {"enable": True, "idle_minutes": 30, "min_events": 1}}
@@ -60,7 +60,7 @@ async def test_an_idle_conversation_gets_one_summary_evidenced_by_every_event(sl
     assert item.status == Status.ACTIVE and level_of(item.fact_key) == "session"
     assert item.fact.startswith("Session summary:") and "I am reading Dune" in item.fact
     assert item.valid_from == events[0].created_at and item.valid_to == events[-1].created_at
-    links = await sltm.evidence(MemoryEvidence.memory_id == item.memory_id)
+    links = await sltm.links(item)
     assert {e.event_id for e in events} == {link.event_id for link in links}  # the bot's lines too
     assert {link.extraction_method for link in links} == {Method.SUMMARY}
     # once is enough: the next pass finds nothing to do
@@ -77,7 +77,7 @@ async def test_a_long_conversation_is_summarised_before_it_ends(make_ltm, gatewa
     results = await ltm.engine.summaries.run_once()
     assert [r.ok for r in results] == [True]
     (item,) = summaries(await ltm.items())
-    links = await ltm.evidence(MemoryEvidence.memory_id == item.memory_id)
+    links = await ltm.links(item)
     assert {link.event_id for link in links} == {e.event_id for e in events[:4]}
 
 
@@ -105,7 +105,7 @@ async def test_sessions_roll_up_into_days_weeks_and_months(sltm, origin):
     assert month.fact.startswith("Roll-up of 2 parts") and "talk on 03-10 10" in month.fact
     # evidence down to the events: the union of the parts'
     march = {e.event_id for events in recorded[:4] for e in events}
-    links = await sltm.evidence(MemoryEvidence.memory_id == month.memory_id)
+    links = await sltm.links(month)
     assert {link.event_id for link in links} == march
     assert month.valid_from == recorded[0][0].created_at and month.valid_to == recorded[3][-1].created_at
     assert period_of("week", at[2]) == (datetime(2025, 3, 3, tzinfo=UTC), datetime(2025, 3, 10, tzinfo=UTC))
@@ -343,7 +343,7 @@ async def test_short_conversations_are_joined_until_they_hold_min_events(make_lt
     assert result.ok and result.events == 8 and len(gateway.calls) == 1
     (item,) = summaries(await ltm.items())
     assert item.valid_from == first[0].created_at and item.valid_to == second[-1].created_at
-    links = await ltm.evidence(MemoryEvidence.memory_id == item.memory_id)
+    links = await ltm.links(item)
     assert {link.event_id for link in links} == {e.event_id for e in first + second}
     # The next short conversation waits for more, even when drained.
     await talk(ltm, alice, "Thanks")

@@ -20,8 +20,9 @@ from astrbot_plugin_ltm.enums import Corpus
 from astrbot_plugin_ltm.indexes import keywords
 from astrbot_plugin_ltm.indexes.keywords import PASSAGE_STRIDE, best_turns, passage_rows
 from astrbot_plugin_ltm.scope import Scope
-from astrbot_plugin_ltm.storing.keyword_rows import PASSAGES_BUILD, scope_prefix
-from astrbot_plugin_ltm.storing.tables import EventVector, MemoryEvent
+from astrbot_plugin_ltm.storing.keyword_rows import PASSAGES_BUILD
+from astrbot_plugin_ltm.storing.tables import MemoryEvent, TurnVector
+from astrbot_plugin_ltm.storing.terms import BREAK_KEY, decode, encode
 from astrbot_plugin_ltm.storing.turns import (
     MAX_PASSAGES,
     PASSAGE_BREAK,
@@ -183,12 +184,12 @@ async def test_a_detail_in_the_middle_of_a_long_reply_is_found_by_vectors(tmp_pa
     await engine.recorder.flush()
     assert await engine.worker.fill_vectors() == 2
     async with engine.db.read() as session:
-        rows = {r.event_rowid: r for r in (await session.execute(select(EventVector))).scalars()}
+        rows = {r.event_rowid: r for r in (await session.execute(select(TurnVector))).scalars()}
         reply = (await session.execute(select(MemoryEvent.id).where(MemoryEvent.source_role == "assistant"))
                  ).scalar_one()
-    # one vector per passage, not per sentence
-    assert len(rows[reply].vector) == len(passages(LONG_REPLY)) * embedder.dim * 4
-    assert len(rows[reply].vector) < len(TOPICS) * embedder.dim * 4
+    # one vector per passage (int8), not per sentence
+    assert len(rows[reply].vector) == len(passages(LONG_REPLY)) * embedder.dim
+    assert len(rows[reply].vector) < len(TOPICS) * embedder.dim
     scope = engine.resolver.user_scope(alice())
     hits = (await engine.embeddings.query([scope], "Louwailou West Lake vinegar fish", 5)).turns
     assert max(hits, key=lambda rowid: hits[rowid]) == reply
@@ -205,26 +206,25 @@ async def test_a_store_from_before_passages_gets_passage_rows_and_its_long_turns
     await engine.recorder.flush()
     await engine.worker.fill_vectors()
     scope = engine.resolver.user_scope(alice())
-    prefix = scope_prefix(scope.kind, scope.id)
     # As an earlier release left it: one keyword document a turn, a vector a sentence, no build row.
     async with engine.db.write() as session:
         reply = (await session.execute(select(MemoryEvent).where(MemoryEvent.source_role == "assistant"))
                  ).scalar_one()
-        await session.execute(text("UPDATE ltm_events_fts SET scoped = :s WHERE rowid = :r"),
-                              {"s": " ".join(prefix + t for t in search_tokens(LONG_REPLY)), "r": reply.id})
-        await session.execute(text("UPDATE ltm_event_vectors SET vector = :v WHERE event_rowid = :r"),
-                              {"v": np.ones((len(TOPICS), 64), np.float32).tobytes(), "r": reply.id})
+        await session.execute(text("UPDATE ltm_turn_terms SET terms = :t WHERE event_rowid = :r"),
+                              {"t": encode(search_tokens(LONG_REPLY), PASSAGE_BREAK), "r": reply.id})
+        await session.execute(text("UPDATE ltm_turn_vectors SET vector = :v WHERE event_rowid = :r"),
+                              {"v": np.ones((len(TOPICS), 64), np.int8).tobytes(), "r": reply.id})
         await session.execute(text("DELETE FROM ltm_index_builds WHERE name = :n"), {"n": PASSAGES_BUILD})
     await engine.stop()
 
     engine = await make(url, tmp_path, HashEmbedder())
     async with engine.db.read() as session:
-        scoped = (await session.execute(text("SELECT scoped FROM ltm_events_fts WHERE rowid = :r"),
-                                        {"r": reply.id})).scalar_one()
+        terms = decode((await session.execute(text("SELECT terms FROM ltm_turn_terms WHERE event_rowid = :r"),
+                                              {"r": reply.id})).scalar_one())
         built = (await session.execute(text("SELECT built_with FROM ltm_index_builds WHERE name = :n"),
                                        {"n": PASSAGES_BUILD})).scalar_one()
-        vectors = dict((await session.execute(select(EventVector.event_rowid, EventVector.vector))).all())
-    assert scoped.split().count(PASSAGE_BREAK) == len(passages(LONG_REPLY)) - 1 and built == PASSAGE_LAYOUT
+        vectors = dict((await session.execute(select(TurnVector.event_rowid, TurnVector.vector))).all())
+    assert list(terms).count(BREAK_KEY) == len(passages(LONG_REPLY)) - 1 and built == PASSAGE_LAYOUT
     assert reply.id not in vectors and len(vectors) == 1  # the request, one sentence, keeps its vector
     assert await engine.worker.fill_vectors() == 1  # the reply, embedded again as passages
     hits = (await engine.embeddings.query([scope], "Louwailou West Lake vinegar fish", 5)).turns

@@ -51,6 +51,7 @@ from ..operating.policy_versions import reason_text
 from ..operating.policy_words import described
 from ..operating.queries import SORTS, AuditFilter, EventFilter, ItemFilter
 from ..operating.serialize import audience_dict, audit_dict, event_dict, item_api_dict, shown
+from ..operating.storage import compact_days, compact_plan, start_compact
 from ..operating.transfer import (
     AS_EXPORTED,
     FOR_REVIEW,
@@ -359,6 +360,8 @@ class MemoryAPI:
         scope_id = _text(query, "scope_id", v.MAX_SCOPE_ID_CHARS)
         scopes = [Scope(scope, scope_id)] if scope and scope_id else None
         per_scope = await self.engine.admin.stats(scopes, kind=scope)
+        # what memory costs on disk (operating/storage.py): measured first, so its notice is among the notices
+        storage = (await self.engine.storage.report()).as_dict()
         return {
             "scopes": per_scope,
             "totals": {
@@ -379,7 +382,31 @@ class MemoryAPI:
             "notices": [{"code": n.code, "message": n.render(answer_lang())}
                         for n in self.engine.notices()],
             "providers": self.engine.providers(),
+            # what memory costs on disk, how fast it grows, the oldest turn kept (operating/storage.py)
+            "storage": storage,
+            "retention_days_turns": self.engine.config.turns_retention_days,
         }
+
+    # -- compact: old turns no memory cites, freed ---------------------------------
+
+    async def compact_plan(self, query: Mapping[str, Any]) -> dict[str, Any]:
+        """What compacting would free (``days``: turns older than that; by
+        default retention_days.turns), nothing written."""
+        days = compact_days(query.get("days"), self.engine.config.turns_retention_days)
+        return await compact_plan(self.engine.db, self.engine.vector_index.files, days, self.engine.clock())
+
+    async def start_compact(self, body: Any, user: str | None) -> dict[str, Any]:
+        """Free it, in the background (``GET compact/<job_id>`` follows it)."""
+        body = {} if body is None else body
+        if not isinstance(body, dict):
+            raise AdminError(msg("api.send_object", what=msg("api.what.compact")))
+        unknown = set(body) - {"days"}
+        if unknown:
+            raise AdminError(msg("api.unknown_fields_known", fields=", ".join(sorted(unknown))[:200], known="days"))
+        days = compact_days(body.get("days"), self.engine.config.turns_retention_days)
+        job = start_compact(self.engine.jobs, self.engine.db, self.engine.vector_index.files, days,
+                            self.engine.clock(), _actor(user), self.engine.config.emergency_read_only)
+        return {"job_id": job.id, "days": days}
 
     async def audit_log(self, query: Mapping[str, Any]) -> dict[str, Any]:
         page, size = _page(query)

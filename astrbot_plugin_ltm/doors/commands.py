@@ -28,11 +28,12 @@ from ..audience import may_recall
 from ..engine import LTMEngine
 from ..enums import Outcome, PolicySource, ScopeKind, Status
 from ..errors import AdminError
-from ..i18n import CATALOGUE, Lang, msg, say, translate
+from ..i18n import CATALOGUE, Lang, Message, msg, say, translate
 from ..operating import targets
 from ..operating.policy_words import change_lines
 from ..operating.queries import ItemFilter
 from ..operating.reply_language import reply_language, said_in
+from ..operating.storage import status_lines
 from ..scope import Origin, Scope
 from ..storing.database import DatabaseBusyError, ReadOnlyError, is_full
 from ..storing.tables import MemoryItem
@@ -197,8 +198,9 @@ class Commands:
         # What limits memory right now, to admins: the operator can fix it.
         notices = self.engine.notices() if origin.is_admin else []
         if not stats:  # what goes wrong now (a full disk …) is said even before anything is kept
+            faults = [n for n in notices if n.code.startswith("fault.")]
             return "\n".join([await self._nothing_in(scope, lang) if scope else say("cmd.status.nothing", lang),
-                              *(n.render(lang) for n in notices if n.code.startswith("fault."))])
+                              *(n.render(lang) for n in faults), *await self._disk_lines(origin, faults, lang, target)])
         lines = []
         for s in stats:
             counts = _SEP[lang].join(say("cmd.status.count", lang, n=n, state=_word("state", status, lang))
@@ -209,8 +211,18 @@ class Commands:
         last = say("cmd.status.mode", lang, mode=self.engine.config.write_policy.mode)
         if self.engine.config.emergency_read_only:
             last += ("" if lang == "zh" else " ") + say("cmd.status.read_only", lang)
-        lines += [notice.render(lang) for notice in notices]
+        lines += [notice.render(lang) for notice in notices] + await self._disk_lines(origin, notices, lang, target)
         return "\n".join(lines) + "\n" + last
+
+    async def _disk_lines(self, origin: Origin, said: list[Message], lang: Lang, target: str) -> list[str]:
+        """To an admin's own ``/ltm status`` (no target): what memory costs on
+        disk, how fast it grows, the oldest turn kept (operating/storage.py);
+        ``said``: the notices the reply holds already (the disk's may be among them)."""
+        if not origin.is_admin or target.strip():
+            return []
+        shown = {notice.code for notice in said}
+        return [line.render(lang) for line in status_lines(await self.engine.storage.report())
+                if line.code not in shown]
 
     def _own_filters(self, origin: Origin) -> list[ItemFilter]:
         """A user's memories: their own scope; in a group only what the group

@@ -32,7 +32,8 @@ from ..recalling.bot_lines import speaker_of
 from ..recalling.reader import Only
 from ..scope import Origin, Scope
 from ..storing.database import ReadOnlyError
-from ..storing.tables import MemoryContext, MemoryEvent, MemoryEvidence, MemoryItem
+from ..storing.evidence import cited_events
+from ..storing.tables import MemoryContext, MemoryItem
 from ..storing.turns import turn_text
 
 EXPAND_TURNS = 8  # source turns memory_expand returns at most
@@ -140,13 +141,8 @@ class MemoryTools:
             return f"Memory #{wanted} is not in use, so its sources are not shown."
         # Only the lines said in this chat: a memory a group may recall may
         # have been said in private too (audience.py).
-        said_in_this_chat = or_(*(and_(MemoryEvent.scope == s.kind, MemoryEvent.scope_id == s.id) for s in scopes))
         async with self.engine.db.read() as session:
-            turns = (await session.execute(
-                select(MemoryEvent).join(MemoryEvidence, MemoryEvidence.event_id == MemoryEvent.event_id)
-                .where(MemoryEvidence.memory_id == item.memory_id, MemoryEvent.withheld.is_(False),
-                       said_in_this_chat)
-                .order_by(MemoryEvent.created_at).limit(EXPAND_TURNS))).scalars().all()
+            turns = await cited_events(session, item, shown_only=True, limit=EXPAND_TURNS, said_in=scopes)
         if not turns:
             return f"Memory #{wanted} ({neutralise(item.fact)}) has no source turns to show."
         lines = [f"Sources of #{wanted} ({neutralise(item.fact)}):"]

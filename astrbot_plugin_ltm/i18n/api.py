@@ -43,6 +43,7 @@ TEXTS: dict[str, tuple[str, str]] = {
     "api.send_object": ("send a JSON object with {what}", "请发送包含{what}的 JSON 对象"),
     "api.what.changes": ("the fields to change", "要修改的字段"),
     "api.what.settings": ("the settings to change", "要修改的设置"),
+    "api.what.compact": ('the days to keep ({"days": N})', '保留天数（{"days": N}）'),
     "api.send_review": ('send {"memory_ids": [...], "decision": "approve" | "reject"}',
                         '请发送 {"memory_ids": [...], "decision": "approve" | "reject"}'),
     "api.ids_list": ("memory_ids must be a list of ids", "memory_ids 必须是 id 列表"),
@@ -122,6 +123,10 @@ TEXTS: dict[str, tuple[str, str]] = {
     "api.scopes_max": ("at most {max} scopes", "最多 {max} 个范围"),
     "api.not_scope": ("{scope} is not a scope ({why}): write user:<id> or group:<id>",
                       "{scope} 不是有效范围（{why}）：请写 user:<id> 或 group:<id>"),
+    "api.compact_days": ("say how many days to keep (days=N): turns older than that which no memory cites are "
+                         "freed; or set retention_days.turns",
+                         "请给出保留天数（days=N）：超过该天数且未被任何记忆引用的对话将被释放；"
+                         "或设置 retention_days.turns"),
     "api.job_busy": ("a {kind} job is running ({job_id}); wait for it or cancel it",
                      "一个 {kind} 任务正在运行（{job_id}）；请等待它结束或取消它"),
     "api.no_job": ("no job {job_id} (jobs are kept in memory until the plugin restarts)",
@@ -185,6 +190,10 @@ TEXTS: dict[str, tuple[str, str]] = {
     "config.not_object": ("{name}: expected an object, got {value}", "{name}：应为对象，实际是 {value}"),
     "config.retention_days": ("{setting}: {value} days makes no sense (-1 = keep forever)",
                               "{setting}：{value} 天没有意义（-1 = 永久保留）"),
+    "config.retention_turns_zero": ("{setting}: 0 days would delete every turn no memory cites as soon as it is "
+                                    "recorded (-1 = keep every turn, or at least 1 day)",
+                                    "{setting}：0 天会在记录后立即删除所有未被记忆引用的对话"
+                                    "（-1 = 保留全部，或至少 1 天）"),
     "config.stray_approval": ("write_policy.require_approval_types: {stray} are not in allowed_types, so they can "
                               "never be written; check both lists",
                               "write_policy.require_approval_types：{stray} 不在 allowed_types 中，因此永远不会被写入；"

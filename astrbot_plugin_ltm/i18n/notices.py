@@ -14,6 +14,12 @@ TEXTS: dict[str, tuple[str, str]] = {
     "notice.effect.no_stems": (
         "English keywords are not stemmed (\"books\" does not find \"book\").",
         "英文关键词不做词干化（搜“books”找不到“book”）。"),
+    "notice.disk_fills": (
+        "The disk holding the database has {free} free and memory grows about {growth} a day: at this rate it is "
+        "full in {days} days. Set retention_days.turns or compact old turns (review page, statistics), or free "
+        "disk space.",
+        "数据库所在磁盘剩余 {free}，记忆每天约增长 {growth}：照此速度 {days} 天后磁盘将写满。请设置 "
+        "retention_days.turns 或压缩旧对话（管理页面“统计”），或释放磁盘空间。"),
     "notice.effect.estimated_tokens": (
         "Token counts are estimated, so memory blocks come out a little shorter.",
         "token 数只能估算，注入的记忆块会略短。"),

@@ -45,6 +45,10 @@ TEXTS: dict[str, tuple[str, str]] = {
     "learn.near_duplicate_merged": ("a near-duplicate was merged into it", "一条近似重复的记忆已合并到这里"),
     "learn.merged_into": ("merged into a memory that says the same", "已合并到一条内容相同的记忆"),
     "learn.expired": ("older than its retention of {days} days", "超过了 {days} 天的保留期"),
+    "learn.turns_deleted": ("turns older than {days} days that no memory cites (retention_days.turns)",
+                            "超过 {days} 天且未被任何记忆引用的对话（retention_days.turns）"),
+    "audit.compacted": ("compacted by an operator: turns older than {days} days that no memory cites",
+                        "管理员压缩：超过 {days} 天且未被任何记忆引用的对话"),
     # -- operators (operating/admin.py, the chat commands) -----------------------
     "audit.approved": ("approved", "已批准"),
     "audit.rejected": ("rejected", "已驳回"),

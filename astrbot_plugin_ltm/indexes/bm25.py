@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from itertools import chain, islice
 
 import numpy as np
+
+from ..storing.terms import term_key, term_keys
 
 # FTS5's bm25() constants, so rankings agree with the operators' search.
 K1 = 1.2
@@ -35,11 +37,14 @@ def yield_gil() -> None:
     time.sleep(0)
 
 
-def term_key(term: str) -> int:
-    """A term as the postings know it: its hash, 8 bytes in a sorted array
-    instead of a string and two arrays per term (docs/decisions.md#d40).
-    Two terms of one hash would share postings (odds ~n²/2⁶⁴)."""
-    return hash(term)
+# A row's terms: its tokens, or their keys (storing.terms: a term as the
+# postings know it, a hash in a sorted array instead of a string and two
+# arrays per term, docs/decisions.md#d40) as the database keeps them.
+Terms = Sequence[str] | np.ndarray
+
+
+def keys_of(terms: Terms) -> np.ndarray:
+    return terms.astype(np.int64, copy=False) if isinstance(terms, np.ndarray) else term_keys(terms)
 
 
 class KeywordNamespace:
@@ -81,22 +86,22 @@ class KeywordNamespace:
                 + 200 * len(self._pending) + 64 * self._pending_count)
 
     @classmethod
-    def build(cls, rows: Iterable[tuple[int, list[str]]]) -> KeywordNamespace:
-        """A namespace of ``rows`` (rowid, tokens; a rowid given twice has
-        its last tokens), its postings sorted out by numpy in one go:
-        adding rows one by one takes seconds for a large scope
+    def build(cls, rows: Iterable[tuple[int, Terms]]) -> KeywordNamespace:
+        """A namespace of ``rows`` (rowid, tokens or their keys; a rowid
+        given twice has its last terms), its postings sorted out by numpy
+        in one go: adding rows one by one takes seconds for a large scope
         (docs/decisions.md#d22). ``rows`` is read a chunk at a time and
-        each chunk's tokens become their term keys at once, so a build
-        never holds every token of a large scope as a string (d40)."""
+        each chunk's terms become their keys at once, so a build never
+        holds every token of a large scope as a string (d40)."""
         ns = cls()
         rowid_parts, length_parts, key_parts = [], [], []
         rows = iter(rows)
         while chunk := list(islice(rows, CHUNK)):
             rowid_parts.append(np.fromiter((rowid for rowid, _ in chunk), np.int64, count=len(chunk)))
-            length_parts.append(np.fromiter((len(tokens) for _, tokens in chunk), np.int64, count=len(chunk)))
-            tokens = list(chain.from_iterable(tokens for _, tokens in chunk))
-            key_parts.append(np.fromiter(map(term_key, tokens), np.int64, count=len(tokens)))
-            del chunk, tokens
+            chunk_keys = [keys_of(terms) for _, terms in chunk]
+            length_parts.append(np.fromiter((len(k) for k in chunk_keys), np.int64, count=len(chunk)))
+            key_parts.append(np.concatenate(chunk_keys) if chunk_keys else np.zeros(0, np.int64))
+            del chunk, chunk_keys
             yield_gil()
         rowids = np.concatenate(rowid_parts) if rowid_parts else np.zeros(0, np.int64)
         lengths = np.concatenate(length_parts) if length_parts else np.zeros(0, np.int64)
@@ -127,12 +132,11 @@ class KeywordNamespace:
         ns._tfs = np.minimum(tfs, TF_MAX).astype(np.uint16)
         return ns
 
-    def add(self, rowid: int, tokens: Iterable[str]) -> None:
+    def add(self, rowid: int, terms: Terms) -> None:
         self.remove(rowid)
         counts: dict[int, int] = {}
         length = 0
-        for token in tokens:
-            key = term_key(token)
+        for key in keys_of(terms).tolist():
             counts[key] = counts.get(key, 0) + 1
             length += 1
         if self._used == len(self._rowids):
@@ -161,6 +165,24 @@ class KeywordNamespace:
         self._length_sum -= float(self._lengths[slot])
         if self._used - len(self._slot) > max(_COMPACT_MIN, self._used // 2):
             self._compact()
+
+    def holds(self, rowid: int) -> bool:
+        return rowid in self._slot
+
+    def trim_oldest(self, keep: int) -> int:
+        """Drop the rows added first until ``keep`` are left (a turn
+        namespace holds its scope's newest turns: storing.turns.TURNS_HELD);
+        returns how many went."""
+        live = np.flatnonzero(self._alive[: self._used])
+        if len(live) <= keep:
+            return 0
+        gone = live[: len(live) - keep]
+        self._alive[gone] = False
+        self._length_sum -= float(self._lengths[gone].sum())
+        for rowid in self._rowids[gone].tolist():
+            self._slot.pop(int(rowid), None)
+        self._compact()
+        return len(gone)
 
     def _merge(self) -> None:
         """The pending postings into the arrays: each term's go after its
@@ -226,12 +248,26 @@ class KeywordNamespace:
 
     def search(self, terms: list[str], k: int) -> list[tuple[int, float]]:
         """(rowid, bm25) of the ``k`` best rows holding any of ``terms``."""
-        n = len(self._slot)
-        if not n or not terms or k <= 0:
+        if k <= 0 or (scores := self._scores(terms)) is None:
             return []
+        return self._best(scores, np.flatnonzero(scores), k)
+
+    def search_among(self, terms: list[str], rowids: Iterable[int], k: int) -> list[tuple[int, float]]:
+        """``search`` within ``rowids`` only (a named period's turns), each
+        scored as among the whole namespace."""
+        if k <= 0 or (scores := self._scores(terms)) is None:
+            return []
+        slots = np.fromiter((slot for r in rowids if (slot := self._slot.get(r)) is not None), np.int64)
+        return self._best(scores, slots[scores[slots] > 0], k)
+
+    def _scores(self, terms: list[str]) -> np.ndarray | None:
+        """Every slot's bm25 for ``terms`` (0 where none occurs), or None."""
+        n = len(self._slot)
+        if not n or not terms:
+            return None
         found = [postings for term in dict.fromkeys(terms) if (postings := self._term(term)) is not None]
         if not found:
-            return []
+            return None
         # Every term's postings in one pass: a few numpy calls per search,
         # not a few per term (docs/decisions.md#d72).
         sizes = np.fromiter((len(slots) for slots, _ in found), np.int64, count=len(found))
@@ -247,8 +283,9 @@ class KeywordNamespace:
         weights = np.repeat(idf, sizes) * tfs * (K1 + 1.0) / (tfs + norm)
         if alive is not None:
             weights *= alive
-        scores = np.bincount(slots, weights=weights, minlength=self._used)
-        hit = np.flatnonzero(scores)
+        return np.bincount(slots, weights=weights, minlength=self._used)
+
+    def _best(self, scores: np.ndarray, hit: np.ndarray, k: int) -> list[tuple[int, float]]:
         if len(hit) > k:  # (argpartition over the whole array is slow on its many zeros)
             hit = hit[np.argpartition(scores[hit], len(hit) - k)[len(hit) - k:]]
         hit = hit[np.lexsort((hit, -scores[hit]))]  # best first; a tie in slot order

@@ -4,11 +4,16 @@ rows, written beside the database and trusted again after a restart.
 A namespace holds one scope's vectors of one corpus and one model. A
 memory's vector is held under its row id; a turn's sentences under
 ``rowid * stride + n``, so a turn is as near a query as its nearest
-sentence. A file is used only when its fingerprint (storing.vector_rows)
-equals SQLite's; a file that is missing, corrupt, stale or of another
-model, dimension, stride or layout is rebuilt. Vectors are held as
-float16 (faiss's scalar quantizer): half the memory of float32, and the
-same neighbours (docs/decisions.md#d39). Only faiss's public API is used:
+sentence. Vectors are held as float16 (faiss's scalar quantizer): half
+the memory of float32, and the same neighbours (docs/decisions.md#d39).
+
+Only an inverted file (past EXACT_SEARCH_MAX vectors) is written to a
+file: its clustering takes seconds to train. A flat namespace is built
+from its rows faster than a file is checked, so it has none (one file
+per scope and corpus cost a vector's bytes twice, docs/decisions.md#d160).
+A file is used only when its fingerprint (storing.vector_rows) equals
+SQLite's; a file that is missing, corrupt, stale or of another model,
+dimension, stride or layout is rebuilt. Only faiss's public API is used:
 AstrBot's own vector store has changed between releases.
 """
 
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
@@ -23,14 +29,15 @@ from typing import Any
 
 import faiss
 import numpy as np
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection
 
 from ..enums import Corpus
 from ..faults import Faults
 from ..i18n import msg
 from ..logs import log
 from ..scope import Scope
-from ..storing.vector_rows import VECTOR_ROWS, Fingerprint, fingerprint
+from ..storing.turns import held_since
+from ..storing.vector_rows import Fingerprint, fingerprint, scope_rows, scope_vectors
 from ..text import MAX_SENTENCES
 from .faiss_storage import Storage
 
@@ -43,10 +50,15 @@ assert STRIDE[Corpus.TURNS] >= MAX_SENTENCES + 1
 # Up to this many vectors a namespace is searched exactly (flat); beyond,
 # it is an inverted file of sqrt(n) clusters, NPROBE searched (docs/decisions.md#d14).
 EXACT_SEARCH_MAX = 20_000
+# Only a namespace of more vectors than this is kept in a file: the inverted
+# files, whose clustering takes seconds to train (docs/decisions.md#d160).
+FILES_ABOVE = EXACT_SEARCH_MAX
 NPROBE = 16
 TRAINING_PER_CLUSTER = 40  # faiss warns below 39
-# How a namespace holds its vectors; a file of another layout is rebuilt.
-LAYOUT = "fp16"
+# How a namespace holds its vectors and what its fingerprint says; a file
+# of another layout is rebuilt ("fp16": before a turn's fingerprint ended
+# in its last row id, and flat namespaces had files too).
+LAYOUT = "fp16 v2"
 _FP16 = faiss.ScalarQuantizer.QT_fp16
 BUILD_CHUNK = 4096  # vectors converted to float32 at a time while building
 
@@ -72,6 +84,7 @@ class VectorNamespace:
     fingerprint: Fingerprint | tuple[()] = ()  # () once it no longer says what the index holds
     dirty: bool = False  # changed since written to its file
     changes: int = 0  # adds and removals since loaded
+    added_turns: int = 0  # turns added since the oldest were last trimmed (trim_oldest)
     built: InitVar[bool] = False  # by new_index (else read from a file)
     storage: Storage = field(init=False)  # the room faiss's storage has (faiss_storage)
 
@@ -117,6 +130,27 @@ class VectorNamespace:
         self.index.remove_ids(all_faiss_ids(self.corpus, rowids))
         self.storage.removed(self.index)
         self.changed()
+
+    def trim_oldest(self, keep_turns: int) -> int:
+        """Drop the oldest turns' vectors (the smallest row ids) until those
+        of ``keep_turns`` are left (storing.turns.TURNS_HELD); the file no
+        longer matches SQLite's fingerprint, so it is rebuilt when next read."""
+        rowids = np.unique(faiss.vector_to_array(self.index.id_map) // STRIDE[self.corpus]) \
+            if not isinstance(self.index, faiss.IndexIVF) else np.unique(_ivf_ids(self.index) // STRIDE[self.corpus])
+        if len(rowids) <= keep_turns:
+            return 0
+        gone = rowids[: len(rowids) - keep_turns].tolist()
+        self.remove(gone)
+        self.fingerprint = ()
+        return len(gone)
+
+
+def _ivf_ids(index: Any) -> np.ndarray:
+    """Every id an inverted file holds."""
+    lists = index.invlists
+    parts = [faiss.rev_swig_ptr(lists.get_ids(n), lists.list_size(n)).copy()
+             for n in range(index.nlist) if lists.list_size(n)]
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
 def contents(index: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -187,6 +221,45 @@ class NamespaceFiles:
             log.warning("ltm: vector namespace %s (%s) unreadable (%s); rebuilding", scope.namespace, corpus, exc)
             return None
 
+    def remove(self, scope: Scope, corpus: Corpus) -> None:
+        """Delete the namespace's file, if it has one."""
+        paths = self._paths(scope, corpus)
+        for path in paths or ():
+            with suppress(OSError):
+                path.unlink(missing_ok=True)
+
+    def stale(self) -> list[Path]:
+        """Files no namespace will read: of another layout (or unreadable
+        meta), or of a flat namespace (written before flat ones had none),
+        or a meta without its index."""
+        if self.directory is None or not self.directory.is_dir():
+            return []
+        out: list[Path] = []
+        for meta_path in self.directory.glob("*.json"):
+            index_path = meta_path.with_suffix(".faiss")
+            try:
+                meta = json.loads(meta_path.read_text())
+                keep = (meta.get("layout") == LAYOUT and index_path.exists()
+                        and int((meta.get("fingerprint") or [0])[0]) > FILES_ABOVE)
+            except (OSError, ValueError, TypeError):
+                keep = False
+            if not keep:
+                out += [p for p in (meta_path, index_path) if p.exists()]
+        known = {p.with_suffix(".faiss") for p in self.directory.glob("*.json")}
+        out += [p for p in self.directory.glob("*.faiss") if p not in known]
+        # A namespace being written has its index renamed into place before its meta: never one of those.
+        recent = time.time() - 60
+        return [p for p in out if _mtime(p) < recent]
+
+    def remove_stale(self) -> int:
+        """Delete the ``stale`` files; returns how many."""
+        gone = 0
+        for path in self.stale():
+            with suppress(OSError):
+                path.unlink(missing_ok=True)
+                gone += 1
+        return gone
+
     def write(self, ns: VectorNamespace, lock: AbstractContextManager[Any] | None = None) -> bool:
         """Write ``ns`` (under ``lock``, the index's, when it is in use).
         A file that cannot be written (the disk is full, the directory
@@ -195,6 +268,10 @@ class NamespaceFiles:
         where it would be read (written aside, then renamed)."""
         paths = self._paths(ns.scope, ns.corpus)
         if paths is None:
+            return True
+        if ns.size <= FILES_ABOVE:  # rebuilt from its rows faster than a file is checked: none kept
+            self.remove(ns.scope, ns.corpus)
+            ns.dirty = False
             return True
         tmp = paths[0].with_suffix(".faiss.tmp")
         try:
@@ -225,47 +302,54 @@ class NamespaceFiles:
         return True
 
 
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
 def load_namespace(conn: Connection, files: NamespaceFiles, scope: Scope, model: str,
                    corpus: Corpus) -> VectorNamespace | None:
-    """The namespace from its file, or built from the vector rows (and its
-    file written); None when the scope has no vectors of ``model``."""
-    expected = fingerprint(conn, scope, model, corpus)
+    """The namespace from its file (an inverted file whose fingerprint is
+    SQLite's), or built from the vector rows; None when the scope has no
+    vectors of ``model``."""
+    # A scope's newest turns only (storing.turns.TURNS_HELD): its fingerprint is theirs.
+    since = held_since(conn, scope.kind, scope.id) if corpus == Corpus.TURNS else None
+    expected = fingerprint(conn, scope, model, corpus, since)
     if expected[0] == 0:
         return None
-    ns = files.read(scope, model, corpus, expected)
-    if ns is not None:
-        return ns
-    rows = VECTOR_ROWS[corpus]
-    of_scope = (*rows.of_scope(scope, model), rows.whole())
-    broken = conn.execute(select(func.count()).select_from(rows.table)
-                          .where(*rows.of_scope(scope, model), ~rows.whole())).scalar_one()
-    if broken:
+    if expected[0] > FILES_ABOVE:
+        ns = files.read(scope, model, corpus, expected)
+        if ns is not None:
+            return ns
+    found = scope_vectors(conn, scope, model, corpus, since)
+    if found is None or not found.count:
+        return None
+    if found.broken:
         log.warning("ltm: %d malformed vector row(s) in %s (%s) left out; they will be embedded again",
-                    broken, scope.namespace, corpus)
-    vector, dim_column = rows.column("vector"), rows.column("dim")
-    # The commonest dimension wins; rows of another are embedded again.
-    dim, count = conn.execute(select(dim_column, func.sum(func.length(vector) / (4 * dim_column)))
-                              .where(*of_scope).group_by(dim_column)
-                              .order_by(func.count().desc(), dim_column)).first() or (0, 0)
-    # Streamed into float16 arrays: a build holds the rows' blobs a chunk
-    # at a time, never all of them and a float32 copy besides.
-    vectors = np.empty((int(count), dim), np.float16)
-    ids = np.empty(int(count), np.int64)
+                    found.broken, scope.namespace, corpus)
+    dim = found.dim
+    # Streamed into float16 arrays: a build holds one chunk of the rows'
+    # blobs, never all of them nor a float32 copy of them all.
+    vectors = np.empty((found.count, dim), np.float16)
+    ids = np.empty(found.count, np.int64)
     filled = 0
-    result = conn.execute(select(rows.key_column, vector).where(*of_scope, dim_column == dim))
-    while batch := result.fetchmany(1000):
-        for rowid, blob in batch:
-            vecs = np.frombuffer(blob, dtype=np.float32).reshape(-1, dim)
-            if filled + len(vecs) > len(ids):
-                # Rows written since they were counted: the two statements
-                # do not share a snapshot. They are held too.
-                room = max(filled + len(vecs), 2 * len(ids))
-                vectors, ids = np.resize(vectors, (room, dim)), np.resize(ids, room)
-            vectors[filled:filled + len(vecs)] = vecs
-            ids[filled:filled + len(vecs)] = faiss_ids(corpus, rowid, len(vecs))
-            filled += len(vecs)
+    for rowid, vecs in scope_rows(conn, scope, model, corpus, dim, since):
+        if filled + len(vecs) > len(ids):
+            # Rows written since they were counted: the statements do not
+            # share a snapshot. They are held too.
+            room = max(filled + len(vecs), 2 * len(ids))
+            vectors, ids = np.resize(vectors, (room, dim)), np.resize(ids, room)
+        vectors[filled:filled + len(vecs)] = vecs
+        ids[filled:filled + len(vecs)] = faiss_ids(corpus, rowid, len(vecs))
+        filled += len(vecs)
     vectors, ids = vectors[:filled], ids[:filled]
-    ns = VectorNamespace(scope, model, corpus, dim, new_index(dim, vectors, ids), expected, dirty=True, built=True)
+    # The fingerprint says what the index holds only when no row came or
+    # went between its statement and these.
+    same = filled == expected[0] == found.count
+    ns = VectorNamespace(scope, model, corpus, dim, new_index(dim, vectors, ids), expected if same else (),
+                         dirty=True, built=True)
     files.write(ns)
     return ns
 

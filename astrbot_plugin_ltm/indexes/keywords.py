@@ -10,13 +10,17 @@ term by the scope's own rows (docs/decisions.md#d09).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import datetime
 
+import numpy as np
 from sqlalchemy import Connection, text
 
 from ..audience import MEMBERS_SQL
+from ..clock import parse_stored_time
 from ..enums import Corpus
 from ..scope import Scope
+from ..storing import turns as turns_module
 from ..storing.changes import (
     Change,
     MemoriesReindexed,
@@ -25,13 +29,15 @@ from ..storing.changes import (
     MemoryUnshared,
     MemoryWritten,
     ScopeForgotten,
+    TurnsDeleted,
     TurnsRecorded,
     TurnsWithheld,
 )
 from ..storing.database import Database
-from ..storing.keyword_rows import scope_prefix
-from ..storing.turns import MAX_PASSAGES, PASSAGE_BREAK
-from .bm25 import CHUNK, KeywordNamespace
+from ..storing.keyword_rows import has_legacy_turn_rows, scope_prefix
+from ..storing.terms import BREAK_KEY, context_keys, decode, term_keys, with_context
+from ..storing.turns import CONTEXT_TOKENS, CONTEXT_WINDOW, MAX_PASSAGES, PASSAGE_BREAK, held_since
+from .bm25 import CHUNK, KeywordNamespace, Terms
 from .namespaces import COLD_WAIT, Matches, MemoryBudget, NamespaceCache, Update
 
 # Up to this many rows a search takes well under a millisecond and runs on
@@ -52,36 +58,74 @@ PASSAGE_DOCUMENTS = False
 PASSAGE_STRIDE = 8
 assert PASSAGE_STRIDE >= MAX_PASSAGES
 
-# A corpus's rows of one scope, as (rowid, tokens), from the keyword rows:
-# the memories the scope may recall (audience.py), the turns said in it.
-# The turns' rows hold scoped tokens only: SQLite takes the prefix off.
-_ROWS = {
-    Corpus.MEMORIES: f"SELECT f.rowid, f.tokens FROM ltm_items_fts f WHERE f.rowid IN ({MEMBERS_SQL})",
-    Corpus.TURNS: "SELECT f.rowid, replace(f.scoped, :prefix, '') FROM ltm_events e "
-                  "JOIN ltm_events_fts f ON f.rowid = e.id "
-                  "WHERE e.scope = :kind AND e.scope_id = :id AND NOT e.withheld",
-}
+# A corpus's rows of one scope. A memory's are the tokens of its FTS5 row.
+# A turn's are its own terms (storing.terms) and, as context, the first
+# terms of the turn before it in its conversation within the hour: read in
+# order, with the withheld (which lend context but are not searched) and
+# those without terms (which lend none). In a store from before migration
+# 0017 whose turns storing.relayout has not reached yet, a turn may instead
+# have the scoped tokens of its old FTS5 row, its context in them.
+# The memories are those the scope may recall (audience.py), wherever kept.
+_MEMORY_ROWS = f"SELECT f.rowid, f.tokens FROM ltm_items_fts f WHERE f.rowid IN ({MEMBERS_SQL})"
+_TURN_ROWS = ("SELECT e.id, e.session_id, e.created_at, e.withheld, t.terms{old} FROM ltm_events e "
+              "LEFT JOIN ltm_turn_terms t ON t.event_rowid = e.id{join} "
+              "WHERE e.scope = :kind AND e.scope_id = :id AND e.created_at > :since ORDER BY e.created_at, e.id")
 
 
-def passage_rows(rowid: int, tokens: Sequence[str]) -> Iterator[tuple[int, list[str]]]:
-    """A turn's keyword tokens as its documents: the whole turn, or with
-    PASSAGE_DOCUMENTS its passages (split at PASSAGE_BREAK; past
-    PASSAGE_STRIDE, the rest joins the last)."""
-    tokens = list(tokens)
+def turn_rows(conn: Connection, scope: Scope) -> Iterator[tuple[int, np.ndarray]]:
+    """The scope's newest turns (storing.turns.TURNS_HELD) as (rowid, their
+    keys with their context), oldest first, read a chunk at a time."""
+    moving = has_legacy_turn_rows(conn)
+    statement = _TURN_ROWS.format(old=", f.scoped" if moving else "",
+                                  join=" LEFT JOIN ltm_events_fts f ON f.rowid = e.id" if moving else "")
+    since = held_since(conn, scope.kind, scope.id) or ""
+    result = conn.execute(text(statement), {"kind": scope.kind, "id": scope.id, "since": since})
+    prefix = scope_prefix(scope.kind, scope.id)
+    before: dict[str | None, tuple[datetime, np.ndarray]] = {}
+    while batch := result.fetchmany(CHUNK):
+        for rowid, session, created_at, withheld, blob, *old in batch:
+            at = parse_stored_time(created_at)
+            if blob is not None:
+                own = decode(blob)
+                previous = before.get(session)
+                context = previous[1] if previous is not None and at - previous[0] <= CONTEXT_WINDOW else None
+                if not withheld:
+                    yield rowid, with_context(own, context)
+                before[session] = (at, context_keys(own, CONTEXT_TOKENS))
+            elif old and old[0]:  # not moved yet: its scoped tokens, its context in them, the prefix taken off
+                keys = term_keys(old[0].replace(prefix, "").split(), PASSAGE_BREAK)
+                if not withheld:
+                    yield rowid, keys
+                before[session] = (at, context_keys(keys, CONTEXT_TOKENS))  # its first words: its own
+            else:
+                before[session] = (at, _NONE)
+
+
+_NONE = np.zeros(0, np.int64)
+
+
+# (scope, the message's tokens, turn row ids, k) -> the best k of those
+# turns by the scope's keyword namespace, best first, as (rowid, bm25); None
+# when the namespace is not loaded.
+TurnRanker = Callable[[Scope, list[str], Iterable[int], int], list[tuple[int, float]] | None]
+
+
+def passage_rows(rowid: int, terms: Sequence[str] | np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    """A turn's keyword terms (tokens or keys) as its documents' keys: the
+    whole turn, or with PASSAGE_DOCUMENTS its passages (split at the
+    passage break; past PASSAGE_STRIDE, the rest joins the last)."""
+    keys = terms if isinstance(terms, np.ndarray) else term_keys(terms, PASSAGE_BREAK)
+    breaks = keys == BREAK_KEY
     if not PASSAGE_DOCUMENTS:
-        yield rowid * PASSAGE_STRIDE, [t for t in tokens if t != PASSAGE_BREAK]
+        yield rowid * PASSAGE_STRIDE, keys[~breaks] if breaks.any() else keys
         return
+    cuts = np.flatnonzero(breaks)[:PASSAGE_STRIDE - 1]
     start = 0
-    for n in range(PASSAGE_STRIDE - 1):
-        try:
-            end = tokens.index(PASSAGE_BREAK, start)
-        except ValueError:
-            break
-        yield rowid * PASSAGE_STRIDE + n, tokens[start:end]
+    for n, end in enumerate(cuts.tolist()):
+        yield rowid * PASSAGE_STRIDE + n, keys[start:end]
         start = end + 1
-    else:
-        n = PASSAGE_STRIDE - 1
-    yield rowid * PASSAGE_STRIDE + n, [t for t in tokens[start:] if t != PASSAGE_BREAK]
+    rest = keys[start:]
+    yield rowid * PASSAGE_STRIDE + len(cuts), rest[rest != BREAK_KEY]
 
 
 def best_turns(hits: list[tuple[int, float]], k: int) -> list[tuple[int, float]]:
@@ -95,18 +139,18 @@ def best_turns(hits: list[tuple[int, float]], k: int) -> list[tuple[int, float]]
 def load_namespace(conn: Connection, scope: Scope, corpus: Corpus) -> KeywordNamespace:
     """A scope's namespace of ``corpus``, built from its keyword rows as
     they are read (a large scope's rows are never all held at once)."""
-    result = conn.execute(text(_ROWS[corpus]),
-                          {"kind": scope.kind, "id": scope.id, "prefix": scope_prefix(scope.kind, scope.id)})
+    params = {"kind": scope.kind, "id": scope.id}
+    if corpus == Corpus.MEMORIES:
+        memories = conn.execute(text(_MEMORY_ROWS), params)
 
-    def rows() -> Iterator[tuple[int, list[str]]]:
-        while batch := result.fetchmany(CHUNK):
-            for rowid, tokens in batch:
-                if corpus == Corpus.TURNS:
-                    yield from passage_rows(rowid, (tokens or "").split())
-                else:
+        def facts() -> Iterator[tuple[int, list[str]]]:
+            while batch := memories.fetchmany(CHUNK):
+                for rowid, tokens in batch:
                     yield rowid, (tokens or "").split()
 
-    return KeywordNamespace.build(rows())
+        return KeywordNamespace.build(facts())
+    rows = (doc for rowid, keys in turn_rows(conn, scope) for doc in passage_rows(rowid, keys))
+    return KeywordNamespace.build(rows)
 
 
 class KeywordIndex:
@@ -140,6 +184,26 @@ class KeywordIndex:
             hits += best_turns(found_hits, k) if corpus == Corpus.TURNS else found_hits
         hits.sort(key=lambda hit: -hit[1])
         return hits[:k]
+
+    def turn_ranker(self, scopes: Iterable[Scope]) -> TurnRanker:
+        """For a read thread: the scopes' loaded turn namespaces, to rank a
+        named period's turns (``TurnRanker``); taken here, on the event
+        loop, where the cache's maps live."""
+        loaded = {scope: ns for scope in scopes if (ns := self._cache.peek((scope, Corpus.TURNS))) is not None}
+
+        def rank(scope: Scope, terms: list[str], rowids: Iterable[int], k: int) -> list[tuple[int, float]] | None:
+            ns = loaded.get(scope)
+            rowids = list(rowids)
+            # None when the namespace is not loaded, or holds none of these turns (older than it holds)
+            if ns is None or not any(ns.holds(r * PASSAGE_STRIDE) for r in rowids):
+                return None
+            with ns.lock:
+                hits = ns.search_among(terms, [r * PASSAGE_STRIDE + n for r in rowids
+                                               for n in range(PASSAGE_STRIDE if PASSAGE_DOCUMENTS else 1)],
+                                       k * (MAX_PASSAGES if PASSAGE_DOCUMENTS else 1))
+            return best_turns(hits, k)
+
+        return rank
 
     async def _load(self, key: Key) -> KeywordNamespace:
         scope, corpus = key
@@ -182,8 +246,8 @@ class KeywordIndex:
                     updates.append((_key(scope, Corpus.MEMORIES), _removing([rowid])))
                 case TurnsRecorded(scope=scope, turns=turns):
                     passages = [row for rowid, tokens in turns for row in passage_rows(rowid, tokens)]
-                    updates.append((_key(scope, Corpus.TURNS), _adding(passages)))
-                case TurnsWithheld(scope=scope, rowids=rowids):
+                    updates.append((_key(scope, Corpus.TURNS), _adding(passages, held=turns_module.TURNS_HELD)))
+                case TurnsWithheld(scope=scope, rowids=rowids) | TurnsDeleted(scope=scope, rowids=rowids):
                     every = [rowid * PASSAGE_STRIDE + n for rowid in rowids for n in range(PASSAGE_STRIDE)]
                     updates.append((_key(scope, Corpus.TURNS), _removing(every)))
                 case ScopeForgotten(scope=scope):
@@ -197,11 +261,14 @@ def _key(scope: Scope, corpus: Corpus) -> Matches[Key]:
     return lambda key: key == (scope, corpus)
 
 
-def _adding(rows: Sequence[tuple[int, Sequence[str]]]) -> Update[KeywordNamespace]:
+def _adding(rows: Sequence[tuple[int, Terms]], held: int | None = None) -> Update[KeywordNamespace]:
+    """Add the rows; a turn namespace past a quarter more than ``held`` drops its oldest."""
     def apply(ns: KeywordNamespace, _replayed: bool) -> bool:
         with ns.lock:
             for rowid, tokens in rows:
                 ns.add(rowid, tokens)
+            if held is not None and ns.size > held + held // 4:
+                ns.trim_oldest(held * (PASSAGE_STRIDE if PASSAGE_DOCUMENTS else 1))
         return True
 
     return apply

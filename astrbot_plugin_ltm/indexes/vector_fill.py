@@ -16,9 +16,16 @@ from ..enums import RECALLED_ROLES, Corpus
 from ..scope import Scope
 from ..storing.changes import Change, MemoryWritten
 from ..storing.database import Database, ReadOnlyError
-from ..storing.tables import EventVector, MemoryEvent, MemoryItem, MemoryVector
+from ..storing.tables import MemoryEvent, MemoryItem, MemoryVector
 from ..storing.turns import turn_passages
-from ..storing.vector_rows import VECTOR_ROWS, delete_other_models, store_vectors
+from ..storing.vector_rows import (
+    delete_other_models,
+    has_legacy_turn_vectors,
+    legacy_turn_lacks_vector,
+    store_vectors,
+    turn_has_vector,
+    whole_memory_vector,
+)
 from .embeddings import Embeddings
 
 BATCH = 64  # memories or turns per embedding call (docs/decisions.md#d29)
@@ -107,7 +114,7 @@ class VectorFill:
             return last, list(session.scalars(
                 select(MemoryItem)
                 .outerjoin(MemoryVector, and_(MemoryVector.item_id == MemoryItem.id, MemoryVector.model == model,
-                                              VECTOR_ROWS[Corpus.MEMORIES].whole(), *of_dimension))
+                                              whole_memory_vector(), *of_dimension))
                 .where(MemoryItem.id > checked, MemoryItem.id <= last, MemoryVector.item_id.is_(None))
                 .order_by(MemoryItem.id)
                 .limit(self.batch_size)
@@ -160,15 +167,16 @@ class VectorFill:
         space = f"{model}@{self.embeddings.dims.get(model, 0)}"  # a new dimension starts over
         checked = self._turns_checked.get(space, 0)
         self._turns_checked = {space: checked}
-        of_dimension = self._of_dimension(EventVector.dim, model)
+        dim = self.embeddings.dims.get(model)
 
         def read(session: Session) -> tuple[int, list[MemoryEvent]]:
             last = session.execute(select(func.coalesce(func.max(MemoryEvent.id), 0))).scalar_one() or 0
+            missing = [~turn_has_vector(model, dim)]
+            if has_legacy_turn_vectors(session.connection()):  # rows from before 0017, until moved
+                missing.append(legacy_turn_lacks_vector(model, dim))
             return last, list(session.scalars(
                 select(MemoryEvent)
-                .outerjoin(EventVector, and_(EventVector.event_rowid == MemoryEvent.id, EventVector.model == model,
-                                             VECTOR_ROWS[Corpus.TURNS].whole(), *of_dimension))
-                .where(MemoryEvent.id > checked, MemoryEvent.id <= last, EventVector.event_rowid.is_(None),
+                .where(MemoryEvent.id > checked, MemoryEvent.id <= last, *missing,
                        MemoryEvent.source_role.in_(RECALLED_ROLES), MemoryEvent.withheld.is_(False))
                 .order_by(MemoryEvent.id)
                 .limit(self.batch_size)

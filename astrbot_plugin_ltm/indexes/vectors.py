@@ -16,6 +16,7 @@ import numpy as np
 from ..enums import Corpus
 from ..logs import log
 from ..scope import Scope
+from ..storing import turns as turns_module
 from ..storing.changes import (
     Change,
     MemoryRemoved,
@@ -23,6 +24,7 @@ from ..storing.changes import (
     MemoryUnshared,
     MemoryWritten,
     ScopeForgotten,
+    TurnsDeleted,
     TurnsWithheld,
     VectorsStored,
 )
@@ -234,7 +236,10 @@ class VectorIndex:
             match change:
                 case VectorsStored(corpus=corpus, scope=scope, model=model, rowids=rowids, vectors=vectors):
                     key = (scope, model, corpus)
-                    stored = await self._fingerprint(key) if self._cache.peek(key) is not None else None
+                    # A memory's fingerprint is read from SQLite (its newest update); a turn's follows
+                    # from the rows added (turns never change): no statement over a large scope per write.
+                    stored = await self._fingerprint(key) if corpus == Corpus.MEMORIES \
+                        and self._cache.peek(key) is not None else None
                     updates.append((_exactly(key), _storing(corpus, rowids, vectors, stored)))
                 case MemoryWritten(scope=scope, item_id=rowid, fact_tokens=tokens, created=False,
                                    shared_in=shared_in) if tokens is not None:
@@ -249,7 +254,7 @@ class VectorIndex:
                     # Rare (a member repeats a fact in another group): the
                     # group's namespaces load again, the vector with them.
                     self._cache.invalidate(_of(scope, Corpus.MEMORIES))
-                case TurnsWithheld(scope=scope, rowids=rowids):
+                case TurnsWithheld(scope=scope, rowids=rowids) | TurnsDeleted(scope=scope, rowids=rowids):
                     remove(scope, Corpus.TURNS, rowids)
                 case ScopeForgotten(scope=scope):
                     self._cache.invalidate(_of(scope, Corpus.TURNS))
@@ -284,10 +289,24 @@ def _storing(corpus: Corpus, rowids: tuple[int, ...], vectors: tuple[np.ndarray,
             return False  # another dimension: rebuilt from SQLite on next use
         # A memory's vector replaces its old fact's; a turn's content never
         # changes, unless a load may already have read it.
+        before = ns.fingerprint
         ns.put(list(rowids), list(vectors), replace=corpus == Corpus.MEMORIES or replayed)
+        if corpus == Corpus.TURNS:  # a scope's newest turns only: the oldest go, a quarter of the window at a time
+            ns.added_turns += len(rowids)
+            if ns.added_turns >= turns_module.TURNS_HELD // 4:
+                ns.added_turns = 0
+                if ns.trim_oldest(turns_module.TURNS_HELD):
+                    return True  # the fingerprint says nothing now (trim_oldest)
         # Replayed after a load, the fingerprint no longer says which rows
         # the index holds: its file is rebuilt rather than trusted.
-        ns.fingerprint = () if replayed or stored is None else stored
+        if replayed:
+            ns.fingerprint = ()
+        elif corpus == Corpus.MEMORIES:
+            ns.fingerprint = () if stored is None else stored
+        elif before:
+            count, total, last = before
+            ns.fingerprint = (count + sum(len(v) for v in vectors), total + sum(rowids),
+                              str(max([*([int(last)] if last.isdigit() else []), *rowids])))
         return True
 
     return apply

@@ -24,7 +24,7 @@ from datetime import datetime
 from functools import partial
 
 import numpy as np
-from sqlalchemy import Connection, select, text
+from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..background import BackgroundTask
@@ -36,8 +36,10 @@ from ..logs import log
 from ..scope import Scope
 from ..storing.audit import audit
 from ..storing.database import Database, ReadOnlyError
+from ..storing.evidence import add_link, event_ids_of, links_of
 from ..storing.memory_rows import contexts_of, memory_changed
-from ..storing.tables import MemoryEvidence, MemoryItem
+from ..storing.tables import MemoryItem
+from ..storing.vector_rows import memory_vector
 from ..text import contradicts, token_set_similarity
 from .writer import SHARED_WORDS
 
@@ -125,12 +127,13 @@ def scope_rows(conn: Connection, scope: Scope, model: str, limit: int = ITEMS_PE
     """A scope's compared memories that have a vector of ``model``."""
     statuses = ", ".join(f"'{s}'" for s in COMPARED)
     result = conn.execute(
-        text("SELECT i.id, i.memory_id, i.type, i.status, i.fact, i.evidence_count, i.confidence, v.vector "
+        text("SELECT i.id, i.memory_id, i.type, i.status, i.fact, i.evidence_count, i.confidence, v.vector, v.dim "
              "FROM ltm_items i JOIN ltm_item_vectors v ON v.item_id = i.id AND v.model = :model "
              f"WHERE i.scope = :kind AND i.scope_id = :id AND i.status IN ({statuses}) AND NOT i.awaiting_approval "
              "ORDER BY i.updated_at DESC LIMIT :limit"),
         {"model": model, "kind": scope.kind, "id": scope.id, "limit": limit})
-    return [Row(r[0], r[1], r[2], r[3], r[4], r[5], r[6], np.frombuffer(r[7], dtype=np.float32)) for r in result]
+    return [Row(r[0], r[1], r[2], r[3], r[4], r[5], r[6], memory_vector(r[7], r[8])) for r in result
+            if r[8] and len(r[7]) in (r[8], 4 * r[8])]
 
 
 async def apply_merge(session: AsyncSession, merge: Merge, now: datetime) -> bool:
@@ -146,17 +149,13 @@ async def apply_merge(session: AsyncSession, merge: Merge, now: datetime) -> boo
     if survivor.visibility != merged.visibility \
             or set(await contexts_of(session, survivor)) != set(await contexts_of(session, merged)):
         return False
-    have = set((await session.execute(
-        select(MemoryEvidence.event_id).where(MemoryEvidence.memory_id == survivor.memory_id))).scalars())
-    links = (await session.execute(
-        select(MemoryEvidence).where(MemoryEvidence.memory_id == merged.memory_id))).scalars().all()
+    have = set(await event_ids_of(session, [survivor.memory_id]))
     added: list[str] = []
-    for link in links:  # the merged memory keeps its own links, as history
+    for link, _ in await links_of(session, [merged]):  # the merged memory keeps its own links, as history
         if link.event_id not in have:
-            session.add(MemoryEvidence(
-                memory_id=survivor.memory_id, event_id=link.event_id, extraction_method=link.extraction_method,
-                extraction_meta={**(link.extraction_meta or {}), "compacted_from": merged.memory_id},
-                created_at=now))
+            await add_link(session, survivor, link.event_id, link.extraction_method,
+                           {**(link.extraction_meta or {}), "compacted_from": merged.memory_id}, now)
+            have.add(link.event_id)
             added.append(link.event_id)
     survivor.evidence_count += merged.evidence_count
     survivor.confidence = max(survivor.confidence, merged.confidence)

@@ -46,7 +46,6 @@ from ..enums import (
     CandidateSource,
     ExtractionStatus,
     MemoryType,
-    Method,
     Status,
     SummaryLevel,
 )
@@ -57,8 +56,9 @@ from ..logs import log
 from ..scope import Scope
 from ..storing.audit import audit
 from ..storing.database import Database, ReadOnlyError
+from ..storing.evidence import event_ids_of, link_summary
 from ..storing.memory_rows import fact_written, memory_changed
-from ..storing.tables import MemoryEvent, MemoryEvidence, MemoryItem, MemoryTombstone
+from ..storing.tables import MemoryEvent, MemoryItem, MemoryTombstone
 from .policy import GateDecision, GateInput, confidence, gate
 from .writer import MemoryWriter
 
@@ -440,9 +440,7 @@ class SummaryWorker:
 
     async def _evidence_of(self, memory_ids: list[str]) -> list[str]:
         async with self._db.read() as session:
-            rows = await session.execute(select(MemoryEvidence.event_id).where(
-                MemoryEvidence.memory_id.in_(memory_ids)).distinct())
-            return [event_id for (event_id,) in rows]
+            return await event_ids_of(session, memory_ids)
 
     # -- persist ---------------------------------------------------------------
 
@@ -491,10 +489,7 @@ class SummaryWorker:
         session.add(item)
         await session.flush()
         await fact_written(session, item, created=True)
-        meta = {"level": level}
-        for event_id in dict.fromkeys(event_ids):
-            session.add(MemoryEvidence(memory_id=item.memory_id, event_id=event_id, extraction_method=Method.SUMMARY,
-                                       extraction_meta=meta, created_at=now))
+        await link_summary(session, item, event_ids)  # its level and time are the summary's (storing.evidence)
         return item
 
     # -- loop ----------------------------------------------------------------------

@@ -34,7 +34,7 @@ from ..storing.database import Database, ReadOnlyError, is_full
 from ..storing.tables import MemoryEvent
 from .candidates import Candidate
 from .known import KnownFacts
-from .retention import prune_gate_log, sweep_expired
+from .retention import TurnRetention, prune_gate_log, sweep_expired
 from .writer import MemoryWriter, WriteOutcome
 
 ACTOR = "system:extractor"
@@ -82,6 +82,7 @@ class ExtractionWorker:
         self.task = BackgroundTask("extraction", self._step, run_at_start=True,
                                    every=lambda: self._config().extraction.poll_seconds)
         self._last_sweep: datetime | None = None
+        self.turn_retention = TurnRetention(db)  # retention_days.turns (learning.retention)
         # Scopes whose failure could not even be written (the disk is full,
         # the database locked): when they may be tried again, in memory.
         self._held: dict[Scope, datetime] = {}
@@ -318,4 +319,5 @@ class ExtractionWorker:
         if self._last_sweep is None or now - self._last_sweep > timedelta(hours=1):
             await self.sweep_expired()
             await prune_gate_log(self._db, self._clock)  # bounded (docs/decisions.md#d99)
+            await self.turn_retention.sweep(now, self._config().turns_retention_days)  # off by default
             self._last_sweep = now

@@ -24,14 +24,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from ..background import BackgroundTask
 from ..clock import Clock, as_utc, utcnow
 from ..config import LTMConfig
-from ..enums import SCOPE_KINDS, WRITE_ACTIONS, AuditAction, Corpus, DriftTrigger, Status
+from ..enums import SCOPE_KINDS, WRITE_ACTIONS, AuditAction, DriftTrigger, Status
 from ..extension_points import PolicyVersionSource
 from ..i18n import msg
 from ..logs import log
 from ..storing.audit import audit
 from ..storing.database import Database, ReadOnlyError
-from ..storing.tables import DriftSnapshot, MemoryAudit, MemoryItem
-from ..storing.vector_rows import VECTOR_ROWS, normalise
+from ..storing.tables import DriftSnapshot, MemoryAudit, MemoryItem, MemoryVector
+from ..storing.vector_rows import memory_vector, whole_memory_vector
 from .drift import Features, centroid_bytes, centroid_of, similarity
 
 DAY = timedelta(days=1)
@@ -57,10 +57,9 @@ class Measured:
 def _centroid(conn: Connection, kind: str) -> tuple[np.ndarray | None, int, str | None]:
     """The unit mean of the kind's current memories' unit embeddings, of the
     model most of them have; (None, 0, None) without vectors."""
-    rows = VECTOR_ROWS[Corpus.MEMORIES]
-    model, vector, dim = rows.column("model"), rows.column("vector"), rows.column("dim")
-    current = (MemoryItem.id == rows.key_column, MemoryItem.status != Status.SUPERSEDED,
-               rows.column("scope") == kind, rows.whole())
+    model, vector, dim = MemoryVector.model, MemoryVector.vector, MemoryVector.dim
+    current = (MemoryItem.id == MemoryVector.item_id, MemoryItem.status != Status.SUPERSEDED,
+               MemoryVector.scope == kind, whole_memory_vector())
     best = conn.execute(select(model, func.count()).join(MemoryItem, current[0]).where(*current[1:])
                         .group_by(model).order_by(func.count().desc(), model).limit(1)).first()
     if best is None:
@@ -70,12 +69,12 @@ def _centroid(conn: Connection, kind: str) -> tuple[np.ndarray | None, int, str 
     result = conn.execute(select(vector, dim).join(MemoryItem, current[0]).where(*current[1:], model == best[0]))
     while batch := result.fetchmany(CENTROID_BATCH):
         size = batch[0][1]
-        same = [bytes(v) for v, d in batch if d == size and len(v) == 4 * d]  # one vector per memory
+        same = [bytes(v) for v, d in batch if d == size]  # one vector per memory
         if total is not None and size != total.shape[0]:
             continue  # a foreign dimension under the same model name: left out
         if not same:
             continue
-        vectors = normalise(np.frombuffer(b"".join(same), dtype=np.float32).reshape(len(same), size))
+        vectors = np.stack([memory_vector(v, size) for v in same])
         part = vectors.astype(np.float64).sum(axis=0)
         total = part if total is None else total + part
         count += len(same)

@@ -16,14 +16,14 @@ from __future__ import annotations
 import numpy as np
 from sqlalchemy import Connection, select
 
-from ..enums import Corpus, Status
+from ..enums import Status
 from ..errors import AdminError
 from ..i18n import msg
 from ..indexes.calibration import FLOOR_PROBES
 from ..indexes.embeddings import Embeddings
 from ..storing.database import Database
-from ..storing.tables import MemoryItem
-from ..storing.vector_rows import VECTOR_ROWS
+from ..storing.tables import MemoryItem, MemoryVector
+from ..storing.vector_rows import memory_vector, whole_memory_vector
 from .queries import ItemFilter
 
 MEANING_HITS = 200  # memories a meaning search ranks, nearest first
@@ -65,19 +65,19 @@ async def cutoff(embeddings: Embeddings) -> float:
 def nearest(conn: Connection, query: np.ndarray, model: str, f: ItemFilter, k: int) -> list[tuple[int, float]]:
     """(item rowid, cosine) of the ``k`` memories nearest ``query`` (one
     normalised row) among ``f``'s scope's vectors of ``model``, nearest first."""
-    rows = VECTOR_ROWS[Corpus.MEMORIES]
-    where = [rows.column("model") == model, rows.whole(), rows.column("dim") == query.shape[1]]
+    dim = query.shape[1]
+    where = [MemoryVector.model == model, whole_memory_vector(), MemoryVector.dim == dim]
     if f.scope:
-        where.append(rows.column("scope") == f.scope)
+        where.append(MemoryVector.scope == f.scope)
     if f.scope_id:
-        where.append(rows.column("scope_id") == f.scope_id)
-    result = conn.execute(select(rows.key_column, rows.column("vector")).where(*where))
+        where.append(MemoryVector.scope_id == f.scope_id)
+    result = conn.execute(select(MemoryVector.item_id, MemoryVector.vector).where(*where))
     best_ids = np.empty(0, np.int64)
     best_sims = np.empty(0, np.float32)
     q = query[0].astype(np.float32)
     while chunk := result.fetchmany(CHUNK):
         ids = np.fromiter((r[0] for r in chunk), np.int64, len(chunk))
-        sims = np.frombuffer(b"".join(r[1] for r in chunk), np.float32).reshape(len(chunk), -1) @ q
+        sims = np.stack([memory_vector(r[1], dim) for r in chunk]) @ q
         best_ids, best_sims = np.concatenate([best_ids, ids]), np.concatenate([best_sims, sims])
         if len(best_ids) > k:
             keep = np.argpartition(-best_sims, k)[:k]

@@ -20,7 +20,8 @@ from ..errors import AdminError
 from ..i18n import Lang, msg
 from ..scope import Scope
 from ..storing.database import Database
-from ..storing.tables import MemoryAudit, MemoryContext, MemoryEvent, MemoryEvidence, MemoryItem
+from ..storing.evidence import cited_by_sender, links_of
+from ..storing.tables import MemoryAudit, MemoryContext, MemoryEvent, MemoryItem
 from ..text import query_tokens
 from .fact_search import search_facts
 from .serialize import audience_dict, evidence_dict, item_api_dict
@@ -42,11 +43,7 @@ TEXT_SEARCH_HITS = 1000  # text-search hits considered, best first (docs/decisio
 
 def told_by(sender_id: str) -> ColumnElement[bool]:
     """Memories with evidence from this sender's own messages."""
-    return MemoryItem.memory_id.in_(
-        select(MemoryEvidence.memory_id)
-        .join(MemoryEvent, MemoryEvent.event_id == MemoryEvidence.event_id)
-        .where(MemoryEvent.sender_id == sender_id)
-    )
+    return MemoryItem.memory_id.in_(cited_by_sender(sender_id))
 
 
 @dataclass
@@ -248,12 +245,7 @@ class AdminQueries:
         was said and who may see it (in ``lang``)."""
         async with self._db.read() as session:
             item = await self._item(session, memory_id)
-            evidence = (await session.execute(
-                select(MemoryEvidence, MemoryEvent)
-                .join(MemoryEvent, MemoryEvent.event_id == MemoryEvidence.event_id, isouter=True)
-                .where(MemoryEvidence.memory_id == memory_id)
-                .order_by(MemoryEvidence.created_at)
-            )).all()
+            evidence = await links_of(session, [item])
             return {**item_api_dict(item), "evidence": [evidence_dict(link, event) for link, event in evidence],
                     "history": [item_api_dict(i) for i in await _history(session, item)],
                     **audience_dict(item, (await self.said_in([item])).get(item.id or 0, []), lang)}

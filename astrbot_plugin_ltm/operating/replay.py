@@ -175,12 +175,11 @@ def _load(conn: Connection, selection: Selection, max_reads: int, max_probes: in
     # Memories with two or more evidence events that a policy could put in a block (not disabled,
     # expired or superseded); the latest of their events in the set is the probe.
     latest: dict[str, Probe] = {}
-    for memory_id, scope, scope_id, content, kind, event_scope, platform, session_id, sender in conn.execute(text(
-            "SELECT i.memory_id, i.scope, i.scope_id, e.content, e.scope, e.scope_id, e.platform_id, e.session_id, "
-            "e.sender_id FROM ltm_items i "
-            "JOIN ltm_evidence v ON v.memory_id = i.memory_id JOIN ltm_events e ON e.event_id = v.event_id "
-            f"WHERE i.status IN ('active', 'shadow') AND {where} AND (SELECT COUNT(*) FROM ltm_evidence w "
-            "WHERE w.memory_id = i.memory_id) >= 2 ORDER BY e.created_at, e.id"), params):
+    for memory_id, scope, scope_id, content, kind, event_scope, platform, session_id, sender, *_ in conn.execute(text(
+            f"SELECT {_PROBE_COLUMNS} FROM ltm_items i JOIN ltm_evidence v ON v.memory_id = i.memory_id "
+            f"JOIN ltm_events e ON e.event_id = v.event_id WHERE {_PROBED} AND {where} "
+            f"UNION ALL SELECT {_PROBE_COLUMNS} FROM ltm_items i JOIN ltm_summary_links sl ON sl.item_id = i.id "
+            f"JOIN ltm_events e ON e.id = sl.event_rowid WHERE {_PROBED} AND {where} ORDER BY 10, 11"), params):
         query = _text(content)
         if query:
             scopes = read_scopes(resolver, kind, event_scope, platform, session_id, sender)
@@ -189,6 +188,14 @@ def _load(conn: Connection, selection: Selection, max_reads: int, max_probes: in
             latest[memory_id] = Probe(scopes, query, memory_id)
     data.probes = _spread(sorted(latest.values(), key=lambda p: p.memory_id), max_probes)
     return data
+
+
+# A memory probed (above): one a policy could put in a block, with two or
+# more evidence events, a fact's or a summary's (storing.evidence).
+_PROBE_COLUMNS = ("i.memory_id, i.scope, i.scope_id, e.content, e.scope, e.scope_id, e.platform_id, e.session_id, "
+                  "e.sender_id, e.created_at, e.id")
+_PROBED = ("i.status IN ('active', 'shadow') AND (SELECT COUNT(*) FROM ltm_evidence w WHERE w.memory_id = i.memory_id) "
+           "+ (SELECT COUNT(*) FROM ltm_summary_links w WHERE w.item_id = i.id) >= 2")
 
 
 def _ids(raw: Any) -> list[str]:

@@ -42,9 +42,10 @@ from ..recalling.bot_lines import withhold
 from ..scope import Scope
 from ..storing.audit import audit
 from ..storing.database import Database
+from ..storing.evidence import add_link, event_ids_of, links_of
 from ..storing.keyword_rows import index_turns
 from ..storing.memory_rows import fact_written, keep_private, memory_changed, share
-from ..storing.tables import MemoryContext, MemoryEvent, MemoryEvidence, MemoryItem, MemoryTombstone
+from ..storing.tables import MemoryContext, MemoryEvent, MemoryItem, MemoryTombstone
 from ..text import normalize_fact_key
 from .queries import ItemFilter
 from .serialize import EVENT_FIELDS, HISTORY_FIELDS, ITEM_FIELDS, evidence_dict, item_dict
@@ -153,12 +154,7 @@ async def export_items(db: Database, f: ItemFilter, now: datetime | None = None)
     async with db.read() as session:
         items = (await session.execute(
             select(MemoryItem).where(*f.conditions()).order_by(MemoryItem.id))).scalars().all()
-        links = (await session.execute(
-            select(MemoryEvidence, MemoryEvent)
-            .join(MemoryEvent, MemoryEvent.event_id == MemoryEvidence.event_id, isouter=True)
-            .where(MemoryEvidence.memory_id.in_([i.memory_id for i in items]))
-            .order_by(MemoryEvidence.id)
-        )).all() if items else []
+        links = await links_of(session, items)
         said = (await session.execute(
             select(MemoryContext.item_id, MemoryContext.scope, MemoryContext.scope_id)
             .where(MemoryContext.item_id.in_([i.id for i in items])))).all() if items else []
@@ -466,23 +462,13 @@ async def _ensure_events(session: AsyncSession, record: dict[str, Any]) -> list[
     return linked
 
 
-async def _link(session: AsyncSession, memory_id: str, linked: list[tuple[str, dict[str, Any]]]) -> int:
+async def _link(session: AsyncSession, item: MemoryItem, linked: list[tuple[str, dict[str, Any]]]) -> int:
     added = 0
     for event_id, ev in linked:
-        exists = (
-            await session.execute(
-                select(MemoryEvidence.id)
-                .where(MemoryEvidence.memory_id == memory_id, MemoryEvidence.event_id == event_id)
-            )
-        ).scalar_one_or_none()
-        if exists is None:
-            session.add(MemoryEvidence(
-                memory_id=memory_id, event_id=event_id,
-                extraction_method=ev.get("extraction_method") or Method.RULE,
-                extraction_meta={**(ev.get("extraction_meta") or {}), "imported": True},
-                created_at=_parse_time(ev.get("created_at") or utcnow().isoformat(), "evidence"),
-            ))
-            added += 1
+        added += await add_link(
+            session, item, event_id, ev.get("extraction_method") or Method.RULE,
+            {**(ev.get("extraction_meta") or {}), "imported": True},
+            _parse_time(ev.get("created_at") or utcnow().isoformat(), "evidence"))
     return added
 
 
@@ -509,15 +495,12 @@ async def _add(session: AsyncSession, record: dict[str, Any], actor: str, now: d
     await fact_written(session, item, created=True)
     for group in record.get("said_in", []):
         await share(session, item, Scope(*group.split(":", 1)), created=True)
-    await _link(session, item.memory_id, linked)
+    await _link(session, item, linked)
     audit(session, AuditAction.IMPORT, actor, reason, item=item, now=now, fact=item.fact)
 
 
 async def _merge_changes_anything(session: AsyncSession, target: MemoryItem, record: dict[str, Any]) -> bool:
-    linked = set(
-        (await session.execute(
-            select(MemoryEvidence.event_id).where(MemoryEvidence.memory_id == target.memory_id))).scalars()
-    )
+    linked = set(await event_ids_of(session, [target.memory_id]))
     if any(ev["event_id"] not in linked for ev in record.get("evidence", [])):
         return True
     return (
@@ -532,7 +515,7 @@ async def _merge(session: AsyncSession, target: MemoryItem, record: dict[str, An
                  now: datetime) -> None:
     """Keep the local item; add the import's evidence and take the stronger support."""
     linked = await _ensure_events(session, record)
-    added = await _link(session, target.memory_id, linked)
+    added = await _link(session, target, linked)
     target.evidence_count = max(target.evidence_count, record["evidence_count"], target.evidence_count + added)
     target.confidence = max(target.confidence, record["confidence"])
     target.importance = max(target.importance, record["importance"])

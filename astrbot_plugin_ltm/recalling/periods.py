@@ -7,9 +7,12 @@ covers, is in each period it spans. "第一次" / "the first time" is the day
 of the scope's earliest recorded event.
 
 A long history puts hundreds of turns in one day ("last Saturday"): the
-period's turns the message's keywords match come first, ranked by FTS5's
-bm25 within the period (the reader fuses that ranking with the retrievers'),
-then the period's other turns, oldest first (docs/decisions.md#d84).
+period's turns the message's keywords match come first, ranked by bm25
+within the period (the reader fuses that ranking with the retrievers'),
+then the period's other turns, oldest first (docs/decisions.md#d84). The
+ranking is the scope's keyword namespace's (indexes.keywords.TurnRanker)
+when the read has it loaded, else bm25 over the period's own turns, from
+their stored terms (docs/decisions.md#d158).
 """
 
 from __future__ import annotations
@@ -24,10 +27,11 @@ from ..audience import may_recall
 from ..clock import parse_stored_time
 from ..config import ReadPolicy
 from ..enums import Status
+from ..indexes.bm25 import KeywordNamespace
+from ..indexes.keywords import TurnRanker, best_turns, passage_rows
 from ..scope import Scope
-from ..storing.keyword_rows import scope_prefix
-from ..storing.turns import matching_shown_turns_in_period, shown_turns_in_period
-from ..text import fts_match_expression
+from ..storing.terms import decode
+from ..storing.turns import period_turn_terms, shown_turns_among, shown_turns_in_period
 from .dates import First, Period, day_period
 from .rows import EventRow, ItemRow, fetch_rows, load_evidence, usable
 
@@ -35,6 +39,11 @@ from .rows import EventRow, ItemRow, fetch_rows, load_evidence, usable
 # as the hits a read ranks, ranking.LOAD_LIMIT): a long period ("上个月")
 # costs what a day does; its turns are taken oldest first.
 PERIOD_LIMIT = 60
+# A period's turns ranked by the message's words: at most this many are
+# read (the newest of a longer period), and the best RANKED_LIMIT of them
+# are checked for whether they may be shown.
+PERIOD_SCAN = 20_000
+RANKED_LIMIT = 10 * PERIOD_LIMIT
 
 
 def _stored(at: datetime) -> str:
@@ -72,10 +81,26 @@ def resolve(conn: Connection, scopes: list[Scope], named: Period | First, tz: tz
     return first_day(conn, scopes, tz) if isinstance(named, First) else named
 
 
+def matching_turns(conn: Connection, scope: Scope, start: str, end: str, tokens: Sequence[str],
+                   ranker: TurnRanker | None) -> list[tuple[int, float]]:
+    """The scope's turns said in [start, end) that hold any of ``tokens``,
+    best first, (rowid, bm25), at most RANKED_LIMIT."""
+    terms = list(dict.fromkeys(tokens))
+    rows = period_turn_terms(conn, scope.kind, scope.id, start, end, PERIOD_SCAN, with_terms=ranker is None)
+    ranked = None if ranker is None else ranker(scope, terms, [rowid for rowid, _ in rows], RANKED_LIMIT)
+    if ranked is None:  # the scope's namespace is not loaded: the period's own turns are the corpus
+        if ranker is not None:
+            rows = period_turn_terms(conn, scope.kind, scope.id, start, end, PERIOD_SCAN, with_terms=True)
+        ns = KeywordNamespace.build(doc for rowid, blob in rows for doc in passage_rows(rowid, decode(blob)))
+        ranked = best_turns(ns.search(terms, RANKED_LIMIT * 8), RANKED_LIMIT)
+    return ranked
+
+
 def load_period(conn: Connection, scopes: list[Scope], period: Period, unbacked: bool, policy: ReadPolicy,
-                now: datetime, tokens: Sequence[str] = ()) -> PeriodRows:
+                now: datetime, tokens: Sequence[str] = (), ranker: TurnRanker | None = None) -> PeriodRows:
     """The period's showable turns and usable memories, of the scopes;
-    ``tokens``: the message's search tokens (retrieval.Query)."""
+    ``tokens``: the message's search tokens (retrieval.Query); ``ranker``:
+    the scopes' loaded keyword namespaces, if any."""
     rows = PeriodRows(period)
     start, end = _stored(period.start), _stored(period.end)
     bounds = {"start": start, "end": end, "limit": PERIOD_LIMIT}
@@ -86,12 +111,13 @@ def load_period(conn: Connection, scopes: list[Scope], period: Period, unbacked:
         if policy.max_events > 0:
             taken: set[int] = set()  # this scope's, at most PERIOD_LIMIT
             if tokens:
-                match = fts_match_expression([scope_prefix(scope.kind, scope.id) + t for t in dict.fromkeys(tokens)])
-                for row in matching_shown_turns_in_period(conn, scope.kind, scope.id, start, end, unbacked,
-                                                          PERIOD_LIMIT, match):
-                    rows.turns.setdefault(row[0], EventRow.of(row[:-1]))
-                    matched.append((float(row[-1]), row[0]))
-                    taken.add(row[0])
+                ranked = matching_turns(conn, scope, start, end, tokens, ranker)
+                shown = {row[0]: row for row in shown_turns_among(conn, [r for r, _ in ranked], unbacked)}
+                for rowid, score in ranked:
+                    if rowid in shown and len(taken) < PERIOD_LIMIT:
+                        rows.turns.setdefault(rowid, EventRow.of(shown[rowid]))
+                        matched.append((-score, rowid))
+                        taken.add(rowid)
             for row in shown_turns_in_period(conn, scope.kind, scope.id, start, end, unbacked, PERIOD_LIMIT):
                 if len(taken) >= PERIOD_LIMIT:
                     break
@@ -101,15 +127,17 @@ def load_period(conn: Connection, scopes: list[Scope], period: Period, unbacked:
             # The memories said in the period here, wherever they are kept: a
             # member's fact said in the group is kept with the member (audience.py).
             for row in fetch_rows(conn, f"SELECT {ItemRow.COLUMNS} FROM ltm_items WHERE status = :active "
-                                    "AND memory_id IN (SELECT v.memory_id "
+                                    "AND (memory_id IN (SELECT v.memory_id "
                                     "FROM ltm_events x CROSS JOIN ltm_evidence v ON v.event_id = x.event_id "
-                                    f"WHERE {in_period}) ORDER BY importance DESC LIMIT :limit",
+                                    f"WHERE {in_period}) OR id IN (SELECT sl.item_id FROM ltm_events x "
+                                    f"CROSS JOIN ltm_summary_links sl ON sl.event_rowid = x.id WHERE {in_period})) "
+                                    "ORDER BY importance DESC LIMIT :limit",
                               {**params, "active": Status.ACTIVE}):
                 item = ItemRow.of(row)
                 if usable(item, policy, now) and may_recall(Scope(item.scope, item.scope_id), item.visibility,
                                                             True, scopes):
                     rows.memories.setdefault(item.id, item)
     rows.evidence = load_evidence(conn, [m.memory_id for m in rows.memories.values()])
-    # bm25() is lower for a better match; scopes' scores are comparable (FTS5's statistics are the table's).
+    # Best first (the scores negated); two scopes' scores each weigh a term by its own scope's rows.
     rows.ranking = [rowid for _, rowid in sorted(matched)[:PERIOD_LIMIT]]
     return rows

@@ -23,6 +23,7 @@ from sqlalchemy import Connection
 from ..clock import Clock, as_utc, utcnow
 from ..config import READ_SECONDS, ReadPolicy
 from ..extension_points import Found, Query, Retriever, TokenCounter
+from ..indexes.keywords import TurnRanker
 from ..scope import Scope
 from ..storing.database import Database
 from . import bot_lines
@@ -87,7 +88,8 @@ class Ranking(NamedTuple):
 class MemoryReader:
     def __init__(self, db: Database, retrievers: Sequence[Retriever], counter: TokenCounter, clock: Clock = utcnow,
                  unbacked_turns: Callable[[], bool] = lambda: False, tz: tzinfo = UTC,
-                 reranking: Reranking | None = None) -> None:
+                 reranking: Reranking | None = None,
+                 turn_ranker: Callable[[list[Scope]], TurnRanker] | None = None) -> None:
         self.db = db
         self.retrievers = list(retrievers)
         self.builder = BlockBuilder(counter)
@@ -98,6 +100,8 @@ class MemoryReader:
         # The user's time zone (AstrBot's setting): what "昨天" means.
         self.tz = tz
         self.reranking = reranking
+        # The keyword index's ranking of a named period's turns (indexes.keywords.TurnRanker).
+        self.turn_ranker = turn_ranker
 
     @property
     def counter(self) -> TokenCounter:
@@ -135,13 +139,14 @@ class MemoryReader:
             *(r.search(scopes, each, HITS_PER_SEARCH) for each in queries for r in self.retrievers)))
         # Most messages name no time: then no third trip to a read thread.
         names = named_period(query, now, self.tz)
+        ranker = None if names is None or self.turn_ranker is None else self.turn_ranker(scopes)
         # The memories and the turns in one trip: two cost more in hops and
         # connections than they gained side by side (docs/decisions.md#d133).
         (items, evidence, turns), named = await asyncio.gather(
             self.db.run(lambda conn: (*self._memories(conn, scopes, found, policy, now, follower),
                                       self._turns(conn, scopes, found, unbacked, policy))),
             self._nothing() if names is None else
-            self.db.run(lambda conn: self._named(conn, scopes, names, unbacked, policy, now, q.tokens)),
+            self.db.run(lambda conn: self._named(conn, scopes, names, unbacked, policy, now, q.tokens, ranker)),
         )
         period: Period | None = None
         in_period: frozenset[int] = frozenset()
@@ -182,10 +187,11 @@ class MemoryReader:
         return None
 
     def _named(self, conn: Connection, scopes: list[Scope], names: Period | First, unbacked: bool,
-               policy: ReadPolicy, now: datetime, tokens: Sequence[str]) -> PeriodRows | None:
+               policy: ReadPolicy, now: datetime, tokens: Sequence[str],
+               ranker: TurnRanker | None) -> PeriodRows | None:
         """The memories and turns of the period the message names."""
         period = resolve(conn, scopes, names, self.tz)
-        return None if period is None else load_period(conn, scopes, period, unbacked, policy, now, tokens)
+        return None if period is None else load_period(conn, scopes, period, unbacked, policy, now, tokens, ranker)
 
     @staticmethod
     def _memories(conn: Connection, scopes: list[Scope], found: list[Found], policy: ReadPolicy, now: datetime,

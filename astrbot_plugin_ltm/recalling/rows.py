@@ -18,6 +18,7 @@ from ..config import ReadPolicy
 from ..enums import Status
 from ..scope import Scope
 from ..storing.driver_rows import fetch_rows
+from ..storing.evidence import evidence_of
 from ..storing.tables import MemoryItem
 from ..storing.turns import shown_turns_among
 
@@ -146,12 +147,5 @@ def load_turns(conn: Connection, scopes: list[Scope], rowids: list[int], unbacke
 
 
 def load_evidence(conn: Connection, memory_ids: list[str]) -> dict[str, frozenset[str]]:
-    """Memory id -> the event ids of its evidence."""
-    if not memory_ids:
-        return {}
-    rows = fetch_rows(conn, "SELECT memory_id, event_id FROM ltm_evidence "
-                        "WHERE memory_id IN (SELECT value FROM json_each(:ids))", {"ids": json.dumps(memory_ids)})
-    out: dict[str, set[str]] = {}
-    for memory_id, event_id in rows:
-        out.setdefault(memory_id, set()).add(event_id)
-    return {k: frozenset(v) for k, v in out.items()}
+    """Memory id -> the event ids of its evidence (a fact's or a summary's, storing.evidence)."""
+    return evidence_of(conn, memory_ids)

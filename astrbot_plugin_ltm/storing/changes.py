@@ -74,15 +74,25 @@ class MemoriesReindexed:
 
 @dataclass(frozen=True, slots=True)
 class TurnsRecorded:
-    """Turns the reader may show were recorded: (rowid, keyword tokens)."""
+    """Turns the reader may show were recorded: (rowid, keyword terms, their
+    context joined: storing.terms' keys, or tokens)."""
 
     scope: Scope
-    turns: tuple[tuple[int, Tokens], ...]
+    turns: tuple[tuple[int, Tokens | np.ndarray], ...]
 
 
 @dataclass(frozen=True, slots=True)
 class TurnsWithheld:
     """Turns are never to be shown again; their vectors were deleted."""
+
+    scope: Scope
+    rowids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnsDeleted:
+    """Old turns no memory cited were deleted, with their terms and vectors
+    (storing.archive: retention_days.turns, the compact action)."""
 
     scope: Scope
     rowids: tuple[int, ...]
@@ -108,7 +118,7 @@ class VectorsStored:
 
 Change = (
     MemoryWritten | MemoryRemoved | MemoryShared | MemoryUnshared | MemoriesReindexed | TurnsRecorded
-    | TurnsWithheld | ScopeForgotten | VectorsStored
+    | TurnsWithheld | TurnsDeleted | ScopeForgotten | VectorsStored
 )
 
 _NOTED = "ltm_changes"  # the session.info key

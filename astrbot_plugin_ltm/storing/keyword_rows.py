@@ -1,37 +1,50 @@
-"""The keyword rows: SQLite's FTS5 tables of every fact and of every turn
-the reader may show, each row holding the text's search tokens
-(text.search_tokens: English stems, CJK bigrams).
+"""The keyword rows: every fact's and every turn's search tokens
+(text.search_tokens: English stems, CJK bigrams) the reader may show.
 
-``ltm_items_fts`` has two columns: ``tokens`` (plain, for the operators'
-search over every scope) and ``scoped`` (each token prefixed with its
-scope, so a scope's terms have postings of their own); ``ltm_events_fts``
-has ``scoped`` only. The reader's keyword index (indexes.keywords) is
-loaded from these rows and follows them through the change channel.
+A fact's are an FTS5 row of ``ltm_items_fts``, two columns: ``tokens``
+(plain, for the operators' search over every scope) and ``scoped`` (each
+token prefixed with its scope, so a scope's terms have postings of their
+own). A turn's own are a blob of their hashes in ``ltm_turn_terms``
+(storing.terms), the turn before's first words joined to them as they are
+read: the reader's keyword index needs nothing else, and the FTS5 table
+they were in before migration 0017 (``ltm_events_fts``, the tokens scoped,
+the context repeated) took five times the turn's text
+(docs/decisions.md#d158).
+The reader's keyword index (indexes.keywords) is loaded from these rows
+and follows them through the change channel.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-from datetime import datetime
-from typing import Any
+from datetime import UTC, datetime
 
-from sqlalchemy import and_, or_, select, text
+import numpy as np
+from sqlalchemy import Connection, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from .. import text as tokenizing
-from ..clock import as_utc, utcnow
+from ..clock import as_utc, parse_stored_time, utcnow
 from ..enums import RECALLED_ROLES
 from ..logs import log
 from ..scope import Scope
 from ..text import index_text, search_tokens
 from .changes import MemoriesReindexed, TurnsRecorded, note
 from .tables import MemoryEvent, MemoryItem
-from .turns import CONTEXT_WINDOW, MAX_PASSAGES, PASSAGE_BREAK, PASSAGE_LAYOUT, turn_tokens
+from .terms import context_keys, decode, term_keys, with_context
+from .turns import CONTEXT_TOKENS, CONTEXT_WINDOW, MAX_PASSAGES, PASSAGE_BREAK, PASSAGE_LAYOUT, turn_tokens
 from .vector_rows import delete_long_turn_vectors
 
 FACT_ROW_INSERT = "INSERT INTO ltm_items_fts (rowid, tokens, scoped) VALUES (:r, :t, :s)"
-TURN_ROW_INSERT = "INSERT INTO ltm_events_fts (rowid, scoped) VALUES (:r, :s)"
+TERMS_INSERT = "INSERT OR REPLACE INTO ltm_turn_terms (event_rowid, terms) VALUES (:r, :t)"
+# The turns' FTS5 table from before migration 0017, until storing.relayout has emptied it.
+LEGACY_TURN_ROWS = "ltm_events_fts"
+
+
+def has_legacy_turn_rows(conn: Connection) -> bool:
+    return conn.execute(text("SELECT 1 FROM sqlite_master WHERE name = :t"),
+                        {"t": LEGACY_TURN_ROWS}).first() is not None
 
 
 def scope_prefix(scope: str, scope_id: str) -> str:
@@ -86,66 +99,85 @@ async def rebuild_fact_rows(session: AsyncSession) -> int:
 
 
 async def index_turns(session: AsyncSession, events: list[MemoryEvent], in_thread: bool = False) -> None:
-    """Add events (flushed, so they have ids) to the turns' keyword rows,
-    each with its conversation's event before it as context. Only turns the
-    reader may show are indexed (storing.turns: RECALLED_ROLES); withheld
-    turns never are."""
+    """Add events (flushed, so they have ids) to the turns' keyword rows:
+    their own terms stored, and handed to the keyword index with the first
+    words of the turn before each in its conversation and scope, within the
+    hour, as context (storing.terms.with_context). Only turns the reader may
+    show are indexed (storing.turns: RECALLED_ROLES); a withheld turn's terms
+    are stored for the next turn's context, never searched (the bot's "Who
+    performed?" is small talk, its answer found by it: docs/decisions.md#d08)."""
     ordered = sorted(events, key=lambda e: (as_utc(e.created_at), e.id or 0))
-    before: dict[str | None, tuple[datetime, dict[str, Any]] | None] = {}
-    indexed: list[tuple[MemoryEvent, dict[str, Any] | None]] = []
-    for event in ordered:
-        assert event.id is not None, "flush the events first"
-        at = as_utc(event.created_at)
-        if event.session_id not in before:
-            before[event.session_id] = await _event_before(session, event) if event.session_id else None
-        previous = before[event.session_id]
-        if event.source_role in RECALLED_ROLES and not event.withheld:
-            indexed.append((event, previous[1] if previous is not None and at - previous[0] <= CONTEXT_WINDOW
-                            else None))
-        if event.session_id:
-            before[event.session_id] = (at, event.content)
+    indexed = [event for event in ordered if event.source_role in RECALLED_ROLES]
 
     def tokenise() -> list[list[str]]:
-        return [turn_tokens(event.content, context) for event, context in indexed]
+        return [turn_tokens(event.content) for event in indexed]
 
     # A rebuild's batch of long turns takes seconds: off the event loop
     # (``in_thread``: only at start, before any read stems on the loop).
     every = await asyncio.to_thread(tokenise) if in_thread else tokenise()
+    own = {event.id: term_keys(tokens, PASSAGE_BREAK) for event, tokens in zip(indexed, every, strict=True)}
+    before: dict[tuple[str, str, str | None], tuple[datetime, np.ndarray] | None] = {}
     rows: list[dict[str, object]] = []
-    recorded: dict[Scope, list[tuple[int, tuple[str, ...]]]] = {}
-    for (event, _), tokens in zip(indexed, every, strict=True):
-        assert event.id is not None
-        rows.append({"r": event.id, "s": scoped_tokens(event.scope, event.scope_id, tokens)})
-        recorded.setdefault(Scope(event.scope, event.scope_id), []).append((event.id, tuple(tokens)))
+    recorded: dict[Scope, list[tuple[int, np.ndarray]]] = {}
+    for event in ordered:
+        assert event.id is not None, "flush the events first"
+        at = as_utc(event.created_at)
+        conversation = (event.scope, event.scope_id, event.session_id)
+        if conversation not in before:
+            before[conversation] = await _turn_before(session, event)
+        previous = before[conversation]
+        keys = own.get(event.id)
+        if keys is not None:
+            rows.append({"r": event.id, "t": keys.astype(np.uint32).tobytes()})
+            if not event.withheld:
+                context = previous[1] if previous is not None and at - previous[0] <= CONTEXT_WINDOW else None
+                recorded.setdefault(Scope(event.scope, event.scope_id), []).append(
+                    (event.id, with_context(keys, context)))
+        before[conversation] = (at, context_keys(keys, CONTEXT_TOKENS) if keys is not None else _NONE)
     if rows:
-        await session.execute(text(TURN_ROW_INSERT), rows)
+        await session.execute(text(TERMS_INSERT), rows)
     note(session, *(TurnsRecorded(scope, tuple(turns)) for scope, turns in recorded.items()))
 
 
-async def _event_before(session: AsyncSession, event: MemoryEvent) -> tuple[datetime, dict[str, Any]] | None:
-    """The latest event of ``event``'s conversation recorded before it."""
-    at = event.created_at
-    row = (
-        await session.execute(
-            select(MemoryEvent.created_at, MemoryEvent.content)
-            .where(
-                MemoryEvent.session_id == event.session_id,
-                or_(MemoryEvent.created_at < at,
-                    and_(MemoryEvent.created_at == at, MemoryEvent.id < (event.id or 0))),
-            )
-            .order_by(MemoryEvent.created_at.desc(), MemoryEvent.id.desc())
-            .limit(1)
-        )
-    ).first()
-    return None if row is None else (as_utc(row[0]), row[1] or {})
+_NONE = np.zeros(0, np.int64)
 
 
-async def backfill_turn_rows(session: AsyncSession, batch: int = 1000) -> int:
-    """Index the turns recorded before the turns' keyword rows existed
-    (every event after the last one indexed), tokenised in a thread: run
-    at start, before any read. Returns how many."""
+async def _turn_before(session: AsyncSession, event: MemoryEvent) -> tuple[datetime, np.ndarray] | None:
+    """The latest event of ``event``'s conversation and scope recorded
+    within the hour before it, with the terms it lends as context."""
+    at = as_utc(event.created_at)
+    row = (await session.execute(text(
+        "SELECT e.created_at, t.terms FROM ltm_events e LEFT JOIN ltm_turn_terms t ON t.event_rowid = e.id "
+        "WHERE e.scope = :kind AND e.scope_id = :id AND e.session_id IS :session AND e.created_at >= :since "
+        "AND (e.created_at < :at OR (e.created_at = :at AND e.id < :rowid)) "
+        "ORDER BY e.created_at DESC, e.id DESC LIMIT 1"),
+        {"kind": event.scope, "id": event.scope_id, "session": event.session_id, "rowid": event.id or 0,
+         "at": _stored(at), "since": _stored(at - CONTEXT_WINDOW)})).first()
+    if row is None:
+        return None
+    return parse_stored_time(row[0]), context_keys(decode(row[1]), CONTEXT_TOKENS)
+
+
+def _stored(at: datetime) -> str:
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+async def rebuild_turn_rows(session: AsyncSession, batch: int = 1000) -> int:
+    """Every turn's keyword terms again (another stemmer, another passage
+    layout), tokenised in a thread: run at start, before any read. The
+    turns' old FTS5 rows, if any are left, go. Returns how many turns were
+    indexed."""
+    await session.execute(text("DELETE FROM ltm_turn_terms"))
+    if (await session.run_sync(lambda s: has_legacy_turn_rows(s.connection()))):
+        await session.execute(text(f"DELETE FROM {LEGACY_TURN_ROWS}"))
+    return await index_turns_after(session, 0, batch)
+
+
+async def index_turns_after(session: AsyncSession, last: int, batch: int = 1000) -> int:
+    """Index every event after row id ``last`` (a bulk insert's: the
+    scale benchmark's, a test's), a batch at a time, tokenised in a
+    thread. Returns how many turns were indexed."""
     done = 0
-    last = (await session.execute(text("SELECT COALESCE(MAX(rowid), 0) FROM ltm_events_fts"))).scalar_one()
     while True:
         events = list((
             await session.execute(
@@ -154,7 +186,7 @@ async def backfill_turn_rows(session: AsyncSession, batch: int = 1000) -> int:
         if not events:
             return done
         await index_turns(session, events, in_thread=True)
-        last = events[-1].id
+        last = events[-1].id or last
         done += sum(1 for e in events if e.source_role in RECALLED_ROLES)
 
 
@@ -176,11 +208,7 @@ async def match_stemmer(session: AsyncSession) -> bool:
     log.warning("ltm: the keyword index was built with %s, the plugin now has %s: rebuilding it",
                 built_with or "an unrecorded stemmer", stemmer)
     facts = await rebuild_fact_rows(session)
-    if built_with == tokenizing.NO_STEMMER:
-        turns = await _stem_turn_rows(session)
-    else:  # stems cannot be undone, nor one release's turned into another's: tokenise again
-        await session.execute(text("DELETE FROM ltm_events_fts"))
-        turns = await backfill_turn_rows(session)
+    turns = await rebuild_turn_rows(session)  # a hash cannot be stemmed: tokenised again
     await _record_build(session, KEYWORDS_BUILD, stemmer)
     log.info("ltm: keyword index rebuilt with %s (%d memories, %d turns)", stemmer, facts, turns)
     return True
@@ -214,37 +242,10 @@ async def match_turn_passages(session: AsyncSession) -> bool:
     rebuilt. True if rebuilt."""
     if await _built_with(session, PASSAGES_BUILD) == PASSAGE_LAYOUT:
         return False
-    await session.execute(text("DELETE FROM ltm_events_fts"))
-    turns = await backfill_turn_rows(session)
+    turns = await rebuild_turn_rows(session)
     dropped = await delete_long_turn_vectors(session, MAX_PASSAGES)
     await _record_build(session, PASSAGES_BUILD, PASSAGE_LAYOUT)
     if turns or dropped:
         log.info("ltm: turns indexed as passages (%s): %d keyword rows rebuilt, %d turns to embed again",
                  PASSAGE_LAYOUT, turns, dropped)
     return True
-
-
-PREFIX_CHARS = 16  # scope_prefix: 8 bytes as hex
-
-
-def _stemmed_scoped(rows: list[tuple[int, str]]) -> list[dict[str, object]]:
-    return [{"r": rowid, "s": " ".join(t[:PREFIX_CHARS] + tokenizing.stem(t[PREFIX_CHARS:])
-                                       for t in (scoped or "").split())} for rowid, scoped in rows]
-
-
-async def _stem_turn_rows(session: AsyncSession, batch: int = 2000) -> int:
-    """Stem the tokens of turn rows built without a stemmer, in place: they
-    are the words as written, one token a word, so stemming each gives what
-    tokenising the turn again would, without its context look-ups (about
-    20 times faster). The stemming runs in a thread, off the event loop."""
-    done, last = 0, 0
-    while rows := [(r[0], r[1]) for r in (await session.execute(
-            text("SELECT rowid, scoped FROM ltm_events_fts WHERE rowid > :last ORDER BY rowid LIMIT :n"),
-            {"last": last, "n": batch})).all()]:
-        stemmed = await asyncio.to_thread(_stemmed_scoped, rows)
-        await session.execute(text("DELETE FROM ltm_events_fts WHERE rowid > :a AND rowid <= :b"),
-                              {"a": last, "b": rows[-1][0]})
-        await session.execute(text(TURN_ROW_INSERT), stemmed)
-        last = rows[-1][0]
-        done += len(rows)
-    return done

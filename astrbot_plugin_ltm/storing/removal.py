@@ -9,19 +9,21 @@ change for the derived indexes.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
-from sqlalchemy import and_, delete, or_, select, text, update
+from sqlalchemy import and_, delete, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..enums import ExtractionStatus, Role, ScopeKind, Status
 from ..scope import Scope
+from .archive import OldTurn
+from .archive import delete_turns as delete_old_turns
 from .batch_writes import write_rows
 from .changes import MemoryRemoved, ScopeForgotten, TurnsWithheld, note
+from .evidence import delete_links, event_ids_of
 from .keyword_rows import delete_fact_row
 from .memory_rows import contexts_of, forget_contexts
-from .tables import GateLogEntry, MemoryEvent, MemoryEvidence, MemoryItem
+from .tables import GateLogEntry, MemoryEvent, MemoryItem
 from .vector_rows import delete_memory_vector, delete_scope_turn_vectors, delete_turn_vectors
 
 
@@ -37,7 +39,7 @@ async def remove_memory(session: AsyncSession, item: MemoryItem, *, withhold: bo
     await write_rows(session)  # a batch's evidence links held so far are among those deleted
     if withhold or item.status != Status.ACTIVE:
         await withhold_evidence(session, item)
-    await session.execute(delete(MemoryEvidence).where(MemoryEvidence.memory_id == item.memory_id))
+    await delete_links(session, item)
     await delete_fact_row(session, item.id)
     await delete_memory_vector(session, item.id)
     shared_in = await contexts_of(session, item)
@@ -51,8 +53,7 @@ async def withhold_evidence(session: AsyncSession, item: MemoryItem) -> None:
     rows = (
         await session.execute(
             select(MemoryEvent.id, MemoryEvent.scope, MemoryEvent.scope_id).where(
-                MemoryEvent.event_id.in_(
-                    select(MemoryEvidence.event_id).where(MemoryEvidence.memory_id == item.memory_id)),
+                MemoryEvent.event_id.in_(await event_ids_of(session, [item.memory_id])),
                 MemoryEvent.withheld.is_(False),
             )
         )
@@ -87,27 +88,15 @@ async def forget_turns(session: AsyncSession, scope: Scope) -> None:
 
 
 async def delete_turns(session: AsyncSession, rowids: list[int]) -> int:
-    """Delete the turns ``rowids`` from the archive, with their keyword
-    rows, vectors and evidence links (a pause means forgotten,
+    """Delete the turns ``rowids`` (none cited) from the archive, with their
+    keyword terms and vectors, as retention does (a pause means forgotten,
     operating/contexts.py). Returns how many were deleted."""
     if not rowids:
         return 0
-    rows = (await session.execute(select(MemoryEvent.id, MemoryEvent.event_id, MemoryEvent.scope,
-                                         MemoryEvent.scope_id).where(MemoryEvent.id.in_(rowids)))).all()
-    if not rows:
-        return 0
-    ids = [rowid for rowid, *_ in rows if rowid is not None]
-    await session.execute(delete(MemoryEvidence).where(MemoryEvidence.event_id.in_([e for _, e, *_ in rows])))
-    await delete_turn_vectors(session, ids)
-    await session.execute(text("DELETE FROM ltm_events_fts WHERE rowid IN (SELECT value FROM json_each(:ids))"),
-                          {"ids": json.dumps(ids)})
-    await session.execute(delete(MemoryEvent).where(MemoryEvent.id.in_(ids)))
-    by_scope: dict[Scope, list[int]] = {}
-    for rowid, _, kind, scope_id in rows:
-        if rowid is not None:
-            by_scope.setdefault(Scope(kind, scope_id), []).append(rowid)
-    note(session, *(TurnsWithheld(scope, tuple(found)) for scope, found in by_scope.items()))
-    return len(ids)
+    rows = (await session.execute(select(MemoryEvent.id, MemoryEvent.scope, MemoryEvent.scope_id,
+                                         MemoryEvent.created_at).where(MemoryEvent.id.in_(rowids)))).all()
+    return await delete_old_turns(session, [OldTurn(rowid, Scope(kind, scope_id), str(at), 0)
+                                            for rowid, kind, scope_id, at in rows if rowid is not None])
 
 
 async def withhold_lines(session: AsyncSession, accounts: Sequence[tuple[str, str]]) -> None:

@@ -14,7 +14,9 @@ them with the migrations column by column.
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -64,6 +66,21 @@ class UTCDateTime(TypeDecorator[datetime]):
         return None if value is None else as_utc(value)
 
 
+class UnicodeJSON(TypeDecorator[Any]):
+    """JSON, written as UTF-8: a Han character takes its 3 bytes, not the
+    6 of a ``\\uXXXX`` escape (SQLAlchemy's own JSON escapes everything).
+    Read back by ``json.loads`` either way, so rows of both kinds coexist."""
+
+    impl = JSON
+    cache_ok = True
+
+    def bind_processor(self, dialect: Dialect) -> Callable[[Any], str | None]:
+        return lambda value: None if value is None else json.dumps(value, ensure_ascii=False)
+
+    def result_processor(self, dialect: Dialect, coltype: object) -> Callable[[Any], Any]:
+        return lambda value: json.loads(value) if isinstance(value, (str, bytes)) else value
+
+
 class LTMBase(MappedAsDataclass, DeclarativeBase, eq=False):
     metadata = MetaData()
     type_annotation_map = {datetime: UTCDateTime, float: Float}
@@ -92,7 +109,7 @@ class MemoryEvent(LTMBase, kw_only=True):
     scope_id: Mapped[str] = mapped_column(String(255))
     source_type: Mapped[str] = mapped_column(String(16))  # enums.SourceType
     source_role: Mapped[str] = mapped_column(String(16))  # enums.Role
-    content: Mapped[dict[str, Any]] = mapped_column(JSON, default_factory=dict)
+    content: Mapped[dict[str, Any]] = mapped_column(UnicodeJSON, default_factory=dict)
     platform_id: Mapped[str | None] = mapped_column(String(255), default=None)
     session_id: Mapped[str | None] = mapped_column(String(255), default=None)
     sender_id: Mapped[str | None] = mapped_column(String(255), default=None)
@@ -229,8 +246,19 @@ class MemoryEvidence(LTMBase, kw_only=True):
     memory_id: Mapped[str] = mapped_column(String(ID_LENGTH))
     event_id: Mapped[str] = mapped_column(String(ID_LENGTH))
     extraction_method: Mapped[str] = mapped_column(String(16))  # enums.Method
-    extraction_meta: Mapped[dict[str, Any]] = mapped_column(JSON, default_factory=dict)
+    extraction_meta: Mapped[dict[str, Any]] = mapped_column(UnicodeJSON, default_factory=dict)
     created_at: Mapped[datetime] = mapped_column(default_factory=utcnow)
+
+
+class SummaryLink(LTMBase, kw_only=True):
+    """A summary's link to a turn it covers: two row ids (storing.evidence,
+    docs/decisions.md#d162). A fact's links are ``MemoryEvidence`` rows."""
+
+    __tablename__ = "ltm_summary_links"
+    __table_args__ = (Index("ix_ltm_summary_links_event", "event_rowid"), {"sqlite_with_rowid": False})
+
+    item_id: Mapped[int] = mapped_column(primary_key=True)  # ltm_items.id of the summary
+    event_rowid: Mapped[int] = mapped_column(primary_key=True)  # ltm_events.id of the turn
 
 
 class MemoryAudit(LTMBase, kw_only=True):
@@ -257,7 +285,7 @@ class MemoryAudit(LTMBase, kw_only=True):
     session_id: Mapped[str | None] = mapped_column(String(255), default=None)
     actor: Mapped[str] = mapped_column(String(255))  # system:extractor, operator:<name>, user:<id>
     reason: Mapped[str] = mapped_column(String, default="")
-    detail: Mapped[dict[str, Any]] = mapped_column(JSON, default_factory=dict)
+    detail: Mapped[dict[str, Any]] = mapped_column(UnicodeJSON, default_factory=dict)
 
 
 class MemoryTombstone(LTMBase, kw_only=True):
@@ -274,35 +302,56 @@ class MemoryTombstone(LTMBase, kw_only=True):
     reason: Mapped[str] = mapped_column(String, default="")
 
 
-class _VectorRow(LTMBase, kw_only=True):
-    """The columns every vector table has (not a table itself)."""
+class TurnTerms(LTMBase, kw_only=True):
+    """A turn's own keyword terms (storing.terms), for a turn the reader may
+    show: a row of its own, as a blob on the event's row left a quarter of
+    each page of ``ltm_events`` unused (docs/decisions.md#d158)."""
 
-    __abstract__ = True
+    __tablename__ = "ltm_turn_terms"
 
-    scope: Mapped[str] = mapped_column(String(16))
-    scope_id: Mapped[str] = mapped_column(String(255))
-    model: Mapped[str] = mapped_column(String(255))
-    dim: Mapped[int]
-    vector: Mapped[bytes]  # float32: one vector for a memory, one per sentence for a turn
-    updated_at: Mapped[datetime] = mapped_column(default_factory=utcnow)
+    event_rowid: Mapped[int] = mapped_column(primary_key=True)  # ltm_events.id
+    terms: Mapped[bytes]
 
 
-class MemoryVector(_VectorRow, kw_only=True):
-    """A memory's embedding. FAISS namespaces are caches rebuilt from these."""
+class MemoryVector(LTMBase, kw_only=True):
+    """A memory's embedding, int8 (storing.vector_rows.encode). FAISS
+    namespaces are caches rebuilt from these."""
 
     __tablename__ = "ltm_item_vectors"
     __table_args__ = (Index("ix_ltm_item_vectors_scope", "scope", "scope_id", "model"),)
 
     item_id: Mapped[int] = mapped_column(primary_key=True)  # ltm_items.id
+    scope: Mapped[str] = mapped_column(String(16))
+    scope_id: Mapped[str] = mapped_column(String(255))
+    model: Mapped[str] = mapped_column(String(255))
+    dim: Mapped[int]
+    vector: Mapped[bytes]  # int8 (float32 in a row written before migration 0017, until moved)
+    updated_at: Mapped[datetime] = mapped_column(default_factory=utcnow)
 
 
-class EventVector(_VectorRow, kw_only=True):
-    """A raw turn's embeddings, one per sentence or passage (storing.turns.turn_passages)."""
+class VectorSpace(LTMBase, kw_only=True):
+    """An embedding model and the dimension it answered in: a turn's
+    vector row names its space by this number, not by the model's name
+    and its scope again (docs/decisions.md#d159)."""
 
-    __tablename__ = "ltm_event_vectors"
-    __table_args__ = (Index("ix_ltm_event_vectors_scope", "scope", "scope_id", "model"),)
+    __tablename__ = "ltm_vector_spaces"
+    __table_args__ = (UniqueConstraint("model", "dim", name="uq_ltm_vector_spaces_model_dim"),)
+
+    id: Mapped[int | None] = mapped_column(primary_key=True, nullable=False, default=None)
+    model: Mapped[str] = mapped_column(String(255))
+    dim: Mapped[int]
+
+
+class TurnVector(LTMBase, kw_only=True):
+    """A raw turn's embeddings, one per sentence or passage
+    (storing.turns.turn_passages), int8, in one blob. Its scope is its
+    event's (``ltm_events``): not stored twice."""
+
+    __tablename__ = "ltm_turn_vectors"
 
     event_rowid: Mapped[int] = mapped_column(primary_key=True)  # ltm_events.id
+    space: Mapped[int]  # ltm_vector_spaces.id
+    vector: Mapped[bytes]
 
 
 class PolicyVersion(LTMBase, kw_only=True):
@@ -320,8 +369,8 @@ class PolicyVersion(LTMBase, kw_only=True):
     actor: Mapped[str] = mapped_column(String(255))
     source: Mapped[str] = mapped_column(String(32))  # enums.PolicySource
     reason: Mapped[str] = mapped_column(String, default="")
-    policy: Mapped[dict[str, Any]] = mapped_column(JSON, default_factory=dict)
-    diff: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default_factory=list)
+    policy: Mapped[dict[str, Any]] = mapped_column(UnicodeJSON, default_factory=dict)
+    diff: Mapped[list[dict[str, Any]]] = mapped_column(UnicodeJSON, default_factory=list)
     rollback_of: Mapped[int | None] = mapped_column(default=None)
 
 
@@ -355,7 +404,7 @@ class DriftSnapshot(LTMBase, kw_only=True):
     scope_kind: Mapped[str] = mapped_column(String(16))  # enums.ScopeKind
     trigger: Mapped[str] = mapped_column(String(16))  # enums.DriftTrigger
     policy_version: Mapped[int | None] = mapped_column(default=None)  # the version in force
-    features: Mapped[dict[str, Any]] = mapped_column(JSON, default_factory=dict)
+    features: Mapped[dict[str, Any]] = mapped_column(UnicodeJSON, default_factory=dict)
     centroid: Mapped[bytes | None] = mapped_column(default=None)  # float32, unit length
     similarity: Mapped[float | None] = mapped_column(default=None)  # to the kind's previous snapshot
     previous_id: Mapped[int | None] = mapped_column(default=None)
@@ -389,7 +438,7 @@ class GateLogEntry(LTMBase, kw_only=True):
     is_new: Mapped[bool]
     explicit: Mapped[bool]
     instruction: Mapped[str | None] = mapped_column(String, default=None)
-    event_ids: Mapped[list[str]] = mapped_column(JSON, default_factory=list)
+    event_ids: Mapped[list[str]] = mapped_column(UnicodeJSON, default_factory=list)
     status: Mapped[str] = mapped_column(String(16))  # the gate's status, or "refused"
     awaiting_approval: Mapped[bool] = mapped_column(default=False)
     reason: Mapped[str] = mapped_column(String, default="")
@@ -404,7 +453,7 @@ class HoldoutSession(LTMBase, kw_only=True):
     scope: Mapped[str] = mapped_column(String(16))
     scope_id: Mapped[str] = mapped_column(String(255))
     drawn_at: Mapped[datetime]
-    rule: Mapped[dict[str, Any]] = mapped_column(JSON, default_factory=dict)
+    rule: Mapped[dict[str, Any]] = mapped_column(UnicodeJSON, default_factory=dict)
 
 
 class IndexBuild(LTMBase, kw_only=True):

@@ -27,8 +27,9 @@ from .driver_rows import fetch_rows
 # disabled, expired): operators decide what the bot knows, and a raw turn
 # must not leak a memory they have not let through. The subquery over the
 # turn's evidence is NULL when no memory cites it, 0 when one is not
-# active, else 1. CROSS JOIN keeps SQLite's join order: evidence by event
-# id (ix_ltm_evidence_event), then the item by its unique memory id.
+# active, else 1. CROSS JOIN keeps SQLite's join order: a fact's evidence
+# by event id (ix_ltm_evidence_event), a summary's by event row id
+# (ix_ltm_summary_links_event), then the item by its key.
 # A summary retired into its roll-up (superseded, learning.summaries) still
 # backs its turns: the roll-up that replaced it cites them too. A shadow
 # memory no one is asked to approve (below the confidence bar in mode auto,
@@ -37,12 +38,16 @@ from .driver_rows import fetch_rows
 # reply out of reach (docs/decisions.md#d81). The queries below own their
 # aliases: ``x`` the turn, ``p`` the message a reply answers.
 def _backing(alias: str) -> str:
-    return (
-        f"(SELECT min(CASE WHEN i.status = '{Status.SHADOW}' AND NOT i.awaiting_approval THEN NULL "
-        f"ELSE i.status = '{Status.ACTIVE}' OR (i.status = '{Status.SUPERSEDED}' "
-        f"AND i.type = '{MemoryType.SUMMARY}') END) FROM ltm_evidence v CROSS JOIN ltm_items i "
-        f"ON i.memory_id = v.memory_id WHERE v.event_id = {alias}.event_id)"
-    )
+    # A fact's links and a summary's (storing.evidence), each part's
+    # minimum, then the smaller (2 standing for "none there").
+    verdict = (f"min(CASE WHEN i.status = '{Status.SHADOW}' AND NOT i.awaiting_approval THEN NULL "
+               f"ELSE i.status = '{Status.ACTIVE}' OR (i.status = '{Status.SUPERSEDED}' "
+               f"AND i.type = '{MemoryType.SUMMARY}') END)")
+    facts = (f"(SELECT {verdict} FROM ltm_evidence v CROSS JOIN ltm_items i "
+             f"ON i.memory_id = v.memory_id WHERE v.event_id = {alias}.event_id)")
+    summaries = (f"(SELECT {verdict} FROM ltm_summary_links sl CROSS JOIN ltm_items i "
+                 f"ON i.id = sl.item_id WHERE sl.event_rowid = {alias}.id)")
+    return f"nullif(min(coalesce({facts}, 2), coalesce({summaries}, 2)), 2)"
 
 
 # The bot's reply is part of an exchange: it is shown only when the
@@ -110,15 +115,40 @@ def shown_turns_in_period(conn: Connection, kind: str, scope_id: str, start: str
                       {"start": start, "end": end, "limit": limit, "kind": kind, "id": scope_id})
 
 
-def matching_shown_turns_in_period(conn: Connection, kind: str, scope_id: str, start: str, end: str,
-                                   unbacked: bool, limit: int, match: str) -> list[Any]:
-    """The scope's showable turns said in [start, end) that the FTS5
-    expression ``match`` finds, best first, each row ending in its bm25
-    score (lower is better); at most ``limit``."""
-    return fetch_rows(conn, f"SELECT {_COLUMNS}, bm25(ltm_events_fts) FROM ltm_events_fts "
-                            f"JOIN ltm_events x ON x.id = ltm_events_fts.rowid WHERE ltm_events_fts MATCH :match "
-                            f"AND {_IN_PERIOD} AND {_shown(unbacked)} ORDER BY bm25(ltm_events_fts) LIMIT :limit",
-                      {"start": start, "end": end, "limit": limit, "kind": kind, "id": scope_id, "match": match})
+def period_turn_terms(conn: Connection, kind: str, scope_id: str, start: str, end: str, limit: int,
+                      with_terms: bool) -> list[tuple[int, bytes | None]]:
+    """The scope's turns said in [start, end), the newest ``limit``, as
+    (rowid, their own keyword terms). ``with_terms``: only the turns that
+    have terms and are not withheld, with them; else every event's rowid
+    with None, read from the index alone (a keyword namespace knows which
+    of them it holds)."""
+    if with_terms:
+        rows = fetch_rows(conn, f"SELECT x.id, t.terms FROM ltm_events x JOIN ltm_turn_terms t ON t.event_rowid = x.id "
+                                f"WHERE {_IN_PERIOD} AND NOT x.withheld ORDER BY x.created_at DESC LIMIT :limit",
+                          {"start": start, "end": end, "limit": limit, "kind": kind, "id": scope_id})
+        return [(int(r[0]), r[1]) for r in rows]
+    rows = fetch_rows(conn, f"SELECT x.id FROM ltm_events x WHERE {_IN_PERIOD} ORDER BY x.created_at DESC LIMIT :limit",
+                      {"start": start, "end": end, "limit": limit, "kind": kind, "id": scope_id})
+    return [(int(r[0]), None) for r in rows]
+
+
+# A scope's turn namespaces (keywords and vectors) hold its newest
+# TURNS_HELD turns: a read in a group of a year costs what one of its last
+# weeks does, and its namespaces fit the memory budget. Older turns are
+# reached through the memories and summaries that cite them and through a
+# named period (recalling.periods), never by a search of the whole archive
+# (docs/decisions.md#d164).
+TURNS_HELD = 50_000
+
+
+def held_since(conn: Connection, kind: str, scope_id: str, held: int | None = None) -> str | None:
+    """The created_at (as stored) at and before which a scope's turns are
+    not held: that of its newest ``held``-th-plus-one event; None when it
+    has no more than ``held`` (an index walk of ``held`` entries)."""
+    rows = fetch_rows(conn, "SELECT created_at FROM ltm_events WHERE scope = :kind AND scope_id = :id "
+                            "ORDER BY created_at DESC LIMIT 1 OFFSET :held",
+                      {"kind": kind, "id": scope_id, "held": TURNS_HELD if held is None else held})
+    return None if not rows else str(rows[0][0])
 
 
 # -- how a turn reads -----------------------------------------------------------------

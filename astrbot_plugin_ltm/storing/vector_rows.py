@@ -1,66 +1,45 @@
 """The vector rows: every embedding lives in SQLite, in ``ltm_item_vectors``
-(a memory's one vector) or ``ltm_event_vectors`` (a turn's vectors, one per
-sentence or passage, in one blob). FAISS namespaces (indexes.vectors) are caches of
-these rows, one per scope, corpus and model."""
+(a memory's one vector) or ``ltm_turn_vectors`` (a turn's vectors, one per
+sentence or passage, in one blob). FAISS namespaces (indexes.vectors) are
+caches of these rows, one per scope, corpus and model.
+
+Vectors are stored as int8, each scaled by its own largest component
+(``encode``): a quarter of float32's bytes, and the cosines they give
+differ by about 0.001 (docs/decisions.md#d159). A turn's row names its
+model by a number (``ltm_vector_spaces``) and its scope through its event.
+
+A store from before migration 0017 may still hold float32 rows in
+``ltm_item_vectors`` and in the old ``ltm_event_vectors`` table, until
+storing.relayout has moved them; every read here takes both kinds.
+"""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import ColumnElement, Connection, Integer, and_, column, delete, func, insert, or_, select, text
+from sqlalchemy import ColumnElement, Connection, Integer, and_, column, delete, exists, func, insert, or_, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.sql.elements import KeyedColumnElement
 
 from ..audience import SAID_IN_SQL
 from ..enums import Corpus, Visibility
 from ..scope import Scope
 from .changes import VectorsStored, note
-from .tables import EventVector, MemoryEvent, MemoryVector
+from .tables import MemoryEvent, MemoryVector, TurnVector, VectorSpace
 
-VectorTable = type[MemoryVector] | type[EventVector]
 Fingerprint = tuple[int, int, str]
+# A scope's memory vectors: those kept in it and those of the memories said
+# in it, kept with the member who said them (audience.py).
+_MEMORIES_OF_SCOPE = f"(scope = :kind AND scope_id = :id OR item_id IN ({SAID_IN_SQL}))"
+# The table of turn vectors before migration 0017 (float32, with scope and
+# model on each row); gone once storing.relayout has moved its rows.
+LEGACY_TURN_VECTORS = "ltm_event_vectors"
 
 
-@dataclass(frozen=True)
-class VectorRows:
-    """Where a corpus keeps its vectors."""
-
-    table: VectorTable
-    key: str  # the column holding the row id of the memory or turn
-
-    def column(self, name: str) -> KeyedColumnElement[Any]:
-        return self.table.__table__.c[name]
-
-    @property
-    def key_column(self) -> KeyedColumnElement[Any]:
-        return self.column(self.key)
-
-    def whole(self) -> ColumnElement[bool]:
-        """SQL: the row holds whole vectors of its dimension. Any other (a
-        torn or foreign write) is left out of the namespaces, and the fill
-        embeds its row again, as if it had no vector."""
-        dim, size = self.column("dim"), func.length(self.column("vector"))
-        return and_(dim > 0, size > 0, size % (4 * dim) == 0)
-
-    def of_scope(self, scope: Scope, model: str) -> tuple[ColumnElement[bool], ...]:
-        """The rows of the scope's namespace: for memories, those the scope
-        may recall (audience.py), wherever they are kept."""
-        own = and_(self.column("scope") == scope.kind, self.column("scope_id") == scope.id)
-        if self.table is MemoryVector:
-            said_here = text(SAID_IN_SQL).bindparams(kind=scope.kind, id=scope.id).columns(column("id", Integer))
-            return or_(own, self.key_column.in_(said_here)), self.column("model") == model
-        return own, self.column("model") == model
-
-
-VECTOR_ROWS: dict[Corpus, VectorRows] = {
-    Corpus.MEMORIES: VectorRows(MemoryVector, "item_id"),
-    Corpus.TURNS: VectorRows(EventVector, "event_rowid"),
-}
+# -- the bytes ------------------------------------------------------------------------
 
 
 def normalise(vectors: np.ndarray) -> np.ndarray:
@@ -73,36 +52,231 @@ def normalise(vectors: np.ndarray) -> np.ndarray:
     return vectors / norms
 
 
-def fingerprint(conn: Connection, scope: Scope, model: str, corpus: Corpus) -> Fingerprint:
-    """How many vectors the scope's whole rows hold, the sum of their row
-    ids and the newest update: a namespace file is trusted only when its
-    fingerprint is this."""
-    rows = VECTOR_ROWS[corpus]
-    vector, dim = rows.column("vector"), rows.column("dim")
-    row = conn.execute(
-        select(func.coalesce(func.sum(func.length(vector) / (4 * dim)), 0),
-               func.coalesce(func.sum(rows.key_column), 0), func.max(rows.column("updated_at")))
-        .where(*rows.of_scope(scope, model), rows.whole())
-    ).one()
-    return (int(row[0]), int(row[1]), str(row[2]))
+def encode(vectors: np.ndarray) -> bytes:
+    """Rows of floats as int8, each row scaled so that its largest
+    component is ±127 (the scale is not kept: a cosine needs only the
+    direction)."""
+    rows = normalise(vectors)
+    peak = np.abs(rows).max(axis=1, keepdims=True)
+    peak[peak == 0] = 1.0
+    return np.rint(rows * (127.0 / peak)).clip(-127, 127).astype(np.int8).tobytes()
+
+
+def decode(blob: bytes, dim: int, float32: bool = False) -> np.ndarray:
+    """A blob's rows, float32 of unit length: int8 rows (``encode``), or
+    float32 ones (written before migration 0017)."""
+    raw = np.frombuffer(blob, np.float32 if float32 else np.int8)
+    return normalise(raw.reshape(-1, dim).astype(np.float32))
+
+
+def memory_vector(blob: bytes, dim: int) -> np.ndarray:
+    """A memory's one vector (dim bytes as int8, 4·dim as float32), float32."""
+    return decode(blob, dim, float32=len(blob) == 4 * dim)[0]
+
+
+def whole_memory_vector() -> ColumnElement[bool]:
+    """SQL: a memory's row holds one whole vector of its dimension, int8
+    or float32. Any other (a torn or foreign write) is left out of the
+    namespaces, and the fill embeds its row again, as if it had none."""
+    size, dim = func.length(MemoryVector.vector), MemoryVector.dim
+    return and_(dim > 0, or_(size == dim, size == 4 * dim))
+
+
+def whole_turn_vectors(dim: Any) -> ColumnElement[bool]:
+    """SQL: a turn's row holds whole int8 vectors of ``dim``."""
+    size = func.length(TurnVector.vector)
+    return and_(size > 0, size % dim == 0)
+
+
+# -- vector spaces: a model and its dimension -------------------------------------------
+
+
+async def space_id(session: AsyncSession, model: str, dim: int) -> int:
+    """The number of (model, dim), added on first use."""
+    found = (await session.execute(
+        select(VectorSpace.id).where(VectorSpace.model == model, VectorSpace.dim == dim))).scalar()
+    if found is not None:
+        return int(found)
+    await session.execute(insert(VectorSpace).values(model=model, dim=dim))
+    added = (await session.execute(
+        select(VectorSpace.id).where(VectorSpace.model == model, VectorSpace.dim == dim))).scalar_one()
+    assert added is not None
+    return int(added)
+
+
+def spaces_of(model: str, dim: int | None = None) -> Any:
+    """SQL: the numbers of ``model``'s spaces (of ``dim`` when given)."""
+    where = [VectorSpace.model == model]
+    if dim is not None:
+        where.append(VectorSpace.dim == dim)
+    return select(VectorSpace.id).where(*where)
+
+
+def has_legacy_turn_vectors(conn: Connection) -> bool:
+    return conn.execute(text("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = :t"),
+                        {"t": LEGACY_TURN_VECTORS}).first() is not None
+
+
+# -- reading a scope's rows --------------------------------------------------------------
+
+
+_LEGACY_OF_SCOPE = (f"FROM {LEGACY_TURN_VECTORS} v JOIN ltm_events e ON e.id = v.event_rowid "
+                    "WHERE v.scope = :kind AND v.scope_id = :id AND e.created_at > :since "
+                    "AND v.model = :model AND NOT EXISTS (SELECT 1 FROM ltm_turn_vectors t "
+                    "WHERE t.event_rowid = v.event_rowid)")
+
+
+def _turn_rows_of(scope: Scope, model: str) -> Any:
+    return (select(TurnVector.event_rowid, VectorSpace.dim, TurnVector.vector)
+            .select_from(MemoryEvent)
+            .join(TurnVector, TurnVector.event_rowid == MemoryEvent.id)
+            .join(VectorSpace, VectorSpace.id == TurnVector.space)
+            .where(MemoryEvent.scope == scope.kind, MemoryEvent.scope_id == scope.id, VectorSpace.model == model))
+
+
+@dataclass(frozen=True)
+class ScopeVectors:
+    """What a scope holds of one corpus and model: the dimension most of
+    its rows have, how many vectors of it, and how many rows are left out
+    (not whole vectors of that dimension: the fill embeds them again)."""
+
+    dim: int
+    count: int
+    broken: int
+
+
+def scope_vectors(conn: Connection, scope: Scope, model: str, corpus: Corpus,
+                  since: str | None = None) -> ScopeVectors | None:
+    """The scope's vectors of ``model`` counted by dimension (their lengths
+    only: no blob is read); None when it has none. ``since``: a turn's only
+    when said after it (storing.turns.held_since)."""
+    counts: dict[int, list[int]] = {}  # dim -> [rows, vectors]
+    broken = 0
+
+    def count(dim: int, rows: int, vectors: int) -> None:
+        got = counts.setdefault(dim, [0, 0])
+        got[0] += rows
+        got[1] += vectors
+
+    params = {"kind": scope.kind, "id": scope.id, "model": model, "since": since or ""}
+    if corpus == Corpus.MEMORIES:
+        for dim, rows, whole in conn.execute(text(
+                "SELECT dim, count(*), sum(dim > 0 AND length(vector) IN (dim, 4 * dim)) FROM ltm_item_vectors "
+                f"WHERE {_MEMORIES_OF_SCOPE} AND model = :model GROUP BY dim"), params):
+            count(int(dim), int(whole), int(whole))
+            broken += int(rows) - int(whole)
+    else:
+        for dim, rows, whole, vectors in conn.execute(text(
+                "SELECT s.dim, count(*), sum(s.dim > 0 AND length(t.vector) > 0 AND length(t.vector) % s.dim = 0), "
+                "sum(CASE WHEN s.dim > 0 AND length(t.vector) % s.dim = 0 THEN length(t.vector) / s.dim END) "
+                "FROM ltm_events e JOIN ltm_turn_vectors t ON t.event_rowid = e.id "
+                "JOIN ltm_vector_spaces s ON s.id = t.space "
+                "WHERE e.scope = :kind AND e.scope_id = :id AND e.created_at > :since AND s.model = :model "
+                "GROUP BY s.dim"), params):
+            count(int(dim), int(whole or 0), int(vectors or 0))
+            broken += int(rows) - int(whole or 0)
+        if has_legacy_turn_vectors(conn):
+            for dim, rows, whole, vectors in conn.execute(text(
+                    "SELECT v.dim, count(*), sum(v.dim > 0 AND length(v.vector) > 0 "
+                    "AND length(v.vector) % (4 * v.dim) = 0), sum(CASE WHEN v.dim > 0 "
+                    "AND length(v.vector) % (4 * v.dim) = 0 THEN length(v.vector) / (4 * v.dim) END) "
+                    f"{_LEGACY_OF_SCOPE} GROUP BY v.dim"), params):
+                count(int(dim), int(whole or 0), int(vectors or 0))
+                broken += int(rows) - int(whole or 0)
+    counts = {d: c for d, c in counts.items() if c[0]}
+    if not counts:
+        return None if not broken else ScopeVectors(0, 0, broken)
+    dim = max(counts, key=lambda d: (counts[d][0], -d))
+    broken += sum(c[0] for d, c in counts.items() if d != dim)
+    return ScopeVectors(dim, counts[dim][1], broken)
+
+
+def scope_rows(conn: Connection, scope: Scope, model: str, corpus: Corpus, dim: int, since: str | None = None,
+               chunk: int = 1000) -> Iterator[tuple[int, np.ndarray]]:
+    """The scope's whole rows of ``dim`` for ``model`` (a turn's said after
+    ``since``): (row id, its vectors as float32 unit rows), read a chunk at a time."""
+    params = {"kind": scope.kind, "id": scope.id, "model": model, "dim": dim, "since": since or ""}
+    sources: list[tuple[Any, bool | None]]  # (statement, whether its blobs are float32; None: by length)
+    if corpus == Corpus.MEMORIES:
+        sources = [(text(f"SELECT item_id, vector FROM ltm_item_vectors WHERE {_MEMORIES_OF_SCOPE} "
+                         "AND model = :model AND dim = :dim AND length(vector) IN (dim, 4 * dim)"), None)]
+    else:
+        sources = [(text("SELECT t.event_rowid, t.vector FROM ltm_events e "
+                         "JOIN ltm_turn_vectors t ON t.event_rowid = e.id JOIN ltm_vector_spaces s ON s.id = t.space "
+                         "WHERE e.scope = :kind AND e.scope_id = :id AND e.created_at > :since "
+                         "AND s.model = :model AND s.dim = :dim "
+                         "AND length(t.vector) > 0 AND length(t.vector) % s.dim = 0"), False)]
+        if has_legacy_turn_vectors(conn):
+            sources.append((text(f"SELECT v.event_rowid, v.vector {_LEGACY_OF_SCOPE} AND v.dim = :dim "
+                                 "AND length(v.vector) > 0 AND length(v.vector) % (4 * v.dim) = 0"), True))
+    for statement, float32 in sources:
+        result = conn.execute(statement, params)
+        while batch := result.fetchmany(chunk):
+            for rowid, blob in batch:
+                f32 = len(blob) == 4 * dim if float32 is None else float32
+                yield int(rowid), decode(blob, dim, f32)
+
+
+def fingerprint(conn: Connection, scope: Scope, model: str, corpus: Corpus, since: str | None = None) -> Fingerprint:
+    """How many vectors the scope's rows hold, the sum of their row ids and
+    the newest update (memories) or the last row id (turns, which never
+    change): a namespace file is trusted only when its fingerprint is this."""
+    if corpus == Corpus.MEMORIES:
+        row = conn.execute(
+            select(func.count(), func.coalesce(func.sum(MemoryVector.item_id), 0), func.max(MemoryVector.updated_at))
+            .where(or_(and_(MemoryVector.scope == scope.kind, MemoryVector.scope_id == scope.id),
+                       MemoryVector.item_id.in_(text(SAID_IN_SQL).bindparams(kind=scope.kind, id=scope.id)
+                                                .columns(column("id", Integer)))),
+                   MemoryVector.model == model, whole_memory_vector())).one()
+        return (int(row[0]), int(row[1]), str(row[2]))
+    turns = conn.execute(
+        select(func.coalesce(func.sum(func.length(TurnVector.vector) / VectorSpace.dim), 0),
+               func.coalesce(func.sum(TurnVector.event_rowid), 0), func.max(TurnVector.event_rowid))
+        .select_from(MemoryEvent)
+        .join(TurnVector, TurnVector.event_rowid == MemoryEvent.id)
+        .join(VectorSpace, VectorSpace.id == TurnVector.space)
+        .where(MemoryEvent.scope == scope.kind, MemoryEvent.scope_id == scope.id, VectorSpace.model == model,
+               text("ltm_events.created_at > :since").bindparams(since=since or ""),  # stored text, as held_since
+               whole_turn_vectors(VectorSpace.dim))).one()
+    count, total = int(turns[0]), int(turns[1])
+    last: int | None = None if turns[2] is None else int(turns[2])
+    if has_legacy_turn_vectors(conn):
+        old = conn.execute(text(
+            "SELECT coalesce(sum(length(v.vector) / (4 * v.dim)), 0), coalesce(sum(v.event_rowid), 0), "
+            f"max(v.event_rowid) {_LEGACY_OF_SCOPE} AND v.dim > 0 AND length(v.vector) % (4 * v.dim) = 0"),
+            {"kind": scope.kind, "id": scope.id, "model": model, "since": since or ""}).one()
+        count, total = count + int(old[0]), total + int(old[1])
+        last = max((int(x) for x in (last, old[2]) if x is not None), default=None)
+    return (count, total, str(last))
+
+
+# -- writing ------------------------------------------------------------------------------
 
 
 async def store_vectors(session: AsyncSession, corpus: Corpus, rows: Sequence[tuple[int, Scope]], model: str,
                         vectors: Sequence[np.ndarray], now: datetime) -> None:
     """Save the vectors of ``rows`` (row id, scope) in the caller's
     transaction, replacing any they had; per row an array of its vectors
-    (one for a memory, one per sentence for a turn), stored normalised."""
+    (one for a memory, one per sentence for a turn), stored as int8. The
+    change noted carries them as the namespaces will hold them."""
     if not rows:
         return
     vectors = [normalise(v) for v in vectors]
-    where = VECTOR_ROWS[corpus]
-    # One statement for the batch: a merge per row cost a SELECT each.
-    values: list[dict[str, Any]] = [
-        {where.key: rowid, "scope": scope.kind, "scope_id": scope.id, "model": model,
-         "dim": int(vecs.shape[1]), "vector": vecs.tobytes(), "updated_at": now}
-        for (rowid, scope), vecs in zip(rows, vectors, strict=True)
-    ]
-    await session.execute(insert(where.table).prefix_with("OR REPLACE"), values)
+    blobs = [encode(v) for v in vectors]
+    if corpus == Corpus.MEMORIES:
+        values: list[dict[str, Any]] = [
+            {"item_id": rowid, "scope": scope.kind, "scope_id": scope.id, "model": model,
+             "dim": int(vecs.shape[1]), "vector": blob, "updated_at": now}
+            for (rowid, scope), vecs, blob in zip(rows, vectors, blobs, strict=True)]
+        await session.execute(insert(MemoryVector).prefix_with("OR REPLACE"), values)
+    else:
+        spaces = {dim: await space_id(session, model, dim) for dim in {int(v.shape[1]) for v in vectors}}
+        await session.execute(insert(TurnVector).prefix_with("OR REPLACE"), [
+            {"event_rowid": rowid, "space": spaces[int(vecs.shape[1])], "vector": blob}
+            for (rowid, _), vecs, blob in zip(rows, vectors, blobs, strict=True)])
+        await _delete_legacy(session, "event_rowid IN (SELECT value FROM json_each(:ids))",
+                             {"ids": _json([rowid for rowid, _ in rows])})
+    held = [decode(blob, int(v.shape[1])) for v, blob in zip(vectors, blobs, strict=True)]
     by_scope: dict[Scope, list[int]] = {}
     for n, (_, scope) in enumerate(rows):
         by_scope.setdefault(scope, []).append(n)
@@ -111,11 +285,25 @@ async def store_vectors(session: AsyncSession, corpus: Corpus, rows: Sequence[tu
         said = await session.execute(text(
             "SELECT c.scope, c.scope_id, c.item_id FROM ltm_item_contexts c JOIN ltm_items i ON i.id = c.item_id "
             f"WHERE i.visibility = '{Visibility.SHARED}' AND c.item_id IN (SELECT value FROM json_each(:ids))"),
-            {"ids": json.dumps(list(at))})
+            {"ids": _json(list(at))})
         for kind, scope_id, rowid in said:
             by_scope.setdefault(Scope(kind, scope_id), []).append(at[rowid])
     note(session, *(VectorsStored(corpus, scope, model, tuple(rows[n][0] for n in picked),
-                                  tuple(vectors[n] for n in picked)) for scope, picked in by_scope.items()))
+                                  tuple(held[n] for n in picked)) for scope, picked in by_scope.items()))
+
+
+def _json(ids: Sequence[int]) -> str:
+    return "[" + ",".join(str(int(i)) for i in ids) + "]"
+
+
+async def _delete_legacy(session: AsyncSession, where: str, params: dict[str, Any]) -> int:
+    """Delete rows of the table from before 0017, while it exists."""
+    present = (await session.execute(text("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = :t"),
+                                     {"t": LEGACY_TURN_VECTORS})).first()
+    if present is None:
+        return 0
+    result = await session.execute(text(f"DELETE FROM {LEGACY_TURN_VECTORS} WHERE {where}"), params)
+    return int(getattr(result, "rowcount", 0) or 0)
 
 
 async def delete_memory_vector(session: AsyncSession, item_id: int) -> None:
@@ -123,26 +311,54 @@ async def delete_memory_vector(session: AsyncSession, item_id: int) -> None:
 
 
 async def delete_turn_vectors(session: AsyncSession, rowids: Sequence[int]) -> None:
-    await session.execute(delete(EventVector).where(EventVector.event_rowid.in_(list(rowids))))
+    await session.execute(delete(TurnVector).where(TurnVector.event_rowid.in_(list(rowids))))
+    await _delete_legacy(session, "event_rowid IN (SELECT value FROM json_each(:ids))", {"ids": _json(rowids)})
 
 
 async def delete_scope_turn_vectors(session: AsyncSession, scope: Scope) -> None:
     of_scope = select(MemoryEvent.id).where(MemoryEvent.scope == scope.kind, MemoryEvent.scope_id == scope.id)
-    await session.execute(delete(EventVector).where(EventVector.event_rowid.in_(of_scope)))
+    await session.execute(delete(TurnVector).where(TurnVector.event_rowid.in_(of_scope)))
+    await _delete_legacy(session, "scope = :kind AND scope_id = :id", {"kind": scope.kind, "id": scope.id})
 
 
 async def delete_other_models(session: AsyncSession, corpus: Corpus, rowids: Sequence[int], model: str) -> None:
     """Vectors of other models for these rows are stale once they have one
     of ``model`` (an operator switched the embedding provider)."""
-    rows = VECTOR_ROWS[corpus]
-    await session.execute(
-        delete(rows.table).where(rows.key_column.in_(list(rowids)), rows.column("model") != model))
+    if corpus == Corpus.MEMORIES:
+        await session.execute(delete(MemoryVector).where(MemoryVector.item_id.in_(list(rowids)),
+                                                         MemoryVector.model != model))
+        return
+    await session.execute(delete(TurnVector).where(
+        TurnVector.event_rowid.in_(list(rowids)), TurnVector.space.not_in(spaces_of(model))))
+    await _delete_legacy(session, "event_rowid IN (SELECT value FROM json_each(:ids)) AND model != :model",
+                         {"ids": _json(rowids), "model": model})
 
 
 async def delete_long_turn_vectors(session: AsyncSession, most: int) -> int:
     """Delete the vectors of turns holding more than ``most`` (embedded
     sentence by sentence before passages, docs/decisions.md#d77): the fill
     embeds those turns again. Returns how many turns lost theirs."""
-    count = func.length(EventVector.vector) / (4 * EventVector.dim)
-    result = await session.execute(delete(EventVector).where(EventVector.dim > 0, count > most))
-    return int(getattr(result, "rowcount", 0) or 0)
+    long = select(TurnVector.event_rowid).join(VectorSpace, VectorSpace.id == TurnVector.space).where(
+        VectorSpace.dim > 0, func.length(TurnVector.vector) / VectorSpace.dim > most)
+    result = await session.execute(delete(TurnVector).where(TurnVector.event_rowid.in_(long)))
+    gone = int(getattr(result, "rowcount", 0) or 0)
+    return gone + await _delete_legacy(session, "dim > 0 AND length(vector) / (4 * dim) > :most", {"most": most})
+
+
+def turn_has_vector(model: str, dim: int | None) -> ColumnElement[bool]:
+    """SQL, for a query over ``ltm_events``: the event has whole vectors of
+    ``model`` (and ``dim``) in the new table. (A row still in the table
+    from before 0017 is checked by ``legacy_turn_lacks_vector``.)"""
+    space = [VectorSpace.id == TurnVector.space, VectorSpace.model == model]
+    if dim is not None:
+        space.append(VectorSpace.dim == dim)
+    return exists(select(TurnVector.event_rowid).join(VectorSpace, and_(*space)).where(
+        TurnVector.event_rowid == MemoryEvent.id, whole_turn_vectors(VectorSpace.dim)))
+
+
+def legacy_turn_lacks_vector(model: str, dim: int | None) -> ColumnElement[bool]:
+    """Not ``turn_has_vector`` in the table from before 0017 (float32 rows)."""
+    extra = " AND v.dim = :legacy_dim" if dim is not None else ""
+    return text(f"NOT EXISTS (SELECT 1 FROM {LEGACY_TURN_VECTORS} v WHERE v.event_rowid = ltm_events.id "
+                f"AND v.model = :legacy_model AND v.dim > 0 AND length(v.vector) % (4 * v.dim) = 0{extra})"
+                ).bindparams(legacy_model=model, **({"legacy_dim": dim} if dim is not None else {}))  # type: ignore[return-value]

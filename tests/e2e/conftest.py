@@ -483,7 +483,7 @@ class Bot:
         return self.query(
             "SELECT (SELECT count(*) FROM ltm_items i LEFT JOIN ltm_item_vectors v ON v.item_id = i.id "
             "        WHERE v.item_id IS NULL) + "
-            "       (SELECT count(*) FROM ltm_events e LEFT JOIN ltm_event_vectors v ON v.event_rowid = e.id "
+            "       (SELECT count(*) FROM ltm_events e LEFT JOIN ltm_turn_vectors v ON v.event_rowid = e.id "
             "        WHERE v.event_rowid IS NULL AND e.source_role IN ('user', 'tool') AND NOT e.withheld) AS n"
         )[0]["n"]
 

@@ -158,7 +158,7 @@ def settle(bot) -> None:
 # have one counts.
 VECTOR_ROWS = {
     "ltm_item_vectors": "SELECT item_id, scope, scope_id, model FROM ltm_item_vectors",
-    "ltm_event_vectors": "SELECT event_rowid, scope, scope_id, model FROM ltm_event_vectors",
+    "ltm_turn_vectors": "SELECT event_rowid, space FROM ltm_turn_vectors",
 }
 
 

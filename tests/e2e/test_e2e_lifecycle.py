@@ -61,7 +61,7 @@ def test_a_restart_keeps_memories_and_pending_events(bot):
         # Vectors are a cache the worker fills in the background: a turn
         # recorded just before the stop gets its vector after the restart.
         after = bot.ltm_counts()
-        vectors = ("ltm_item_vectors", "ltm_event_vectors")
+        vectors = ("ltm_item_vectors", "ltm_turn_vectors")
         assert {k: v for k, v in after.items() if k not in vectors} == \
             {k: v for k, v in counts.items() if k not in vectors} and \
             all(after[t] >= counts[t] for t in vectors), \

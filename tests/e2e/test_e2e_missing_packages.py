@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from astrbot_plugin_ltm.storing.terms import decode, term_key
 from devtools.astrbot_home import Client
 
 pytestmark = pytest.mark.e2e
@@ -70,9 +71,18 @@ def stats(bot, lang: str = "en") -> dict:
     return answer["data"]
 
 
-def turn_words(bot) -> set[str]:
-    """The turns' keyword tokens, each without its 16-character scope prefix."""
-    return {w[16:] for row in bot.query("SELECT scoped FROM ltm_events_fts") for w in row["scoped"].split()}
+class TurnWords:
+    """The turns' keyword terms (their hashes, storing.terms): ``word in`` them."""
+
+    def __init__(self, keys: set[int]) -> None:
+        self.keys = keys
+
+    def __contains__(self, word: str) -> bool:
+        return term_key(word) in self.keys
+
+
+def turn_words(bot) -> TurnWords:
+    return TurnWords({int(k) for row in bot.query("SELECT terms FROM ltm_turn_terms") for k in decode(row["terms"])})
 
 
 def test_the_plugin_loads_answers_and_records_without_the_optional_packages(bot):

@@ -38,7 +38,8 @@ def test_an_idle_conversation_is_summarised_and_opens_the_next_one(bot):
     events = bot.events("zhang")
     assert {e["source_role"] for e in events} == {"user", "assistant"}
     assert all(e["withheld"] for e in events if e["source_role"] == "assistant")
-    links = bot.query("SELECT event_id FROM ltm_evidence WHERE memory_id = ?", (summary["memory_id"],))
+    links = bot.query("SELECT e.event_id FROM ltm_summary_links sl JOIN ltm_items i ON i.id = sl.item_id "
+                      "JOIN ltm_events e ON e.id = sl.event_rowid WHERE i.memory_id = ?", (summary["memory_id"],))
     assert {r["event_id"] for r in links} == {e["event_id"] for e in events if e["source_role"] == "user"}, \
         bot.diag("evidence incomplete")
 
