@@ -356,7 +356,8 @@ async def warm_indexes(engine: LTMEngine, origin: Origin) -> None:
 async def read_questions(engine: LTMEngine, clock: Clock, rep: Replay, timed: Any | None, counter: TokenCounter,
                          history_turns: int | None = None,
                          with_history: list[HistoryResult] | None = None,
-                         misses: list[dict[str, Any]] | None = None) -> list[QuestionResult]:
+                         misses: list[dict[str, Any]] | None = None,
+                         blocks: list[dict[str, Any]] | None = None) -> list[QuestionResult]:
     """Each question's block; with ``history_turns``, each is read again
     with that many of the conversation's last exchanges as the request's
     history, into ``with_history`` (bench/history.py)."""
@@ -376,6 +377,8 @@ async def read_questions(engine: LTMEngine, clock: Clock, rep: Replay, timed: An
         clock.now = max(q.asked_at, conv.end) if q.asked_at is not None else conv.end + READ_AFTER
         result, block = await read_question(engine, origin, q, rep, timed, counter)
         results.append(result)
+        if blocks is not None:  # --blocks: the text injected, to compare two versions byte for byte
+            blocks.append({"conversation": conv.sample_id, "question": q.text, "block": block.text})
         if misses is not None:  # after the timed read: it does not change it
             record = await explain(engine, origin, q, rep, set(result.reached), rowids)
             if record is not None:
@@ -493,6 +496,7 @@ class RunSettings:
     history_turns: int | None = None
     db_path: str | None = None  # keep the databases: this file, or one per conversation beside it
     misses: bool = False  # explain each missed evidence turn (bench/misses.py)
+    blocks: bool = False  # keep each question's block text (--blocks)
 
 
 @dataclass
@@ -523,6 +527,7 @@ class ConversationRun:
     index_cost: dict[str, Any] | None = None  # bench/index_cost.py
     embedder_id: str | None = None  # the dense baselines' (and the plugin's) model
     misses: list[dict[str, Any]] = field(default_factory=list)  # bench/misses.py, with --misses
+    blocks: list[dict[str, Any]] = field(default_factory=list)  # with --blocks
     vector_failures: list[str] = field(default_factory=list)  # the engine's "vector search unavailable"
 
 
@@ -587,6 +592,7 @@ async def run_conversation(conv: Conversation, settings: RunSettings, embedder: 
         raise RuntimeError(f"bench config rejected: {engine.config_errors}")
     with_history: list[HistoryResult] = []
     misses: list[dict[str, Any]] | None = [] if settings.misses else None
+    blocks: list[dict[str, Any]] | None = [] if settings.blocks else None
     failures = VectorFailures()
     try:
         failures.attach()
@@ -594,7 +600,7 @@ async def run_conversation(conv: Conversation, settings: RunSettings, embedder: 
         rep = await replay(engine, clock, conv, extractor)
         t0 = time.perf_counter()
         results = await read_questions(engine, clock, rep, timed, counter, settings.history_turns, with_history,
-                                       misses)
+                                       misses, blocks)
         read_seconds = time.perf_counter() - t0
         items = await active_items(engine, conv)
         t0 = time.perf_counter()
@@ -620,7 +626,7 @@ async def run_conversation(conv: Conversation, settings: RunSettings, embedder: 
                   "evidence_recall": report(results)["evidence_recall"]},
         mode=mode, config=config, read_policy=asdict(engine.config.read_policy),
         max_per_type=engine.config.read_policy.max_per_type, embedder_id=getattr(embedder, "model_id", None),
-        index_cost=cost, misses=misses or [], vector_failures=failures.reasons,
+        index_cost=cost, misses=misses or [], vector_failures=failures.reasons, blocks=blocks or [],
     )
 
 
@@ -714,6 +720,7 @@ async def run(
     progress: Callable[[str], None] | None = None,
     summaries_data: str | None = None,
     misses: bool = False,
+    blocks: bool = False,
 ) -> dict[str, Any]:
     """Run the whole benchmark; returns the JSON document.
 
@@ -734,7 +741,7 @@ async def run(
     counter = counter or default_counter()
     started = time.perf_counter()
     settings = RunSettings(max_tokens, max_items, max_per_type, use_engine_embedder, tuple(overrides),
-                           history_turns, str(db_path) if db_path is not None else None, misses)
+                           history_turns, str(db_path) if db_path is not None else None, misses, blocks)
     paths = [conversation_db(settings.db_path, c, len(conversations)) for c in conversations]
     done: list[ConversationRun] = []
     if jobs > 1 and len(conversations) > 1:
@@ -838,6 +845,7 @@ def assemble(conversations: list[Conversation], done: list[ConversationRun], set
         "index_cost": combine_costs([d.index_cost for d in done if d.index_cost is not None]),
         "per_conversation": [d.per_conv for d in done],
         **({"misses": [m for d in done for m in d.misses]} if settings.misses else {}),
+        **({"blocks": [b for d in done for b in d.blocks]} if settings.blocks else {}),
         "vector_failures": {d.sample_id: d.vector_failures for d in done if d.vector_failures},
         "seconds": {
             "total": seconds,
@@ -989,6 +997,9 @@ def main(argv: list[str] | None = None) -> int:
                              "~/.cache/astrbot_plugin_ltm/bench_embeddings.sqlite or LTM_BENCH_CACHE)")
     parser.add_argument("--no-embed-cache", action="store_true", help="embed everything afresh")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument("--blocks", metavar="PATH",
+                        help="write each question's block text here, a JSON line a question (to compare two "
+                             "versions byte for byte)")
     parser.add_argument("--misses", metavar="PATH",
                         help="write why each missed evidence turn was missed here, a JSON line a question "
                              "(bench/misses.py)")
@@ -1035,8 +1046,11 @@ def main(argv: list[str] | None = None) -> int:
         max_per_type=args.max_per_type, db_path=args.db,
         use_engine_embedder=not args.keyword_only, overrides=args.overrides, history_turns=args.history,
         jobs=args.jobs, embedder_factory=factory, progress=None if args.quiet else progress,
-        summaries_data=args.data if args.summaries else None, misses=bool(args.misses),
+        summaries_data=args.data if args.summaries else None, misses=bool(args.misses), blocks=bool(args.blocks),
     ))
+    if args.blocks:
+        lines = [json.dumps(b, ensure_ascii=False) for b in doc.pop("blocks", [])]
+        Path(args.blocks).write_text("\n".join(lines) + "\n", encoding="utf-8")
     if args.misses:
         lines = [json.dumps(m, ensure_ascii=False) for m in doc.pop("misses", [])]
         Path(args.misses).write_text("\n".join(lines) + "\n", encoding="utf-8")
