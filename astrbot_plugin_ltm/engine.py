@@ -8,6 +8,9 @@ memories; every write goes through ``Database.write``, whose committed
 changes the keyword and vector indexes follow; the reader searches those
 indexes and fits a block into the token budget; operators go through
 ``Admin``.
+
+Over 400 lines: the one place every part is built and wired, with the
+hooks' entry points; split, each half would need the other's parts.
 """
 
 from __future__ import annotations

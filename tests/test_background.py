@@ -163,11 +163,11 @@ async def test_the_set_stops_every_task_even_if_one_stop_raises(caplog):
     assert any("stopping the broken task failed" in r.getMessage() for r in caplog.records)
 
 
-async def test_the_engine_starts_and_stops_its_six_loops_as_one_set(make_ltm):
+async def test_the_engine_starts_and_stops_its_loops_as_one_set(make_ltm):
     ltm = await make_ltm({"write_policy": {"mode": "auto"}}, start=False)
     await ltm.engine.start(background=True)
     names = [t.name for t in ltm.engine.tasks.tasks]
-    assert names == ["extraction", "summaries", "recorder", "usage", "drift", "compaction"]
+    assert names == ["relayout", "extraction", "summaries", "recorder", "usage", "drift", "compaction", "storage"]
     assert all(t.running for t in ltm.engine.tasks.tasks)
     await ltm.engine.stop()
     assert not any(t.running for t in ltm.engine.tasks.tasks)

@@ -710,6 +710,7 @@ class _CountedBeforeTheLastRow:
 
     def __init__(self, conn) -> None:
         self._conn = conn
+        self.connection = conn.connection  # the driver's own cursor (storing.driver_rows), uncounted
 
     def execute(self, statement, *args, **kwargs):
         result = self._conn.execute(statement, *args, **kwargs)
