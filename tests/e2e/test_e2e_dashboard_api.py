@@ -588,7 +588,10 @@ def test_a_session_summary_and_a_bot_side_episode_round_trip_unchanged(bot_facto
 
         found = copy_bot.wait_for(summarised, 60, "the copy's own session summary")
         assert len(found) == 2 and found[0]["fact_key"] == summary["fact_key"], [i["fact"] for i in found]
-        links = copy_bot.query("SELECT event_id FROM ltm_evidence WHERE memory_id = ?", (found[1]["memory_id"],))
+        # a summary's events are linked in ltm_summary_links (two row ids), not ltm_evidence
+        links = copy_bot.query("SELECT e.event_id FROM ltm_summary_links sl JOIN ltm_items i ON i.id = sl.item_id "
+                               "JOIN ltm_events e ON e.id = sl.event_rowid WHERE i.memory_id = ?",
+                               (found[1]["memory_id"],))
         assert links and not {r["event_id"] for r in links} & imported, (links, imported)
         copy_bot.assert_log_clean()
 
