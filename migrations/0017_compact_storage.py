@@ -12,7 +12,13 @@
   row ids, in place of its rows in ``ltm_evidence`` (two uuids, a method,
   a time and two indexes: 260 bytes a link, ~2 links a turn).
 
-Only the new, empty tables are made here: instant on any store. The
+Three indexes no statement's plan used (EXPLAIN QUERY PLAN over every
+statement of the test suite, 2026-12-07) are dropped: events by extraction
+status and next attempt, items by status and importance, audit rows by
+session and action.
+
+Only the new, empty tables are made here, and those indexes dropped:
+instant on any store. The
 existing rows are moved after start by storing.relayout, in batches that
 hold the write lock a few dozen milliseconds each, resumable
 after a crash; the reads take both layouts meanwhile. A store with nothing
@@ -41,6 +47,9 @@ STATEMENTS = [
         PRIMARY KEY (item_id, event_rowid)
     ) WITHOUT ROWID""",
     "CREATE INDEX ix_ltm_summary_links_event ON ltm_summary_links (event_rowid)",
+    "DROP INDEX IF EXISTS ix_ltm_events_extraction",
+    "DROP INDEX IF EXISTS ix_ltm_items_status_importance",
+    "DROP INDEX IF EXISTS ix_ltm_audit_session_action",
 ]
 
 

@@ -96,7 +96,6 @@ class MemoryEvent(LTMBase, kw_only=True):
     __tablename__ = "ltm_events"
     __table_args__ = (
         Index("ix_ltm_events_scope_created", "scope", "scope_id", "created_at"),
-        Index("ix_ltm_events_extraction", "extraction_status", "next_attempt_at"),
         Index("ix_ltm_events_session", "session_id", "created_at"),
         Index("ix_ltm_events_created", "created_at"),
         Index("ix_ltm_events_status_created", "extraction_status", "created_at"),
@@ -165,7 +164,6 @@ class MemoryItem(LTMBase, kw_only=True):
         Index("ix_ltm_items_scope_importance", "scope", "scope_id", "importance"),
         Index("ix_ltm_items_scope_created", "scope", "scope_id", "created_at"),
         Index("ix_ltm_items_status_confidence", "status", "confidence"),
-        Index("ix_ltm_items_status_importance", "status", "importance"),
         Index("ix_ltm_items_status_created", "status", "created_at"),
         Index("ix_ltm_items_scope_status_updated", "scope", "scope_id", "status", "updated_at"),
         Index("ix_ltm_items_type_updated", "type", "updated_at"),
@@ -269,7 +267,6 @@ class MemoryAudit(LTMBase, kw_only=True):
         Index("ix_ltm_audit_created", "created_at"),
         Index("ix_ltm_audit_memory", "memory_id", "created_at"),
         Index("ix_ltm_audit_scope_action", "scope", "scope_id", "action", "created_at"),
-        Index("ix_ltm_audit_session_action", "session_id", "action"),
         Index("ix_ltm_audit_action", "action", "created_at"),
         Index("ix_ltm_audit_scope_created", "scope", "scope_id", "created_at"),
         Index("ix_ltm_audit_session_created", "session_id", "created_at"),
