@@ -131,12 +131,16 @@ def _load_offline_cl100k() -> Any:
         if line:
             token, rank = line.split()
             ranks[base64.b64decode(token)] = int(rank)
-    return tiktoken.Encoding(
+    encoding = tiktoken.Encoding(
         name="cl100k_base",
         pat_str=_CL100K_PATTERN,
         mergeable_ranks=ranks,
         special_tokens=_CL100K_SPECIAL,
     )
+    # Its encoder holds the ranks; the Python copy only pickles the encoding,
+    # which the counter never does: 18 MB resident (docs/decisions.md#d161).
+    encoding._mergeable_ranks = {}
+    return encoding
 
 
 @lru_cache(maxsize=1)

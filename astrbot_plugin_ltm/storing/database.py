@@ -69,6 +69,9 @@ def is_full(exc: BaseException) -> bool:
 def _query_only(dbapi_connection: Any, _record: Any) -> None:
     # The read connections can never write, whatever a bug asks of them.
     dbapi_connection.execute("PRAGMA query_only = ON")
+    # Each keeps 1 MB of pages, not SQLite's 2: eight of them, over pages the
+    # system caches anyway (docs/decisions.md#d161).
+    dbapi_connection.execute("PRAGMA cache_size = -1024")
 
 
 class Database:
