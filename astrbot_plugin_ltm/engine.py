@@ -66,7 +66,6 @@ from .operating.policy_versions import PolicyVersions
 from .operating.reply_language import SenderLanguages
 from .operating.storage import StorageMeter
 from .recalling.block import MemoryBlock
-from .recalling.bot_lines import speaker_of, withhold
 from .recalling.dates import time_zone
 from .recalling.followers import Follower
 from .recalling.history import History
@@ -85,6 +84,7 @@ from .storing.database import Database
 from .storing.keyword_rows import match_stemmer, match_turn_passages
 from .storing.relayout import Relayout
 from .storing.tables import MemoryEvent
+from .withholding import speaker_of, withhold
 
 EXPLICIT_IMPORTANCE = 0.8  # "remember that …": the user said it matters (docs/decisions.md#d29)
 STORAGE_EVERY = 3600.0  # seconds between two measurements of what memory costs on disk (operating/storage.py)

@@ -41,12 +41,12 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from astrbot_plugin_ltm.engine import LTMEngine
 from astrbot_plugin_ltm.enums import Corpus
-from astrbot_plugin_ltm.recalling.bot_lines import speaker_of
 from astrbot_plugin_ltm.scope import Origin, Scope
 from astrbot_plugin_ltm.storing.keyword_rows import index_turns, rebuild_fact_rows
 from astrbot_plugin_ltm.storing.tables import MemoryEvent, MemoryEvidence, MemoryItem
 from astrbot_plugin_ltm.storing.turns import turn_passages
 from astrbot_plugin_ltm.storing.vector_rows import store_vectors
+from astrbot_plugin_ltm.withholding import speaker_of
 
 from .scale import pct, rss_mb
 from .soak import SoakEmbedder, Turns, pragmas

@@ -11,11 +11,11 @@ from sqlalchemy import select, text
 
 from astrbot_plugin_ltm import LTMEngine
 from astrbot_plugin_ltm.extension_points import TokenCounter
-from astrbot_plugin_ltm.recalling.bot_lines import speaker_of
 from astrbot_plugin_ltm.storing.tables import MemoryEvent
 from astrbot_plugin_ltm.storing.terms import BREAK_KEY, decode
 from astrbot_plugin_ltm.storing.turns import turn_parts, turn_passages
 from astrbot_plugin_ltm.text import sentences
+from astrbot_plugin_ltm.withholding import speaker_of
 
 BATCH = 2000
 

@@ -5,8 +5,9 @@ as labelled lines of the block (recalling/bot_lines.py)."""
 from __future__ import annotations
 
 from astrbot_plugin_ltm.learning.extractor import SYSTEM_PROMPT, build_transcript, validate
-from astrbot_plugin_ltm.recalling.bot_lines import BOT_CHARS, BOT_SHARE, withhold
+from astrbot_plugin_ltm.recalling.bot_lines import BOT_CHARS, BOT_SHARE
 from astrbot_plugin_ltm.storing.tables import MemoryEvent
+from astrbot_plugin_ltm.withholding import withhold
 
 BOOK = {"type": "episode", "fact": "the bot recommended 《小王子》 to the user", "by": "bot", "lines": [2],
         "confidence": 0.9, "importance": 0.6}

@@ -28,13 +28,13 @@ from ..engine import LTMEngine
 from ..enums import MEMORY_TYPES, Outcome, Status
 from ..instructions import instruction_reason, neutralise
 from ..recalling.block import EVENT_CHARS
-from ..recalling.bot_lines import speaker_of
 from ..recalling.reader import Only
 from ..scope import Origin, Scope
 from ..storing.database import ReadOnlyError
 from ..storing.evidence import cited_events
 from ..storing.tables import MemoryContext, MemoryItem
 from ..storing.turns import turn_text
+from ..withholding import speaker_of
 
 EXPAND_TURNS = 8  # source turns memory_expand returns at most
 _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")

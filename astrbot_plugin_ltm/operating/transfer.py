@@ -38,7 +38,6 @@ from ..enums import AuditAction, ExtractionStatus, MemoryType, Method, Role, Sco
 from ..errors import AdminError
 from ..i18n import msg
 from ..instructions import instruction_reason
-from ..recalling.bot_lines import withhold
 from ..scope import Scope
 from ..storing.audit import audit
 from ..storing.database import Database
@@ -47,6 +46,7 @@ from ..storing.keyword_rows import index_turns
 from ..storing.memory_rows import fact_written, keep_private, memory_changed, share
 from ..storing.tables import MemoryContext, MemoryEvent, MemoryItem, MemoryTombstone
 from ..text import normalize_fact_key
+from ..withholding import withhold
 from .queries import ItemFilter
 from .serialize import EVENT_FIELDS, HISTORY_FIELDS, ITEM_FIELDS, evidence_dict, item_dict
 

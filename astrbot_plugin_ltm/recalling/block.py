@@ -22,8 +22,9 @@ from ..instructions import instruction_reason, neutralise
 from ..storing.tables import MemoryEvent
 from ..storing.turns import turn_parts
 from ..text import is_cjk, token_set_similarity
+from ..withholding import BOT_JUDGED_CHARS, is_bot, speaker_of
 from . import bot_lines
-from .bot_lines import BOT_JUDGED_CHARS, BotAllowance, is_bot, speaker_of
+from .bot_lines import BotAllowance
 from .excerpts import excerpt
 from .ranking import Ranked
 from .rows import EventRow, ItemView

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from ..enums import Role
 from ..text import search_tokens
-from .bot_lines import speaker_of
+from ..withholding import speaker_of
 from .rows import EventRow
 
 

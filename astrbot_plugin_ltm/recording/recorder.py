@@ -26,11 +26,11 @@ from ..config import LTMConfig
 from ..enums import ExtractionStatus, Role, SourceType
 from ..i18n import msg
 from ..logs import log
-from ..recalling.bot_lines import withhold
 from ..scope import Origin, Scope, ScopeResolver
 from ..storing.database import Database, DatabaseBusyError, ReadOnlyError, is_full
 from ..storing.keyword_rows import index_turns
 from ..storing.tables import MemoryEvent, new_event
+from ..withholding import withhold
 from .journal import Journal
 
 # Event ids looked up per statement when a journal is replayed (SQLite's

@@ -2,11 +2,10 @@
 text is put together, and what it is searched by.
 
 A turn is a recorded event of a person, a tool or the bot itself
-(``RECALLED_ROLES``). Who said it is the caller's to say (``speaker``):
-how the bot's lines are shown, and which of them never are, is
-recalling.bot_lines'. What is said here is used by the keyword rows, the
-vector fill and the reader alike, so a turn reads and is found the same
-way everywhere.
+(``RECALLED_ROLES``). Who said it is the caller's to say (``speaker``:
+withholding.speaker_of); which turns are never shown is withholding's.
+What is said here is used by the keyword rows, the vector fill and the
+reader alike, so a turn reads and is found the same way everywhere.
 """
 
 from __future__ import annotations
