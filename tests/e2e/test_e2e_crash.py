@@ -24,9 +24,12 @@ import pytest
 pytestmark = pytest.mark.e2e
 
 USERS = 10
-MIN_ACKNOWLEDGED = 300
-MIN_KILLS = 3
-MAX_ROUNDS = 16  # about 6 are needed on a quiet machine; a loaded one acknowledges fewer turns a round
+# Ten users get about 4 replies a second between them on a quiet machine (2026-12-07: 302 turns in 12 rounds,
+# the same rate as before privacy and compact storage); a loaded CI machine acknowledged 171 in 16 rounds. The
+# kills are the risk, so the test asks for many of them and enough turns around them, not a rate.
+MIN_ACKNOWLEDGED = 150
+MIN_KILLS = 8
+MAX_ROUNDS = 24
 BURST_SECONDS = (4.0, 10.0)  # the kill comes at a random moment in this range
 RECALL_ATTEMPTS = 3  # a read waits at most 1 s for a cold namespace, then goes on without it
 RECOVERED_RE = re.compile(r"ltm: (\d+) recorded event\(s\) recovered from the journal")
