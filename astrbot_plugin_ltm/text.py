@@ -7,7 +7,6 @@ would turn a whole Chinese sentence into one unsearchable token.
 
 from __future__ import annotations
 
-import logging
 import re
 import threading
 import unicodedata
@@ -15,11 +14,7 @@ from functools import lru_cache
 from importlib import metadata
 from typing import Any
 
-try:
-    from .logs import log as _log  # with the filter AstrBot's log handlers need
-except ImportError:  # loaded on its own by a migration (0015), which says nothing: the plugin has said it
-    _log = logging.getLogger("astrbot.plugin.astrbot_plugin_ltm.migrations")
-    _log.setLevel(logging.ERROR)
+from .logs import log as _log  # with the filter AstrBot's log handlers need
 
 FACT_KEY_MAX_CHARS = 128
 

@@ -32,7 +32,6 @@ def test_a_core_module_over_400_lines_says_at_its_top_why():
     core = Path(__file__).resolve().parent.parent / "astrbot_plugin_ltm"
     long_ones = [path for path in core.rglob("*.py")
                  if path.parent.name != "i18n" and len(path.read_text(encoding="utf-8").splitlines()) > 400]
-    assert long_ones  # the rule has cases today
     unexplained = [str(path.relative_to(core)) for path in long_ones
                    if "Over 400 lines:" not in path.read_text(encoding="utf-8").split('"""')[1]]
     assert unexplained == []

@@ -76,17 +76,6 @@ def test_without_snowballstemmer_english_words_are_keywords_as_they_are_with_one
     assert len(warnings) == 1 and "not installed" in warnings[0] and "reload" in warnings[0]
 
 
-def test_a_migration_loading_the_text_rules_without_snowballstemmer_says_nothing_more(monkeypatch, caplog):
-    monkeypatch.setitem(sys.modules, "snowballstemmer", None)
-    spec = importlib.util.spec_from_file_location("ltm_migration_text", tokenizing.__file__)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    with caplog.at_level(logging.WARNING):
-        spec.loader.exec_module(module)
-    assert module.KEYWORD_STEMMER == module.NO_STEMMER
-    assert not [r for r in caplog.records if "snowballstemmer" in r.getMessage()]
-
-
 def test_with_snowballstemmer_english_words_are_stemmed_and_the_stemmer_is_named_by_its_release():
     assert tokenizing.search_tokens("She reads books") == ["she", "read", "book"]
     assert tokenizing.KEYWORD_STEMMER.startswith("snowballstemmer 3.")
