@@ -9,7 +9,6 @@ import hashlib
 import re
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select, text
@@ -17,8 +16,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from astrbot_plugin_ltm import LTMEngine, Origin
 from astrbot_plugin_ltm.enums import Corpus
-from astrbot_plugin_ltm.indexes import keywords
-from astrbot_plugin_ltm.indexes.keywords import PASSAGE_STRIDE, best_turns, passage_rows
+from astrbot_plugin_ltm.indexes.keywords import turn_document
 from astrbot_plugin_ltm.scope import Scope
 from astrbot_plugin_ltm.storing.keyword_rows import PASSAGES_BUILD
 from astrbot_plugin_ltm.storing.tables import MemoryEvent, TurnVector
@@ -110,7 +108,7 @@ def test_a_turn_far_longer_than_the_passages_has_longer_passages_not_more():
     assert sum(len(part.split()) for part in parts) == PASSAGE_CHARS * MAX_PASSAGES
 
 
-def test_a_turns_keyword_row_holds_its_passages_the_first_with_the_turn_before_it(monkeypatch):
+def test_a_turns_keyword_row_holds_its_passages_the_first_with_the_turn_before_it():
     tokens = turn_tokens({"text": LONG_REPLY}, {"text": "Can you suggest places in Hangzhou?"})
     documents = [doc.split() for doc in " ".join(tokens).split(PASSAGE_BREAK)]
     assert len(documents) == len(passages(LONG_REPLY))
@@ -118,14 +116,9 @@ def test_a_turns_keyword_row_holds_its_passages_the_first_with_the_turn_before_i
     # without its breaks, the row is the turn's tokens as before passages
     assert sorted(t for t in tokens if t != PASSAGE_BREAK) == sorted(
         search_tokens(LONG_REPLY) + search_tokens("Can you suggest places in Hangzhou?"))
-    # the keyword index reads the turn as one document, or as its passages
-    whole = len(tokens) - (len(documents) - 1)
-    assert [(rowid, len(doc)) for rowid, doc in passage_rows(7, tokens)] == [(7 * PASSAGE_STRIDE, whole)]
-    monkeypatch.setattr(keywords, "PASSAGE_DOCUMENTS", True)
-    rows = list(passage_rows(7, tokens))
-    assert [rowid // PASSAGE_STRIDE for rowid, _ in rows] == [7] * len(documents)
-    assert best_turns([(7 * PASSAGE_STRIDE + 2, 5.0), (3 * PASSAGE_STRIDE, 4.0), (7 * PASSAGE_STRIDE, 1.0)], 5) \
-        == [(7, 5.0), (3, 4.0)]
+    # the keyword index reads the turn as one document, without the breaks
+    rowid, document = turn_document(7, tokens)
+    assert (rowid, len(document)) == (7, len(tokens) - (len(documents) - 1))
 
 
 # -- found by keywords -----------------------------------------------------------------
@@ -135,10 +128,7 @@ async def keyword_turns(ltm, scope: Scope, query: str, k: int = 10) -> list[int]
     return [rowid for rowid, _ in await ltm.engine.keyword_index.search([scope], TURNS, query_tokens(query), k)]
 
 
-@pytest.mark.parametrize("passage_documents", [False, True])
-async def test_a_detail_in_the_middle_of_a_long_reply_is_found_by_its_keywords(ltm, origin, monkeypatch,
-                                                                                passage_documents):
-    monkeypatch.setattr(keywords, "PASSAGE_DOCUMENTS", passage_documents)
+async def test_a_detail_in_the_middle_of_a_long_reply_is_found_by_its_keywords(ltm, origin):
     alice_ = origin("alice")
     await ltm.record(alice_, "Can you suggest some places to visit in Hangzhou?", LONG_REPLY)
     for n in range(30):  # other talk about restaurants and fish, none of it the answer
@@ -157,8 +147,7 @@ async def test_a_detail_in_the_middle_of_a_long_reply_is_found_by_its_keywords(l
     assert await keyword_turns(ltm, scope, "vinegar fish") == []
 
 
-async def test_a_turn_that_matches_in_many_passages_leaves_room_for_k_turns(ltm, origin, monkeypatch):
-    monkeypatch.setattr(keywords, "PASSAGE_DOCUMENTS", True)
+async def test_a_turn_that_matches_in_many_passages_leaves_room_for_k_turns(ltm, origin):
     alice_ = origin("alice")
     await ltm.record(alice_, "pasta " * 2000 + "is all I cook", "")  # six passages, each full of pasta
     for n in range(4):

@@ -36,7 +36,7 @@ from ..storing.changes import (
 from ..storing.database import Database
 from ..storing.keyword_rows import has_legacy_turn_rows, scope_prefix
 from ..storing.terms import BREAK_KEY, context_keys, decode, term_keys, with_context
-from ..storing.turns import CONTEXT_TOKENS, CONTEXT_WINDOW, MAX_PASSAGES, PASSAGE_BREAK, held_since
+from ..storing.turns import CONTEXT_TOKENS, CONTEXT_WINDOW, PASSAGE_BREAK, held_since
 from .bm25 import CHUNK, KeywordNamespace, Terms
 from .namespaces import COLD_WAIT, Matches, MemoryBudget, NamespaceCache, Update
 
@@ -47,16 +47,9 @@ LOADS = 2  # namespaces loading at once: vector loads never queue behind them
 MAX_LOADED = 256
 
 Key = tuple[Scope, Corpus]
-# A turn's keyword row holds its passages (storing.turns.passages). With
-# PASSAGE_DOCUMENTS each is a document of its own in the namespace, under
-# rowid * PASSAGE_STRIDE + n, and a search ranks turns by their best
-# passage; without, the turn is one document, as before passages. One
-# document measured better on LongMemEval (0.861 against 0.667: a
-# question's words are spread over a long turn), so it is the default
-# (docs/decisions.md#d77).
-PASSAGE_DOCUMENTS = False
-PASSAGE_STRIDE = 8
-assert PASSAGE_STRIDE >= MAX_PASSAGES
+# A turn is one document, its passages' terms joined: one document measured
+# better than a document a passage on LongMemEval (0.861 against 0.667: a
+# question's words are spread over a long turn; docs/decisions.md#d77).
 
 # A corpus's rows of one scope. A memory's are the tokens of its FTS5 row.
 # A turn's are its own terms (storing.terms) and, as context, the first
@@ -110,30 +103,12 @@ _NONE = np.zeros(0, np.int64)
 TurnRanker = Callable[[Scope, list[str], Iterable[int], int], list[tuple[int, float]] | None]
 
 
-def passage_rows(rowid: int, terms: Sequence[str] | np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
-    """A turn's keyword terms (tokens or keys) as its documents' keys: the
-    whole turn, or with PASSAGE_DOCUMENTS its passages (split at the
-    passage break; past PASSAGE_STRIDE, the rest joins the last)."""
+def turn_document(rowid: int, terms: Sequence[str] | np.ndarray) -> tuple[int, np.ndarray]:
+    """A turn's keyword terms (tokens or keys) as its one document: the
+    passages' terms without the breaks between them, under its row id."""
     keys = terms if isinstance(terms, np.ndarray) else term_keys(terms, PASSAGE_BREAK)
     breaks = keys == BREAK_KEY
-    if not PASSAGE_DOCUMENTS:
-        yield rowid * PASSAGE_STRIDE, keys[~breaks] if breaks.any() else keys
-        return
-    cuts = np.flatnonzero(breaks)[:PASSAGE_STRIDE - 1]
-    start = 0
-    for n, end in enumerate(cuts.tolist()):
-        yield rowid * PASSAGE_STRIDE + n, keys[start:end]
-        start = end + 1
-    rest = keys[start:]
-    yield rowid * PASSAGE_STRIDE + len(cuts), rest[rest != BREAK_KEY]
-
-
-def best_turns(hits: list[tuple[int, float]], k: int) -> list[tuple[int, float]]:
-    """(turn rowid, its best passage's score) of passage hits, best first."""
-    best: dict[int, float] = {}
-    for passage, score in hits:  # best first: a turn's first hit is its best
-        best.setdefault(passage // PASSAGE_STRIDE, score)
-    return list(best.items())[:k]
+    return rowid, keys[~breaks] if breaks.any() else keys
 
 
 def load_namespace(conn: Connection, scope: Scope, corpus: Corpus) -> KeywordNamespace:
@@ -149,7 +124,7 @@ def load_namespace(conn: Connection, scope: Scope, corpus: Corpus) -> KeywordNam
                     yield rowid, (tokens or "").split()
 
         return KeywordNamespace.build(facts())
-    rows = (doc for rowid, keys in turn_rows(conn, scope) for doc in passage_rows(rowid, keys))
+    rows = (turn_document(rowid, keys) for rowid, keys in turn_rows(conn, scope))
     return KeywordNamespace.build(rows)
 
 
@@ -175,13 +150,10 @@ class KeywordIndex:
         for ns in found:
             if ns is None:
                 continue
-            # Enough passages for k turns however many passages each has.
-            wanted = k * MAX_PASSAGES if corpus == Corpus.TURNS and PASSAGE_DOCUMENTS else k
             if ns.size <= INLINE_SEARCH_MAX:
-                found_hits = _locked_search(ns, terms, wanted)
+                hits += _locked_search(ns, terms, k)
             else:
-                found_hits = await asyncio.to_thread(_locked_search, ns, terms, wanted)
-            hits += best_turns(found_hits, k) if corpus == Corpus.TURNS else found_hits
+                hits += await asyncio.to_thread(_locked_search, ns, terms, k)
         hits.sort(key=lambda hit: -hit[1])
         return hits[:k]
 
@@ -195,13 +167,10 @@ class KeywordIndex:
             ns = loaded.get(scope)
             rowids = list(rowids)
             # None when the namespace is not loaded, or holds none of these turns (older than it holds)
-            if ns is None or not any(ns.holds(r * PASSAGE_STRIDE) for r in rowids):
+            if ns is None or not any(ns.holds(r) for r in rowids):
                 return None
             with ns.lock:
-                hits = ns.search_among(terms, [r * PASSAGE_STRIDE + n for r in rowids
-                                               for n in range(PASSAGE_STRIDE if PASSAGE_DOCUMENTS else 1)],
-                                       k * (MAX_PASSAGES if PASSAGE_DOCUMENTS else 1))
-            return best_turns(hits, k)
+                return ns.search_among(terms, rowids, k)
 
         return rank
 
@@ -245,11 +214,10 @@ class KeywordIndex:
                 case MemoryUnshared(scope=scope, item_id=rowid):
                     updates.append((_key(scope, Corpus.MEMORIES), _removing([rowid])))
                 case TurnsRecorded(scope=scope, turns=turns):
-                    passages = [row for rowid, tokens in turns for row in passage_rows(rowid, tokens)]
-                    updates.append((_key(scope, Corpus.TURNS), _adding(passages, held=turns_module.TURNS_HELD)))
+                    documents = [turn_document(rowid, tokens) for rowid, tokens in turns]
+                    updates.append((_key(scope, Corpus.TURNS), _adding(documents, held=turns_module.TURNS_HELD)))
                 case TurnsWithheld(scope=scope, rowids=rowids) | TurnsDeleted(scope=scope, rowids=rowids):
-                    every = [rowid * PASSAGE_STRIDE + n for rowid in rowids for n in range(PASSAGE_STRIDE)]
-                    updates.append((_key(scope, Corpus.TURNS), _removing(every)))
+                    updates.append((_key(scope, Corpus.TURNS), _removing(list(rowids))))
                 case ScopeForgotten(scope=scope):
                     self._cache.invalidate(_key(scope, Corpus.TURNS))
                 case MemoriesReindexed():
@@ -268,7 +236,7 @@ def _adding(rows: Sequence[tuple[int, Terms]], held: int | None = None) -> Updat
             for rowid, tokens in rows:
                 ns.add(rowid, tokens)
             if held is not None and ns.size > held + held // 4:
-                ns.trim_oldest(held * (PASSAGE_STRIDE if PASSAGE_DOCUMENTS else 1))
+                ns.trim_oldest(held)
         return True
 
     return apply

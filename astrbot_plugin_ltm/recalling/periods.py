@@ -28,7 +28,7 @@ from ..clock import parse_stored_time
 from ..config import ReadPolicy
 from ..enums import Status
 from ..indexes.bm25 import KeywordNamespace
-from ..indexes.keywords import TurnRanker, best_turns, passage_rows
+from ..indexes.keywords import TurnRanker, turn_document
 from ..scope import Scope
 from ..storing.terms import decode
 from ..storing.turns import period_turn_terms, shown_turns_among, shown_turns_in_period
@@ -91,8 +91,8 @@ def matching_turns(conn: Connection, scope: Scope, start: str, end: str, tokens:
     if ranked is None:  # the scope's namespace is not loaded: the period's own turns are the corpus
         if ranker is not None:
             rows = period_turn_terms(conn, scope.kind, scope.id, start, end, PERIOD_SCAN, with_terms=True)
-        ns = KeywordNamespace.build(doc for rowid, blob in rows for doc in passage_rows(rowid, decode(blob)))
-        ranked = best_turns(ns.search(terms, RANKED_LIMIT * 8), RANKED_LIMIT)
+        ns = KeywordNamespace.build(turn_document(rowid, decode(blob)) for rowid, blob in rows)
+        ranked = ns.search(terms, RANKED_LIMIT)
     return ranked
 
 

@@ -268,8 +268,7 @@ def searched_text(content: dict[str, Any]) -> str:
 
 # Between a turn's passages in its keyword row: not a word to FTS5, so the
 # operators' search reads the row as one text; the reader's keyword index
-# reads the turn as one document, or each passage as one
-# (indexes.keywords.PASSAGE_DOCUMENTS).
+# reads the turn as one document (indexes.keywords.turn_document).
 PASSAGE_BREAK = "|"
 
 
