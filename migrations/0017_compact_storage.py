@@ -12,10 +12,11 @@
   row ids, in place of its rows in ``ltm_evidence`` (two uuids, a method,
   a time and two indexes: 260 bytes a link, ~2 links a turn).
 
-Three indexes no statement's plan used (EXPLAIN QUERY PLAN over every
-statement of the test suite, 2026-12-07) are dropped: events by extraction
-status and next attempt, items by status and importance, audit rows by
-session and action.
+Three indexes no statement needs (EXPLAIN QUERY PLAN over every statement
+of the test suite, 2026-12-07) are dropped: events by extraction status and
+next attempt, items by status and importance (a named period's memories
+took it, and its tie order, by chance: that query now orders its ties
+itself), audit rows by session and action.
 
 Only the new, empty tables are made here, and those indexes dropped:
 instant on any store. The

@@ -92,7 +92,8 @@ def matching_turns(conn: Connection, scope: Scope, start: str, end: str, tokens:
         if ranker is not None:
             rows = period_turn_terms(conn, scope.kind, scope.id, start, end, PERIOD_SCAN, with_terms=True)
         ns = KeywordNamespace.build(turn_document(rowid, decode(blob)) for rowid, blob in rows)
-        ranked = ns.search(terms, RANKED_LIMIT)
+        # searched wider than kept: turns tied at the cut are kept in row order, not as argpartition picks them
+        ranked = ns.search(terms, RANKED_LIMIT * 8)[:RANKED_LIMIT]
     return ranked
 
 
@@ -126,12 +127,13 @@ def load_period(conn: Connection, scopes: list[Scope], period: Period, unbacked:
         if policy.max_items > 0:
             # The memories said in the period here, wherever they are kept: a
             # member's fact said in the group is kept with the member (audience.py).
+            # Ties go newest first, whatever index the plan takes.
             for row in fetch_rows(conn, f"SELECT {ItemRow.COLUMNS} FROM ltm_items WHERE status = :active "
                                     "AND (memory_id IN (SELECT v.memory_id "
                                     "FROM ltm_events x CROSS JOIN ltm_evidence v ON v.event_id = x.event_id "
                                     f"WHERE {in_period}) OR id IN (SELECT sl.item_id FROM ltm_events x "
                                     f"CROSS JOIN ltm_summary_links sl ON sl.event_rowid = x.id WHERE {in_period})) "
-                                    "ORDER BY importance DESC LIMIT :limit",
+                                    "ORDER BY importance DESC, id DESC LIMIT :limit",
                               {**params, "active": Status.ACTIVE}):
                 item = ItemRow.of(row)
                 if usable(item, policy, now) and may_recall(Scope(item.scope, item.scope_id), item.visibility,
