@@ -7,32 +7,23 @@ from __future__ import annotations
 
 import builtins
 import errno
-import hashlib
 import json
 import os
-import re
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from astrbot_plugin_ltm.doors.commands import Commands
 from astrbot_plugin_ltm.indexes import faiss_files
 from astrbot_plugin_ltm.recording.journal import KEPT_SUFFIX, encode
+from tests.helpers import WordsEmbedder
 
 # Namespaces of these tests are small: kept in files all the same (conftest.namespace_files).
 pytestmark = pytest.mark.usefixtures("namespace_files")
 
 
-class HashEmbedder:
-    model_id = "hash"
-
-    async def embed(self, texts: list[str]) -> np.ndarray:
-        out = np.zeros((len(texts), 32), np.float32)
-        for i, text in enumerate(texts):
-            for token in re.findall(r"\w+", text.lower()):
-                out[i, int(hashlib.md5(token.encode()).hexdigest(), 16) % 32] += 1
-        return out
+class HashEmbedder(WordsEmbedder):
+    model_id = "hash"  # the files these tests look for are named by it
 
 
 @pytest.fixture
