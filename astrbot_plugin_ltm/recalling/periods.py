@@ -139,7 +139,7 @@ def load_period(conn: Connection, scopes: list[Scope], period: Period, unbacked:
                 if usable(item, policy, now) and may_recall(Scope(item.scope, item.scope_id), item.visibility,
                                                             True, scopes):
                     rows.memories.setdefault(item.id, item)
-    rows.evidence = load_evidence(conn, [m.memory_id for m in rows.memories.values()])
+    rows.evidence = load_evidence(conn, [m.memory_id for m in rows.memories.values()], rows.turns.keys())
     # Best first (the scores negated); two scopes' scores each weigh a term by its own scope's rows.
     rows.ranking = [rowid for _, rowid in sorted(matched)[:PERIOD_LIMIT]]
     return rows

@@ -5,7 +5,7 @@ read's few hundred candidates cost more than finding them (docs/decisions.md#d25
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
@@ -146,6 +146,7 @@ def load_turns(conn: Connection, scopes: list[Scope], rowids: list[int], unbacke
     return {row[0]: EventRow.of(row) for row in rows if (row[2], row[3]) in wanted}
 
 
-def load_evidence(conn: Connection, memory_ids: list[str]) -> dict[str, frozenset[str]]:
-    """Memory id -> the event ids of its evidence (a fact's or a summary's, storing.evidence)."""
-    return evidence_of(conn, memory_ids)
+def load_evidence(conn: Connection, memory_ids: list[str], turns: Collection[int]) -> dict[str, frozenset[str]]:
+    """Memory id -> the event ids of its evidence (a fact's, or a summary's
+    among the candidate ``turns``: storing.evidence)."""
+    return evidence_of(conn, memory_ids, turns)
