@@ -30,6 +30,7 @@ from astrbot_plugin_ltm.storing.turns import (
     turn_passages,
     turn_tokens,
 )
+from astrbot_plugin_ltm.storing.vector_rows import TURN_BITS, row_bytes
 from astrbot_plugin_ltm.text import query_tokens, search_tokens
 
 TURNS = Corpus.TURNS
@@ -176,9 +177,10 @@ async def test_a_detail_in_the_middle_of_a_long_reply_is_found_by_vectors(tmp_pa
         rows = {r.event_rowid: r for r in (await session.execute(select(TurnVector))).scalars()}
         reply = (await session.execute(select(MemoryEvent.id).where(MemoryEvent.source_role == "assistant"))
                  ).scalar_one()
-    # one vector per passage (int8), not per sentence
-    assert len(rows[reply].vector) == len(passages(LONG_REPLY)) * embedder.dim
-    assert len(rows[reply].vector) < len(TOPICS) * embedder.dim
+    # one vector per passage (5 bits a component), not per sentence
+    one = row_bytes(embedder.dim, TURN_BITS)  # a vector's bytes
+    assert len(rows[reply].vector) == len(passages(LONG_REPLY)) * one
+    assert len(rows[reply].vector) < len(TOPICS) * one
     scope = engine.resolver.user_scope(alice())
     hits = (await engine.embeddings.query([scope], "Louwailou West Lake vinegar fish", 5)).turns
     assert max(hits, key=lambda rowid: hits[rowid]) == reply

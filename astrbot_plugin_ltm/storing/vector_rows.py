@@ -13,6 +13,9 @@ its dimension and the bits of a component) and its scope through its event.
 A store from before migration 0017 may still hold float32 rows in
 ``ltm_item_vectors`` and in the old ``ltm_event_vectors`` table, until
 storing.relayout has moved them; every read here takes both kinds.
+
+Over 400 lines: every statement on the vector tables is here, each taking
+both layouts and every space's bits, so that a format is changed in one place.
 """
 
 from __future__ import annotations
