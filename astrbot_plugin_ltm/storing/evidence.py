@@ -107,30 +107,23 @@ async def event_ids_of(session: AsyncSession, memory_ids: Sequence[str]) -> list
     return [str(r[0]) for r in rows]
 
 
-def evidence_of(conn: Connection, memory_ids: Sequence[str],
-                turns: Collection[int] | None = None) -> dict[str, frozenset[str]]:
-    """Memory id -> the event ids of its evidence (a read thread's).
-    ``turns``: a summary's only among these turns (row ids), and every
-    summary asked for has an entry, if empty: a read compares a summary
-    with its candidate turns alone, and a summary of a busy day cites
-    thousands (issue 39)."""
+def evidence_of(conn: Connection, memory_ids: Sequence[str], turns: Collection[int]) -> dict[str, frozenset[str]]:
+    """Memory id -> the event ids of its evidence, a summary's only among
+    ``turns`` (row ids): a read compares a summary with its candidate
+    turns alone, and a summary of a busy day cites thousands. Every summary
+    asked for has an entry, if empty (a read thread's)."""
     if not memory_ids:
         return {}
-    params: dict[str, Any] = {"ids": json.dumps(list(memory_ids))}
-    among = ""
-    if turns is not None:
-        among = "AND sl.event_rowid IN (SELECT value FROM json_each(:turns)) "
-        params["turns"] = json.dumps(sorted(turns))
     rows = fetch_rows(conn, "SELECT memory_id, event_id FROM ltm_evidence "
                             "WHERE memory_id IN (SELECT value FROM json_each(:ids)) "
                             "UNION ALL SELECT i.memory_id, e.event_id FROM ltm_items i "
                             "CROSS JOIN ltm_summary_links sl ON sl.item_id = i.id "
                             "CROSS JOIN ltm_events e ON e.id = sl.event_rowid "
-                            f"WHERE i.memory_id IN (SELECT value FROM json_each(:ids)) {among}"
-                            + ("" if turns is None else
-                               f"UNION ALL SELECT memory_id, NULL FROM ltm_items WHERE type = '{MemoryType.SUMMARY}' "
-                               "AND memory_id IN (SELECT value FROM json_each(:ids))"),
-                      params)
+                            "WHERE i.memory_id IN (SELECT value FROM json_each(:ids)) "
+                            "AND sl.event_rowid IN (SELECT value FROM json_each(:turns)) "
+                            f"UNION ALL SELECT memory_id, NULL FROM ltm_items WHERE type = '{MemoryType.SUMMARY}' "
+                            "AND memory_id IN (SELECT value FROM json_each(:ids))",
+                      {"ids": json.dumps(list(memory_ids)), "turns": json.dumps(sorted(turns))})
     out: dict[str, set[str]] = {}
     for memory_id, event_id in rows:
         cited = out.setdefault(memory_id, set())
