@@ -144,7 +144,7 @@ def whole_turn_vectors() -> ColumnElement[bool]:
 # -- vector spaces: a model and its dimension -------------------------------------------
 
 
-async def space_id(session: AsyncSession, model: str, dim: int, bits: int = TURN_BITS) -> int:
+async def space_id(session: AsyncSession, model: str, dim: int, bits: int) -> int:
     """The number of (model, dim, bits), added on first use."""
     this = (VectorSpace.model == model, VectorSpace.dim == dim, VectorSpace.bits == bits)
     found = (await session.execute(select(VectorSpace.id).where(*this))).scalar()
@@ -337,7 +337,7 @@ async def store_vectors(session: AsyncSession, corpus: Corpus, rows: Sequence[tu
             for (rowid, scope), vecs, blob in zip(rows, vectors, blobs, strict=True)]
         await session.execute(insert(MemoryVector).prefix_with("OR REPLACE"), values)
     else:
-        spaces = {dim: await space_id(session, model, dim) for dim in {int(v.shape[1]) for v in vectors}}
+        spaces = {dim: await space_id(session, model, dim, bits) for dim in {int(v.shape[1]) for v in vectors}}
         await session.execute(insert(TurnVector).prefix_with("OR REPLACE"), [
             {"event_rowid": rowid, "space": spaces[int(vecs.shape[1])], "vector": blob}
             for (rowid, _), vecs, blob in zip(rows, vectors, blobs, strict=True)])
