@@ -131,8 +131,9 @@ class VectorConfig:
     query_timeout_seconds: float = 2.0  # the read path's one embedding call
     max_loaded_namespaces: int = 256  # FAISS namespaces kept in memory (LRU)
     # Bytes the keyword and vector namespaces hold together (LRU out past
-    # it) (docs/decisions.md#d41).
-    max_memory_mb: int = 256
+    # it): a year-long group's newest 50,000 turns take ~59 MB
+    # (docs/decisions.md#d41, #d166).
+    max_memory_mb: int = 64
     # Raw turns get vectors too (in the background, batched), so the reader
     # finds them by meaning; off: turns are found by keywords only.
     embed_turns: bool = True

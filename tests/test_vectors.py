@@ -672,7 +672,7 @@ async def test_a_vector_namespace_that_fails_to_load_costs_a_read_nothing(db_url
     assert "hiking in the mountains" in block.text  # found by its words
 
 
-async def test_a_float32_namespace_file_of_an_earlier_version_is_rebuilt_as_float16(db_url, tmp_path):
+async def test_a_float32_namespace_file_of_an_earlier_version_is_rebuilt_in_todays_layout(db_url, tmp_path):
     """Files written before vectors were held as float16 have no layout in
     their metadata: they are rebuilt, and find the same rows."""
     import json
