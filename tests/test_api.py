@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 
-from astrbot_plugin_ltm.doors.api import MAX_PAGE_SIZE
 from astrbot_plugin_ltm.doors.commands import Commands
+from astrbot_plugin_ltm.doors.requests import MAX_PAGE_SIZE
 from astrbot_plugin_ltm.enums import MEMORY_TYPES
 from astrbot_plugin_ltm.operating.transfer import (
     EVENT_FIELDS,
