@@ -42,6 +42,7 @@ from ..i18n import Lang, code_of, msg, say, translate
 from ..logs import log
 from ..operating import rollback_preview
 from ..operating.drift_monitor import MIN_ITEMS_FOR_ALARM
+from ..operating.export_format import MAX_IMPORT_BYTES, file_bytes, file_name
 from ..operating.meaning_search import search_by_meaning
 from ..operating.pauses import Pause
 from ..operating.policy_change import PUT_POLICY, refuse_unknown_keys
@@ -50,15 +51,7 @@ from ..operating.policy_words import in_words
 from ..operating.queries import SORTS, AuditFilter, EventFilter, ItemFilter
 from ..operating.serialize import audience_dict, audit_dict, event_dict, item_api_dict, shown
 from ..operating.storage import compact_days, compact_plan, start_compact
-from ..operating.transfer import (
-    AS_EXPORTED,
-    FOR_REVIEW,
-    MAX_IMPORT_BYTES,
-    export_items,
-    file_bytes,
-    file_name,
-    import_items,
-)
+from ..operating.transfer import AS_EXPORTED, FOR_REVIEW, export_items, import_items
 from ..scope import Scope
 from ..storing.database import DatabaseBusyError, ReadOnlyError, is_full
 from ..storing.tables import MemoryItem

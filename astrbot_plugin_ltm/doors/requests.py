@@ -17,7 +17,8 @@ from ..enums import SCOPE_KINDS, ScopeKind
 from ..errors import AdminError
 from ..i18n import Lang, Message, lang_of, msg
 from ..operating import targets
-from ..operating.transfer import AS_EXPORTED, FOR_REVIEW, IMPORT_STATUSES, MAX_IMPORT_BYTES, parse_file, unwrap
+from ..operating.export_format import MAX_IMPORT_BYTES, parse_file, unwrap
+from ..operating.transfer import AS_EXPORTED, FOR_REVIEW, IMPORT_STATUSES
 from ..scope import Scope
 
 MAX_PAGE_SIZE = 200
