@@ -566,7 +566,7 @@ def _f(v: Any, fmt: str) -> str:
 
 
 def svg(windows: list[dict[str, Any]], restarts: list[int], title: str) -> str:
-    """Four small line charts, hand-written SVG (no plotting dependency)."""
+    """Five small line charts, hand-written SVG (no plotting dependency)."""
     panels = [
         ("resident memory (MB)", [("RSS", "rss_mb", "#1f77b4"), ("malloc", "memory.malloc_in_use_mb", "#7f7f7f"),
                                   ("namespaces", "namespaces_mb", "#17becf"),
@@ -576,6 +576,7 @@ def svg(windows: list[dict[str, Any]], restarts: list[int], title: str) -> str:
         ("read latency (ms)", [("p50", "read_p50_ms", "#2ca02c"), ("p95", "read_p95_ms", "#ff7f0e")]),
         ("sizes (MB)", [("SQLite", "sizes.sqlite_mb", "#1f77b4"), ("FAISS", "sizes.faiss_mb", "#9467bd"),
                         ("journal", "sizes.journal_mb", "#8c564b")]),
+        ("storage (B a recorded event)", [("ltm_ tables and files", "storage.bytes_per_event", "#e377c2")]),
     ]
     width, ph, pw, left, top = 900, 190, 760, 90, 40
 
