@@ -46,5 +46,5 @@ def test_a_short_soak_drains_every_queue_and_reports_each_window(tmp_path: Path)
     assert last["rows"]["ltm_items_active"] > 0
 
     svg = ET.fromstring(plot.read_text())
-    # RSS, malloc, namespaces, text caches, 3 hook, 2 read, 3 sizes
-    assert len(svg.findall("{http://www.w3.org/2000/svg}polyline")) == 12
+    # RSS, malloc, namespaces, text caches, 3 hook, 2 read, 3 sizes, bytes a recorded event
+    assert len(svg.findall("{http://www.w3.org/2000/svg}polyline")) == 13
