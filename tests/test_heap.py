@@ -42,11 +42,16 @@ print(json.dumps({"capped": capped, "arenas": ctypes.string_at(buf, size.value).
 """
 
 
-def _arenas(mode: str, env: dict[str, str] | None = None) -> dict[str, object]:
-    environment = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"} | (env or {})
-    out = subprocess.run([sys.executable, "-c", ARENAS_AFTER_THREADS, mode], cwd=ROOT, env=environment,
+def _run(script: str, mode: str, setting: str, env: dict[str, str] | None) -> dict[str, object]:
+    """``script`` in a fresh interpreter, without the operator's ``setting`` unless ``env`` sets it."""
+    environment = {k: v for k, v in os.environ.items() if k != setting} | (env or {})
+    out = subprocess.run([sys.executable, "-c", script, mode], cwd=ROOT, env=environment,
                          capture_output=True, text=True, check=True, timeout=60)
     return json.loads(out.stdout)
+
+
+def _arenas(mode: str, env: dict[str, str] | None = None) -> dict[str, object]:
+    return _run(ARENAS_AFTER_THREADS, mode, "MALLOC_ARENA_MAX", env)
 
 
 @pytest.mark.skipif(not GLIBC, reason="mallopt and malloc_info are glibc's")
@@ -78,10 +83,7 @@ print(json.dumps({"mapped": mapped, "kept_free_mb": libc.mallinfo2().fordblks / 
 
 
 def _kept_free(mode: str, env: dict[str, str] | None = None) -> dict[str, object]:
-    environment = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"} | (env or {})
-    out = subprocess.run([sys.executable, "-c", KEPT_FREE_AFTER_LARGE_BLOCKS, mode], cwd=ROOT, env=environment,
-                         capture_output=True, text=True, check=True, timeout=60)
-    return json.loads(out.stdout)
+    return _run(KEPT_FREE_AFTER_LARGE_BLOCKS, mode, "MALLOC_MMAP_THRESHOLD_", env)
 
 
 @pytest.mark.skipif(not GLIBC, reason="mallopt and mallinfo2 are glibc's")
