@@ -123,7 +123,7 @@ def stem(word: str) -> str:
 
 # Only English words are cached: CJK bigrams, far more numerous, pushed
 # them out, and a miss costs ~70 µs (docs/decisions.md#d72). 16,384 words
-# (~3 MB) hold a chat's vocabulary; 65,536 held ~13 MB (docs/decisions.md#d166).
+# hold a chat's vocabulary in a quarter of 65,536's memory (docs/decisions.md#d166).
 @lru_cache(maxsize=16384)
 def _english_stem(word: str) -> str:
     # One stemmer object keeps its state on itself: two threads (the

@@ -72,6 +72,12 @@ CODE_SIGMAS = 8.0
 def code_range(dim: int) -> float:
     return min(1.0, CODE_SIGMAS / float(np.sqrt(dim)))
 
+
+def _hold_fixed_range(index: Any, dim: int) -> None:
+    """Give ``index``'s scalar quantizer the fixed range (its min and width)."""
+    reach = code_range(dim)
+    faiss.copy_array_to_vector(np.array([-reach, 2 * reach], np.float32), index.sq.trained)
+
 BUILD_CHUNK = 4096  # vectors converted to float32 at a time while building
 
 
@@ -184,8 +190,8 @@ def new_index(dim: int, vectors: np.ndarray, ids: np.ndarray) -> Any:
     index: Any
     if n <= EXACT_SEARCH_MAX:
         codes = faiss.IndexScalarQuantizer(dim, _CODES, faiss.METRIC_INNER_PRODUCT)
-        reach = code_range(dim)
-        codes.train(np.array([[-reach] * dim, [reach] * dim], np.float32))  # its min and max
+        _hold_fixed_range(codes, dim)
+        codes.is_trained = True
         index = faiss.IndexIDMap2(codes)
     else:
         clusters = int(np.sqrt(n))
@@ -194,8 +200,7 @@ def new_index(dim: int, vectors: np.ndarray, ids: np.ndarray) -> Any:
         index.by_residual = False  # the codes hold the vectors themselves, in the fixed range
         sample = np.random.default_rng(0).choice(n, min(n, clusters * TRAINING_PER_CLUSTER), replace=False)
         index.train(np.ascontiguousarray(vectors[np.sort(sample)], dtype=np.float32))
-        reach = code_range(dim)
-        faiss.copy_array_to_vector(np.array([-reach, 2 * reach], np.float32), index.sq.trained)  # min, width
+        _hold_fixed_range(index, dim)  # the clusters are trained; the codes' range is not
         index.nprobe = NPROBE
     for lo in range(0, n, BUILD_CHUNK):
         index.add_with_ids(np.ascontiguousarray(vectors[lo:lo + BUILD_CHUNK], dtype=np.float32),
