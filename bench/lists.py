@@ -17,10 +17,15 @@ the same file, and :func:`plan_problems` sorts its plan steps:
   ``ANALYZE`` statistics) builds by reading the whole table before a join;
 - ``temp_sorts``: ``USE TEMP B-TREE FOR … ORDER BY`` in a row query — every
   matching row read and sorted before the first one is returned (count
-  queries are not ordered);
+  queries are not ordered). Not when the statement names its rows by a key
+  and every table step is a search by more than a status or a type: then
+  only the named rows are sorted;
 - ``ignored_ids``: a statement that names its rows (``<table>.id IN (…)``)
   but reads the table through another index, i.e. every row of a scope or
-  status instead of the few it asked for;
+  status instead of the few it asked for; also a statement that names rows
+  by a key (``id``, ``memory_id``, … ``IN (…)``, its table unsaid) and
+  searches a table by a status or a type alone: every active memory or
+  every summary of the store, for a few;
 - ``walks`` (reported, not a problem): a ``SCAN`` along an index, or along
   the table in rowid order when that is the requested order (``ORDER BY
   <table>.id``), that delivers the ``ORDER BY`` of a ``LIMIT``-ed row query,
@@ -135,6 +140,10 @@ _STEP = re.compile(r"^(SCAN|SEARCH) (\w+)(?: AS (\w+))?(.*)$")
 _BLOOM = re.compile(r"^BLOOM FILTER ON (\w+)")
 _TEMP_SORT = re.compile(r"USE TEMP B-TREE FOR (?:.* )?ORDER BY")
 _RANK_ORDER = re.compile(r"\bMATCH\b.*\bORDER BY\s+(?:bm25\(|rank\b)", re.IGNORECASE | re.DOTALL)
+# Columns that sort the whole store into a few classes: an index searched by
+# them alone reads a class of every scope.
+_CLASS_COLUMNS = {"status", "type", "visibility", "withheld", "source_role", "extraction_status"}
+_NAMED_ROWS = re.compile(r"(?<![\w.])(?:id|memory_id|event_id|item_id|event_rowid) IN \(")
 _KEYWORDS = {"WHERE", "ON", "JOIN", "CROSS", "LEFT", "INNER", "OUTER", "NATURAL", "ORDER", "GROUP", "LIMIT",
              "USING", "UNION", "INDEXED", "NOT", "AS"}
 
@@ -168,6 +177,14 @@ def _tables(statement: str) -> dict[str, str]:
 def _orders_by_rowid(statement: str, names: str) -> bool:
     """``ORDER BY <table>.id`` (its rowid) first."""
     return bool(re.search(rf"\bORDER BY\s+(?:{names})\.id\b", statement))
+
+
+def _by_class_alone(rest: str) -> bool:
+    """An index search (``rest``: its plan step after the table) constrained
+    by class columns only (``_CLASS_COLUMNS``)."""
+    constrained = re.search(r"USING (?:COVERING )?INDEX \w+ \(([^()]*)\)\s*$", rest)
+    searched = set(re.findall(r"(\w+)\s*[=<>]", constrained.group(1))) if constrained else set()
+    return bool(searched) and searched <= _CLASS_COLUMNS
 
 
 def _tested(statement: str, names: str, rest: str) -> list[str]:
@@ -213,6 +230,8 @@ def plan_problems(statement: str, plan: Iterable[str]) -> dict[str, list[str]]:
         if (not ranked and "INTEGER PRIMARY KEY" not in rest and "VIRTUAL TABLE" not in rest
                 and re.search(rf"(?<![\w.])(?:{names})\.id IN \(", flat)):
             found["ignored_ids"].append(step)
+        elif verb == "SEARCH" and _NAMED_ROWS.search(flat) and _by_class_alone(rest):
+            found["ignored_ids"].append(step)
         tested = _tested(flat, names, rest) if ordered_page else []
         note = f"  (filtered: tests {', '.join(tested)} row by row)" if tested else ""
         if verb == "SEARCH":
@@ -230,10 +249,20 @@ def plan_problems(statement: str, plan: Iterable[str]) -> dict[str, list[str]]:
         elif not indexed:
             found["full_scans"].append(step)
         # else: an index read whole (a count, or no LIMIT): its cost is in the figures
-    if not count:
+    if not count and not _sorts_named_rows(flat, steps):
         for step in sorts:
             found["rank_sorts" if ranked else "temp_sorts"].append(step)
     return found
+
+
+def _sorts_named_rows(statement: str, steps: Sequence[str]) -> bool:
+    """The statement names its rows by a key and reads every table by a
+    search that is not by a class alone: a sort of those rows only."""
+    reads = [m for step in steps if (m := _STEP.match(step))]
+    return bool(_NAMED_ROWS.search(statement)) and all(
+        "VIRTUAL TABLE" in rest or (verb == "SEARCH" and ("PRIMARY KEY" in rest or (
+            "INDEX" in rest and not _by_class_alone(rest))))
+        for verb, _, _, rest in (m.groups() for m in reads))
 
 
 def _vm_steps(conn: sqlite3.Connection, statement: str, params: Any) -> tuple[int, float, int]:
@@ -260,12 +289,15 @@ def _vm_steps(conn: sqlite3.Connection, statement: str, params: Any) -> tuple[in
 
 class StatementLog:
     """Every statement the SQLAlchemy engines send while :attr:`current`
-    names a request, de-duplicated by text and parameters."""
+    names a request, de-duplicated by text and parameters; also those sent
+    straight to a pooled ``sqlite3`` connection's cursor (the read path's
+    hot statements, storing.driver_rows), traced with their values inlined."""
 
     def __init__(self, *sync_engines: Any) -> None:
         self.sync_engines = sync_engines
         self.current: str | None = None
         self.statements: dict[str, dict[tuple[str, str], tuple[str, Any]]] = {}
+        self._traced: list[sqlite3.Connection] = []
 
     def _before(self, conn, cursor, statement, parameters, context, executemany) -> None:
         if self.current is None or executemany:
@@ -273,14 +305,28 @@ class StatementLog:
         key = (statement, repr(parameters))
         self.statements.setdefault(self.current, {}).setdefault(key, (statement, parameters))
 
+    def _trace(self, statement: str) -> None:
+        if self.current is not None:
+            self.statements.setdefault(self.current, {}).setdefault((statement, "()"), (statement, ()))
+
+    def _checkout(self, dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+        if isinstance(dbapi_connection, sqlite3.Connection) and dbapi_connection not in self._traced:
+            dbapi_connection.set_trace_callback(self._trace)
+            self._traced.append(dbapi_connection)
+
     def __enter__(self) -> StatementLog:
         for sync_engine in self.sync_engines:
             event.listen(sync_engine, "before_cursor_execute", self._before)
+            event.listen(sync_engine.pool, "checkout", self._checkout)
         return self
 
     def __exit__(self, *exc: object) -> None:
         for sync_engine in self.sync_engines:
             event.remove(sync_engine, "before_cursor_execute", self._before)
+            event.remove(sync_engine.pool, "checkout", self._checkout)
+        for connection in self._traced:
+            connection.set_trace_callback(None)
+        self._traced = []
         self.current = None
 
     def of(self, name: str) -> list[tuple[str, Any]]:

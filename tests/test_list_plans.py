@@ -232,6 +232,24 @@ ROWS = "SELECT t.id, t.fact FROM ltm_items AS t WHERE {where} ORDER BY {order} L
          ["SEARCH ltm_items USING INDEX ix_ltm_items_status_updated (status=?)"], {"ignored_ids": 1}),
         ("SELECT ltm_items.id FROM ltm_items WHERE ltm_items.id IN (?, ?) AND +ltm_items.status = ?",
          ["SEARCH ltm_items USING INTEGER PRIMARY KEY (rowid=?)"], {}),
+        # rows named by a key, the table unsaid, found through a status or a type index: the whole store's
+        ("SELECT id FROM ltm_items WHERE id IN (SELECT c.item_id FROM ltm_item_contexts c) AND status = ?",
+         ["SEARCH ltm_items USING INDEX ix_ltm_items_status_use (status=?)", "LIST SUBQUERY 1",
+          "SEARCH c USING PRIMARY KEY (scope=? AND scope_id=?)"], {"ignored_ids": 1}),
+        ("SELECT memory_id FROM ltm_items WHERE type = 'summary' AND memory_id IN (SELECT value FROM json_each(?))",
+         ["SEARCH ltm_items USING INDEX ix_ltm_items_type_updated (type=?)"], {"ignored_ids": 1}),
+        ("SELECT memory_id FROM ltm_items WHERE +type = 'summary' AND memory_id IN (SELECT value FROM json_each(?))",
+         ["SEARCH ltm_items USING INDEX sqlite_autoindex_ltm_items_1 (memory_id=?)"], {}),
+        ("SELECT id FROM ltm_items WHERE id IN (SELECT value FROM json_each(?)) UNION ALL SELECT id FROM ltm_items "
+         "WHERE scope = ? AND scope_id = ? AND status = ?",
+         ["SEARCH ltm_items USING INTEGER PRIMARY KEY (rowid=?)",
+          "SEARCH ltm_items USING INDEX ix_ltm_items_scope_status (scope=? AND scope_id=? AND status=?)"], {}),
+        # the rows a statement names, sorted: those only
+        ("SELECT id FROM ltm_items WHERE +status = ? AND (memory_id IN (SELECT v.memory_id FROM ltm_evidence v "
+         "WHERE v.event_id = ?) OR id IN (SELECT ?)) ORDER BY importance DESC LIMIT ?",
+         ["MULTI-INDEX OR", "INDEX 1", "LIST SUBQUERY 1", "SEARCH v USING INDEX ix_ltm_evidence_event (event_id=?)",
+          "SEARCH ltm_items USING INDEX sqlite_autoindex_ltm_items_1 (memory_id=?)", "INDEX 2",
+          "SEARCH ltm_items USING INTEGER PRIMARY KEY (rowid=?)", "USE TEMP B-TREE FOR ORDER BY"], {}),
         ("SELECT rowid FROM ltm_items_fts WHERE ltm_items_fts MATCH ? ORDER BY bm25(ltm_items_fts) LIMIT ?",
          ["SCAN ltm_items_fts VIRTUAL TABLE INDEX 0:M1", "USE TEMP B-TREE FOR ORDER BY"], {"rank_sorts": 1}),
         ("SELECT term, doc FROM ltm_items_fts_vocab WHERE term IN (?, ?)",

@@ -120,11 +120,13 @@ def recallable(conn: Connection, scopes: list[Scope], rowids: set[int], pooled: 
     # importance order (an OR over scopes scanned every active item);
     # "+confidence" keeps SQLite from reading the whole scope through
     # ix_ltm_items_scope_confidence and sorting it. A group's pool also
-    # holds what its members said in it, kept with them.
+    # holds what its members said in it, kept with them: those few rows by
+    # their ids ("NOT INDEXED": a status index would read every active
+    # memory of every scope, a read that grew with the store).
     for n, scope in enumerate(scopes):
         parts.append(f"SELECT * FROM (SELECT {columns} FROM ltm_items WHERE scope = :kind{n} AND scope_id = :id{n} "
                      f"AND {pooled} ORDER BY importance DESC LIMIT :pool)")
-        parts.append(f"SELECT * FROM (SELECT {columns} FROM ltm_items WHERE id IN ({said_in_sql(n)}) "
+        parts.append(f"SELECT * FROM (SELECT {columns} FROM ltm_items NOT INDEXED WHERE id IN ({said_in_sql(n)}) "
                      f"AND {pooled} ORDER BY importance DESC LIMIT :pool)")
         params[f"kind{n}"], params[f"id{n}"] = scope.kind, scope.id
     found: dict[int, ItemRow] = {}

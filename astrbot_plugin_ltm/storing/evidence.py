@@ -111,7 +111,8 @@ def evidence_of(conn: Connection, memory_ids: Sequence[str], turns: Collection[i
     """Memory id -> the event ids of its evidence, a summary's only among
     ``turns`` (row ids): a read compares a summary with its candidate
     turns alone, and a summary of a busy day cites thousands. Every summary
-    asked for has an entry, if empty (a read thread's)."""
+    asked for has an entry, if empty (a read thread's). "+type": found by
+    their ids, not by reading every summary of the store through the type index."""
     if not memory_ids:
         return {}
     rows = fetch_rows(conn, "SELECT memory_id, event_id FROM ltm_evidence "
@@ -121,7 +122,7 @@ def evidence_of(conn: Connection, memory_ids: Sequence[str], turns: Collection[i
                             "CROSS JOIN ltm_events e ON e.id = sl.event_rowid "
                             "WHERE i.memory_id IN (SELECT value FROM json_each(:ids)) "
                             "AND sl.event_rowid IN (SELECT value FROM json_each(:turns)) "
-                            f"UNION ALL SELECT memory_id, NULL FROM ltm_items WHERE type = '{MemoryType.SUMMARY}' "
+                            f"UNION ALL SELECT memory_id, NULL FROM ltm_items WHERE +type = '{MemoryType.SUMMARY}' "
                             "AND memory_id IN (SELECT value FROM json_each(:ids))",
                       {"ids": json.dumps(list(memory_ids)), "turns": json.dumps(sorted(turns))})
     out: dict[str, set[str]] = {}
