@@ -227,10 +227,9 @@ def plan_problems(statement: str, plan: Iterable[str]) -> dict[str, list[str]]:
         if table is None:
             continue
         names = "|".join(re.escape(n) for n, t in tables.items() if t == table) or re.escape(name)
-        if (not ranked and "INTEGER PRIMARY KEY" not in rest and "VIRTUAL TABLE" not in rest
-                and re.search(rf"(?<![\w.])(?:{names})\.id IN \(", flat)):
-            found["ignored_ids"].append(step)
-        elif verb == "SEARCH" and _NAMED_ROWS.search(flat) and _by_class_alone(rest):
+        named_but_not_used = (not ranked and "INTEGER PRIMARY KEY" not in rest and "VIRTUAL TABLE" not in rest
+                              and re.search(rf"(?<![\w.])(?:{names})\.id IN \(", flat))
+        if named_but_not_used or (verb == "SEARCH" and _NAMED_ROWS.search(flat) and _by_class_alone(rest)):
             found["ignored_ids"].append(step)
         tested = _tested(flat, names, rest) if ordered_page else []
         note = f"  (filtered: tests {', '.join(tested)} row by row)" if tested else ""
