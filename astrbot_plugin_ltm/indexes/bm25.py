@@ -29,6 +29,10 @@ _PENDING_MIN = 4096
 # Dead slots are dropped once they are this many and half of the slots.
 _COMPACT_MIN = 1024
 TF_MAX = np.iinfo(np.uint16).max
+# A term's key is below 2**32 (storing.terms) and a namespace holds fewer
+# than 2**31 postings: half the bytes of int64 (a quarter of a group's namespace).
+_KEY = np.uint32
+_START = np.int32
 
 
 def yield_gil() -> None:
@@ -78,8 +82,8 @@ class KeywordNamespace:
         self._used = 0
         self._slot: dict[int, int] = {}
         self._length_sum = 0.0
-        self._keys = np.zeros(0, np.int64)
-        self._starts = np.zeros(1, np.int64)
+        self._keys = np.zeros(0, _KEY)
+        self._starts = np.zeros(1, _START)
         self._slots = np.zeros(0, np.int32)
         self._tfs = np.zeros(0, np.uint16)
         # Postings since the last merge wait in Python lists, by term key,
@@ -146,8 +150,8 @@ class KeywordNamespace:
         pairs, tfs = np.unique(pairs, return_counts=True)
         keys_of_pairs = pairs // n
         firsts = np.flatnonzero(np.concatenate(([True], keys_of_pairs[1:] != keys_of_pairs[:-1])))
-        ns._keys = keys_of_pairs[firsts]
-        ns._starts = np.append(firsts, len(pairs)).astype(np.int64)
+        ns._keys = keys_of_pairs[firsts].astype(_KEY)
+        ns._starts = np.append(firsts, len(pairs)).astype(_START)
         ns._slots = (pairs - keys_of_pairs * n).astype(np.int32)
         ns._tfs = np.minimum(tfs, TF_MAX).astype(np.uint16)
         return ns
@@ -227,7 +231,7 @@ class KeywordNamespace:
         per_term[at[known]] += counts[known]
         per_term = np.insert(per_term, at[~known], counts[~known])
         self._keys = np.insert(self._keys, at[~known], new_keys[~known])
-        self._starts = np.concatenate([[0], np.cumsum(per_term)]).astype(np.int64)
+        self._starts = np.concatenate([[0], np.cumsum(per_term)]).astype(_START)
         self._pending.clear()
         self._pending_count = 0
 
@@ -242,7 +246,7 @@ class KeywordNamespace:
         per_term = np.bincount(term_of[keep], minlength=len(self._keys))
         used = per_term > 0
         self._keys = self._keys[used]
-        self._starts = np.concatenate([[0], np.cumsum(per_term[used])]).astype(np.int64)
+        self._starts = np.concatenate([[0], np.cumsum(per_term[used])]).astype(_START)
         self._slots = renumber[self._slots[keep]]
         self._tfs = self._tfs[keep]
         size = max(64, 2 * len(live))

@@ -339,16 +339,17 @@ def load_namespace(conn: Connection, files: NamespaceFiles, scope: Scope, model:
     vectors of ``model``."""
     # A scope's newest turns only (storing.turns.TURNS_HELD): its fingerprint is theirs.
     since = held_since(conn, scope.kind, scope.id) if corpus == Corpus.TURNS else None
-    expected = fingerprint(conn, scope, model, corpus, since)
-    if expected[0] == 0:
-        return None
-    if expected[0] > FILES_ABOVE:
-        ns = files.read(scope, model, corpus, expected)
-        if ns is not None:
-            return ns
     found = scope_vectors(conn, scope, model, corpus, since)
     if found is None or not found.count:
         return None
+    # A turn namespace of no file is fingerprinted by the rows it reads (one
+    # pass over them, not two); a memory's fingerprint needs their updates.
+    expected = fingerprint(conn, scope, model, corpus, since) \
+        if corpus == Corpus.MEMORIES or found.count > FILES_ABOVE else None
+    if expected is not None and expected[0] > FILES_ABOVE:
+        ns = files.read(scope, model, corpus, expected)
+        if ns is not None:
+            return ns
     if found.broken:
         log.warning("ltm: %d malformed vector row(s) in %s (%s) left out; they will be embedded again",
                     found.broken, scope.namespace, corpus)
@@ -357,8 +358,10 @@ def load_namespace(conn: Connection, files: NamespaceFiles, scope: Scope, model:
     # blobs, never all of them nor a float32 copy of them all.
     vectors = np.empty((found.count, dim), np.float16)
     ids = np.empty(found.count, np.int64)
-    filled = 0
+    filled = total = 0
+    last = None
     for rowid, vecs in scope_rows(conn, scope, model, corpus, dim, since):
+        total, last = total + rowid, rowid if last is None else max(last, rowid)
         if filled + len(vecs) > len(ids):
             # Rows written since they were counted: the statements do not
             # share a snapshot. They are held too.
@@ -370,6 +373,8 @@ def load_namespace(conn: Connection, files: NamespaceFiles, scope: Scope, model:
     vectors, ids = vectors[:filled], ids[:filled]
     # The fingerprint says what the index holds only when no row came or
     # went between its statement and these.
+    if expected is None:
+        expected = (filled, total, str(last))
     same = filled == expected[0] == found.count
     ns = VectorNamespace(scope, model, corpus, dim, new_index(dim, vectors, ids), expected if same else (),
                          dirty=True, built=True)
