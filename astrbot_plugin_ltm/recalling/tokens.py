@@ -14,12 +14,13 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+import importlib.util
 import math
 import re
 import unicodedata
 from collections.abc import Callable
 from functools import lru_cache
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from ..extension_points import TokenCounter
@@ -122,7 +123,12 @@ def _last_piece(part: str) -> str | None:
 def _load_offline_cl100k() -> Any:
     import tiktoken
 
-    data = resources.files("bpe_openai.data").joinpath("cl100k_base.tiktoken.gz").read_bytes()
+    # The file only: importing bpe_openai decodes all three of its vocabularies
+    # into dicts it keeps, ~85 MB resident for the life of the process.
+    spec = importlib.util.find_spec("bpe_openai")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("bpe-openai is not installed", name="bpe_openai")
+    data = (Path(next(iter(spec.submodule_search_locations))) / "data" / "cl100k_base.tiktoken.gz").read_bytes()
     raw = gzip.decompress(data)
     if hashlib.sha256(raw).hexdigest() != _CL100K_SHA256:
         raise ValueError("bpe-openai's cl100k_base file does not match tiktoken's hash")
