@@ -312,12 +312,12 @@ class AdminQueries:
         """The scope's turns that are not withheld, and what ``accounts``
         (one person's) said in groups: what the reader could still quote
         (in mode auto) after its memories are gone."""
-        theirs = or_(*(and_(MemoryEvent.scope == ScopeKind.GROUP, MemoryEvent.platform_id == platform_id,
-                            MemoryEvent.sender_id == sender_id) for platform_id, sender_id in accounts))
+        theirs = [and_(MemoryEvent.scope == ScopeKind.GROUP, MemoryEvent.platform_id == platform_id,
+                       MemoryEvent.sender_id == sender_id) for platform_id, sender_id in accounts]
         in_scope = and_(MemoryEvent.scope == scope.kind, MemoryEvent.scope_id == scope.id)
         async with self._db.read() as session:
             return (await session.execute(select(func.count()).select_from(MemoryEvent).where(
-                or_(in_scope, theirs) if accounts else in_scope,
+                or_(in_scope, *theirs),
                 MemoryEvent.source_role.in_(RECALLED_ROLES), MemoryEvent.withheld.is_(False),
             ))).scalar_one()
 
