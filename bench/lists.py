@@ -17,9 +17,9 @@ the same file, and :func:`plan_problems` sorts its plan steps:
   ``ANALYZE`` statistics) builds by reading the whole table before a join;
 - ``temp_sorts``: ``USE TEMP B-TREE FOR … ORDER BY`` in a row query — every
   matching row read and sorted before the first one is returned (count
-  queries are not ordered). Not when the statement names its rows by a key
-  and every table step is a search by more than a status or a type: then
-  only the named rows are sorted;
+  queries are not ordered). Not when every table its part of the statement
+  reads (a subquery's, a union's arm) is searched by a key column or the
+  rowid: then only the rows it named are sorted;
 - ``ignored_ids``: a statement that names its rows (``<table>.id IN (…)``)
   but reads the table through another index, i.e. every row of a scope or
   status instead of the few it asked for; also a statement that names rows
@@ -143,6 +143,7 @@ _RANK_ORDER = re.compile(r"\bMATCH\b.*\bORDER BY\s+(?:bm25\(|rank\b)", re.IGNORE
 # Columns that sort the whole store into a few classes: an index searched by
 # them alone reads a class of every scope.
 _CLASS_COLUMNS = {"status", "type", "visibility", "withheld", "source_role", "extraction_status"}
+_KEY_COLUMNS = {"id", "rowid", "memory_id", "event_id", "item_id", "event_rowid"}
 _NAMED_ROWS = re.compile(r"(?<![\w.])(?:id|memory_id|event_id|item_id|event_rowid) IN \(")
 _KEYWORDS = {"WHERE", "ON", "JOIN", "CROSS", "LEFT", "INNER", "OUTER", "NATURAL", "ORDER", "GROUP", "LIMIT",
              "USING", "UNION", "INDEXED", "NOT", "AS"}
@@ -206,6 +207,7 @@ def plan_problems(statement: str, plan: Iterable[str]) -> dict[str, list[str]]:
     ``rank_sorts`` (reported; see the module docstring). Scans and searches
     are looked at for ``ltm_`` tables only (by name or alias); temp sorts in
     any row query."""
+    plan = list(plan)
     steps = [s.strip() for s in plan]
     found: dict[str, list[str]] = {k: [] for k in (*PROBLEM_KINDS, *REPORTED_KINDS)}
     flat = " ".join(statement.split())
@@ -233,6 +235,9 @@ def plan_problems(statement: str, plan: Iterable[str]) -> dict[str, list[str]]:
             found["ignored_ids"].append(step)
         tested = _tested(flat, names, rest) if ordered_page else []
         note = f"  (filtered: tests {', '.join(tested)} row by row)" if tested else ""
+        if verb == "SEARCH" and "AUTOMATIC" in rest:
+            found["full_scans"].append(step + "  (an index built by reading the whole table)")
+            continue
         if verb == "SEARCH":
             if tested and "USING" in rest and "INTEGER PRIMARY KEY" not in rest:
                 found["walks"].append(step + note)
@@ -248,20 +253,53 @@ def plan_problems(statement: str, plan: Iterable[str]) -> dict[str, list[str]]:
         elif not indexed:
             found["full_scans"].append(step)
         # else: an index read whole (a count, or no LIMIT): its cost is in the figures
-    if not count and not _sorts_named_rows(flat, steps):
-        for step in sorts:
-            found["rank_sorts" if ranked else "temp_sorts"].append(step)
+    if not count:
+        for at, step in enumerate(plan):
+            if _TEMP_SORT.search(step) and (ranked or not _sorts_rows_found_by_key(plan, at, _key_lists(flat))):
+                found["rank_sorts" if ranked else "temp_sorts"].append(step.strip())
     return found
 
 
-def _sorts_named_rows(statement: str, steps: Sequence[str]) -> bool:
-    """The statement names its rows by a key and reads every table by a
-    search that is not by a class alone: a sort of those rows only."""
-    reads = [m for step in steps if (m := _STEP.match(step))]
-    return bool(_NAMED_ROWS.search(statement)) and all(
-        "VIRTUAL TABLE" in rest or (verb == "SEARCH" and ("PRIMARY KEY" in rest or (
-            "INDEX" in rest and not _by_class_alone(rest))))
-        for verb, _, _, rest in (m.groups() for m in reads))
+def _depth(step: str) -> int:
+    return (len(step) - len(step.lstrip(" "))) // 2  # explain() indents two spaces a level
+
+
+def _key_lists(statement: str) -> set[str]:
+    """The names a plan gives the lists of keys a statement passes (``json_each``)."""
+    aliases = re.findall(r"json_each\([^()]*\)\s+(?:AS\s+)?(\w+)", statement, re.IGNORECASE)
+    return {"json_each", *(a for a in aliases if a.upper() not in _KEYWORDS)}
+
+
+def _sorts_rows_found_by_key(plan: Sequence[str], at: int, key_lists: set[str]) -> bool:
+    """The sort at ``plan[at]`` orders only rows found by key: every table
+    its own part of the statement reads (the steps beside it, and the
+    searches of a MULTI-INDEX OR beside it) is searched by a key column or
+    the rowid. A sort of a scope's rows, or a class's, is not."""
+    depth = _depth(plan[at])
+    start = end = at
+    while start > 0 and _depth(plan[start - 1]) >= depth:
+        start -= 1
+    while end + 1 < len(plan) and _depth(plan[end + 1]) >= depth:
+        end += 1
+    reads, in_or = [], False
+    for step in plan[start:end + 1]:
+        d, bare = _depth(step), step.strip()
+        if d == depth:
+            in_or = bare.startswith("MULTI-INDEX OR")
+        if (d == depth or (in_or and d == depth + 2)) and (m := _STEP.match(bare)):
+            reads.append((m.group(2), m.group(4)))
+    return bool(reads) and all(name in key_lists or _by_key(rest) for name, rest in reads)
+
+
+def _by_key(rest: str) -> bool:
+    """A search (``rest``: its plan step after the table) by the rowid or a
+    key column; never an automatic index, built by reading the table."""
+    if "AUTOMATIC" in rest:
+        return False
+    if "INTEGER PRIMARY KEY" in rest:
+        return True
+    constrained = re.search(r"\(([^()]*)\)\s*$", rest)
+    return constrained is not None and bool(set(re.findall(r"(\w+)\s*[=<>]", constrained.group(1))) & _KEY_COLUMNS)
 
 
 def _vm_steps(conn: sqlite3.Connection, statement: str, params: Any) -> tuple[int, float, int]:
@@ -309,7 +347,7 @@ class StatementLog:
             self.statements.setdefault(self.current, {}).setdefault((statement, "()"), (statement, ()))
 
     def _checkout(self, dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
-        if isinstance(dbapi_connection, sqlite3.Connection) and dbapi_connection not in self._traced:
+        if isinstance(dbapi_connection, sqlite3.Connection) and not any(c is dbapi_connection for c in self._traced):
             dbapi_connection.set_trace_callback(self._trace)
             self._traced.append(dbapi_connection)
 
@@ -323,9 +361,9 @@ class StatementLog:
         for sync_engine in self.sync_engines:
             event.remove(sync_engine, "before_cursor_execute", self._before)
             event.remove(sync_engine.pool, "checkout", self._checkout)
-        for connection in self._traced:
-            connection.set_trace_callback(None)
-        self._traced = []
+        # The traces stay set (and record nothing once ``current`` is None):
+        # unset from this thread while a pool thread is inside a statement,
+        # sqlite3_trace_v2 would wait for the connection as the trace waits for the GIL.
         self.current = None
 
     def of(self, name: str) -> list[tuple[str, Any]]:

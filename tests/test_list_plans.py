@@ -247,9 +247,19 @@ ROWS = "SELECT t.id, t.fact FROM ltm_items AS t WHERE {where} ORDER BY {order} L
         # the rows a statement names, sorted: those only
         ("SELECT id FROM ltm_items WHERE +status = ? AND (memory_id IN (SELECT v.memory_id FROM ltm_evidence v "
          "WHERE v.event_id = ?) OR id IN (SELECT ?)) ORDER BY importance DESC LIMIT ?",
-         ["MULTI-INDEX OR", "INDEX 1", "LIST SUBQUERY 1", "SEARCH v USING INDEX ix_ltm_evidence_event (event_id=?)",
-          "SEARCH ltm_items USING INDEX sqlite_autoindex_ltm_items_1 (memory_id=?)", "INDEX 2",
-          "SEARCH ltm_items USING INTEGER PRIMARY KEY (rowid=?)", "USE TEMP B-TREE FOR ORDER BY"], {}),
+         ["MULTI-INDEX OR", "  INDEX 1", "    LIST SUBQUERY 1",
+          "      SEARCH v USING INDEX ix_ltm_evidence_event (event_id=?)",
+          "    SEARCH ltm_items USING INDEX sqlite_autoindex_ltm_items_1 (memory_id=?)", "  INDEX 2",
+          "    SEARCH ltm_items USING INTEGER PRIMARY KEY (rowid=?)", "USE TEMP B-TREE FOR ORDER BY"], {}),
+        # ... but a union's arm that sorts a whole scope is a sort, whatever another arm names
+        ("SELECT id FROM ltm_items WHERE id IN (SELECT value FROM json_each(?)) UNION ALL SELECT * FROM (SELECT id "
+         "FROM ltm_items WHERE scope = ? AND scope_id = ? AND status = ? ORDER BY importance DESC LIMIT ?)",
+         ["COMPOUND QUERY", "  LEFT-MOST SUBQUERY", "    SEARCH ltm_items USING INTEGER PRIMARY KEY (rowid=?)",
+          "  UNION ALL", "    CO-ROUTINE (subquery-2)",
+          "      SEARCH ltm_items USING INDEX ix_ltm_items_scope_confidence (scope=? AND scope_id=?)",
+          "      USE TEMP B-TREE FOR ORDER BY", "    SCAN (subquery-2)"], {"temp_sorts": 1}),
+        ("SELECT a.id FROM ltm_items a JOIN ltm_evidence e ON e.memory_id = a.memory_id",
+         ["SCAN a", "SEARCH e USING AUTOMATIC COVERING INDEX (memory_id=?)"], {"full_scans": 2}),
         ("SELECT rowid FROM ltm_items_fts WHERE ltm_items_fts MATCH ? ORDER BY bm25(ltm_items_fts) LIMIT ?",
          ["SCAN ltm_items_fts VIRTUAL TABLE INDEX 0:M1", "USE TEMP B-TREE FOR ORDER BY"], {"rank_sorts": 1}),
         ("SELECT term, doc FROM ltm_items_fts_vocab WHERE term IN (?, ?)",

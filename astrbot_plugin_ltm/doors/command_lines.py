@@ -8,11 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..enums import PolicySource, Status
-from ..i18n import CATALOGUE, Lang, say, translate
+from ..i18n import CATALOGUE, SEPARATORS, Lang, say, translate
 from ..operating.policy_words import change_lines
 from ..storing.tables import MemoryItem
-
-SEP: dict[Lang, str] = {"en": ", ", "zh": "、"}
 
 
 def word(kind: str, value: str, lang: Lang) -> str:
@@ -38,7 +36,7 @@ def item_line(item: MemoryItem, lang: Lang) -> str:
 def scope_line(stats: dict[str, Any], lang: Lang) -> str:
     """A scope in /ltm status (``stats``: its row of admin.stats): its
     memories counted by state, and its turns waiting."""
-    counts = SEP[lang].join(say("cmd.status.count", lang, n=n, state=word("state", status, lang))
+    counts = SEPARATORS[lang].join(say("cmd.status.count", lang, n=n, state=word("state", status, lang))
                             for status, n in sorted(stats["by_status"].items()))
     return say("cmd.status.line", lang, kind=word("kind", stats["scope"], lang), scope_id=stats["scope_id"],
                counts=counts or say("cmd.status.no_memories", lang),

@@ -29,7 +29,7 @@ from ..audience import may_recall
 from ..engine import LTMEngine
 from ..enums import Outcome, PolicySource, ScopeKind, Status
 from ..errors import AdminError
-from ..i18n import Lang, Message, msg, say, translate
+from ..i18n import SEPARATORS, Lang, Message, msg, say, translate
 from ..operating import targets
 from ..operating.queries import ItemFilter
 from ..operating.reply_language import reply_language, said_in
@@ -37,7 +37,7 @@ from ..operating.storage import status_lines
 from ..scope import Origin, Scope
 from ..storing.database import DatabaseBusyError, ReadOnlyError, is_full
 from ..storing.tables import MemoryItem
-from .command_lines import SEP, item_line, on_off, scope_line, version_line, word
+from .command_lines import item_line, on_off, scope_line, version_line, word
 
 TARGET_SYNTAX = say("cmd.target_syntax", "en")
 HELP = say("cmd.help", "en", target=TARGET_SYNTAX)
@@ -382,7 +382,7 @@ class Commands:
                        memory=on_off(cfg.enable, lang), mode=cfg.write_policy.mode,
                        writes=on_off(cfg.write_policy.enable, lang), reads=on_off(cfg.read_policy.enable, lang),
                        read_only=on_off(cfg.emergency_read_only, lang),
-                       off=SEP[lang].join(cfg.write_policy.disabled_scopes) or say("cmd.none", lang))
+                       off=SEPARATORS[lang].join(cfg.write_policy.disabled_scopes) or say("cmd.none", lang))
         action = POLICY_ACTIONS.get(action, action)
         if action == "history":
             rows = await versions.history(0, LIST_LIMIT)

@@ -214,7 +214,7 @@ class KeywordNamespace:
         pass over the arrays."""
         if not self._pending:
             return
-        new_keys = np.array(sorted(self._pending), np.int64)
+        new_keys = np.array(sorted(self._pending), _KEY)
         runs = [self._pending[key] for key in new_keys.tolist()]
         counts = np.fromiter((len(slots) for slots, _ in runs), np.int64, count=len(runs))
         new_slots = np.fromiter(chain.from_iterable(slots for slots, _ in runs), np.int32, count=int(counts.sum()))
@@ -259,7 +259,7 @@ class KeywordNamespace:
 
     def _term(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
         key = term_key(term)
-        at = int(np.searchsorted(self._keys, key))
+        at = int(np.searchsorted(self._keys, _KEY(key)))  # of the keys' type: numpy 1 would copy them to int64
         base = None
         if at < len(self._keys) and self._keys[at] == key:
             lo, hi = int(self._starts[at]), int(self._starts[at + 1])

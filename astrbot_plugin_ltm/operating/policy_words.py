@@ -17,11 +17,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ..i18n import Lang, say
+from ..i18n import SEPARATORS, Lang, say
 
 PLUGIN_ROOT = Path(__file__).resolve().parents[2]
 LOCALES: dict[Lang, str] = {"en": "en-US", "zh": "zh-CN"}
-SEPARATORS: dict[Lang, str] = {"en": ", ", "zh": "、"}
 MAX_LISTED = 8  # a list's values shown; more are counted
 
 
