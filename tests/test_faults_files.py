@@ -16,14 +16,10 @@ import pytest
 from astrbot_plugin_ltm.doors.commands import Commands
 from astrbot_plugin_ltm.indexes import faiss_files
 from astrbot_plugin_ltm.recording.journal import KEPT_SUFFIX, encode
-from tests.helpers import WordsEmbedder
+from tests.helpers import HashEmbedder
 
 # Namespaces of these tests are small: kept in files all the same (conftest.namespace_files).
 pytestmark = pytest.mark.usefixtures("namespace_files")
-
-
-class HashEmbedder(WordsEmbedder):
-    model_id = "hash"  # the files these tests look for are named by it
 
 
 @pytest.fixture
@@ -35,7 +31,7 @@ def data_dir(tmp_path) -> Path:
 def make_engine(make_ltm, data_dir):
     async def make(**kwargs):
         return await make_ltm({"write_policy": {"mode": "auto"}}, name="shared.db", data_dir=data_dir,
-                              embedder=HashEmbedder(), **kwargs)
+                              embedder=HashEmbedder(model_id="hash"), **kwargs)  # the files looked for are named by it
 
     return make
 

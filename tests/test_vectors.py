@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import os
 import random
-import re
 import threading
 import time
 from datetime import UTC, datetime
@@ -27,6 +25,7 @@ from astrbot_plugin_ltm.scope import Scope
 from astrbot_plugin_ltm.storing.changes import MemoryRemoved, ScopeForgotten, note
 from astrbot_plugin_ltm.storing.tables import MemoryEvent, MemoryItem, MemoryVector, TurnVector, VectorSpace
 from astrbot_plugin_ltm.storing.vector_rows import delete_memory_vector, store_vectors
+from tests.helpers import FailingEmbedder, HashEmbedder
 
 # Namespaces of these tests are small: kept in files all the same (conftest.namespace_files).
 pytestmark = pytest.mark.usefixtures("namespace_files")
@@ -48,30 +47,6 @@ async def store(engine: LTMEngine, corpus: Corpus, rows, model: str, vecs) -> No
                 [{"id": rowid, "event_id": f"event-{rowid}", "kind": scope.kind, "scope_id": scope.id}
                  for rowid, scope in rows])
         await store_vectors(session, corpus, rows, model, vecs, NOW)
-
-
-class HashEmbedder:
-    """Deterministic bag-of-words vectors: texts sharing words are close."""
-
-    def __init__(self, dim: int = 32) -> None:
-        self.dim = dim
-        self.model_id = f"hash-{dim}"
-        self.calls = 0
-
-    async def embed(self, texts: list[str]) -> np.ndarray:
-        self.calls += 1
-        out = np.zeros((len(texts), self.dim), np.float32)
-        for i, text in enumerate(texts):
-            for token in re.findall(r"\w+", text.lower()):
-                out[i, int(hashlib.md5(token.encode()).hexdigest(), 16) % self.dim] += 1
-        return out
-
-
-class FailingEmbedder:
-    model_id = "broken"
-
-    async def embed(self, texts: list[str]) -> np.ndarray:
-        raise ConnectionError("embedding provider down")
 
 
 class HangingEmbedder:
