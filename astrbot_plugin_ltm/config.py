@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar
 
 from .enums import MEMORY_TYPES, InjectionPosition, WriteMode
 from .errors import AdminError
@@ -30,13 +31,17 @@ REPLY_LANGUAGES = ("auto", "zh", "en")
 # What parts a persona's scope id from its person's (identity.persona_scoped,
 # persona.py); here, below scope.py and persona.py, which both read it.
 PERSONA_MARK = "#persona:"
+# In write_policy.disabled_scopes: learning is off for every scope (what
+# write_policy.enable false was; docs/decisions.md#d165).
+EVERY_SCOPE = "*"
+# The memory tools the model may be offered (doors/tools.py), tools.offered.
+TOOLS = ("search", "remember", "expand")
 
 
 @dataclass
 class WritePolicy:
     """Which candidates are stored, and whether they go live (learning.policy.gate)."""
 
-    enable: bool = True
     mode: str = WriteMode.SHADOW.value
     min_confidence: float = 0.6
     min_evidence_count: int = 1
@@ -45,14 +50,20 @@ class WritePolicy:
     max_writes_per_hour: int = 50
     max_items_per_scope: int = 200
     require_approval_types: list[str] = field(default_factory=list)
-    # "user:<id>" / "group:<id>": scopes whose writes are off while reads go
-    # on (operating/policy_versions.py; docs/decisions.md#d52).
+    # "user:<id>" / "group:<id>", or "*" for all: scopes whose writes are off
+    # while reads go on (operating/policy_versions.py; docs/decisions.md#d52).
     disabled_scopes: list[str] = field(default_factory=list)
+
+    @property
+    def enable(self) -> bool:
+        """Whether learning is on for everyone (no ``*`` in disabled_scopes)."""
+        return EVERY_SCOPE not in self.disabled_scopes
 
     def writes_off(self, scope: object) -> bool:
         """Whether a scope's writes are switched off (``str(scope)`` is
         ``kind:id``); a persona's scope (persona.py) follows its person's."""
-        return bool(self.disabled_scopes) and str(scope).partition(PERSONA_MARK)[0] in self.disabled_scopes
+        return bool(self.disabled_scopes) and (
+            EVERY_SCOPE in self.disabled_scopes or str(scope).partition(PERSONA_MARK)[0] in self.disabled_scopes)
 
 
 # A hook waits this long for the block (main.py); past it the turn goes
@@ -78,11 +89,13 @@ class ReadPolicy:
     # most this many, none behind an injected memory; 0 = memories only
     # (docs/decisions.md#d03). Which turns may be shown: storing.turns.
     max_events: int = 20
-    event_importance: float = 0.5  # a turn's importance in the score (a memory has its own) (docs/decisions.md#d04)
+    # Constants, fitted on the benchmarks (docs/decisions.md#d165):
+    # a turn's importance in the score (a memory has its own) (docs/decisions.md#d04)
+    event_importance: ClassVar[float] = 0.5
     # A memory or turn gains this × the best similarity among the read's
     # candidates of its UTC day: what surrounds the best match is read with
     # it (docs/decisions.md#d05).
-    day_weight: float = 0.5
+    day_weight: ClassVar[float] = 0.5
     injection_position: str = InjectionPosition.CONTEXT_MESSAGE.value
 
 
@@ -112,27 +125,38 @@ class IdentityConfig:
 class ExtractionConfig:
     batch_size: int = 8  # events per LLM call
     idle_seconds: float = 15.0  # wait this long after a scope's last event
-    poll_seconds: float = 5.0
     timeout_seconds: float = 60.0
-    max_attempts: int = 6  # then the events are marked failed (kept, retryable)
     backoff_seconds: float = 30.0  # doubled after each failed attempt
-    max_fact_chars: int = 300
+    # Then the events are marked failed (kept, retryable): 6 spans ~15 min of outage at the default backoff.
+    max_attempts: ClassVar[int] = 6
+    max_fact_chars: ClassVar[int] = 300  # a fact is a sentence; the extraction prompt asks for short ones
+
+    @property
+    def poll_seconds(self) -> float:
+        """How often the worker looks when no turn wakes it: a third of the
+        idle wait (5 s by default), so a quiet scope waits at most a third longer."""
+        return min(5.0, max(0.05, self.idle_seconds / 3))
 
 
 @dataclass
 class RecordingConfig:
-    record_tool_results: bool = True
-    tool_result_max_chars: int = 2000
-    max_message_chars: int = 8000
+    """Constants now (docs/decisions.md#d165): a tool's result is recorded like a
+    message (the design's after-tool hook); one event keeps at most so many
+    characters (the rest is cut and marked), a bound on the store."""
+
+    record_tool_results: ClassVar[bool] = True
+    tool_result_max_chars: ClassVar[int] = 2000
+    max_message_chars: ClassVar[int] = 8000
 
 
 @dataclass
 class VectorConfig:
     query_timeout_seconds: float = 2.0  # the read path's one embedding call
-    max_loaded_namespaces: int = 256  # FAISS namespaces kept in memory (LRU)
     # Bytes the keyword and vector namespaces hold together (LRU out past
     # it) (docs/decisions.md#d41).
     max_memory_mb: int = 256
+    # A count cap besides: max_memory_mb is the one setting for the job (docs/decisions.md#d165).
+    max_loaded_namespaces: ClassVar[int] = 256
     # Raw turns get vectors too (in the background, batched), so the reader
     # finds them by meaning; off: turns are found by keywords only.
     embed_turns: bool = True
@@ -144,9 +168,10 @@ class RerankConfig:
     (recalling/reranking.py, docs/decisions.md#d151)."""
 
     provider_id: str = ""  # empty: no reranking
-    # Then the read keeps the retrievers' order; never more than what is left of READ_SECONDS.
-    timeout_seconds: float = 1.0
-    candidates: int = 60  # the best this many (memories and turns) are reranked
+    # Past it the read keeps the retrievers' order; never more than what is
+    # left of READ_SECONDS, which bounds the read whatever this is.
+    timeout_seconds: ClassVar[float] = 1.0
+    candidates: ClassVar[int] = 60  # the best this many (memories and turns) are reranked: a block's worth and more
 
 
 @dataclass
@@ -154,18 +179,31 @@ class ToolsConfig:
     """LLM tools the model may call; each reaches only the current
     speaker's scopes (their own and, in a group, the group's)."""
 
-    search: bool = True  # memory_search: memories and turns for a query, a period, a type
-    remember: bool = True  # memory_remember: a fact, through the write policy
-    expand: bool = True  # memory_expand: the turns behind a memory; block lines carry ids
-    search_max_tokens: int = 600  # memory_search's own budget
+    # search (memory_search): memories and turns for a query, a period, a type;
+    # remember (memory_remember): a fact, through the write policy;
+    # expand (memory_expand): the turns behind a memory; block lines carry ids.
+    offered: list[str] = field(default_factory=lambda: list(TOOLS))
+    search_max_tokens: ClassVar[int] = 600  # memory_search's own budget, under a block's 800
+
+    @property
+    def search(self) -> bool:
+        return "search" in self.offered
+
+    @property
+    def remember(self) -> bool:
+        return "remember" in self.offered
+
+    @property
+    def expand(self) -> bool:
+        return "expand" in self.offered
 
 
 @dataclass
 class DriftConfig:
     """The drift detector (operating.drift_monitor, docs/decisions.md#d55)."""
 
-    # Consecutive snapshots less similar than this raise an alarm.
-    threshold: float = 0.9
+    # Consecutive snapshots less similar than this raise an alarm (measured, docs/decisions.md#d55).
+    threshold: ClassVar[float] = 0.9
     # On an alarm, roll the policy back to the last version without one.
     auto_rollback: bool = False
 
@@ -177,17 +215,18 @@ class SummariesConfig:
     # Off: on, they raise no answer words in the block and cost LongMemEval turns (docs/decisions.md#d140).
     enable: bool = False
     idle_minutes: float = 30.0  # a conversation ends after this long without a turn
-    max_events: int = 60  # a longer conversation is summarised every this many events
     # Short conversations are joined until they hold this many events, then
     # summarised in one call: at most 1/40 = 0.025 calls per turn, which
     # beside extraction's 1/8 (batch_size 8) keeps under 0.15 (docs/decisions.md#d113).
     min_events: int = 40
-    rollups: bool = True  # sessions → day → week → month, one model call each
-    # A summary rolled into a coarser one is closed (superseded by it) once
-    # its period ended this long ago: 0 keeps every level in force.
-    keep_parts_days: int = 30
-    last_session_in_block: bool = True  # the first turn of a new conversation gets the last summary
-    max_chars: int = 1200  # a summary longer than this is cut
+    # Constants (docs/decisions.md#d165): how summaries are built, not whether.
+    max_events: ClassVar[int] = 60  # a longer conversation is summarised every this many events
+    rollups: ClassVar[bool] = True  # sessions → day → week → month, one model call each
+    # A summary rolled into a coarser one is closed (superseded by it) once its
+    # period ended this long ago: the number of summaries stays bounded.
+    keep_parts_days: ClassVar[int] = 30
+    last_session_in_block: ClassVar[bool] = True  # the first turn of a new conversation gets the last summary
+    max_chars: ClassVar[int] = 1200  # a summary longer than this is cut
 
 
 @dataclass
@@ -273,29 +312,14 @@ _RANGES: dict[str, tuple[float, float]] = {
     "read_policy.importance_weight": (0.0, 10.0),
     "read_policy.similarity_weight": (0.0, 10.0),
     "read_policy.max_events": (0, 100),
-    "read_policy.event_importance": (0.0, 1.0),
-    "read_policy.day_weight": (0.0, 10.0),
     "extraction.batch_size": (1, 100),
     "extraction.idle_seconds": (0.0, 86400.0),
-    "extraction.poll_seconds": (0.05, 3600.0),
     "extraction.timeout_seconds": (1.0, 600.0),
-    "extraction.max_attempts": (1, 100),
     "extraction.backoff_seconds": (0.0, 86400.0),
-    "extraction.max_fact_chars": (20, 2000),
-    "recording.tool_result_max_chars": (100, 200000),
-    "recording.max_message_chars": (100, 200000),
     "vectors.query_timeout_seconds": (0.05, 60.0),
-    "vectors.max_loaded_namespaces": (1, 100000),
-    "rerank.timeout_seconds": (0.05, READ_SECONDS),  # a reranker cannot be waited for longer than a read
-    "rerank.candidates": (2, 200),
-    "tools.search_max_tokens": (50, 8000),
     "vectors.max_memory_mb": (16, 1000000),
-    "drift.threshold": (0.0, 1.0),
     "summaries.idle_minutes": (0.05, 10080.0),
-    "summaries.max_events": (4, 1000),
     "summaries.min_events": (1, 1000),
-    "summaries.max_chars": (200, 8000),
-    "summaries.keep_parts_days": (0, 36500),
 }
 _CHOICES: dict[str, tuple[str, ...]] = {
     "write_policy.mode": MODES,
@@ -303,7 +327,12 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "identity.user_scope_strategy": SCOPE_STRATEGIES,
     "reply_language": REPLY_LANGUAGES,
 }
-_TYPE_LISTS = ("write_policy.allowed_types", "write_policy.require_approval_types")
+# What a list's items may be (the form's options).
+LIST_CHOICES: dict[str, tuple[str, ...]] = {
+    "write_policy.allowed_types": MEMORY_TYPES,
+    "write_policy.require_approval_types": MEMORY_TYPES,
+    "tools.offered": TOOLS,
+}
 _GROUP_LISTS = ("groups.learn_all_messages", "groups.profiles_follow_members")
 MAX_DISABLED_SCOPES = 100000
 
@@ -348,16 +377,19 @@ def _coerce(path: str, value: Any, default: Any, errors: list[str]) -> Any:
             value = [v for v in (s.strip() for s in value.split(",")) if v]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             return bad(msg("config.not_text_list", value=_short(value)))
-        if path in _TYPE_LISTS:
-            unknown = [v for v in value if v not in MEMORY_TYPES]
+        known = LIST_CHOICES.get(path)
+        if known is not None:
+            unknown = [v for v in value if v not in known]
             if unknown:
-                return bad(msg("config.unknown_types", unknown=unknown, known=", ".join(MEMORY_TYPES)))
+                code = "config.unknown_types" if known == MEMORY_TYPES else "config.unknown_choices"
+                return bad(msg(code, unknown=unknown, known=", ".join(known)))
         if path == "identity.cross_platform_aliases":
             malformed = [v for v in value if "=" not in v or ":" not in v.partition("=")[0]]
             if malformed:
                 return bad(msg("config.alias_form", malformed=malformed))
         if path == "write_policy.disabled_scopes":
-            bad_scopes = [f"{_short(v)} {why}" for v in value if (why := scope_problem(v.strip()))]
+            bad_scopes = [f"{_short(v)} {why}" for v in value
+                          if v.strip() != EVERY_SCOPE and (why := scope_problem(v.strip()))]
             if bad_scopes:
                 return bad(msg("config.bad_scopes", scopes="; ".join(bad_scopes[:3])))
             if len(value) > MAX_DISABLED_SCOPES:
@@ -393,25 +425,28 @@ def _parse_section(cls: type[Any], raw: Any, prefix: str, errors: list[str]) -> 
     return obj
 
 
+_SECTIONS: dict[str, type[Any]] = {
+    "write_policy": WritePolicy,
+    "read_policy": ReadPolicy,
+    "identity": IdentityConfig,
+    "extraction": ExtractionConfig,
+    "recording": RecordingConfig,
+    "vectors": VectorConfig,
+    "rerank": RerankConfig,
+    "tools": ToolsConfig,
+    "drift": DriftConfig,
+    "summaries": SummariesConfig,
+    "groups": GroupsConfig,
+}
+
+
 def parse_config(raw: dict[str, Any] | None) -> tuple[LTMConfig, list[str]]:
-    """Build a validated config. Returns it with one message per fixed value."""
+    """Build a validated config. Returns it with one message per fixed value
+    (a setting that is no more is taken as :func:`upgraded` says, silently)."""
     errors: list[str] = []
     cfg = LTMConfig()
-    raw = dict(raw or {})
-    sections = {
-        "write_policy": WritePolicy,
-        "read_policy": ReadPolicy,
-        "identity": IdentityConfig,
-        "extraction": ExtractionConfig,
-        "recording": RecordingConfig,
-        "vectors": VectorConfig,
-        "rerank": RerankConfig,
-        "tools": ToolsConfig,
-        "drift": DriftConfig,
-        "summaries": SummariesConfig,
-        "groups": GroupsConfig,
-    }
-    for name, cls in sections.items():
+    raw, _ = upgraded(raw or {})
+    for name, cls in _SECTIONS.items():
         setattr(cfg, name, _parse_section(cls, raw.get(name), name, errors))
     for name in ("enable", "emergency_read_only", "extraction_provider_id", "embedding_provider_id",
                  "reply_language"):
@@ -454,9 +489,12 @@ POLICY_KEYS = ("enable", "emergency_read_only", "write_policy", "read_policy")
 
 
 def policy_of(cfg: LTMConfig) -> dict[str, Any]:
-    """The policy part of a configuration (as GET policy shows it and a version stores it)."""
+    """The policy part of a configuration (as GET policy shows it and a version
+    stores it); ``write_policy.enable`` shows ``*`` in disabled_scopes (the review
+    page's "Allow new memories" box; a change of it sets or clears ``*``)."""
+    write = {**asdict(cfg.write_policy), "enable": cfg.write_policy.enable}
     return {"enable": cfg.enable, "emergency_read_only": cfg.emergency_read_only,
-            "write_policy": asdict(cfg.write_policy), "read_policy": asdict(cfg.read_policy)}
+            "write_policy": write, "read_policy": asdict(cfg.read_policy)}
 
 
 def policy_schema() -> dict[str, Any]:
@@ -475,15 +513,90 @@ def policy_schema() -> dict[str, Any]:
 
 def with_policy(raw: dict[str, Any], changes: dict[str, Any], *, replace: bool = False) -> dict[str, Any]:
     """A copy of the settings ``raw`` with ``changes`` applied, for
-    ``parse_config``: a section's settings are merged onto the saved ones
-    (``replace``: the section as given)."""
+    ``parse_config`` and to be saved: a section's settings are merged onto the
+    saved ones (``replace``: the section as given); no setting that is no more."""
+    return upgraded(_merged(raw, changes, replace))[0]
+
+
+def _merged(raw: Mapping[str, Any], changes: Mapping[str, Any], replace: bool = False) -> dict[str, Any]:
     out = copy.deepcopy(dict(raw))
     for key, value in changes.items():
         if isinstance(value, dict) and not replace:
-            out[key] = {**(out[key] if isinstance(out.get(key), dict) else {}), **value}
+            out[key] = {**(out[key] if isinstance(out.get(key), dict) else {}), **copy.deepcopy(value)}
         else:
-            out[key] = value
+            out[key] = copy.deepcopy(value)
     return out
+
+
+# -- settings that are no more (docs/decisions.md#d165) ------------------------------
+# Each is read from its section as before (a constant, or what replaces it), so
+# its default is the section's: a saved value other than that is dropped aloud.
+REMOVED = (
+    "write_policy.enable", "read_policy.event_importance", "read_policy.day_weight",
+    "extraction.poll_seconds", "extraction.max_attempts", "extraction.max_fact_chars",
+    "recording.record_tool_results", "recording.tool_result_max_chars", "recording.max_message_chars",
+    "vectors.max_loaded_namespaces", "rerank.timeout_seconds", "rerank.candidates",
+    "tools.search", "tools.remember", "tools.expand", "tools.search_max_tokens", "drift.threshold",
+    "summaries.max_events", "summaries.rollups", "summaries.keep_parts_days",
+    "summaries.last_session_in_block", "summaries.max_chars",
+)
+
+
+def upgraded(raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[Message]]:
+    """A copy of the settings ``raw`` without those that are no more
+    (REMOVED): ``write_policy.enable`` false becomes ``*`` in disabled_scopes
+    (true takes it out), ``tools.<tool>`` the tool's place in ``tools.offered``;
+    any other is dropped. A note for each value that changes what the plugin does."""
+    out = copy.deepcopy(dict(raw))
+    notes: list[Message] = []
+    for path in REMOVED:
+        section, _, name = path.partition(".")
+        part = out.get(section)
+        if not isinstance(part, dict) or name not in part:
+            continue
+        value = part.pop(name)
+        default = getattr(_SECTIONS[section](), name)
+        on = value
+        if path == "write_policy.enable" or section == "tools" and name in TOOLS:
+            try:
+                on = flag(value, path)
+            except AdminError:
+                on = default  # not a yes/no: dropped as it was then (config.not_flag)
+            where = section + "." + (_carry(part, "disabled_scopes", EVERY_SCOPE, add=not on)
+                                     if section == "write_policy" else _carry(part, "offered", name, add=bool(on)))
+            if not on:
+                notes.append(msg("config.removed_to", name=path, value=_short(value), to=where))
+                continue
+        if on != default:
+            fixed = "extraction.idle_seconds / 3, ≤ 5" if name == "poll_seconds" else _short(default)
+            notes.append(msg("config.removed", name=path, value=_short(value), fixed=fixed))
+    return out, notes
+
+
+def _carry(part: dict[str, Any], name: str, entry: str, *, add: bool) -> str:
+    """Adds ``entry`` to the list ``part[name]`` (or takes it out); says where it went."""
+    given = part.get(name, [] if name == "disabled_scopes" else list(TOOLS))
+    entries = [v.strip() for v in given.split(",")] if isinstance(given, str) else \
+        list(given) if isinstance(given, list) else []
+    entries = [v for v in entries if v != entry] + ([entry] if add else [])
+    if name == "offered":
+        entries = [t for t in TOOLS if t in entries]
+    part[name] = entries
+    return f"{name} {entries}"
+
+
+def carried_over(saved: Mapping[str, Any] | None, current: Mapping[str, Any]) -> tuple[dict[str, Any], list[Message]]:
+    """AstrBot's settings ``current``, with what ``saved`` (the settings file
+    as it was before AstrBot, loading the plugin, dropped every setting no
+    longer in _conf_schema.json) held in those settings carried over as
+    :func:`upgraded` says; and a note for each."""
+    left: dict[str, dict[str, Any]] = {}
+    for path in REMOVED:
+        section, _, name = path.partition(".")
+        part = (saved or {}).get(section)
+        if isinstance(part, dict) and name in part:
+            left.setdefault(section, {})[name] = part[name]
+    return upgraded(_merged(current, left))
 
 
 def refusal(problems: list[str]) -> str:
