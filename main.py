@@ -36,12 +36,13 @@ from .astrbot_plugin_ltm.adapter import (  # type: ignore[import-not-found]
     tool_name,
     tool_result_payload,
 )
-from .astrbot_plugin_ltm.config import READ_SECONDS, carried_over  # type: ignore[import-not-found]
+from .astrbot_plugin_ltm.config import READ_SECONDS  # type: ignore[import-not-found]
 from .astrbot_plugin_ltm.doors.api import MemoryAPI  # type: ignore[import-not-found]
 from .astrbot_plugin_ltm.doors.commands import Commands, help_text  # type: ignore[import-not-found]
 from .astrbot_plugin_ltm.doors.tools import MemoryTools  # type: ignore[import-not-found]
 from .astrbot_plugin_ltm.i18n import say, translate  # type: ignore[import-not-found]
 from .astrbot_plugin_ltm.operating.reply_language import reply_language  # type: ignore[import-not-found]
+from .astrbot_plugin_ltm.removed_settings import carried_over  # type: ignore[import-not-found]
 from .dashboard_routes import register as register_routes  # type: ignore[import-not-found]
 from .dashboard_routes import unregister as unregister_routes
 
@@ -49,7 +50,7 @@ from .dashboard_routes import unregister as unregister_routes
 def _saved_settings() -> dict | None:
     """This plugin's settings file as it is now: AstrBot, once it has imported
     this file, rewrites it without the settings no longer in _conf_schema.json;
-    what they held is carried over at start (config.carried_over)."""
+    what they held is carried over at start (removed_settings.carried_over)."""
     try:
         from astrbot.core.utils.astrbot_path import get_astrbot_config_path
 

@@ -3,23 +3,20 @@
 AstrBot hands plugins a dict built from ``_conf_schema.json``; operators can
 also type anything into its JSON editor. Nothing here raises on bad input:
 each invalid value is replaced by its safe default and explained in a
-message the operator can act on (the adapter logs them).
-
-Over 400 lines: one dataclass per settings section and the validation tables they
-share; the lowest layer, so nothing else may hold part of it.
+message the operator can act on (main.py logs them). A setting that went
+(removed_settings.py) is read where it was: a ``ClassVar`` of its section.
 """
 
 from __future__ import annotations
 
-import copy
 import math
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import Any, ClassVar
 
 from .enums import MEMORY_TYPES, InjectionPosition, WriteMode
 from .errors import AdminError
 from .i18n import Lang, Message, msg, translate
+from .removed_settings import EVERY_SCOPE, TOOLS, merged, upgraded
 from .validators import flag, scope_problem, shown
 
 SCOPE_STRATEGIES = ("sender_id", "unified_msg_origin")
@@ -31,11 +28,6 @@ REPLY_LANGUAGES = ("auto", "zh", "en")
 # What parts a persona's scope id from its person's (identity.persona_scoped,
 # persona.py); here, below scope.py and persona.py, which both read it.
 PERSONA_MARK = "#persona:"
-# In write_policy.disabled_scopes: learning is off for every scope (what
-# write_policy.enable false was; docs/decisions.md#d165).
-EVERY_SCOPE = "*"
-# The memory tools the model may be offered (doors/tools.py), tools.offered.
-TOOLS = ("search", "remember", "expand")
 
 
 @dataclass
@@ -89,12 +81,10 @@ class ReadPolicy:
     # most this many, none behind an injected memory; 0 = memories only
     # (docs/decisions.md#d03). Which turns may be shown: storing.turns.
     max_events: int = 20
-    # Constants, fitted on the benchmarks (docs/decisions.md#d165):
-    # a turn's importance in the score (a memory has its own) (docs/decisions.md#d04)
+    # Constants, fitted on the benchmarks (docs/decisions.md#d165): a turn's importance in the
+    # score (a memory has its own; #d04); a candidate gains day_weight × the best similarity
+    # of its UTC day, so what surrounds the best match is read with it (#d05).
     event_importance: ClassVar[float] = 0.5
-    # A memory or turn gains this × the best similarity among the read's
-    # candidates of its UTC day: what surrounds the best match is read with
-    # it (docs/decisions.md#d05).
     day_weight: ClassVar[float] = 0.5
     injection_position: str = InjectionPosition.CONTEXT_MESSAGE.value
 
@@ -114,11 +104,8 @@ class IdentityConfig:
     persona_scoped: bool = False
 
     def alias_map(self) -> dict[str, str]:
-        out: dict[str, str] = {}
-        for line in self.cross_platform_aliases:
-            account, _, alias = line.partition("=")
-            out[account.strip()] = alias.strip()
-        return out
+        pairs = (line.partition("=") for line in self.cross_platform_aliases)
+        return {account.strip(): alias.strip() for account, _, alias in pairs}
 
 
 @dataclass
@@ -140,9 +127,8 @@ class ExtractionConfig:
 
 @dataclass
 class RecordingConfig:
-    """Constants now (docs/decisions.md#d165): a tool's result is recorded like a
-    message (the design's after-tool hook); one event keeps at most so many
-    characters (the rest is cut and marked), a bound on the store."""
+    """Constants (docs/decisions.md#d165): a tool's result is recorded like a message (the
+    design's after-tool hook); an event keeps so many characters, the rest cut and marked."""
 
     record_tool_results: ClassVar[bool] = True
     tool_result_max_chars: ClassVar[int] = 2000
@@ -346,37 +332,37 @@ def _coerce(path: str, value: Any, default: Any, errors: list[str]) -> Any:
         try:  # the one reading of a yes/no, as the API and imports have it
             return flag(value, path)
         except AdminError:
-            return bad(msg("config.not_flag", value=_short(value)))
+            return bad(msg("config.not_flag", value=shown(value)))
     if isinstance(default, (int, float)):
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            return bad(msg("config.not_number", value=_short(value)))
+            return bad(msg("config.not_number", value=shown(value)))
         try:
             number = float(value)
         except (ValueError, OverflowError):
-            return bad(msg("config.not_number_in_range", value=_short(value)))
+            return bad(msg("config.not_number_in_range", value=shown(value)))
         if not math.isfinite(number):
-            return bad(msg("config.not_finite", value=_short(value)))
+            return bad(msg("config.not_finite", value=shown(value)))
         if isinstance(default, int):
             if number != int(number):
-                return bad(msg("config.not_whole", value=_short(value)))
+                return bad(msg("config.not_whole", value=shown(value)))
             number = int(number)
         lo, hi = _RANGES.get(path, (float("-inf"), float("inf")))
         if not lo <= number <= hi:
-            return bad(msg("config.out_of_range", value=_short(value), lo=f"{lo:g}", hi=f"{hi:g}"))
+            return bad(msg("config.out_of_range", value=shown(value), lo=f"{lo:g}", hi=f"{hi:g}"))
         return number
     if isinstance(default, str):
         if not isinstance(value, str):
-            return bad(msg("config.not_text", value=_short(value)))
+            return bad(msg("config.not_text", value=shown(value)))
         value = value.strip()
         choices = _CHOICES.get(path)
         if choices and value not in choices:
-            return bad(msg("config.not_choice", value=_short(value), choices=", ".join(choices)))
+            return bad(msg("config.not_choice", value=shown(value), choices=", ".join(choices)))
         return value
     if isinstance(default, list):
         if isinstance(value, str):  # a comma-separated list typed by hand
             value = [v for v in (s.strip() for s in value.split(",")) if v]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            return bad(msg("config.not_text_list", value=_short(value)))
+            return bad(msg("config.not_text_list", value=shown(value)))
         known = LIST_CHOICES.get(path)
         if known is not None:
             unknown = [v for v in value if v not in known]
@@ -388,7 +374,7 @@ def _coerce(path: str, value: Any, default: Any, errors: list[str]) -> Any:
             if malformed:
                 return bad(msg("config.alias_form", malformed=malformed))
         if path == "write_policy.disabled_scopes":
-            bad_scopes = [f"{_short(v)} {why}" for v in value
+            bad_scopes = [f"{shown(v)} {why}" for v in value
                           if v.strip() != EVERY_SCOPE and (why := scope_problem(v.strip()))]
             if bad_scopes:
                 return bad(msg("config.bad_scopes", scopes="; ".join(bad_scopes[:3])))
@@ -405,16 +391,12 @@ def _coerce(path: str, value: Any, default: Any, errors: list[str]) -> Any:
     raise TypeError(f"no coercion for {path}")  # a programming error, not input
 
 
-def _short(value: Any) -> str:
-    return shown(value)
-
-
 def _parse_section(cls: type[Any], raw: Any, prefix: str, errors: list[str]) -> Any:
     obj = cls()
     if raw is None:
         return obj
     if not isinstance(raw, dict):
-        errors.append(str(msg("config.defaults", problem=msg("config.not_object", name=prefix, value=_short(raw)))))
+        errors.append(str(msg("config.defaults", problem=msg("config.not_object", name=prefix, value=shown(raw)))))
         return obj
     known = {f.name for f in fields(cls)}
     for name in sorted(set(raw) - known):
@@ -425,47 +407,28 @@ def _parse_section(cls: type[Any], raw: Any, prefix: str, errors: list[str]) -> 
     return obj
 
 
-_SECTIONS: dict[str, type[Any]] = {
-    "write_policy": WritePolicy,
-    "read_policy": ReadPolicy,
-    "identity": IdentityConfig,
-    "extraction": ExtractionConfig,
-    "recording": RecordingConfig,
-    "vectors": VectorConfig,
-    "rerank": RerankConfig,
-    "tools": ToolsConfig,
-    "drift": DriftConfig,
-    "summaries": SummariesConfig,
-    "groups": GroupsConfig,
-}
-
-
 def parse_config(raw: dict[str, Any] | None) -> tuple[LTMConfig, list[str]]:
     """Build a validated config. Returns it with one message per fixed value
     (a setting that is no more is taken as :func:`upgraded` says, silently)."""
     errors: list[str] = []
     cfg = LTMConfig()
     raw, _ = upgraded(raw or {})
-    for name, cls in _SECTIONS.items():
-        setattr(cfg, name, _parse_section(cls, raw.get(name), name, errors))
-    for name in ("enable", "emergency_read_only", "extraction_provider_id", "embedding_provider_id",
-                 "reply_language"):
-        if name in raw:
-            setattr(cfg, name, _coerce(name, raw[name], getattr(cfg, name), errors))
+    for f in fields(LTMConfig):
+        default = getattr(cfg, f.name)
+        if is_dataclass(default):  # a section
+            setattr(cfg, f.name, _parse_section(type(default), raw.get(f.name), f.name, errors))
+        elif f.name in raw and not isinstance(default, dict):
+            setattr(cfg, f.name, _coerce(f.name, raw[f.name], default, errors))
     retention = raw.get("retention_days")
     if retention is not None:
         if not isinstance(retention, dict):
             errors.append(str(msg("config.defaults",
-                                  problem=msg("config.not_object", name="retention_days", value=_short(retention)))))
+                                  problem=msg("config.not_object", name="retention_days", value=shown(retention)))))
         else:
             for memory_type in (*MEMORY_TYPES, TURNS):
                 if memory_type in retention:
-                    value = _coerce(
-                        f"retention_days.{memory_type}",
-                        retention[memory_type],
-                        cfg.retention_days[memory_type],
-                        errors,
-                    )
+                    value = _coerce(f"retention_days.{memory_type}", retention[memory_type],
+                                    cfg.retention_days[memory_type], errors)
                     if value < -1:
                         errors.append(str(msg("config.default_plain", problem=msg(
                             "config.retention_days", setting=f"retention_days.{memory_type}", value=value))))
@@ -515,98 +478,7 @@ def with_policy(raw: dict[str, Any], changes: dict[str, Any], *, replace: bool =
     """A copy of the settings ``raw`` with ``changes`` applied, for
     ``parse_config`` and to be saved: a section's settings are merged onto the
     saved ones (``replace``: the section as given); no setting that is no more."""
-    return upgraded(_merged(raw, changes, replace))[0]
-
-
-def _merged(raw: Mapping[str, Any], changes: Mapping[str, Any], replace: bool = False) -> dict[str, Any]:
-    out = copy.deepcopy(dict(raw))
-    for key, value in changes.items():
-        if isinstance(value, dict) and not replace:
-            out[key] = {**(out[key] if isinstance(out.get(key), dict) else {}), **copy.deepcopy(value)}
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-# -- settings that are no more (docs/decisions.md#d165) ------------------------------
-# Each is read from its section as before (a constant, or what replaces it), so
-# its default is the section's: a saved value other than that is dropped aloud.
-REMOVED = (
-    "write_policy.enable", "read_policy.event_importance", "read_policy.day_weight",
-    "extraction.poll_seconds", "extraction.max_attempts", "extraction.max_fact_chars",
-    "recording.record_tool_results", "recording.tool_result_max_chars", "recording.max_message_chars",
-    "vectors.max_loaded_namespaces", "rerank.timeout_seconds", "rerank.candidates",
-    "tools.search", "tools.remember", "tools.expand", "tools.search_max_tokens", "drift.threshold",
-    "summaries.max_events", "summaries.rollups", "summaries.keep_parts_days",
-    "summaries.last_session_in_block", "summaries.max_chars",
-)
-
-
-def upgraded(raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[Message]]:
-    """A copy of the settings ``raw`` without those that are no more
-    (REMOVED): ``write_policy.enable`` false becomes ``*`` in disabled_scopes
-    (true takes it out), ``tools.<tool>`` the tool's place in ``tools.offered``;
-    any other is dropped. A note for each value that changes what the plugin does."""
-    out = copy.deepcopy(dict(raw))
-    notes: list[Message] = []
-    for path in REMOVED:
-        section, _, name = path.partition(".")
-        part = out.get(section)
-        if not isinstance(part, dict) or name not in part:
-            continue
-        value = part.pop(name)
-        default = getattr(_SECTIONS[section](), name)
-        on = value
-        if path == "write_policy.enable" or section == "tools" and name in TOOLS:
-            try:
-                on = flag(value, path)
-            except AdminError:
-                on = default  # not a yes/no: dropped as it was then (config.not_flag)
-            where = section + "." + (_carry(part, "disabled_scopes", EVERY_SCOPE, add=not on)
-                                     if section == "write_policy" else _carry(part, "offered", name, add=bool(on)))
-            if not on:
-                notes.append(msg("config.removed_to", name=path, value=_short(value), to=where))
-                continue
-        if on != default:
-            fixed = "extraction.idle_seconds / 3, ≤ 5" if name == "poll_seconds" else _short(default)
-            notes.append(msg("config.removed", name=path, value=_short(value), fixed=fixed))
-    return out, notes
-
-
-def _carry(part: dict[str, Any], name: str, entry: str, *, add: bool) -> str:
-    """Adds ``entry`` to the list ``part[name]`` (or takes it out); says where it went."""
-    given = part.get(name, [] if name == "disabled_scopes" else list(TOOLS))
-    entries = [v.strip() for v in given.split(",")] if isinstance(given, str) else \
-        list(given) if isinstance(given, list) else []
-    entries = [v for v in entries if v != entry] + ([entry] if add else [])
-    if name == "offered":
-        entries = [t for t in TOOLS if t in entries]
-    part[name] = entries
-    return f"{name} {entries}"
-
-
-def carried_over(saved: Mapping[str, Any] | None, current: Mapping[str, Any]) -> tuple[dict[str, Any], list[Message]]:
-    """AstrBot's settings ``current``, with what ``saved`` (the settings file
-    as it was before AstrBot, loading the plugin, dropped every setting no
-    longer in _conf_schema.json) held in those settings carried over as
-    :func:`upgraded` says; and a note for each."""
-    left: dict[str, dict[str, Any]] = {}
-    for path in REMOVED:
-        section, _, name = path.partition(".")
-        part = (saved or {}).get(section)
-        if isinstance(part, dict) and name in part:
-            left.setdefault(section, {})[name] = part[name]
-    return upgraded(_merged(current, left))
-
-
-def refusal(problems: list[str]) -> str:
-    """``parse_config``'s messages as reasons to refuse a change (through a
-    change an invalid value is refused, not defaulted)."""
-    return "; ".join(_refused(problems))
-
-
-def _refused(problems: list[str]) -> list[str]:
-    return [p.split("; using the default")[0] for p in problems]
+    return upgraded(merged(raw, changes, replace=replace))[0]
 
 
 @dataclass(frozen=True)
@@ -621,5 +493,6 @@ class Problems(Message):
 
 
 def refusal_message(problems: list[str]) -> Message:
-    """:func:`refusal` as a message value: ``msg(..., problems=refusal_message(p))``."""
-    return Problems("config.problems", items=tuple(_refused(problems)))
+    """``parse_config``'s messages as reasons to refuse a change (through a change an
+    invalid value is refused, not defaulted): ``msg(..., problems=refusal_message(p))``."""
+    return Problems("config.problems", items=tuple(p.split("; using the default")[0] for p in problems))

@@ -12,18 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from astrbot_plugin_ltm.config import (
-    _CHOICES,
-    _RANGES,
-    LIST_CHOICES,
-    REMOVED,
-    LTMConfig,
-    carried_over,
-    parse_config,
-    policy_of,
-    with_policy,
-)
+from astrbot_plugin_ltm.config import _CHOICES, _RANGES, LIST_CHOICES, LTMConfig, parse_config, policy_of, with_policy
 from astrbot_plugin_ltm.enums import MEMORY_TYPES
+from astrbot_plugin_ltm.removed_settings import REMOVED, carried_over
 
 SCHEMA = Path(__file__).resolve().parent.parent / "_conf_schema.json"
 DEFAULT = LTMConfig()
@@ -413,7 +404,13 @@ def _other_than(value):
 
 def test_at_most_fifty_settings():
     assert len(list(_schema_leaves(json.loads(SCHEMA.read_text(encoding="utf-8"))))) <= 50
-    assert len(GONE) == len(REMOVED) == 22
+    assert sorted(REMOVED) == GONE and len(GONE) == 22
+
+
+def test_what_replaces_a_setting_that_went_is_its_default_then():
+    """Behaviour at the defaults is unchanged: each constant is the default the setting had."""
+    for path, default in REMOVED.items():
+        assert get(DEFAULT, path) == default, path
 
 
 @pytest.mark.parametrize("path", GONE)
