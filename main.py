@@ -54,7 +54,7 @@ def _saved_settings() -> dict | None:
     try:
         from astrbot.core.utils.astrbot_path import get_astrbot_config_path
 
-        path = Path(get_astrbot_config_path()) / f"{Path(__file__).resolve().parent.name}_config.json"
+        path = Path(get_astrbot_config_path()) / f"{Path(__file__).parent.name}_config.json"  # as AstrBot names it
         saved = json.loads(path.read_text(encoding="utf-8-sig"))
     except Exception:  # noqa: BLE001 - none yet (a first start) or unreadable: nothing to carry over
         return None

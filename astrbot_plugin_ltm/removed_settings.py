@@ -86,7 +86,8 @@ def carried_over(saved: Mapping[str, Any] | None, current: Mapping[str, Any]) ->
         part = (saved or {}).get(section)
         if isinstance(part, dict) and name in part:
             left.setdefault(section, {})[name] = part[name]
-    return upgraded(merged(current, left))
+    out, notes = upgraded(merged(current, left))
+    return {k: v for k, v in out.items() if k in current or v != {}}, notes  # no empty section that went
 
 
 def merged(raw: Mapping[str, Any], changes: Mapping[str, Any], *, replace: bool = False) -> dict[str, Any]:
