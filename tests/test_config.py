@@ -421,8 +421,8 @@ def test_a_saved_value_of_a_setting_that_went_is_carried_over_or_dropped_aloud(p
     for gone in GONE:  # what AstrBot hands the plugin: the settings of the schema only
         section, _, name = gone.partition(".")
         current[section].pop(name)
-    current = {key: value for key, value in current.items() if value != {}}  # the recording section went whole
     current["tools"]["offered"] = ["search", "remember", "expand"]
+    current = {key: value for key, value in current.items() if value != {}}  # the recording section went whole
     value = _other_than(get(DEFAULT, path))
     raw, notes = carried_over(_saved_0_1(**{path: value}), current)
     assert set(raw) == set(current)
