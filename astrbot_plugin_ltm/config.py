@@ -82,7 +82,7 @@ class ReadPolicy:
     # most this many, none behind an injected memory; 0 = memories only
     # (docs/decisions.md#d03). Which turns may be shown: storing.turns.
     max_events: int = 20
-    # Constants, fitted on the benchmarks (docs/decisions.md#d165): a turn's importance in the
+    # Constants, fitted on the benchmarks (docs/decisions.md#d169): a turn's importance in the
     # score (a memory has its own; #d04); a candidate gains day_weight × the best similarity
     # of its UTC day, so what surrounds the best match is read with it (#d05).
     event_importance: ClassVar[float] = 0.5
@@ -128,7 +128,7 @@ class ExtractionConfig:
 
 @dataclass
 class RecordingConfig:
-    """Constants (docs/decisions.md#d165): a tool's result is recorded like a message (the
+    """Constants (docs/decisions.md#d169): a tool's result is recorded like a message (the
     design's after-tool hook); an event keeps so many characters, the rest cut and marked."""
 
     record_tool_results: ClassVar[bool] = True
@@ -139,10 +139,10 @@ class RecordingConfig:
 @dataclass
 class VectorConfig:
     query_timeout_seconds: float = 2.0  # the read path's one embedding call
-    # Bytes the keyword and vector namespaces hold together (LRU out past
-    # it) (docs/decisions.md#d41).
-    max_memory_mb: int = 256
-    # A count cap besides: max_memory_mb is the one setting for the job (docs/decisions.md#d165).
+    # Bytes the keyword and vector namespaces hold together (LRU out past it): a year-long
+    # group's newest 50,000 turns take ~59 MB (docs/decisions.md#d41, #d166).
+    max_memory_mb: int = 64
+    # A count cap besides: max_memory_mb is the one setting for the job (docs/decisions.md#d169).
     max_loaded_namespaces: ClassVar[int] = 256
     # Raw turns get vectors too (in the background, batched), so the reader
     # finds them by meaning; off: turns are found by keywords only.
@@ -206,7 +206,7 @@ class SummariesConfig:
     # summarised in one call: at most 1/40 = 0.025 calls per turn, which
     # beside extraction's 1/8 (batch_size 8) keeps under 0.15 (docs/decisions.md#d113).
     min_events: int = 40
-    # Constants (docs/decisions.md#d165): how summaries are built, not whether.
+    # Constants (docs/decisions.md#d169): how summaries are built, not whether.
     max_events: ClassVar[int] = 60  # a longer conversation is summarised every this many events
     rollups: ClassVar[bool] = True  # sessions → day → week → month, one model call each
     # A summary rolled into a coarser one is closed (superseded by it) once its

@@ -41,7 +41,7 @@ from .extension_points import (
     Summarizer,
     TokenCounter,
 )
-from .heap import cap_arenas
+from .heap import cap_arenas, map_large_blocks
 from .i18n import Message, msg
 from .indexes.embeddings import Embeddings
 from .indexes.keywords import KeywordIndex
@@ -192,6 +192,7 @@ class LTMEngine:
         """Migrate the schema, write the turns a crashed process journaled,
         and start the recorder and extraction worker."""
         cap_arenas()  # before the plugin's threads exist (heap.py)
+        map_large_blocks()
         await self.db.migrate()
         if not self.config.emergency_read_only:
             async with self.db.write() as session:

@@ -1,4 +1,4 @@
-"""The settings that are no more (docs/decisions.md#d165), and what a saved
+"""The settings that are no more (docs/decisions.md#d169), and what a saved
 value of one becomes: ``write_policy.enable`` false is ``*`` in
 ``write_policy.disabled_scopes`` (true takes it out), ``tools.<tool>`` the
 tool's place in ``tools.offered``; any other is a constant now (config.py),

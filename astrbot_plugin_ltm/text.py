@@ -122,8 +122,9 @@ def stem(word: str) -> str:
 
 
 # Only English words are cached: CJK bigrams, far more numerous, pushed
-# them out, and a miss costs ~70 µs (docs/decisions.md#d72).
-@lru_cache(maxsize=65536)
+# them out, and a miss costs ~70 µs (docs/decisions.md#d72). 16,384 words
+# hold a chat's vocabulary in a quarter of 65,536's memory (docs/decisions.md#d166).
+@lru_cache(maxsize=16384)
 def _english_stem(word: str) -> str:
     # One stemmer object keeps its state on itself: two threads (the
     # recorder's withhold, a read) stemming at once raised or stemmed wrong,

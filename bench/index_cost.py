@@ -79,7 +79,8 @@ async def index_cost(engine: LTMEngine, counter: TokenCounter) -> dict[str, Any]
         fts_bytes = (await session.execute(text("SELECT coalesce(sum(length(terms)), 0) FROM ltm_turn_terms")
                                            )).scalar_one()
         vectors = [int(n) for (n,) in (await session.execute(text(
-            "SELECT length(t.vector) / s.dim FROM ltm_turn_vectors t JOIN ltm_vector_spaces s ON s.id = t.space "
+            "SELECT length(t.vector) / ((s.dim * s.bits + 7) / 8) FROM ltm_turn_vectors t "
+            "JOIN ltm_vector_spaces s ON s.id = t.space "
             "WHERE s.dim > 0"))).all()]
         vector_bytes = (await session.execute(text("SELECT coalesce(sum(length(vector)), 0) FROM ltm_turn_vectors")
                                               )).scalar_one()

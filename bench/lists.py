@@ -17,10 +17,15 @@ the same file, and :func:`plan_problems` sorts its plan steps:
   ``ANALYZE`` statistics) builds by reading the whole table before a join;
 - ``temp_sorts``: ``USE TEMP B-TREE FOR … ORDER BY`` in a row query — every
   matching row read and sorted before the first one is returned (count
-  queries are not ordered);
+  queries are not ordered). Not when every table its part of the statement
+  reads (a subquery's, a union's arm) is searched by a key column or the
+  rowid: then only the rows it named are sorted;
 - ``ignored_ids``: a statement that names its rows (``<table>.id IN (…)``)
   but reads the table through another index, i.e. every row of a scope or
-  status instead of the few it asked for;
+  status instead of the few it asked for; also a statement that names rows
+  by a key (``id``, ``memory_id``, … ``IN (…)``, its table unsaid) and
+  searches a table by a status or a type alone: every active memory or
+  every summary of the store, for a few;
 - ``walks`` (reported, not a problem): a ``SCAN`` along an index, or along
   the table in rowid order when that is the requested order (``ORDER BY
   <table>.id``), that delivers the ``ORDER BY`` of a ``LIMIT``-ed row query,
@@ -135,6 +140,11 @@ _STEP = re.compile(r"^(SCAN|SEARCH) (\w+)(?: AS (\w+))?(.*)$")
 _BLOOM = re.compile(r"^BLOOM FILTER ON (\w+)")
 _TEMP_SORT = re.compile(r"USE TEMP B-TREE FOR (?:.* )?ORDER BY")
 _RANK_ORDER = re.compile(r"\bMATCH\b.*\bORDER BY\s+(?:bm25\(|rank\b)", re.IGNORECASE | re.DOTALL)
+# Columns that sort the whole store into a few classes: an index searched by
+# them alone reads a class of every scope.
+_CLASS_COLUMNS = {"status", "type", "visibility", "withheld", "source_role", "extraction_status"}
+_KEY_COLUMNS = {"id", "rowid", "memory_id", "event_id", "item_id", "event_rowid"}
+_NAMED_ROWS = re.compile(r"(?<![\w.])(?:id|memory_id|event_id|item_id|event_rowid) IN \(")
 _KEYWORDS = {"WHERE", "ON", "JOIN", "CROSS", "LEFT", "INNER", "OUTER", "NATURAL", "ORDER", "GROUP", "LIMIT",
              "USING", "UNION", "INDEXED", "NOT", "AS"}
 
@@ -170,6 +180,14 @@ def _orders_by_rowid(statement: str, names: str) -> bool:
     return bool(re.search(rf"\bORDER BY\s+(?:{names})\.id\b", statement))
 
 
+def _by_class_alone(rest: str) -> bool:
+    """An index search (``rest``: its plan step after the table) constrained
+    by class columns only (``_CLASS_COLUMNS``)."""
+    constrained = re.search(r"USING (?:COVERING )?INDEX \w+ \(([^()]*)\)\s*$", rest)
+    searched = set(re.findall(r"(\w+)\s*[=<>]", constrained.group(1))) if constrained else set()
+    return bool(searched) and searched <= _CLASS_COLUMNS
+
+
 def _tested(statement: str, names: str, rest: str) -> list[str]:
     """The columns of the WHERE clause that a walk with ``rest`` (its plan
     step after the table) tests row by row: those its index search does not
@@ -189,6 +207,7 @@ def plan_problems(statement: str, plan: Iterable[str]) -> dict[str, list[str]]:
     ``rank_sorts`` (reported; see the module docstring). Scans and searches
     are looked at for ``ltm_`` tables only (by name or alias); temp sorts in
     any row query."""
+    plan = list(plan)
     steps = [s.strip() for s in plan]
     found: dict[str, list[str]] = {k: [] for k in (*PROBLEM_KINDS, *REPORTED_KINDS)}
     flat = " ".join(statement.split())
@@ -210,11 +229,15 @@ def plan_problems(statement: str, plan: Iterable[str]) -> dict[str, list[str]]:
         if table is None:
             continue
         names = "|".join(re.escape(n) for n, t in tables.items() if t == table) or re.escape(name)
-        if (not ranked and "INTEGER PRIMARY KEY" not in rest and "VIRTUAL TABLE" not in rest
-                and re.search(rf"(?<![\w.])(?:{names})\.id IN \(", flat)):
+        named_but_not_used = (not ranked and "INTEGER PRIMARY KEY" not in rest and "VIRTUAL TABLE" not in rest
+                              and re.search(rf"(?<![\w.])(?:{names})\.id IN \(", flat))
+        if named_but_not_used or (verb == "SEARCH" and _NAMED_ROWS.search(flat) and _by_class_alone(rest)):
             found["ignored_ids"].append(step)
         tested = _tested(flat, names, rest) if ordered_page else []
         note = f"  (filtered: tests {', '.join(tested)} row by row)" if tested else ""
+        if verb == "SEARCH" and "AUTOMATIC" in rest:
+            found["full_scans"].append(step + "  (an index built by reading the whole table)")
+            continue
         if verb == "SEARCH":
             if tested and "USING" in rest and "INTEGER PRIMARY KEY" not in rest:
                 found["walks"].append(step + note)
@@ -231,9 +254,52 @@ def plan_problems(statement: str, plan: Iterable[str]) -> dict[str, list[str]]:
             found["full_scans"].append(step)
         # else: an index read whole (a count, or no LIMIT): its cost is in the figures
     if not count:
-        for step in sorts:
-            found["rank_sorts" if ranked else "temp_sorts"].append(step)
+        for at, step in enumerate(plan):
+            if _TEMP_SORT.search(step) and (ranked or not _sorts_rows_found_by_key(plan, at, _key_lists(flat))):
+                found["rank_sorts" if ranked else "temp_sorts"].append(step.strip())
     return found
+
+
+def _depth(step: str) -> int:
+    return (len(step) - len(step.lstrip(" "))) // 2  # explain() indents two spaces a level
+
+
+def _key_lists(statement: str) -> set[str]:
+    """The names a plan gives the lists of keys a statement passes (``json_each``)."""
+    aliases = re.findall(r"json_each\([^()]*\)\s+(?:AS\s+)?(\w+)", statement, re.IGNORECASE)
+    return {"json_each", *(a for a in aliases if a.upper() not in _KEYWORDS)}
+
+
+def _sorts_rows_found_by_key(plan: Sequence[str], at: int, key_lists: set[str]) -> bool:
+    """The sort at ``plan[at]`` orders only rows found by key: every table
+    its own part of the statement reads (the steps beside it, and the
+    searches of a MULTI-INDEX OR beside it) is searched by a key column or
+    the rowid. A sort of a scope's rows, or a class's, is not."""
+    depth = _depth(plan[at])
+    start = end = at
+    while start > 0 and _depth(plan[start - 1]) >= depth:
+        start -= 1
+    while end + 1 < len(plan) and _depth(plan[end + 1]) >= depth:
+        end += 1
+    reads, in_or = [], False
+    for step in plan[start:end + 1]:
+        d, bare = _depth(step), step.strip()
+        if d == depth:
+            in_or = bare.startswith("MULTI-INDEX OR")
+        if (d == depth or (in_or and d == depth + 2)) and (m := _STEP.match(bare)):
+            reads.append((m.group(2), m.group(4)))
+    return bool(reads) and all(name in key_lists or _by_key(rest) for name, rest in reads)
+
+
+def _by_key(rest: str) -> bool:
+    """A search (``rest``: its plan step after the table) by the rowid or a
+    key column; never an automatic index, built by reading the table."""
+    if "AUTOMATIC" in rest:
+        return False
+    if "INTEGER PRIMARY KEY" in rest:
+        return True
+    constrained = re.search(r"\(([^()]*)\)\s*$", rest)
+    return constrained is not None and bool(set(re.findall(r"(\w+)\s*[=<>]", constrained.group(1))) & _KEY_COLUMNS)
 
 
 def _vm_steps(conn: sqlite3.Connection, statement: str, params: Any) -> tuple[int, float, int]:
@@ -260,12 +326,15 @@ def _vm_steps(conn: sqlite3.Connection, statement: str, params: Any) -> tuple[in
 
 class StatementLog:
     """Every statement the SQLAlchemy engines send while :attr:`current`
-    names a request, de-duplicated by text and parameters."""
+    names a request, de-duplicated by text and parameters; also those sent
+    straight to a pooled ``sqlite3`` connection's cursor (the read path's
+    hot statements, storing.driver_rows), traced with their values inlined."""
 
     def __init__(self, *sync_engines: Any) -> None:
         self.sync_engines = sync_engines
         self.current: str | None = None
         self.statements: dict[str, dict[tuple[str, str], tuple[str, Any]]] = {}
+        self._traced: list[sqlite3.Connection] = []
 
     def _before(self, conn, cursor, statement, parameters, context, executemany) -> None:
         if self.current is None or executemany:
@@ -273,14 +342,28 @@ class StatementLog:
         key = (statement, repr(parameters))
         self.statements.setdefault(self.current, {}).setdefault(key, (statement, parameters))
 
+    def _trace(self, statement: str) -> None:
+        if self.current is not None:
+            self.statements.setdefault(self.current, {}).setdefault((statement, "()"), (statement, ()))
+
+    def _checkout(self, dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+        if isinstance(dbapi_connection, sqlite3.Connection) and not any(c is dbapi_connection for c in self._traced):
+            dbapi_connection.set_trace_callback(self._trace)
+            self._traced.append(dbapi_connection)
+
     def __enter__(self) -> StatementLog:
         for sync_engine in self.sync_engines:
             event.listen(sync_engine, "before_cursor_execute", self._before)
+            event.listen(sync_engine.pool, "checkout", self._checkout)
         return self
 
     def __exit__(self, *exc: object) -> None:
         for sync_engine in self.sync_engines:
             event.remove(sync_engine, "before_cursor_execute", self._before)
+            event.remove(sync_engine.pool, "checkout", self._checkout)
+        # The traces stay set (and record nothing once ``current`` is None):
+        # unset from this thread while a pool thread is inside a statement,
+        # sqlite3_trace_v2 would wait for the connection as the trace waits for the GIL.
         self.current = None
 
     def of(self, name: str) -> list[tuple[str, Any]]:

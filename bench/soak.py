@@ -42,6 +42,11 @@ journal) and the row counts of every table that grows. At the end the
 queues are drained (the worker, summaries, vector fill, usage, the
 recorder) and checked empty: any left is an error (exit status 1). Timings
 are printed, never asserted.
+
+``--inspect DIR`` opens a kept store again and reads once in every scope;
+with ``--reads N`` it times the reads of N new conversations instead, each
+as it starts and once more (its namespaces loaded): what reads cost in a
+store of that age, without feeding it again.
 """
 
 from __future__ import annotations
@@ -524,17 +529,59 @@ class Soak:
                 "rows": await rows(engine)}
 
 
+async def open_kept(data: Path, soak: Soak) -> tuple[AsyncEngine, LTMEngine]:
+    """A soak's kept data directory opened again, no background loops, its
+    clock at the newest turn."""
+    db = create_async_engine(f"sqlite+aiosqlite:///{data / 'ltm.db'}")
+    event.listen(db.sync_engine, "connect", pragmas)
+    async with db.connect() as conn:
+        newest = (await conn.execute(sql("SELECT max(created_at) FROM ltm_events"))).scalar()
+    if newest:
+        soak.clock.now = datetime.fromisoformat(str(newest)).replace(tzinfo=UTC)
+    engine = LTMEngine(db, soak_config(soak.overrides), extractor_for=soak._extractor_for,
+                       summarizer_for=soak._summarizer_for,
+                       embedder=soak.embedder, data_dir=data / "plugin", clock=soak.clock)
+    await engine.start(background=False)
+    return db, engine
+
+
+async def time_reads(data: Path, args: argparse.Namespace, count: int) -> dict[str, Any]:
+    """Reads on a kept store as the soak's own: ``count`` new conversations
+    (30 % in groups), each read once as it starts (its namespaces maybe
+    not loaded: "first") and once more at once ("again": loaded), timed.
+    The first 20 are not counted (the caches fill)."""
+    soak = Soak(args)
+    soak.rng = random.Random(args.seed + 2)  # conversations the soak itself did not have
+    db, engine = await open_kept(data, soak)
+    first: dict[str, list[float]] = {"group": [], "private": []}
+    again: list[float] = []
+    for n in range(count + 20):
+        conv = soak.turns.conversation()
+        origin, query = conv.origin_for[0], soak.turns.user_text()
+        start = time.perf_counter()
+        await engine.memory_block(origin, query)
+        took = (time.perf_counter() - start) * 1000
+        await engine.loads_settled()
+        start = time.perf_counter()
+        await engine.memory_block(origin, query)
+        if n >= 20:
+            first["group" if origin.group_id else "private"].append(took)
+            again.append((time.perf_counter() - start) * 1000)
+    await engine.stop()
+    await db.dispose()
+    every = first["group"] + first["private"]
+    return {"reads": count, "first_p50_ms": pct(every, 50), "first_p95_ms": pct(every, 95),
+            **{f"first_{k}_p50_ms": pct(v, 50) for k, v in first.items()},
+            **{f"first_{k}_p95_ms": pct(v, 95) for k, v in first.items()},
+            "again_p50_ms": pct(again, 50), "again_p95_ms": pct(again, 95), "rss_mb": rss_mb()}
+
+
 async def inspect_store(data: Path, args: argparse.Namespace) -> dict[str, Any]:
     """The namespace cache at its largest: a soak's data directory opened
     again (no background loops), one read in every scope that has turns,
     then the bytes the loaded namespaces hold and the process's RSS."""
     soak = Soak(args)
-    db = create_async_engine(f"sqlite+aiosqlite:///{data / 'ltm.db'}")
-    event.listen(db.sync_engine, "connect", pragmas)
-    engine = LTMEngine(db, soak_config(soak.overrides), extractor_for=soak._extractor_for,
-                       summarizer_for=soak._summarizer_for,
-                       embedder=soak.embedder, data_dir=data / "plugin", clock=soak.clock)
-    await engine.start(background=False)
+    db, engine = await open_kept(data, soak)
     async with engine.db.read() as session:
         scopes = [(str(kind), str(sid), str(sender)) for kind, sid, sender in await session.execute(sql(
             "SELECT scope, scope_id, max(sender_id) FROM ltm_events WHERE source_role = 'user' "
@@ -566,7 +613,7 @@ def _f(v: Any, fmt: str) -> str:
 
 
 def svg(windows: list[dict[str, Any]], restarts: list[int], title: str) -> str:
-    """Four small line charts, hand-written SVG (no plotting dependency)."""
+    """Five small line charts, hand-written SVG (no plotting dependency)."""
     panels = [
         ("resident memory (MB)", [("RSS", "rss_mb", "#1f77b4"), ("malloc", "memory.malloc_in_use_mb", "#7f7f7f"),
                                   ("namespaces", "namespaces_mb", "#17becf"),
@@ -576,6 +623,7 @@ def svg(windows: list[dict[str, Any]], restarts: list[int], title: str) -> str:
         ("read latency (ms)", [("p50", "read_p50_ms", "#2ca02c"), ("p95", "read_p95_ms", "#ff7f0e")]),
         ("sizes (MB)", [("SQLite", "sizes.sqlite_mb", "#1f77b4"), ("FAISS", "sizes.faiss_mb", "#9467bd"),
                         ("journal", "sizes.journal_mb", "#8c564b")]),
+        ("storage (B a recorded event)", [("ltm_ tables and files", "storage.bytes_per_event", "#e377c2")]),
     ]
     width, ph, pw, left, top = 900, 190, 760, 90, 40
 
@@ -643,7 +691,7 @@ def flatness(windows: list[dict[str, Any]], warmup: int) -> dict[str, Any]:
             "last_mb": after[-1], "max_dev_pct": max(abs(v - base) for v in after) / base * 100}
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=200_000)
     parser.add_argument("--users", type=int, default=2000)
@@ -670,7 +718,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--inspect", metavar="DIR",
                         help="open a kept soak directory (--dir), read once in every scope, report the namespaces")
-    args = parser.parse_args(argv)
+    parser.add_argument("--reads", type=int, default=0, metavar="N",
+                        help="with --inspect: time N reads of new conversations instead, each twice")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.inspect and args.reads:
+        print(json.dumps(asyncio.run(time_reads(Path(args.inspect), args, args.reads)), indent=1))
+        return 0
     if args.inspect:
         print(json.dumps(asyncio.run(inspect_store(Path(args.inspect), args)), indent=1))
         return 0

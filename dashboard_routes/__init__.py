@@ -36,8 +36,8 @@ def _core(module: str) -> Any:
 
 
 say: Callable[..., str] = _core("i18n").say
-request_lang: Callable[..., str] = _core("doors.api").request_lang
-without_lang: Callable[[Any], tuple[Any, Any]] = _core("doors.api").without_lang
+request_lang: Callable[..., str] = _core("doors.requests").request_lang
+without_lang: Callable[[Any], tuple[Any, Any]] = _core("doors.requests").without_lang
 
 
 class _WebRequest:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from astrbot_plugin_ltm.operating.transfer import checksum
+from astrbot_plugin_ltm.operating.export_format import checksum
 
 
 def reseal(doc: dict[str, Any]) -> dict[str, Any]:

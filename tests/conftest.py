@@ -33,7 +33,8 @@ from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from astrbot_plugin_ltm import LTMEngine, Origin
-from astrbot_plugin_ltm.doors.api import MemoryAPI, request_lang, without_lang
+from astrbot_plugin_ltm.doors.api import MemoryAPI
+from astrbot_plugin_ltm.doors.requests import request_lang, without_lang
 from astrbot_plugin_ltm.indexes import embeddings, keywords
 from astrbot_plugin_ltm.storing.tables import (
     MemoryAudit,

@@ -6,6 +6,7 @@
   (recalling.rows.EventRow), by keyword.
 - ``TINY_LOCOMO``: a two-session LoCoMo conversation with its facts and
   questions, for the bench tests (bench/locomo.py).
+- ``HashEmbedder``, ``FailingEmbedder``: the fake embedding providers.
 - ``old_and_new(make_ltm, origin)``: an archive with old turns a fact, a
   summary or nothing cites, and a recent exchange (retention, compact).
 """
@@ -83,15 +84,33 @@ TINY_LOCOMO: dict[str, Any] = {
 # -- an archive with old turns (retention_days.turns, compact) ---------------------------
 
 
-class WordsEmbedder:
-    model_id = "hash-32"
+class HashEmbedder:
+    """Deterministic bag-of-words vectors: texts sharing words are close.
+    ``texts``: every text it embedded; ``calls``: how many times it was asked."""
+
+    def __init__(self, dim: int = 32, model_id: str | None = None) -> None:
+        self.dim = dim
+        self.model_id = model_id or f"hash-{dim}"
+        self.texts: list[str] = []
+        self.calls = 0
 
     async def embed(self, texts: list[str]) -> np.ndarray:
-        out = np.zeros((len(texts), 32), np.float32)
+        self.calls += 1
+        self.texts += texts
+        out = np.zeros((len(texts), self.dim), np.float32)
         for i, said in enumerate(texts):
             for token in re.findall(r"\w+", said.lower()):
-                out[i, int(hashlib.md5(token.encode()).hexdigest(), 16) % 32] += 1
+                out[i, int(hashlib.md5(token.encode()).hexdigest(), 16) % self.dim] += 1
         return out
+
+
+class FailingEmbedder:
+    """An embedding provider that is down."""
+
+    model_id = "broken"
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        raise ConnectionError("embedding provider down")
 
 
 FACT = {"type": "preference", "fact": "Alice keeps bees in Kent", "fact_key": "alice_hobby", "line": 1}
@@ -101,7 +120,7 @@ async def old_and_new(make_ltm, origin, days: int = 30, keep: int | None = None)
     """Turns said ``days`` + 5 days ago and a recent exchange; ``keep``:
     retention_days.turns (default ``days``)."""
     retention = {"turns": days if keep is None else keep}
-    ltm = await make_ltm({"write_policy": {"mode": "auto"}, "retention_days": retention}, embedder=WordsEmbedder())
+    ltm = await make_ltm({"write_policy": {"mode": "auto"}, "retention_days": retention}, embedder=HashEmbedder())
     alice, bob = origin("alice"), origin("bob")
     cited, _ = await ltm.turn(alice, "I keep bees in Kent", "Lovely.", FACT)  # a fact cites the message
     chat = [await ltm.record(bob, f"the weather on day {n} was grey and windy", "Hm.") for n in range(3)]

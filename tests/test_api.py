@@ -26,16 +26,11 @@ from typing import Any
 
 import pytest
 
-from astrbot_plugin_ltm.doors.api import MAX_PAGE_SIZE
 from astrbot_plugin_ltm.doors.commands import Commands
+from astrbot_plugin_ltm.doors.requests import MAX_PAGE_SIZE
 from astrbot_plugin_ltm.enums import MEMORY_TYPES
-from astrbot_plugin_ltm.operating.transfer import (
-    EVENT_FIELDS,
-    ITEM_FIELDS,
-    MAX_IMPORT_BYTES,
-    MAX_IMPORT_ITEMS,
-    checksum,
-)
+from astrbot_plugin_ltm.operating.export_format import MAX_IMPORT_BYTES, MAX_IMPORT_ITEMS, checksum
+from astrbot_plugin_ltm.operating.serialize import EVENT_FIELDS, ITEM_FIELDS
 from astrbot_plugin_ltm.storing.database import ReadOnlyError
 from astrbot_plugin_ltm.storing.tables import MemoryItem
 from devtools.exports import like_a_browser, reseal

@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import select
 
 import dashboard_routes
-from astrbot_plugin_ltm.doors.api import answer_lang, request_lang, without_lang
+from astrbot_plugin_ltm.doors.requests import answer_lang, request_lang, without_lang
 from astrbot_plugin_ltm.enums import AuditAction, PolicySource
 from astrbot_plugin_ltm.i18n import code_of, parse, say
 from astrbot_plugin_ltm.instructions import instruction_reason

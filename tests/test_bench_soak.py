@@ -6,6 +6,7 @@ asserted (benchmarks print them)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -46,5 +47,10 @@ def test_a_short_soak_drains_every_queue_and_reports_each_window(tmp_path: Path)
     assert last["rows"]["ltm_items_active"] > 0
 
     svg = ET.fromstring(plot.read_text())
-    # RSS, malloc, namespaces, text caches, 3 hook, 2 read, 3 sizes
-    assert len(svg.findall("{http://www.w3.org/2000/svg}polyline")) == 12
+    # RSS, malloc, namespaces, text caches, 3 hook, 2 read, 3 sizes, bytes a recorded event
+    assert len(svg.findall("{http://www.w3.org/2000/svg}polyline")) == 13
+
+    # the kept store read again: new conversations, each read as it starts and once more
+    reads = asyncio.run(soak.time_reads(tmp_path / "data", soak.parser().parse_args(
+        ["--reads", "10", "--users", "60", "--groups", "6"]), 10))
+    assert reads["reads"] == 10 and reads["again_p95_ms"] is not None and reads["first_p95_ms"] is not None

@@ -13,16 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import hashlib
 import json
 import os
-import re
 import sqlite3
 import statistics
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 from sqlalchemy import event
 
@@ -31,26 +28,12 @@ from astrbot_plugin_ltm.config import ExtractionConfig
 from astrbot_plugin_ltm.doors.commands import Commands
 from astrbot_plugin_ltm.indexes import faiss_files
 from devtools.exports import reseal
+from tests.helpers import HashEmbedder
 
 # Namespaces of these tests are small: kept in files all the same (conftest.namespace_files).
 pytestmark = pytest.mark.usefixtures("namespace_files")
 
 NO_LIMIT = 1073741823  # SQLite's default max_page_count
-
-
-class HashEmbedder:
-    """Deterministic bag-of-words vectors: texts sharing words are close."""
-
-    def __init__(self, dim: int = 32, model_id: str = "hash") -> None:
-        self.dim = dim
-        self.model_id = model_id
-
-    async def embed(self, texts: list[str]) -> np.ndarray:
-        out = np.zeros((len(texts), self.dim), np.float32)
-        for i, text in enumerate(texts):
-            for token in re.findall(r"\w+", text.lower()):
-                out[i, int(hashlib.md5(token.encode()).hexdigest(), 16) % self.dim] += 1
-        return out
 
 
 class DiskLimit:

@@ -7,32 +7,19 @@ from __future__ import annotations
 
 import builtins
 import errno
-import hashlib
 import json
 import os
-import re
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from astrbot_plugin_ltm.doors.commands import Commands
 from astrbot_plugin_ltm.indexes import faiss_files
 from astrbot_plugin_ltm.recording.journal import KEPT_SUFFIX, encode
+from tests.helpers import HashEmbedder
 
 # Namespaces of these tests are small: kept in files all the same (conftest.namespace_files).
 pytestmark = pytest.mark.usefixtures("namespace_files")
-
-
-class HashEmbedder:
-    model_id = "hash"
-
-    async def embed(self, texts: list[str]) -> np.ndarray:
-        out = np.zeros((len(texts), 32), np.float32)
-        for i, text in enumerate(texts):
-            for token in re.findall(r"\w+", text.lower()):
-                out[i, int(hashlib.md5(token.encode()).hexdigest(), 16) % 32] += 1
-        return out
 
 
 @pytest.fixture
@@ -44,7 +31,7 @@ def data_dir(tmp_path) -> Path:
 def make_engine(make_ltm, data_dir):
     async def make(**kwargs):
         return await make_ltm({"write_policy": {"mode": "auto"}}, name="shared.db", data_dir=data_dir,
-                              embedder=HashEmbedder(), **kwargs)
+                              embedder=HashEmbedder(model_id="hash"), **kwargs)  # the files looked for are named by it
 
     return make
 

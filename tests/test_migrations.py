@@ -686,3 +686,44 @@ def test_0015_records_rows_stemmed_by_a_stemmer_since_removed_as_unknown(tmp_pat
     monkeypatch.setitem(sys.modules, "snowballstemmer", None)
     migrate(str(db))
     assert keywords_built_with(db) == "unknown"
+
+
+def _event_indexes(db) -> set[str]:
+    conn = connect(db)
+    try:
+        return {name for (name,) in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'ltm_events' AND sql IS NOT NULL")}
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("turns", [3, 20_001])
+def test_0018_indexes_only_unfinished_turns_by_status_unless_the_store_is_big(tmp_path, turns):
+    """A small store's two status indexes become partial ones at once; a big
+    one keeps its own (dropping them would hold the lock seconds) and its
+    statuses are read through them, as before."""
+    db = tmp_path / f"{turns}.db"
+    migrate(str(db), target=17)
+    conn = connect(db)
+    try:
+        conn.executemany(
+            "INSERT INTO ltm_events (event_id, scope, scope_id, source_type, source_role, content, created_at, "
+            "extraction_status) VALUES (?, 'user', 'qq:a', 'message', 'user', '{}', '2026-12-01 10:00:00', ?)",
+            [(f"e{n}", "pending" if n % 1000 == 0 else "done") for n in range(turns)])
+        conn.commit()
+    finally:
+        conn.close()
+    migrate(str(db))
+    old = {"ix_ltm_events_status_created", "ix_ltm_events_scope_status_created"}
+    new = {"ix_ltm_events_unfinished", "ix_ltm_events_scope_unfinished"}
+    indexes = _event_indexes(db)
+    assert (indexes & (old | new)) == (new if turns <= 20_000 else old)
+    conn = connect(db)
+    try:
+        assert conn.execute("SELECT count(*) FROM ltm_events WHERE scope = 'user' AND scope_id = 'qq:a' "
+                            "AND extraction_status = 'pending'").fetchone() == (len(range(0, turns, 1000)),)
+        plan = conn.execute("EXPLAIN QUERY PLAN SELECT id FROM ltm_events WHERE scope = 'user' AND scope_id = 'qq:a' "
+                            "AND extraction_status = ? ORDER BY created_at LIMIT 5", ["pending"]).fetchall()
+        assert any(("scope_unfinished" if turns <= 20_000 else "scope_status_created") in row[3] for row in plan), plan
+    finally:
+        conn.close()

@@ -37,6 +37,7 @@ from astrbot_plugin_ltm.storing.turns import (
     turn_passages,
     turn_tokens,
 )
+from astrbot_plugin_ltm.storing.vector_rows import TURN_BITS, row_bytes
 from astrbot_plugin_ltm.text import index_text, query_tokens
 
 START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
@@ -162,7 +163,7 @@ async def reads(engine: LTMEngine) -> dict[str, list[int]]:
     found["memory"] = [rowid for rowid, _ in memories]
     every = list(range(1, 2 * len(TURNS) + 1))
     found["summary evidence"] = sorted(
-        (await engine.db.run(lambda conn: load_evidence(conn, ["m-2"]))).get("m-2", frozenset()))
+        (await engine.db.run(lambda conn: load_evidence(conn, ["m-2"], every))).get("m-2", frozenset()))
     # in mode shadow a turn is shown only when a live memory cites it: bob's, through the summary
     found["shown"] = sorted(r[0] for r in await engine.db.run(lambda conn: shown_turns_among(conn, every, False)))
     return found
@@ -209,7 +210,8 @@ async def test_a_store_of_the_0015_layout_moves_in_place_in_batches_and_reads_al
         terms, raw = rows[rowid]
         assert terms == encode(turn_tokens(content), PASSAGE_BREAK)  # its own tokens, as their hashes
         assert "\\u" not in raw and json.loads(raw) == content  # UTF-8, the same content
-        assert rowid == WITHHELD or len(vectors[rowid]) % DIM == 0  # int8: a byte a dimension
+        # in TURN_BITS bits a component (a memory's: int8, a byte a component)
+        assert rowid == WITHHELD or len(vectors[rowid]) % row_bytes(DIM, TURN_BITS) == 0
     assert len(memory) == DIM and "\\u" not in detail and json.loads(detail) == {"fact": "杰恩住在里斯本"}
     async with engine.db.read() as session:  # the summary's links moved to their own table
         assert (await session.execute(text("SELECT count(*) FROM ltm_evidence"))).scalar_one() == 0

@@ -10,6 +10,7 @@ import hashlib
 import numpy as np
 
 from astrbot_plugin_ltm.operating.meaning_search import unrelated_ceiling
+from tests.helpers import FailingEmbedder
 
 TOPICS = ("cat", "猫", "feline", "jazz", "music")
 
@@ -49,13 +50,6 @@ class SpreadEmbedder(TopicEmbedder):
             out[i, :3] = topics[i] * (0.0 if topics[i, 2] else 0.9)
             out[i, 3:] = noise * (1.0 if topics[i, 2] else 0.3)
         return out
-
-
-class BrokenEmbedder:
-    model_id = "broken"
-
-    async def embed(self, texts: list[str]) -> np.ndarray:
-        raise ConnectionError("embedding provider down")
 
 
 class MissingEmbedder:
@@ -156,7 +150,7 @@ async def test_search_by_meaning_without_an_embedding_provider_is_refused_clearl
     assert "embedding provider" in await api.err(400, "list_items", {"q": "cats", "search": "meaning"})
     missing = await make_api({"write_policy": {"mode": "auto"}}, embedder=MissingEmbedder())
     assert "embedding provider" in await missing.err(400, "list_items", {"q": "cats", "search": "meaning"})
-    broken = await make_api({"write_policy": {"mode": "auto"}}, embedder=BrokenEmbedder())
+    broken = await make_api({"write_policy": {"mode": "auto"}}, embedder=FailingEmbedder())
     assert "did not answer" in await broken.err(503, "list_items", {"q": "cats", "search": "meaning"})
     assert "search" in await api.err(400, "list_items", {"q": "", "search": "meaning"})
     assert "search" in await api.err(400, "list_items", {"q": "cats", "search": "vibes"})

@@ -11,7 +11,7 @@ from astrbot_plugin_ltm.clock import as_utc
 from astrbot_plugin_ltm.config import SummariesConfig
 from astrbot_plugin_ltm.enums import MemoryType, Method, Status
 from astrbot_plugin_ltm.learning import summaries as summaries_module
-from astrbot_plugin_ltm.learning.summaries import level_of, period_of, summary_key
+from astrbot_plugin_ltm.learning.summary_periods import level_of, period_of, summary_key
 from astrbot_plugin_ltm.learning.summary_prompt import ROLLUP_MARK, SESSION_MARK
 from astrbot_plugin_ltm.storing.tables import MemoryItem
 

@@ -5,9 +5,6 @@ than MAX_PASSAGES, and stores from before passages are rebuilt at start
 
 from __future__ import annotations
 
-import hashlib
-import re
-
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -30,7 +27,9 @@ from astrbot_plugin_ltm.storing.turns import (
     turn_passages,
     turn_tokens,
 )
+from astrbot_plugin_ltm.storing.vector_rows import TURN_BITS, row_bytes
 from astrbot_plugin_ltm.text import query_tokens, search_tokens
+from tests.helpers import HashEmbedder
 
 TURNS = Corpus.TURNS
 
@@ -49,23 +48,6 @@ CHINESE_REPLY = "".join(f"第{n}家推荐{name}，环境不错，服务也很周
 
 def alice() -> Origin:
     return Origin("qq", "qq:FriendMessage:alice", "alice", "Alice")
-
-
-class HashEmbedder:
-    """Deterministic bag-of-words vectors: texts sharing words are close."""
-
-    def __init__(self, dim: int = 64) -> None:
-        self.dim = dim
-        self.model_id = f"hash-{dim}"
-        self.texts: list[str] = []
-
-    async def embed(self, texts: list[str]) -> np.ndarray:
-        self.texts += texts
-        out = np.zeros((len(texts), self.dim), np.float32)
-        for i, said in enumerate(texts):
-            for token in re.findall(r"\w+", said.lower()):
-                out[i, int(hashlib.md5(token.encode()).hexdigest(), 16) % self.dim] += 1
-        return out
 
 
 # -- the passages -------------------------------------------------------------------
@@ -167,7 +149,7 @@ async def make(db_url: str, tmp_path, embedder) -> LTMEngine:
 
 
 async def test_a_detail_in_the_middle_of_a_long_reply_is_found_by_vectors(tmp_path):
-    embedder = HashEmbedder()
+    embedder = HashEmbedder(64)
     engine = await make(f"sqlite+aiosqlite:///{tmp_path}/ltm.db", tmp_path, embedder)
     engine.record_turn(alice(), "Can you suggest some places to visit in Hangzhou?", LONG_REPLY)
     await engine.recorder.flush()
@@ -176,9 +158,10 @@ async def test_a_detail_in_the_middle_of_a_long_reply_is_found_by_vectors(tmp_pa
         rows = {r.event_rowid: r for r in (await session.execute(select(TurnVector))).scalars()}
         reply = (await session.execute(select(MemoryEvent.id).where(MemoryEvent.source_role == "assistant"))
                  ).scalar_one()
-    # one vector per passage (int8), not per sentence
-    assert len(rows[reply].vector) == len(passages(LONG_REPLY)) * embedder.dim
-    assert len(rows[reply].vector) < len(TOPICS) * embedder.dim
+    # one vector per passage (5 bits a component), not per sentence
+    one = row_bytes(embedder.dim, TURN_BITS)  # a vector's bytes
+    assert len(rows[reply].vector) == len(passages(LONG_REPLY)) * one
+    assert len(rows[reply].vector) < len(TOPICS) * one
     scope = engine.resolver.user_scope(alice())
     hits = (await engine.embeddings.query([scope], "Louwailou West Lake vinegar fish", 5)).turns
     assert max(hits, key=lambda rowid: hits[rowid]) == reply
@@ -190,7 +173,7 @@ async def test_a_detail_in_the_middle_of_a_long_reply_is_found_by_vectors(tmp_pa
 
 async def test_a_store_from_before_passages_gets_passage_rows_and_its_long_turns_new_vectors(tmp_path):
     url = f"sqlite+aiosqlite:///{tmp_path}/ltm.db"
-    engine = await make(url, tmp_path, HashEmbedder())
+    engine = await make(url, tmp_path, HashEmbedder(64))
     engine.record_turn(alice(), "Can you suggest some places to visit in Hangzhou?", LONG_REPLY)
     await engine.recorder.flush()
     await engine.worker.fill_vectors()
@@ -206,7 +189,7 @@ async def test_a_store_from_before_passages_gets_passage_rows_and_its_long_turns
         await session.execute(text("DELETE FROM ltm_index_builds WHERE name = :n"), {"n": PASSAGES_BUILD})
     await engine.stop()
 
-    engine = await make(url, tmp_path, HashEmbedder())
+    engine = await make(url, tmp_path, HashEmbedder(64))
     async with engine.db.read() as session:
         terms = decode((await session.execute(text("SELECT terms FROM ltm_turn_terms WHERE event_rowid = :r"),
                                               {"r": reply.id})).scalar_one())
@@ -220,6 +203,6 @@ async def test_a_store_from_before_passages_gets_passage_rows_and_its_long_turns
     assert max(hits, key=lambda rowid: hits[rowid]) == reply.id
     await engine.stop()
     # A start with the layout recorded rebuilds nothing.
-    engine = await make(url, tmp_path, HashEmbedder())
+    engine = await make(url, tmp_path, HashEmbedder(64))
     assert await engine.worker.fill_vectors() == 0
     await engine.stop()

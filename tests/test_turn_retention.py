@@ -16,7 +16,8 @@ from tests.helpers import old_and_new, rowids
 
 async def test_old_turns_no_memory_cites_go_with_their_vectors_and_terms_one_audit_row_a_batch(
         make_ltm, origin, monkeypatch):
-    monkeypatch.setattr(retention, "FIRST_BATCH", 2)  # several batches of two
+    monkeypatch.setattr(retention, "FIRST_BATCH", 2)  # several batches of two, however long each takes
+    monkeypatch.setattr(retention, "MIN_BATCH", 2)
     monkeypatch.setattr(retention, "MAX_BATCH", 2)
     ltm, cited, chat, summarised, recent = await old_and_new(make_ltm, origin)
     bob = ltm.engine.resolver.user_scope(origin("bob"))

@@ -11,14 +11,14 @@ from datetime import timedelta
 from astrbot_plugin_ltm.enums import Corpus
 from astrbot_plugin_ltm.storing import turns
 from astrbot_plugin_ltm.text import query_tokens
-from tests.helpers import WordsEmbedder
+from tests.helpers import HashEmbedder
 
 TOPICS = ["violin", "harbor", "tulip", "granite", "lantern", "meadow", "copper", "saffron", "glacier", "orchid"]
 
 
 async def test_a_scope_holds_its_newest_turns_and_finds_an_older_one_by_its_day(make_ltm, origin, monkeypatch):
     monkeypatch.setattr(turns, "TURNS_HELD", 4)
-    ltm = await make_ltm({"write_policy": {"mode": "auto"}}, embedder=WordsEmbedder())
+    ltm = await make_ltm({"write_policy": {"mode": "auto"}}, embedder=HashEmbedder())
     alice = origin("alice")
     said: dict[str, int] = {}
     for topic in TOPICS[:6]:

@@ -15,9 +15,10 @@ from astrbot_plugin_ltm.adapter import origin_from_event
 from astrbot_plugin_ltm.errors import AdminError
 from astrbot_plugin_ltm.learning.candidates import KnownFact
 from astrbot_plugin_ltm.learning.extractor import build_prompt, event_line, validate
+from astrbot_plugin_ltm.operating.export_format import checksum
 from astrbot_plugin_ltm.operating.queries import ItemFilter
 from astrbot_plugin_ltm.operating.serialize import HISTORY_FIELDS
-from astrbot_plugin_ltm.operating.transfer import checksum, export_items, import_items
+from astrbot_plugin_ltm.operating.transfer import export_items, import_items
 from astrbot_plugin_ltm.scope import display_name
 from astrbot_plugin_ltm.storing.tables import MemoryEvent, MemoryItem
 from astrbot_plugin_ltm.text import related_keys, same_value

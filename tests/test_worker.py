@@ -533,5 +533,5 @@ async def test_the_pending_events_of_a_scope_are_found_through_their_index(ltm, 
         plan = " ".join(
             str(row[-1]) for row in (await conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, parameters))
         )
-    assert "ix_ltm_events_scope_status_created" in plan, plan
+    assert "ix_ltm_events_scope_unfinished" in plan, plan
     assert "TEMP B-TREE" not in plan, plan

@@ -9,7 +9,7 @@ never produces a stack trace, every field goes through ``validators``, and
 nothing is written unless the whole request is valid. A memory is named by
 its id or any unique prefix of it (at least 4 characters).
 
-Language: each request is answered in one language (:func:`request_lang`:
+Language: each request is answered in one language (:func:`requests.request_lang`:
 ``lang`` in the query or the JSON body, else Accept-Language, else
 English); :meth:`MemoryAPI.call` renders error messages in it and shows the
 stored reasons in the answer in it, each with its code (serialize.shown).
@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextvars import ContextVar
-from dataclasses import dataclass, field
 from typing import Any
 
 from .. import validators as v
@@ -40,37 +38,42 @@ from ..enums import (
     WriteMode,
 )
 from ..errors import AdminError
-from ..i18n import Lang, Message, code_of, lang_of, msg, say, translate
+from ..i18n import Lang, code_of, msg, say, translate
 from ..logs import log
-from ..operating import rollback_preview, targets
+from ..operating import rollback_preview
 from ..operating.drift_monitor import MIN_ITEMS_FOR_ALARM
+from ..operating.export_format import MAX_IMPORT_BYTES, file_bytes, file_name
 from ..operating.meaning_search import search_by_meaning
 from ..operating.pauses import Pause
 from ..operating.policy_change import PUT_POLICY, refuse_unknown_keys
 from ..operating.policy_versions import reason_text
-from ..operating.policy_words import described
+from ..operating.policy_words import in_words
 from ..operating.queries import SORTS, AuditFilter, EventFilter, ItemFilter
 from ..operating.serialize import audience_dict, audit_dict, event_dict, item_api_dict, shown
 from ..operating.storage import compact_days, compact_plan, start_compact
-from ..operating.transfer import (
-    AS_EXPORTED,
-    FOR_REVIEW,
-    IMPORT_STATUSES,
-    MAX_IMPORT_BYTES,
-    export_items,
-    file_bytes,
-    file_name,
-    import_items,
-    parse_file,
-    unwrap,
-)
+from ..operating.transfer import AS_EXPORTED, FOR_REVIEW, export_items, import_items
 from ..scope import Scope
 from ..storing.database import DatabaseBusyError, ReadOnlyError, is_full
 from ..storing.tables import MemoryItem
 from .preview import preview as preview_block
 from .replay_api import ReplayAPI
+from .requests import (
+    ANSWER_LANG,
+    ApiResponse,
+    actor,
+    answer_lang,
+    error,
+    import_request,
+    known_scope,
+    named_scope,
+    object_body,
+    ok,
+    query_choice,
+    query_page,
+    query_text,
+    version_number,
+)
 
-MAX_PAGE_SIZE = 200
 POLICY_CHANGE_SOURCES = (PolicySource.API.value, PolicySource.PAGE.value)
 MAX_SEARCH_CHARS = 500
 USER_VIEW_ROWS = 20  # events and audit rows on a user's page, newest first
@@ -78,131 +81,8 @@ SEARCH_KINDS = ("words", "meaning")  # GET items: by the words of q (keyword row
 READ_ONLY_NOTE = str(msg("api.import_read_only"))
 
 
-@dataclass(frozen=True)
-class ApiResponse:
-    status: int
-    body: dict[str, Any]
-    # A file answer (the export): these bytes with these headers, not the body.
-    file: bytes | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-def ok(data: Any) -> ApiResponse:
-    return ApiResponse(200, {"status": "ok", "data": data})
-
-
-def error(status: int, message: str, data: Any = None, code: str = "api.error") -> ApiResponse:
-    body: dict[str, Any] = {"status": "error", "code": code, "message": message}
-    if data is not None:
-        body["data"] = data
-    return ApiResponse(status, body)
-
-
-def request_lang(query: Mapping[str, Any] | None, body_lang: Any = None, accept_language: Any = None) -> Lang:
-    """The language a request is answered in: ``lang`` in the query, else
-    the body's ``lang``, else the first language of Accept-Language, else
-    English. Anything not Chinese or English is English."""
-    for asked in ((query or {}).get("lang"), body_lang):
-        if isinstance(asked, str) and asked.strip():
-            return lang_of(asked[:20])
-    if isinstance(accept_language, str) and accept_language.strip():
-        return lang_of(accept_language.split(",")[0].split(";")[0][:20])
-    return "en"
-
-
-# The language of the request being answered, for a method that renders
-# text itself (most need not: MemoryAPI.call translates the answer).
-_ANSWER_LANG: ContextVar[Lang] = ContextVar("ltm_answer_lang", default="en")
-
-
-def answer_lang() -> Lang:
-    """The language the current request is answered in."""
-    return _ANSWER_LANG.get()
-
-
-def without_lang(body: Any) -> tuple[Any, Any]:
-    """A JSON body without its top-level ``lang`` (the answer's language,
-    not a field of the request), and that ``lang``."""
-    if isinstance(body, dict) and "lang" in body:
-        body = dict(body)
-        return body, body.pop("lang")
-    return body, None
-
-
-def _int(query: Mapping[str, Any], name: str, default: int, lo: int, hi: int) -> int:
-    raw = query.get(name)
-    if raw in (None, ""):
-        return default
-    try:
-        value = int(str(raw)[:20])  # longer is out of range anyway
-    except ValueError:
-        raise AdminError(msg("api.whole_number", name=name)) from None
-    if len(str(raw)) > 20 or not lo <= value <= hi:
-        raise AdminError(msg("api.between", name=name, lo=lo, hi=hi))
-    return value
-
-
-def _page(query: Mapping[str, Any]) -> tuple[int, int]:
-    page = _int(query, "page", 1, 1, 10**9)
-    size = _int(query, "page_size", 50, 1, MAX_PAGE_SIZE)
-    return page, size
-
-
-def _choice(query: Mapping[str, Any], name: str, choices: tuple[str, ...]) -> str | None:
-    value = query.get(name)
-    return None if value is None or value == "" else v.choice(value, name, choices)
-
-
-def _text(query: Mapping[str, Any], name: str, max_chars: int = v.MAX_TEXT_CHARS) -> str | None:
-    return v.optional_text(query.get(name), name, max_chars)
-
-
-def _body(body: Any, what: Message) -> dict[str, Any]:
-    """A JSON object body, not nested beyond reason."""
-    if not isinstance(body, dict) or not body:
-        raise AdminError(msg("api.send_object", what=what))
-    v.json_depth(body)
-    return body
-
-
-def _version_number(raw: Any) -> int:
-    if isinstance(raw, bool) or not isinstance(raw, (int, str)) or not str(raw).strip().isdigit() \
-            or len(str(raw).strip()) > 12 or int(raw) < 1:
-        raise AdminError(msg("api.version_number"))
-    return int(raw)
-
-
-def _import_status(asked: list[Any]) -> str:
-    """The status an import gives its memories, from every place it may be
-    asked (query, wrapper, file): any asking for review makes it one (the
-    safe reading); anything else named must be a status."""
-    given = [a for a in asked if a is not None and a != ""]
-    if any(a not in IMPORT_STATUSES for a in given):
-        raise AdminError(msg("import.bad_status"))
-    return FOR_REVIEW if FOR_REVIEW in given else AS_EXPORTED
-
-
-def _actor(user: str | None) -> str:
-    return f"operator:{user or 'dashboard'}"
-
-
 def _pause_dict(pause: Pause, lang: Lang) -> dict[str, Any]:
     return {**pause.as_dict(), "reason": translate(pause.reason, lang), "reason_code": code_of(pause.reason)}
-
-
-def in_words(data: Any, lang: Lang) -> Any:
-    """``data`` with every policy diff (a version's, a config audit row's,
-    a rollback's) saying each setting by name and its values in words, in
-    ``lang`` (policy_words.described); the paths and raw values stay."""
-    if isinstance(data, list):
-        return [in_words(value, lang) for value in data]
-    if not isinstance(data, dict):
-        return data
-    out = {key: in_words(value, lang) for key, value in data.items()}
-    changes = data.get("diff")
-    if isinstance(changes, list) and all(isinstance(c, dict) and "path" in c for c in changes):
-        out["diff"] = [described(c, lang) for c in changes]
-    return out
 
 
 class MemoryAPI:
@@ -225,7 +105,7 @@ class MemoryAPI:
         ``lang``; ``localize``: show the answer's stored reasons in ``lang``
         with their codes — never an export document, a file whose checksums
         cover its text as stored."""
-        token = _ANSWER_LANG.set(lang)
+        token = ANSWER_LANG.set(lang)
         try:
             data = await method(*args)
             return ok(shown(data, lang) if localize and method != self.export else data)
@@ -241,12 +121,12 @@ class MemoryAPI:
             log.exception("ltm: API error")
             return error(500, say("api.internal", lang, kind=type(exc).__name__), code="api.internal")
         finally:
-            _ANSWER_LANG.reset(token)
+            ANSWER_LANG.reset(token)
 
     # -- items -------------------------------------------------------------
 
     async def list_items(self, query: Mapping[str, Any]) -> dict[str, Any]:
-        page, size = _page(query)
+        page, size = query_page(query)
         min_conf = query.get("min_confidence")
         try:
             min_confidence = float(min_conf) if min_conf not in (None, "") else None
@@ -254,18 +134,18 @@ class MemoryAPI:
             raise AdminError(msg("api.number", name="min_confidence")) from None
         if min_confidence is not None and not 0 <= min_confidence <= 1:
             raise AdminError(msg("api.between", name="min_confidence", lo=0, hi=1))
-        scope = _choice(query, "scope", SCOPE_KINDS)
+        scope = query_choice(query, "scope", SCOPE_KINDS)
         f = ItemFilter(
             scope=scope,
-            scope_id=_text(query, "scope_id", v.MAX_SCOPE_ID_CHARS),
-            type=_choice(query, "type", MEMORY_TYPES),
-            status=_choice(query, "status", (*Status, "pending")),
+            scope_id=query_text(query, "scope_id", v.MAX_SCOPE_ID_CHARS),
+            type=query_choice(query, "type", MEMORY_TYPES),
+            status=query_choice(query, "status", (*Status, "pending")),
             min_confidence=min_confidence,
         )
-        sort = _choice(query, "sort", tuple(SORTS)) or "updated"
-        text = (_text(query, "q", MAX_SEARCH_CHARS) or "").strip()
+        sort = query_choice(query, "sort", tuple(SORTS)) or "updated"
+        text = (query_text(query, "q", MAX_SEARCH_CHARS) or "").strip()
         offset = (page - 1) * size
-        if _choice(query, "search", SEARCH_KINDS) == "meaning":  # nearest first (operating/meaning_search.py)
+        if query_choice(query, "search", SEARCH_KINDS) == "meaning":  # nearest first (operating/meaning_search.py)
             if not text:
                 raise AdminError(msg("search.no_words"))
             near, total = await search_by_meaning(self.engine.db, self.engine.embeddings, f, text, offset, size)
@@ -291,12 +171,12 @@ class MemoryAPI:
         return await self.engine.admin.get_item(await self._full_id(memory_id), answer_lang())
 
     async def patch_item(self, memory_id: str, body: Any, user: str | None) -> dict[str, Any]:
-        changes = _body(body, msg("api.what.changes"))
-        item = await self.engine.admin.update_item(await self._full_id(memory_id), changes, _actor(user))
+        changes = object_body(body, msg("api.what.changes"))
+        item = await self.engine.admin.update_item(await self._full_id(memory_id), changes, actor(user))
         return item_api_dict(item)
 
     async def delete_item(self, memory_id: str, user: str | None) -> dict[str, Any]:
-        return await self.engine.admin.delete(await self._full_id(memory_id), _actor(user),
+        return await self.engine.admin.delete(await self._full_id(memory_id), actor(user),
                                               str(msg("audit.deleted_dashboard")))
 
     async def review(self, body: Any, user: str | None) -> dict[str, Any]:
@@ -311,53 +191,34 @@ class MemoryAPI:
         decision = v.choice(body.get("decision"), "decision", ("approve", "reject"))
         reason = "" if body.get("reason") is None else v.text(body["reason"], "reason")
         full = [await self._full_id(i) for i in ids]
-        results = await self.engine.admin.review(list(dict.fromkeys(full)), decision, _actor(user), reason)
+        results = await self.engine.admin.review(list(dict.fromkeys(full)), decision, actor(user), reason)
         return {"reviewed": results}
-
-    async def _scope(self, raw: Any, kinds: tuple[str, ...] = SCOPE_KINDS) -> Scope:
-        """The scope a person or group is named by, in any form the page
-        or a chat shows it (operating/targets.py): ``user:webchat:xiaoming``,
-        ``webchat:xiaoming``, ``xiaoming``, ``用户 · webchat:xiaoming``."""
-        return await targets.resolve(self.engine.db, raw, kinds, what="scope")
-
-    async def _known_scope(self, raw: Any, kinds: tuple[str, ...] = SCOPE_KINDS) -> Scope:
-        """As _scope, refused (404) when nothing is known of it — no memory,
-        no turn, no pause, writes not switched off — and the store knows
-        scopes that read like it (a typo): they are suggested."""
-        scope = await self._scope(raw, kinds)
-        switched = (scope.kind == ScopeKind.USER and self.engine.pauses.get(scope) is not None) \
-            or self.engine.config.write_policy.writes_off(scope)
-        if not switched and not await targets.is_known(self.engine.db, scope):
-            near = await targets.similar(self.engine.db, scope)
-            if near:
-                raise AdminError(msg("target.unknown", target=str(scope), matches=", ".join(map(str, near))), 404)
-        return scope
 
     async def preview(self, body: Any) -> dict[str, Any]:
         """The block the bot would be given for a message from a user
         (doors/preview.py): same reader, nothing written or counted. The
         user may be named as the memory list shows them."""
         if isinstance(body, dict) and isinstance(body.get("scope"), str) and body["scope"].strip():
-            body = {**body, "scope": str(await self._known_scope(body["scope"], (ScopeKind.USER,)))}
+            body = {**body, "scope": str(await known_scope(self.engine, body["scope"], (ScopeKind.USER,)))}
         return await preview_block(self.engine, body, answer_lang())
 
     # -- events, stats, audit --------------------------------------------------
 
     async def list_events(self, query: Mapping[str, Any]) -> dict[str, Any]:
-        page, size = _page(query)
+        page, size = query_page(query)
         f = EventFilter(
-            scope=_choice(query, "scope", SCOPE_KINDS),
-            scope_id=_text(query, "scope_id", v.MAX_SCOPE_ID_CHARS),
-            status=_choice(query, "status", tuple(ExtractionStatus)),
-            source_type=_choice(query, "source_type", tuple(SourceType)),
-            session_id=_text(query, "session_id", v.MAX_SCOPE_ID_CHARS),
+            scope=query_choice(query, "scope", SCOPE_KINDS),
+            scope_id=query_text(query, "scope_id", v.MAX_SCOPE_ID_CHARS),
+            status=query_choice(query, "status", tuple(ExtractionStatus)),
+            source_type=query_choice(query, "source_type", tuple(SourceType)),
+            session_id=query_text(query, "session_id", v.MAX_SCOPE_ID_CHARS),
         )
         events, total = await self.engine.admin.list_events(f, (page - 1) * size, size)
         return {"events": [event_dict(e) for e in events], "total": total, "page": page, "page_size": size}
 
     async def stats(self, query: Mapping[str, Any]) -> dict[str, Any]:
-        scope = _choice(query, "scope", SCOPE_KINDS)
-        scope_id = _text(query, "scope_id", v.MAX_SCOPE_ID_CHARS)
+        scope = query_choice(query, "scope", SCOPE_KINDS)
+        scope_id = query_text(query, "scope_id", v.MAX_SCOPE_ID_CHARS)
         scopes = [Scope(scope, scope_id)] if scope and scope_id else None
         per_scope = await self.engine.admin.stats(scopes, kind=scope)
         # what memory costs on disk (operating/storage.py): measured first, so its notice is among the notices
@@ -405,12 +266,12 @@ class MemoryAPI:
             raise AdminError(msg("api.unknown_fields_known", fields=", ".join(sorted(unknown))[:200], known="days"))
         days = compact_days(body.get("days"), self.engine.config.turns_retention_days)
         job = start_compact(self.engine.jobs, self.engine.db, self.engine.vector_index.files, days,
-                            self.engine.clock(), _actor(user), self.engine.config.emergency_read_only)
+                            self.engine.clock(), actor(user), self.engine.config.emergency_read_only)
         return {"job_id": job.id, "days": days}
 
     async def audit_log(self, query: Mapping[str, Any]) -> dict[str, Any]:
-        page, size = _page(query)
-        f = AuditFilter(**{name: _text(query, name, v.MAX_SCOPE_ID_CHARS)
+        page, size = query_page(query)
+        f = AuditFilter(**{name: query_text(query, name, v.MAX_SCOPE_ID_CHARS)
                            for name in ("action", "memory_id", "scope", "scope_id", "session_id", "actor")},
                         flagged=v.optional_flag(query.get("flagged"), "flagged"))
         entries, total = await self.engine.admin.audit_log(f, (page - 1) * size, size)
@@ -432,7 +293,7 @@ class MemoryAPI:
     async def put_policy(self, body: Any, user: str | None) -> dict[str, Any]:
         """Change the policy: a new policy version (operating/policy_versions.py).
         ``reason`` (text) and ``source`` ("api" or "page") go with it."""
-        body = dict(_body(body, msg("api.what.settings")))
+        body = dict(object_body(body, msg("api.what.settings")))
         reason = body.pop("reason", None)
         source = PolicySource(v.choice(body.pop("source", "api"), "source", POLICY_CHANGE_SOURCES))
         refuse_unknown_keys(body, PUT_POLICY)
@@ -441,18 +302,18 @@ class MemoryAPI:
         for key, value in body.items():
             if key in ("write_policy", "read_policy") and not isinstance(value, dict):
                 raise AdminError(msg("api.policy_object", key=key))
-        await self.engine.policy_versions.change(body, _actor(user), source, reason, refusals=PUT_POLICY)
+        await self.engine.policy_versions.change(body, actor(user), source, reason, refusals=PUT_POLICY)
         return await self.get_policy()
 
     async def policy_history(self, query: Mapping[str, Any]) -> dict[str, Any]:
-        page, size = _page(query)
+        page, size = query_page(query)
         versions = self.engine.policy_versions
         return in_words({"versions": await versions.history((page - 1) * size, size),
                          "total": await versions.count(), "current": await versions.current_version(),
                          "page": page, "page_size": size}, answer_lang())
 
     async def policy_version(self, version: str) -> dict[str, Any]:
-        found = await self.engine.policy_versions.get(_version_number(version))
+        found = await self.engine.policy_versions.get(version_number(version))
         if found is None:
             raise AdminError(msg("api.no_version", version=version), 404)
         return in_words(found, answer_lang())
@@ -469,10 +330,10 @@ class MemoryAPI:
         # Present, it must say yes or no: an unreadable flag is no reason to roll back for real.
         if "dry_run" in body and v.flag(body["dry_run"], "dry_run"):
             return in_words(await rollback_preview.preview(self.engine.policy_versions, self.engine.config,
-                                                           _version_number(body["version"]), answer_lang()),
+                                                           version_number(body["version"]), answer_lang()),
                             answer_lang())
         result = await self.engine.policy_versions.rollback(
-            _version_number(body["version"]), _actor(user), body.get("reason"))
+            version_number(body["version"]), actor(user), body.get("reason"))
         return {**result, "current": await self.get_policy()}
 
     async def policy_writes(self, body: Any, user: str | None) -> dict[str, Any]:
@@ -486,9 +347,9 @@ class MemoryAPI:
             raise AdminError(msg("api.unknown_fields", fields=", ".join(v.shown(k) for k in sorted(unknown)[:5])))
         writes = v.choice(body.get("writes"), "writes", ("on", "off"))
         source = PolicySource(v.choice(body.get("source", "page"), "source", POLICY_CHANGE_SOURCES))
-        scope = await self._scope(body.get("scope"))
+        scope = await named_scope(self.engine, body.get("scope"))
         result = await self.engine.policy_versions.set_writes(
-            str(scope), writes == "on", _actor(user), source, body.get("reason"))
+            str(scope), writes == "on", actor(user), source, body.get("reason"))
         return {**result, "disabled_scopes": self.engine.config.write_policy.disabled_scopes}
 
     # -- users' own pauses (operating/pauses.py) ----------------------------------
@@ -507,20 +368,20 @@ class MemoryAPI:
         unknown = set(body) - {"scope", "reason"}
         if unknown:
             raise AdminError(msg("api.unknown_fields", fields=", ".join(v.shown(k) for k in sorted(unknown)[:5])))
-        scope = await self._scope(body["scope"])
+        scope = await named_scope(self.engine, body["scope"])
         if scope.kind != ScopeKind.USER:
             raise AdminError(msg("pause.users_only", scope=scope))
         reason = reason_text(body.get("reason"))
         why = msg("pause.reason.lift_why", reason=reason) if reason else msg("pause.reason.lift")
-        return {"lifted": await self.engine.pauses.resume(scope, _actor(user), str(why), lifted=True)}
+        return {"lifted": await self.engine.pauses.resume(scope, actor(user), str(why), lifted=True)}
 
     async def user_view(self, query: Mapping[str, Any]) -> dict[str, Any]:
         """One user's (or group's) page: pause, write switch, memories, the
         latest events and audit rows."""
         if not query.get("scope"):
             raise AdminError(msg("pause.api.scope_query"))
-        scope, lang = await self._known_scope(query.get("scope")), answer_lang()
-        page, size = _page(query)
+        scope, lang = await known_scope(self.engine, query.get("scope")), answer_lang()
+        page, size = query_page(query)
         items, total = await self.engine.admin.list_items(ItemFilter(scope=scope.kind, scope_id=scope.id),
                                                           offset=(page - 1) * size, limit=size)
         events, _ = await self.engine.admin.list_events(EventFilter(scope=scope.kind, scope_id=scope.id), 0,
@@ -542,8 +403,8 @@ class MemoryAPI:
 
     async def drift(self, query: Mapping[str, Any]) -> dict[str, Any]:
         """Snapshots newest first (paginated), the latest alarms and the settings."""
-        page, size = _page(query)
-        kind = _choice(query, "scope", SCOPE_KINDS)
+        page, size = query_page(query)
+        kind = query_choice(query, "scope", SCOPE_KINDS)
         snapshots, total = await self.engine.drift.listing(kind, (page - 1) * size, size)
         return {"snapshots": snapshots, "total": total, "page": page, "page_size": size,
                 "alarms": await self.engine.drift.alarms(), "min_items_for_alarm": MIN_ITEMS_FOR_ALARM,
@@ -554,10 +415,10 @@ class MemoryAPI:
     async def export(self, query: Mapping[str, Any]) -> dict[str, Any]:
         """The export document (the data of :meth:`export_file`)."""
         f = ItemFilter(
-            scope=_choice(query, "scope", SCOPE_KINDS),
-            scope_id=_text(query, "scope_id", v.MAX_SCOPE_ID_CHARS),
-            status=_choice(query, "status", tuple(Status)),
-            type=_choice(query, "type", MEMORY_TYPES),
+            scope=query_choice(query, "scope", SCOPE_KINDS),
+            scope_id=query_text(query, "scope_id", v.MAX_SCOPE_ID_CHARS),
+            status=query_choice(query, "status", tuple(Status)),
+            type=query_choice(query, "type", MEMORY_TYPES),
         )
         return await export_items(self.engine.db, f, self.engine.clock())
 
@@ -580,23 +441,10 @@ class MemoryAPI:
         it, or ``{"dry_run": …, "export": {…}}``. ``preview`` (the
         import/preview route) or ``?dry_run=1`` only reports. ``raw_body``
         None: the request could not be read."""
-        if raw_body is None:
-            raise AdminError(msg("api.upload_unreadable"))
-        if len(raw_body) > MAX_IMPORT_BYTES:
-            raise AdminError(msg("api.import_too_large", mib=MAX_IMPORT_BYTES // (1024 * 1024)), 413)
-        dry_run = preview or v.optional_flag(query.get("dry_run"), "dry_run")
-        asked, lang = [query.get("status")], answer_lang()
-        payload = unwrap(await asyncio.to_thread(parse_file, raw_body))  # up to 20 MiB: off the event loop
-        if isinstance(payload, dict) and "export" in payload and "format" not in payload:
-            # Either flag asking for a dry run makes it one (the safe reading).
-            dry_run = v.optional_flag(payload.get("dry_run"), "dry_run") or dry_run
-            asked.append(payload.get("status"))
-            payload = payload["export"]
-        if isinstance(payload, dict) and "format" in payload:  # set beside the file's own keys (it has neither)
-            asked.append(payload.get("status"))
-        status = _import_status(asked)
+        payload, dry_run, status = await import_request(raw_body, query, preview)
+        lang = answer_lang()
         max_fact_chars = self.engine.config.extraction.max_fact_chars
-        report = await import_items(self.engine.db, payload, _actor(user), dry_run, self.engine.clock,
+        report = await import_items(self.engine.db, payload, actor(user), dry_run, self.engine.clock,
                                     max_fact_chars, status)
         out = report.as_dict()
         out["status_message"] = say("import.for_review" if status == FOR_REVIEW else "import.as_exported", lang)

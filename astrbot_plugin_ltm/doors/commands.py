@@ -12,7 +12,8 @@ Every reply is a catalogue text (``i18n/commands.py``) in the language
 keywords (confirm, history, rollback, on/off) are accepted in Chinese too.
 
 Over 400 lines: one method per `/ltm` command, each a few lines over the engine; the
-commands share the reply language, targets and confirmations.
+commands share the reply language, targets and confirmations. How a reply
+shows a memory, a scope or a policy version is command_lines.py's.
 """
 
 from __future__ import annotations
@@ -28,15 +29,15 @@ from ..audience import may_recall
 from ..engine import LTMEngine
 from ..enums import Outcome, PolicySource, ScopeKind, Status
 from ..errors import AdminError
-from ..i18n import CATALOGUE, Lang, Message, msg, say, translate
+from ..i18n import SEPARATORS, Lang, Message, msg, say, translate
 from ..operating import targets
-from ..operating.policy_words import change_lines
 from ..operating.queries import ItemFilter
 from ..operating.reply_language import reply_language, said_in
 from ..operating.storage import status_lines
 from ..scope import Origin, Scope
 from ..storing.database import DatabaseBusyError, ReadOnlyError, is_full
 from ..storing.tables import MemoryItem
+from .command_lines import item_line, on_off, scope_line, version_line, word
 
 TARGET_SYNTAX = say("cmd.target_syntax", "en")
 HELP = say("cmd.help", "en", target=TARGET_SYNTAX)
@@ -47,22 +48,10 @@ LIST_LIMIT = 20
 CONFIRM_WORDS = ("confirm", "确认")
 POLICY_ACTIONS = {"history": "history", "历史": "history", "rollback": "rollback", "回滚": "rollback"}
 SWITCH_WORDS = {"on": "on", "off": "off", "开": "on", "开启": "on", "关": "off", "关闭": "off"}
-_SEP: dict[Lang, str] = {"en": ", ", "zh": "、"}
 
 
 def help_text(lang: Lang) -> str:
     return say("cmd.help", lang, target=msg("cmd.target_syntax"))
-
-
-def _word(kind: str, value: str, lang: Lang) -> str:
-    """An enum value (a status, a memory type) in ``lang``; one with no
-    catalogue entry as it is."""
-    code = f"cmd.{kind}.{value}"
-    return say(code, lang) if code in CATALOGUE else value
-
-
-def _on_off(on: bool, lang: Lang) -> str:
-    return say("cmd.on" if on else "cmd.off", lang)
 
 
 @dataclass(frozen=True)
@@ -201,13 +190,7 @@ class Commands:
             faults = [n for n in notices if n.code.startswith("fault.")]
             return "\n".join([await self._nothing_in(scope, lang) if scope else say("cmd.status.nothing", lang),
                               *(n.render(lang) for n in faults), *await self._disk_lines(origin, faults, lang, target)])
-        lines = []
-        for s in stats:
-            counts = _SEP[lang].join(say("cmd.status.count", lang, n=n, state=_word("state", status, lang))
-                                     for status, n in sorted(s["by_status"].items()))
-            lines.append(say("cmd.status.line", lang, kind=_word("kind", s["scope"], lang), scope_id=s["scope_id"],
-                             counts=counts or say("cmd.status.no_memories", lang),
-                             pending=s["events"]["pending"]))
+        lines = [scope_line(s, lang) for s in stats]
         last = say("cmd.status.mode", lang, mode=self.engine.config.write_policy.mode)
         if self.engine.config.emergency_read_only:
             last += ("" if lang == "zh" else " ") + say("cmd.status.read_only", lang)
@@ -249,17 +232,9 @@ class Commands:
             total += count
         if not items:
             return await self._nothing_in(scope, lang) if scope else say("cmd.list.nothing", lang)
-        lines = [self._item_line(i, lang) for i in items[:LIST_LIMIT]]
+        lines = [item_line(i, lang) for i in items[:LIST_LIMIT]]
         more = "\n" + say("cmd.list.more", lang, n=total - len(lines)) if total > len(lines) else ""
         return "\n".join(lines) + more
-
-    @staticmethod
-    def _item_line(item: MemoryItem, lang: Lang) -> str:
-        line = f"{item.memory_id[:8]} [{_word('type', item.type, lang)}] {item.fact}"
-        if item.status == Status.ACTIVE:
-            return line
-        state = _word("state", "awaiting_approval" if item.awaiting_approval else item.status, lang)
-        return f"{line} ({state})" if lang == "en" else f"{line}（{state}）"
 
     async def remember(self, origin: Origin, fact: str) -> str:
         lang = self._lang(origin)
@@ -280,7 +255,7 @@ class Commands:
         if status == Status.ACTIVE:
             return say("cmd.remember.done", lang, id=short_id, fact=outcome.fact)
         return say("cmd.remember.done_held", lang, id=short_id, fact=outcome.fact,
-                   state=_word("state", str(status), lang))
+                   state=word("state", str(status), lang))
 
     async def forget(self, origin: Origin, memory_id: str) -> str:
         """A user forgets one of their own memories; an operator any memory."""
@@ -372,7 +347,7 @@ class Commands:
         items, total = await self.engine.admin.list_items(ItemFilter(status="pending"), limit=LIST_LIMIT)
         if not items:
             return say("cmd.pending.nothing", lang)
-        lines = [f"{i.memory_id[:8]} {i.scope}:{i.scope_id} [{_word('type', i.type, lang)}] {i.fact}" for i in items]
+        lines = [f"{i.memory_id[:8]} {i.scope}:{i.scope_id} [{word('type', i.type, lang)}] {i.fact}" for i in items]
         return say("cmd.pending.head", lang, total=total) + "\n" + "\n".join(lines)
 
     async def review(self, origin: Origin, memory_id: str, decision: str) -> str:
@@ -404,16 +379,16 @@ class Commands:
             cfg = self.engine.config
             return say("cmd.policy.current", lang,
                        version=await versions.current_version() or say("cmd.policy.none_recorded", lang),
-                       memory=_on_off(cfg.enable, lang), mode=cfg.write_policy.mode,
-                       writes=_on_off(cfg.write_policy.enable, lang), reads=_on_off(cfg.read_policy.enable, lang),
-                       read_only=_on_off(cfg.emergency_read_only, lang),
-                       off=_SEP[lang].join(cfg.write_policy.disabled_scopes) or say("cmd.none", lang))
+                       memory=on_off(cfg.enable, lang), mode=cfg.write_policy.mode,
+                       writes=on_off(cfg.write_policy.enable, lang), reads=on_off(cfg.read_policy.enable, lang),
+                       read_only=on_off(cfg.emergency_read_only, lang),
+                       off=SEPARATORS[lang].join(cfg.write_policy.disabled_scopes) or say("cmd.none", lang))
         action = POLICY_ACTIONS.get(action, action)
         if action == "history":
             rows = await versions.history(0, LIST_LIMIT)
             if not rows:
                 return say("cmd.policy.no_history", lang)
-            return "\n".join(_version_line(r, lang) for r in rows)
+            return "\n".join(version_line(r, lang) for r in rows)
         if action == "rollback":
             if not arg.strip().isdigit() or len(arg.strip()) > 12:
                 return say("cmd.policy.rollback_usage", lang)
@@ -445,7 +420,7 @@ class Commands:
         except ReadOnlyError:
             return say("cmd.read_only.emergency", lang)
         if not result["changed"]:
-            return say("cmd.writes.already", lang, scope=scope, state=_on_off(switch == "on", lang))
+            return say("cmd.writes.already", lang, scope=scope, state=on_off(switch == "on", lang))
         return say("cmd.writes.back_on" if switch == "on" else "cmd.writes.now_off", lang,
                    scope=scope, version=result["version"])
 
@@ -485,18 +460,3 @@ class Commands:
         lifted = await self.engine.pauses.resume(scope, f"operator:{origin.sender_id}", say("pause.reason.lift", "en"),
                                                  lifted=True)
         return say("pause.lifted" if lifted else "pause.not_paused_target", lang, scope=scope)
-
-
-def _version_line(row: dict, lang: Lang = "en") -> str:
-    """One version: when, who, from where, why, and each setting it changed
-    by its name and values in ``lang`` (policy_words). Only the version
-    recorded at the first start changed nothing: it is the initial policy."""
-    changes = ("；" if lang == "zh" else "; ").join(change_lines(row["diff"][:4], lang))
-    more = say("cmd.policy.more", lang, n=len(row["diff"]) - 4) if len(row["diff"]) > 4 else ""
-    reason = say("cmd.policy.line_reason", lang, reason=translate(row["reason"], lang)) if row["reason"] else ""
-    if not changes:
-        changes = say("cmd.policy.initial" if row["source"] == PolicySource.STARTUP else "cmd.policy.no_change", lang)
-    return say("cmd.policy.line", lang, version=row["version"], at=row["created_at"][:16].replace("T", " "),
-               actor=row["actor"], source=say(f"policy.source.{row['source']}", lang)
-               if f"policy.source.{row['source']}" in CATALOGUE else row["source"], reason=reason,
-               changes=changes, more=more)

@@ -26,6 +26,8 @@ from typing import Any, Literal
 
 Lang = Literal["en", "zh"]
 LANGS: tuple[Lang, ...] = ("en", "zh")
+# Between the items of a list in a sentence: "a, b" and "甲、乙".
+SEPARATORS: dict[Lang, str] = {"en": ", ", "zh": "、"}
 # The area modules whose TEXTS make the catalogue: every module of this package.
 AREAS = tuple(sorted(m.name for m in pkgutil.iter_modules(__path__)))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain, islice
 
 import numpy as np
@@ -29,6 +29,10 @@ _PENDING_MIN = 4096
 # Dead slots are dropped once they are this many and half of the slots.
 _COMPACT_MIN = 1024
 TF_MAX = np.iinfo(np.uint16).max
+# A term's key is below 2**32 (storing.terms) and a namespace holds fewer
+# than 2**31 postings: half the bytes of int64 (a quarter of a group's namespace).
+_KEY = np.uint32
+_START = np.int32
 
 
 def yield_gil() -> None:
@@ -45,6 +49,20 @@ Terms = Sequence[str] | np.ndarray
 
 def keys_of(terms: Terms) -> np.ndarray:
     return terms.astype(np.int64, copy=False) if isinstance(terms, np.ndarray) else term_keys(terms)
+
+
+# Rows given together: their row ids, how many keys each has, and those
+# keys one row after another (int64).
+type Chunk = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def _chunks(rows: Iterable[tuple[int, Terms]]) -> Iterator[Chunk]:
+    rows = iter(rows)
+    while chunk := list(islice(rows, CHUNK)):
+        chunk_keys = [keys_of(terms) for _, terms in chunk]
+        yield (np.fromiter((rowid for rowid, _ in chunk), np.int64, count=len(chunk)),
+               np.fromiter((len(k) for k in chunk_keys), np.int64, count=len(chunk)),
+               np.concatenate(chunk_keys) if chunk_keys else np.zeros(0, np.int64))
 
 
 class KeywordNamespace:
@@ -64,8 +82,8 @@ class KeywordNamespace:
         self._used = 0
         self._slot: dict[int, int] = {}
         self._length_sum = 0.0
-        self._keys = np.zeros(0, np.int64)
-        self._starts = np.zeros(1, np.int64)
+        self._keys = np.zeros(0, _KEY)
+        self._starts = np.zeros(1, _START)
         self._slots = np.zeros(0, np.int32)
         self._tfs = np.zeros(0, np.uint16)
         # Postings since the last merge wait in Python lists, by term key,
@@ -93,15 +111,18 @@ class KeywordNamespace:
         (docs/decisions.md#d22). ``rows`` is read a chunk at a time and
         each chunk's terms become their keys at once, so a build never
         holds every token of a large scope as a string (d40)."""
+        return cls.from_chunks(_chunks(rows))
+
+    @classmethod
+    def from_chunks(cls, chunks: Iterable[Chunk]) -> KeywordNamespace:
+        """A namespace of rows given a chunk at a time (``Chunk``), as a
+        scope's turns are read (indexes.keywords.turn_chunks)."""
         ns = cls()
         rowid_parts, length_parts, key_parts = [], [], []
-        rows = iter(rows)
-        while chunk := list(islice(rows, CHUNK)):
-            rowid_parts.append(np.fromiter((rowid for rowid, _ in chunk), np.int64, count=len(chunk)))
-            chunk_keys = [keys_of(terms) for _, terms in chunk]
-            length_parts.append(np.fromiter((len(k) for k in chunk_keys), np.int64, count=len(chunk)))
-            key_parts.append(np.concatenate(chunk_keys) if chunk_keys else np.zeros(0, np.int64))
-            del chunk, chunk_keys
+        for rowid_part, length_part, key_part in chunks:
+            rowid_parts.append(rowid_part)
+            length_parts.append(length_part)
+            key_parts.append(key_part)
             yield_gil()
         rowids = np.concatenate(rowid_parts) if rowid_parts else np.zeros(0, np.int64)
         lengths = np.concatenate(length_parts) if length_parts else np.zeros(0, np.int64)
@@ -119,16 +140,19 @@ class KeywordNamespace:
         ns._length_sum = float(lengths[live].sum())
         if not key_parts or not sum(map(len, key_parts)):
             return ns
-        keys, terms = np.unique(np.concatenate(key_parts), return_inverse=True)
-        del key_parts
-        slots = np.repeat(np.arange(n, dtype=np.int64), lengths)
         # Each distinct (term, slot) pair is a posting; how often it occurs
-        # is the term's frequency in that row.
-        pairs, tfs = np.unique(terms * n + slots, return_counts=True)
-        del terms, slots
-        ns._keys = keys
-        ns._starts = np.searchsorted(pairs // n, np.arange(len(keys) + 1)).astype(np.int64)
-        ns._slots = (pairs % n).astype(np.int32)
+        # is the term's frequency in that row. One sort finds them all: a
+        # key is below 2**32 (storing.terms), so key * n + slot fits 63 bits.
+        pairs = np.concatenate(key_parts)
+        del key_parts
+        pairs *= n
+        pairs += np.repeat(np.arange(n, dtype=np.int64), lengths)
+        pairs, tfs = np.unique(pairs, return_counts=True)
+        keys_of_pairs = pairs // n
+        firsts = np.flatnonzero(np.concatenate(([True], keys_of_pairs[1:] != keys_of_pairs[:-1])))
+        ns._keys = keys_of_pairs[firsts].astype(_KEY)
+        ns._starts = np.append(firsts, len(pairs)).astype(_START)
+        ns._slots = (pairs - keys_of_pairs * n).astype(np.int32)
         ns._tfs = np.minimum(tfs, TF_MAX).astype(np.uint16)
         return ns
 
@@ -190,7 +214,7 @@ class KeywordNamespace:
         pass over the arrays."""
         if not self._pending:
             return
-        new_keys = np.array(sorted(self._pending), np.int64)
+        new_keys = np.array(sorted(self._pending), _KEY)
         runs = [self._pending[key] for key in new_keys.tolist()]
         counts = np.fromiter((len(slots) for slots, _ in runs), np.int64, count=len(runs))
         new_slots = np.fromiter(chain.from_iterable(slots for slots, _ in runs), np.int32, count=int(counts.sum()))
@@ -207,7 +231,7 @@ class KeywordNamespace:
         per_term[at[known]] += counts[known]
         per_term = np.insert(per_term, at[~known], counts[~known])
         self._keys = np.insert(self._keys, at[~known], new_keys[~known])
-        self._starts = np.concatenate([[0], np.cumsum(per_term)]).astype(np.int64)
+        self._starts = np.concatenate([[0], np.cumsum(per_term)]).astype(_START)
         self._pending.clear()
         self._pending_count = 0
 
@@ -222,7 +246,7 @@ class KeywordNamespace:
         per_term = np.bincount(term_of[keep], minlength=len(self._keys))
         used = per_term > 0
         self._keys = self._keys[used]
-        self._starts = np.concatenate([[0], np.cumsum(per_term[used])]).astype(np.int64)
+        self._starts = np.concatenate([[0], np.cumsum(per_term[used])]).astype(_START)
         self._slots = renumber[self._slots[keep]]
         self._tfs = self._tfs[keep]
         size = max(64, 2 * len(live))
@@ -235,7 +259,7 @@ class KeywordNamespace:
 
     def _term(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
         key = term_key(term)
-        at = int(np.searchsorted(self._keys, key))
+        at = int(np.searchsorted(self._keys, _KEY(key)))  # of the keys' type: numpy 1 would copy them to int64
         base = None
         if at < len(self._keys) and self._keys[at] == key:
             lo, hi = int(self._starts[at]), int(self._starts[at + 1])

@@ -4,8 +4,9 @@ rows, written beside the database and trusted again after a restart.
 A namespace holds one scope's vectors of one corpus and one model. A
 memory's vector is held under its row id; a turn's sentences under
 ``rowid * stride + n``, so a turn is as near a query as its nearest
-sentence. Vectors are held as float16 (faiss's scalar quantizer): half
-the memory of float32, and the same neighbours (docs/decisions.md#d39).
+sentence. Vectors are held in 8 bits a component (faiss's scalar
+quantizer, one fixed range): a quarter of float32's memory; its rounding
+is far below that of the rows they are built from (docs/decisions.md#d166).
 
 Only an inverted file (past EXACT_SEARCH_MAX vectors) is written to a
 file: its clustering takes seconds to train. A flat namespace is built
@@ -57,9 +58,26 @@ NPROBE = 16
 TRAINING_PER_CLUSTER = 40  # faiss warns below 39
 # How a namespace holds its vectors and what its fingerprint says; a file
 # of another layout is rebuilt ("fp16": before a turn's fingerprint ended
-# in its last row id, and flat namespaces had files too).
-LAYOUT = "fp16 v2"
-_FP16 = faiss.ScalarQuantizer.QT_fp16
+# in its last row id, and flat namespaces had files too; "fp16 v2": before
+# 8-bit codes).
+LAYOUT = "int8 v3"
+_CODES = faiss.ScalarQuantizer.QT_8bit_uniform
+# Codes span [-r, r] for r = CODE_SIGMAS / sqrt(dim), at most 1: fixed, so
+# an empty namespace needs no data to train on and a vector unlike a
+# training sample is not clipped. A dense unit vector's components are
+# about 1/sqrt(dim) (the largest of 20,000 MiniLM vectors: 5.5 of those).
+CODE_SIGMAS = 8.0
+
+
+def code_range(dim: int) -> float:
+    return min(1.0, CODE_SIGMAS / float(np.sqrt(dim)))
+
+
+def _hold_fixed_range(index: Any, dim: int) -> None:
+    """Give ``index``'s scalar quantizer the fixed range (its min and width)."""
+    reach = code_range(dim)
+    faiss.copy_array_to_vector(np.array([-reach, 2 * reach], np.float32), index.sq.trained)
+
 BUILD_CHUNK = 4096  # vectors converted to float32 at a time while building
 
 
@@ -80,7 +98,7 @@ class VectorNamespace:
     model: str
     corpus: Corpus
     dim: int
-    index: Any  # a faiss index (IndexIDMap2 over a float16 IndexScalarQuantizer, or IndexIVFScalarQuantizer)
+    index: Any  # a faiss index (IndexIDMap2 over an 8-bit IndexScalarQuantizer, or IndexIVFScalarQuantizer)
     fingerprint: Fingerprint | tuple[()] = ()  # () once it no longer says what the index holds
     dirty: bool = False  # changed since written to its file
     changes: int = 0  # adds and removals since loaded
@@ -171,13 +189,18 @@ def new_index(dim: int, vectors: np.ndarray, ids: np.ndarray) -> Any:
     n = len(ids)
     index: Any
     if n <= EXACT_SEARCH_MAX:
-        index = faiss.IndexIDMap2(faiss.IndexScalarQuantizer(dim, _FP16, faiss.METRIC_INNER_PRODUCT))
+        codes = faiss.IndexScalarQuantizer(dim, _CODES, faiss.METRIC_INNER_PRODUCT)
+        _hold_fixed_range(codes, dim)
+        codes.is_trained = True
+        index = faiss.IndexIDMap2(codes)
     else:
         clusters = int(np.sqrt(n))
-        index = faiss.IndexIVFScalarQuantizer(faiss.IndexFlatIP(dim), dim, clusters, _FP16,
+        index = faiss.IndexIVFScalarQuantizer(faiss.IndexFlatIP(dim), dim, clusters, _CODES,
                                               faiss.METRIC_INNER_PRODUCT)
+        index.by_residual = False  # the codes hold the vectors themselves, in the fixed range
         sample = np.random.default_rng(0).choice(n, min(n, clusters * TRAINING_PER_CLUSTER), replace=False)
         index.train(np.ascontiguousarray(vectors[np.sort(sample)], dtype=np.float32))
+        _hold_fixed_range(index, dim)  # the clusters are trained; the codes' range is not
         index.nprobe = NPROBE
     for lo in range(0, n, BUILD_CHUNK):
         index.add_with_ids(np.ascontiguousarray(vectors[lo:lo + BUILD_CHUNK], dtype=np.float32),
@@ -316,16 +339,17 @@ def load_namespace(conn: Connection, files: NamespaceFiles, scope: Scope, model:
     vectors of ``model``."""
     # A scope's newest turns only (storing.turns.TURNS_HELD): its fingerprint is theirs.
     since = held_since(conn, scope.kind, scope.id) if corpus == Corpus.TURNS else None
-    expected = fingerprint(conn, scope, model, corpus, since)
-    if expected[0] == 0:
-        return None
-    if expected[0] > FILES_ABOVE:
-        ns = files.read(scope, model, corpus, expected)
-        if ns is not None:
-            return ns
     found = scope_vectors(conn, scope, model, corpus, since)
     if found is None or not found.count:
         return None
+    # A turn namespace of no file is fingerprinted by the rows it reads (one
+    # pass over them, not two); a memory's fingerprint needs their updates.
+    expected = fingerprint(conn, scope, model, corpus, since) \
+        if corpus == Corpus.MEMORIES or found.count > FILES_ABOVE else None
+    if expected is not None and expected[0] > FILES_ABOVE:
+        ns = files.read(scope, model, corpus, expected)
+        if ns is not None:
+            return ns
     if found.broken:
         log.warning("ltm: %d malformed vector row(s) in %s (%s) left out; they will be embedded again",
                     found.broken, scope.namespace, corpus)
@@ -334,8 +358,10 @@ def load_namespace(conn: Connection, files: NamespaceFiles, scope: Scope, model:
     # blobs, never all of them nor a float32 copy of them all.
     vectors = np.empty((found.count, dim), np.float16)
     ids = np.empty(found.count, np.int64)
-    filled = 0
+    filled = total = 0
+    last = None
     for rowid, vecs in scope_rows(conn, scope, model, corpus, dim, since):
+        total, last = total + rowid, rowid if last is None else max(last, rowid)
         if filled + len(vecs) > len(ids):
             # Rows written since they were counted: the statements do not
             # share a snapshot. They are held too.
@@ -347,6 +373,8 @@ def load_namespace(conn: Connection, files: NamespaceFiles, scope: Scope, model:
     vectors, ids = vectors[:filled], ids[:filled]
     # The fingerprint says what the index holds only when no row came or
     # went between its statement and these.
+    if expected is None:
+        expected = (filled, total, str(last))
     same = filled == expected[0] == found.count
     ns = VectorNamespace(scope, model, corpus, dim, new_index(dim, vectors, ids), expected if same else (),
                          dirty=True, built=True)

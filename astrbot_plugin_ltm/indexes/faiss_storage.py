@@ -65,7 +65,7 @@ class Storage:
         """``built``: by ``new_index`` (adds of ``chunk`` vectors from empty),
         else read from a file (exact)."""
         self.inverted = isinstance(index, faiss.IndexIVF)
-        self.code_bytes = 2 * dim  # float16
+        self.code_bytes = dim  # 8 bits a component (faiss_files.LAYOUT)
         self.size = int(index.ntotal)
         self.codes = self.ids = self.size  # capacities, over every list
         self.lists = np.zeros(0, np.int64)  # an inverted file's, per list (codes and ids alike)

@@ -23,16 +23,17 @@ are never summarised again. A failed call leaves the session pending; it is
 retried with the extraction settings' backoff, then skipped until a restart.
 
 Over 400 lines: sessions, roll-ups and their model calls share where a scope stands;
-the prompt and its check live in summary_prompt.py.
+the prompt and its check live in summary_prompt.py; where sessions and periods
+fall in time, in summary_periods.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -44,7 +45,6 @@ from ..enums import (
     SHOWN_ROLES,
     AuditAction,
     CandidateSource,
-    ExtractionStatus,
     MemoryType,
     Status,
     SummaryLevel,
@@ -60,10 +60,21 @@ from ..storing.evidence import event_ids_of, link_summary
 from ..storing.memory_rows import fact_written, memory_changed
 from ..storing.tables import MemoryEvent, MemoryItem, MemoryTombstone
 from .policy import GateDecision, GateInput, confidence, gate
+from .summary_periods import (
+    LEVELS,
+    StoredSummary,
+    join_sessions,
+    learnable,
+    level_of,
+    period_of,
+    retiring,
+    rollup_parts,
+    split_sessions,
+    summary_key,
+)
 from .writer import MemoryWriter
 
 ACTOR = "system:summarizer"
-LEVELS: tuple[str, ...] = tuple(SummaryLevel)
 # Finer summaries rank first when the rest is equal (the block prefers the
 # finest that fits); all below an explicit request's 0.8.
 IMPORTANCE = {SummaryLevel.SESSION: 0.6, SummaryLevel.DAY: 0.55, SummaryLevel.WEEK: 0.5, SummaryLevel.MONTH: 0.45}
@@ -74,82 +85,7 @@ MAX_CALLS_PER_SCOPE = 4  # per pass: a backlog is worked off over several passes
 # failed out first: without a bound, given-up ones stayed until a restart
 # (docs/decisions.md#d149). One pushed out is only tried afresh.
 MAX_FAILURES_KEPT = 10_000
-_KEY_FORMAT = {SummaryLevel.SESSION: "%Y%m%dt%H%M%S", SummaryLevel.DAY: "%Y%m%d",
-               SummaryLevel.WEEK: "%Y%m%d", SummaryLevel.MONTH: "%Y%m"}
 SummarizerFor = Callable[[str | None], Awaitable[Summarizer | None]]
-
-
-def summary_key(level: str, start: datetime) -> str:
-    """The fact key of the summary of ``level`` starting at ``start``: a
-    normalised key (text.normalize_fact_key leaves it as it is)."""
-    return f"summary_{level}_{as_utc(start).strftime(_KEY_FORMAT[SummaryLevel(level)])}"
-
-
-def level_of(fact_key: str) -> str | None:
-    """The level a summary's fact key names; None for any other key."""
-    parts = fact_key.split("_")
-    return parts[1] if len(parts) == 3 and parts[0] == "summary" and parts[1] in LEVELS else None
-
-
-def period_of(level: str, at: datetime) -> tuple[datetime, datetime]:
-    """The UTC day, ISO week or month ``at`` falls in: [start, end)."""
-    at = as_utc(at).astimezone(UTC)
-    day = datetime(at.year, at.month, at.day, tzinfo=UTC)
-    if level == SummaryLevel.DAY:
-        return day, day + timedelta(days=1)
-    if level == SummaryLevel.WEEK:
-        start = day - timedelta(days=day.weekday())
-        return start, start + timedelta(days=7)
-    if level == SummaryLevel.MONTH:
-        start = day.replace(day=1)
-        return start, (start + timedelta(days=32)).replace(day=1)
-    raise ValueError(f"no period for level {level!r}")
-
-
-def learnable(events: Sequence[MemoryEvent]) -> list[MemoryEvent]:
-    """Without what was said while learning was off (a user's pause, a
-    scope's writes off, a forgotten scope: recorded as skipped), nor the
-    bot's replies to it — a summary would learn it all the same."""
-    out: list[MemoryEvent] = []
-    unlearned: set[str | None] = set()  # conversations whose last message is not to be learnt
-    for event in events:
-        if event.source_role in SHOWN_ROLES:
-            if event.extraction_status == ExtractionStatus.SKIPPED:
-                unlearned.add(event.session_id)
-                continue
-            unlearned.discard(event.session_id)
-        elif event.session_id in unlearned:
-            continue
-        out.append(event)
-    return out
-
-
-def join_sessions(sessions: Sequence[list[MemoryEvent]], min_events: int) -> list[list[MemoryEvent]]:
-    """Consecutive sessions joined into spans of at least ``min_events``
-    events each (a session is never split); the last span may hold fewer:
-    it waits for more turns."""
-    spans: list[list[MemoryEvent]] = []
-    for events in sessions:
-        if spans and len(spans[-1]) < min_events:
-            spans[-1] = spans[-1] + events
-        else:
-            spans.append(list(events))
-    return spans
-
-
-def split_sessions(events: Sequence[MemoryEvent], idle: timedelta, max_events: int) -> list[list[MemoryEvent]]:
-    """Events in order -> sessions: a gap of ``idle`` starts a new one, and
-    one is cut at ``max_events`` (never between events of the same instant,
-    which a later read past the session's end would miss)."""
-    sessions: list[list[MemoryEvent]] = []
-    for event in events:
-        current = sessions[-1] if sessions else None
-        if current is not None and as_utc(event.created_at) - as_utc(current[-1].created_at) < idle and (
-                len(current) < max_events or event.created_at == current[-1].created_at):
-            current.append(event)
-        else:
-            sessions.append([event])
-    return sessions
 
 
 @dataclass
@@ -162,18 +98,6 @@ class SummaryResult:
     status: str | None = None
     events: int = 0
     error: str = ""
-
-
-@dataclass
-class _Stored:
-    """A stored summary, as roll-ups read it."""
-
-    memory_id: str
-    key: str
-    level: str
-    text: str
-    start: datetime
-    end: datetime
 
 
 @dataclass
@@ -358,7 +282,7 @@ class SummaryWorker:
         now = self._clock()
         for level in LEVELS[1:]:
             rank = LEVELS.index(level)
-            periods: dict[datetime, list[_Stored]] = {}
+            periods: dict[datetime, list[StoredSummary]] = {}
             for s in stored:
                 if LEVELS.index(s.level) < rank:
                     periods.setdefault(period_of(level, s.start)[0], []).append(s)
@@ -367,7 +291,7 @@ class SummaryWorker:
                 key = summary_key(level, start)
                 if end > summarised_to or len(results) >= budget or not self._due(scope, key, now):
                     continue  # a later session shows the period is over and summarised
-                parts = _parts(members)
+                parts = rollup_parts(members)
                 if len(parts) < 2 or await self._taken(scope, key):
                     continue
                 summarizer = summarizer or await self._summarizer_for(None)
@@ -387,7 +311,7 @@ class SummaryWorker:
                                            await self._evidence_of([p.memory_id for p in parts]), None)
                 results.append(result)
                 if result.ok and result.memory_id is not None:
-                    stored.append(_Stored(result.memory_id, key, level, text, parts[0].start, parts[-1].end))
+                    stored.append(StoredSummary(result.memory_id, key, level, text, parts[0].start, parts[-1].end))
         await self._retire(scope, now)
         return results
 
@@ -405,14 +329,14 @@ class SummaryWorker:
         active = (MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id,
                   MemoryItem.type == MemoryType.SUMMARY, MemoryItem.status == Status.ACTIVE)
         async with self._db.read() as session:
-            due = _due(list((await session.execute(select(MemoryItem).where(*active))).scalars()), horizon)
+            due = retiring(list((await session.execute(select(MemoryItem).where(*active))).scalars()), horizon)
         if not due:  # the usual pass: no write transaction
             return 0
         retired = 0
         try:
             async with self._db.write() as session:
                 # Again inside the transaction: an operator may have changed one meanwhile.
-                for part, cover in _due(list((await session.execute(select(MemoryItem).where(*active)))
+                for part, cover in retiring(list((await session.execute(select(MemoryItem).where(*active)))
                                              .scalars()), horizon):
                     part.status, part.superseded_by, part.updated_at = Status.SUPERSEDED, cover.memory_id, now
                     memory_changed(session, part)
@@ -424,7 +348,7 @@ class SummaryWorker:
             return 0
         return retired
 
-    async def _stored(self, scope: Scope) -> list[_Stored]:
+    async def _stored(self, scope: Scope) -> list[StoredSummary]:
         async with self._db.read() as session:
             rows = await session.execute(select(
                 MemoryItem.memory_id, MemoryItem.fact_key, MemoryItem.fact, MemoryItem.valid_from,
@@ -435,7 +359,7 @@ class SummaryWorker:
             for memory_id, key, text, start, end in rows:
                 level = level_of(key)
                 if level is not None and start is not None and end is not None:
-                    out.append(_Stored(memory_id, key, level, text, as_utc(start), as_utc(end)))
+                    out.append(StoredSummary(memory_id, key, level, text, as_utc(start), as_utc(end)))
             return out
 
     async def _evidence_of(self, memory_ids: list[str]) -> list[str]:
@@ -498,32 +422,3 @@ class SummaryWorker:
         cfg = self._config()
         # Often enough to notice a conversation's end within a tenth of the idle time.
         return min(60.0, max(cfg.extraction.poll_seconds, cfg.summaries.idle_minutes * 6.0))
-
-
-def _due(rows: list[MemoryItem], horizon: datetime) -> list[tuple[MemoryItem, MemoryItem]]:
-    """The active summaries among ``rows`` whose period ended before
-    ``horizon`` and that a coarser one of ``rows`` covers, with that cover."""
-    spans = [(row, LEVELS.index(level), as_utc(row.valid_from), as_utc(row.valid_to)) for row in rows
-             if (level := level_of(row.fact_key)) is not None
-             and row.valid_from is not None and row.valid_to is not None]
-    due = []
-    for part, rank, start, end in spans:
-        if end <= horizon and (cover := _coarser_cover(rank, start, end, spans)) is not None:
-            due.append((part, cover))
-    return due
-
-
-def _coarser_cover(rank: int, start: datetime, end: datetime,
-                   spans: list[tuple[MemoryItem, int, datetime, datetime]]) -> MemoryItem | None:
-    """The finest summary among ``spans`` (row, level rank, period) of a
-    coarser level than ``rank`` whose period holds ``start``–``end``."""
-    covers = [(r, row) for row, r, s, e in spans if r > rank and s <= start and end <= e]
-    return min(covers, key=lambda c: c[0])[1] if covers else None
-
-
-def _parts(members: list[_Stored]) -> list[_Stored]:
-    """A period's summaries no coarser one among them covers, oldest first."""
-    rank = {s.memory_id: LEVELS.index(s.level) for s in members}
-    return sorted((m for m in members if not any(
-        rank[o.memory_id] > rank[m.memory_id] and o.start <= m.start and m.end <= o.end for o in members)),
-        key=lambda s: (s.start, s.end))

@@ -8,7 +8,8 @@ of candidates and the marking of its events as extracted commit together or
 not at all.
 
 Over 400 lines: decide, gate and persist share one transaction and the candidate's
-state between them; split, each step would need the others' internals.
+state between them; split, each step would need the others' internals. What
+they look up first is write_lookups.py's.
 """
 
 from __future__ import annotations
@@ -34,12 +35,13 @@ from ..storing.audit import audit
 from ..storing.batch_writes import add_row, on_event_loop, write_rows
 from ..storing.memory_rows import fact_written, keep_private, memory_changed, share
 from ..storing.removal import remove_memory
-from ..storing.tables import NOT_SUPERSEDED, MemoryEvent, MemoryEvidence, MemoryItem, MemoryTombstone
-from ..text import contradicts, normalize_fact_key, related_keys, same_value, token_set_similarity
+from ..storing.tables import NOT_SUPERSEDED, MemoryEvidence, MemoryItem, MemoryTombstone
+from ..text import contradicts, normalize_fact_key, same_value, token_set_similarity
 from .candidates import Candidate
 from .gate_log import note_gate
 from .policy import GateDecision, GateInput, confidence, gate
 from .rate_limits import WriteCounts
+from .write_lookups import Looked, current_memory, named_memory, related_memory, stated_at
 
 SHARED_WORDS = 0.2  # token-set similarity a semantic match needs besides its cosine (docs/decisions.md#d46)
 
@@ -98,7 +100,7 @@ class MemoryWriter:
         # Learnt under a persona: facts about the person are shared by all (persona.py).
         targets = [target_scope(scope if c.subject is None else as_persona_of(c.subject, scope), c.type)
                    for c in candidates]
-        looked_up = await _Looked.up(session, list(zip(targets, candidates, strict=True)))
+        looked_up = await Looked.up(session, list(zip(targets, candidates, strict=True)))
         for target, c in zip(targets, candidates, strict=True):
             if target not in counts:
                 counts[target] = WriteCounts(session, target, self._clock())
@@ -107,7 +109,7 @@ class MemoryWriter:
         return outcomes
 
     async def _apply_one(self, session: AsyncSession, scope: Scope, c: Candidate, method: Method, actor: str,
-                         counts: WriteCounts, looked_up: _Looked, said_in: Scope | None = None) -> WriteOutcome:
+                         counts: WriteCounts, looked_up: Looked, said_in: Scope | None = None) -> WriteOutcome:
         cfg, now = self._config(), self._clock()
         explicit = method == Method.USER_EXPLICIT
         if cfg.write_policy.writes_off(scope):  # switched off by an operator
@@ -142,7 +144,7 @@ class MemoryWriter:
     # -- decide ---------------------------------------------------------------------
 
     async def _decide(self, session: AsyncSession, scope: Scope, c: Candidate, explicit: bool,
-                      cfg: LTMConfig, looked_up: _Looked) -> Plan | WriteOutcome | str:
+                      cfg: LTMConfig, looked_up: Looked) -> Plan | WriteOutcome | str:
         """The plan for ``c``; a reason to drop it; or, when it only repeats
         evidence already linked, the outcome."""
         key = normalize_fact_key(c.fact_key or c.fact)
@@ -155,7 +157,7 @@ class MemoryWriter:
         if tomb is not None and not explicit:
             return str(msg("learn.tombstoned", actor=tomb.actor, reason=tomb.reason))
 
-        item = await _current(session, scope, key)
+        item = await current_memory(session, scope, key)
         action, replaces, unsure = await self._relate(session, scope, c, key, item)
         weighted = confidence(c.confidence, c.source)
         if action == AuditAction.SUPERSEDE:
@@ -196,7 +198,7 @@ class MemoryWriter:
         judged the same way, and its supersede is always flagged: the keys
         are a guess (docs/decisions.md#d90). Last, a semantically close
         memory is compared by ``text.contradicts`` (docs/decisions.md#d42)."""
-        named = await _current_by_id(session, scope, c.updates or c.restates)
+        named = await named_memory(session, scope, c.updates or c.restates)
         if named is not None:
             if c.updates and normalize_fact_key(named.fact) != normalize_fact_key(c.fact):
                 return AuditAction.SUPERSEDE, named, False
@@ -205,7 +207,7 @@ class MemoryWriter:
             return AuditAction.MERGE, named, False
         if same_key is not None:
             return await self._against(session, scope, c, same_key, AuditAction.CONFIRM)
-        related = await _related(session, scope, key)
+        related = await related_memory(session, scope, key)
         if related is not None:
             action, known, unsure = await self._against(session, scope, c, related, AuditAction.MERGE)
             return action, known, unsure or action == AuditAction.SUPERSEDE
@@ -246,7 +248,7 @@ class MemoryWriter:
 
     async def _persist(self, session: AsyncSession, scope: Scope, c: Candidate, plan: Plan, verdict: GateDecision,
                        method: Method, actor: str, now: datetime, cfg: LTMConfig,
-                       counts: WriteCounts | None = None, looked_up: _Looked | None = None,
+                       counts: WriteCounts | None = None, looked_up: Looked | None = None,
                        said_in: Scope | None = None) -> WriteOutcome:
         """``said_in``: the group it was said in, when it is kept elsewhere."""
         if plan.revive is not None:
@@ -271,7 +273,7 @@ class MemoryWriter:
                 awaiting_approval=verdict.awaiting_approval, created_at=now, updated_at=now,
                 held_reason=verdict.reason if verdict.awaiting_approval else None,
                 valid_from=(looked_up.stated_at(c.event_ids) if looked_up is not None
-                            else await _stated_at(session, c.event_ids)) or now,
+                            else await stated_at(session, c.event_ids)) or now,
                 supersedes=plan.replaces.memory_id if plan.replaces is not None else None,
                 # A secret stays one, whatever value it takes next.
                 visibility=stricter(Visibility.SECRET if c.secret else Visibility.SHARED,
@@ -393,47 +395,6 @@ class MemoryWriter:
         return WriteOutcome(Outcome.DROPPED, None, None, reason, c.fact)
 
 
-@dataclass
-class _Looked:
-    """What every candidate of a batch needs looked up, in one statement
-    each for the batch rather than one per candidate: the tombstones under
-    the candidates' keys and when their events were recorded
-    (docs/decisions.md#d144). The writer only removes tombstones (a revive
-    pops it here too) and never changes an event's time."""
-
-    tombstones: dict[tuple[Scope, str], MemoryTombstone]
-    recorded: dict[str, datetime]
-
-    @classmethod
-    async def up(cls, session: AsyncSession, candidates: Sequence[tuple[Scope, Candidate]]) -> _Looked:
-        keys: dict[Scope, set[str]] = {}
-        for scope, c in candidates:
-            key = normalize_fact_key(c.fact_key or c.fact)
-            if key:
-                keys.setdefault(scope, set()).add(key)
-        tombstones: dict[tuple[Scope, str], MemoryTombstone] = {}
-        for scope, wanted in keys.items():
-            for chunk in _chunks(sorted(wanted)):
-                for tomb in (await session.execute(select(MemoryTombstone).where(
-                        MemoryTombstone.scope == scope.kind, MemoryTombstone.scope_id == scope.id,
-                        MemoryTombstone.fact_key.in_(chunk)))).scalars():
-                    tombstones[(scope, tomb.fact_key)] = tomb
-        recorded: dict[str, datetime] = {}
-        for chunk in _chunks(sorted({e for _, c in candidates for e in c.event_ids})):
-            rows = await session.execute(select(MemoryEvent.event_id, MemoryEvent.created_at)
-                                         .where(MemoryEvent.event_id.in_(chunk)))
-            recorded.update((event_id, at) for event_id, at in rows)
-        return cls(tombstones, recorded)
-
-    def stated_at(self, event_ids: Sequence[str]) -> datetime | None:
-        """As :func:`_stated_at`: the newest of the events' times."""
-        return max((self.recorded[e] for e in event_ids if e in self.recorded), default=None)
-
-
-def _chunks(values: list[str], size: int = 500) -> list[list[str]]:
-    return [values[n:n + size] for n in range(0, len(values), size)]
-
-
 def _next_status(item: MemoryItem, decision: GateDecision, action: AuditAction) -> tuple[str, bool]:
     """The status of an existing memory after new evidence."""
     # An operator's "disabled" outranks anything extraction learns, and a
@@ -470,37 +431,8 @@ def _meta(c: Candidate, weighted: float) -> dict[str, object]:
 
 # The statements every candidate runs, built once: building a select and
 # its cache key each time was most of their cost (docs/decisions.md#d145).
-_IN_SCOPE = (MemoryItem.scope == bindparam("kind"), MemoryItem.scope_id == bindparam("scope_id"), NOT_SUPERSEDED)
-_CURRENT = select(MemoryItem).where(*_IN_SCOPE, MemoryItem.fact_key == bindparam("key"))
-_KEYS_FROM = select(MemoryItem.id, MemoryItem.fact_key).where(
-    *_IN_SCOPE, MemoryItem.fact_key >= bindparam("low"), MemoryItem.fact_key < bindparam("high"))
 _LINKS = select(MemoryEvidence).where(MemoryEvidence.memory_id == bindparam("memory_id"))
 _EVIDENCE = MemoryEvidence.metadata.tables[MemoryEvidence.__tablename__]
-
-
-async def _current(session: AsyncSession, scope: Scope, key: str) -> MemoryItem | None:
-    """The scope's current (not superseded) memory under ``key``."""
-    return (await session.execute(_CURRENT, {"kind": scope.kind, "scope_id": scope.id, "key": key})
-            ).scalar_one_or_none()
-
-
-async def _related(session: AsyncSession, scope: Scope, key: str) -> MemoryItem | None:
-    """The scope's one current memory under a key related to ``key``
-    (``text.related_keys``); None when there is none, or several."""
-    prefix = key.split("_", 1)[0] + "_"
-    keys = (await session.execute(_KEYS_FROM, {"kind": scope.kind, "scope_id": scope.id, "low": prefix,
-                                               "high": prefix + "\U0010ffff"})).all()
-    found = [row_id for row_id, other in keys if related_keys(other, key)]
-    return await session.get(MemoryItem, found[0]) if len(found) == 1 else None
-
-
-async def _current_by_id(session: AsyncSession, scope: Scope, memory_id: str | None) -> MemoryItem | None:
-    if not memory_id:
-        return None
-    item = (await session.execute(select(MemoryItem).where(MemoryItem.memory_id == memory_id))).scalar_one_or_none()
-    if item is None or (item.scope, item.scope_id) != (scope.kind, scope.id) or item.status == Status.SUPERSEDED:
-        return None
-    return item
 
 
 async def _supersede_plan(session: AsyncSession, c: Candidate, old: MemoryItem, weighted: float,
@@ -514,11 +446,3 @@ async def _supersede_plan(session: AsyncSession, c: Candidate, old: MemoryItem, 
     return Plan(AuditAction.SUPERSEDE, old.fact_key, None, weighted, 1, _meta(c, weighted),
                 [e for e in dict.fromkeys(c.event_ids) if e not in moved], replaces=old, moved=list(links),
                 revive=tomb)
-
-
-async def _stated_at(session: AsyncSession, event_ids: Sequence[str]) -> datetime | None:
-    """When the newest of the events was recorded: the value holds from then."""
-    if not event_ids:
-        return None
-    return (await session.execute(
-        select(func.max(MemoryEvent.created_at)).where(MemoryEvent.event_id.in_(event_ids)))).scalar_one_or_none()

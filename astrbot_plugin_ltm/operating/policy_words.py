@@ -17,11 +17,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ..i18n import Lang, say
+from ..i18n import SEPARATORS, Lang, say
 
 PLUGIN_ROOT = Path(__file__).resolve().parents[2]
 LOCALES: dict[Lang, str] = {"en": "en-US", "zh": "zh-CN"}
-SEPARATORS: dict[Lang, str] = {"en": ", ", "zh": "、"}
 MAX_LISTED = 8  # a list's values shown; more are counted
 
 
@@ -100,3 +99,18 @@ def described(change: dict[str, Any], lang: Lang) -> dict[str, Any]:
 def change_lines(changes: list[dict[str, Any]], lang: Lang) -> list[str]:
     """Each change as a line a person reads."""
     return [described(c, lang)["text"] for c in changes if isinstance(c, dict)]
+
+
+def in_words(data: Any, lang: Lang) -> Any:
+    """``data`` with every policy diff (a version's, a config audit row's,
+    a rollback's) saying each setting by name and its values in words, in
+    ``lang`` (:func:`described`); the paths and raw values stay."""
+    if isinstance(data, list):
+        return [in_words(value, lang) for value in data]
+    if not isinstance(data, dict):
+        return data
+    out = {key: in_words(value, lang) for key, value in data.items()}
+    changes = data.get("diff")
+    if isinstance(changes, list) and all(isinstance(c, dict) and "path" in c for c in changes):
+        out["diff"] = [described(c, lang) for c in changes]
+    return out

@@ -9,19 +9,19 @@ from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, UnaryExpression, and_, func, literal_column, or_, select, true
+from sqlalchemy import ColumnElement, UnaryExpression, and_, func, literal_column, or_, select, text, true
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from .. import validators
 from ..clock import Clock, utcnow
 from ..config import LTMConfig
-from ..enums import MEMORY_TYPES, RECALLED_ROLES, WRITE_ACTIONS, ScopeKind, Status, Visibility
+from ..enums import MEMORY_TYPES, RECALLED_ROLES, WRITE_ACTIONS, ExtractionStatus, ScopeKind, Status, Visibility
 from ..errors import AdminError
 from ..i18n import Lang, msg
 from ..scope import Scope
 from ..storing.database import Database
 from ..storing.evidence import cited_by_sender, links_of
-from ..storing.tables import MemoryAudit, MemoryContext, MemoryEvent, MemoryItem
+from ..storing.tables import UNFINISHED, MemoryAudit, MemoryContext, MemoryEvent, MemoryItem
 from ..text import query_tokens
 from .fact_search import search_facts
 from .serialize import audience_dict, evidence_dict, item_api_dict
@@ -312,12 +312,12 @@ class AdminQueries:
         """The scope's turns that are not withheld, and what ``accounts``
         (one person's) said in groups: what the reader could still quote
         (in mode auto) after its memories are gone."""
-        theirs = or_(*(and_(MemoryEvent.scope == ScopeKind.GROUP, MemoryEvent.platform_id == platform_id,
-                            MemoryEvent.sender_id == sender_id) for platform_id, sender_id in accounts))
+        theirs = [and_(MemoryEvent.scope == ScopeKind.GROUP, MemoryEvent.platform_id == platform_id,
+                       MemoryEvent.sender_id == sender_id) for platform_id, sender_id in accounts]
         in_scope = and_(MemoryEvent.scope == scope.kind, MemoryEvent.scope_id == scope.id)
         async with self._db.read() as session:
             return (await session.execute(select(func.count()).select_from(MemoryEvent).where(
-                or_(in_scope, theirs) if accounts else in_scope,
+                or_(in_scope, *theirs),
                 MemoryEvent.source_role.in_(RECALLED_ROLES), MemoryEvent.withheld.is_(False),
             ))).scalar_one()
 
@@ -355,12 +355,21 @@ class AdminQueries:
                 e["by_type"][mtype] = e["by_type"].get(mtype, 0) + n
                 if waiting:
                     e["awaiting_approval"] += n
+            # Only the unfinished turns are indexed by status: the done ones
+            # are the rest of each scope's count (migration 0018).
+            for scope, scope_id, n in await session.execute(
+                select(MemoryEvent.scope, MemoryEvent.scope_id, func.count())
+                .where(in_scopes(MemoryEvent)).group_by(MemoryEvent.scope, MemoryEvent.scope_id)
+            ):
+                entry(scope, scope_id)["events"][ExtractionStatus.DONE] = n
             for scope, scope_id, status, n in await session.execute(
                 select(MemoryEvent.scope, MemoryEvent.scope_id, MemoryEvent.extraction_status, func.count())
-                .where(in_scopes(MemoryEvent))
+                .where(in_scopes(MemoryEvent), text(UNFINISHED))
                 .group_by(MemoryEvent.scope, MemoryEvent.scope_id, MemoryEvent.extraction_status)
             ):
-                entry(scope, scope_id)["events"][status] = n
+                counts = entry(scope, scope_id)["events"]
+                counts[status] = n
+                counts[ExtractionStatus.DONE] -= n
             for audited, audited_id, n in await session.execute(
                 select(MemoryAudit.scope, MemoryAudit.scope_id, func.count())
                 .where(in_scopes(MemoryAudit), MemoryAudit.action.in_(WRITE_ACTIONS), MemoryAudit.created_at >= since)

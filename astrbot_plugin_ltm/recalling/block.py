@@ -58,7 +58,7 @@ TURN_SENTENCES = 2
 # The room left for the last turn, cut to fit: less says too little (docs/decisions.md#d50).
 CUT_MIN_TOKENS = 16
 CUT_MIN_CHARS = 24
-COUNT_CACHE = 20_000  # lines whose token count is kept (docs/decisions.md#d17)
+COUNT_CACHE = 8192  # lines whose token count is kept (docs/decisions.md#d17)
 
 
 @dataclass(frozen=True)

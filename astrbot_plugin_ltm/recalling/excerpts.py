@@ -28,7 +28,7 @@ MARK = "…"
 TAIL_MIN_CHARS = 16  # room left after the sentences chosen that is worth the start of the next one
 # Turns whose sentences and tokens are kept: a read excerpts a few dozen
 # turns, and the same ones come back read after read.
-EXCERPT_CACHE = 4096
+EXCERPT_CACHE = 2048
 # A sentence ends at a line break, after a CJK full stop (or ；), or after
 # . ! ? … and a space; a list's "2." is no sentence of its own (joined below).
 _BREAK = re.compile(r"\s*\n\s*|(?<=[。！？；])\s*|(?<=[.!?…])\s+")

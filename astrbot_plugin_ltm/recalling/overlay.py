@@ -7,7 +7,7 @@ or never stored). Read-only, on the database's read threads."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 from datetime import datetime
 
@@ -31,10 +31,10 @@ class OverlayReader(MemoryReader):
 
     # The live reader's step is a static method; this one needs the overlay.
     def _memories(self, conn: Connection, scopes: list[Scope], found: list[Found],  # type: ignore[override]
-                  policy: ReadPolicy, now: datetime,
+                  policy: ReadPolicy, now: datetime, turns: Collection[int],
                   follower: Follower | None = None) -> tuple[dict[int, ItemView], dict[str, frozenset[str]]]:
         if not self.overlay:  # (a replay reads no group with followers)
-            return MemoryReader._memories(conn, scopes, found, policy, now, follower)
+            return MemoryReader._memories(conn, scopes, found, policy, now, turns, follower)
         if policy.max_items <= 0:
             return {}, {}
         hits = leading([f.memories for f in found])
@@ -43,7 +43,7 @@ class OverlayReader(MemoryReader):
             row = replace(row, status=self.overlay.get(row.memory_id, row.status))
             if usable(row, policy, now):
                 items[row.id] = row
-        return items, load_evidence(conn, [items[r].memory_id for r in hits if r in items])
+        return items, load_evidence(conn, [items[r].memory_id for r in hits if r in items], turns)
 
 
 def _load(conn: Connection, scopes: list[Scope], rowids: set[int], overlaid: set[str]) -> list[ItemRow]:

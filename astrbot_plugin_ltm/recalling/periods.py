@@ -127,8 +127,9 @@ def load_period(conn: Connection, scopes: list[Scope], period: Period, unbacked:
         if policy.max_items > 0:
             # The memories said in the period here, wherever they are kept: a
             # member's fact said in the group is kept with the member (audience.py).
-            # Ties go newest first, whatever index the plan takes.
-            for row in fetch_rows(conn, f"SELECT {ItemRow.COLUMNS} FROM ltm_items WHERE status = :active "
+            # Ties go newest first, whatever index the plan takes. "+status":
+            # found through the period's turns, not among every active memory.
+            for row in fetch_rows(conn, f"SELECT {ItemRow.COLUMNS} FROM ltm_items WHERE +status = :active "
                                     "AND (memory_id IN (SELECT v.memory_id "
                                     "FROM ltm_events x CROSS JOIN ltm_evidence v ON v.event_id = x.event_id "
                                     f"WHERE {in_period}) OR id IN (SELECT sl.item_id FROM ltm_events x "
@@ -139,7 +140,7 @@ def load_period(conn: Connection, scopes: list[Scope], period: Period, unbacked:
                 if usable(item, policy, now) and may_recall(Scope(item.scope, item.scope_id), item.visibility,
                                                             True, scopes):
                     rows.memories.setdefault(item.id, item)
-    rows.evidence = load_evidence(conn, [m.memory_id for m in rows.memories.values()])
+    rows.evidence = load_evidence(conn, [m.memory_id for m in rows.memories.values()], rows.turns.keys())
     # Best first (the scores negated); two scopes' scores each weigh a term by its own scope's rows.
     rows.ranking = [rowid for _, rowid in sorted(matched)[:PERIOD_LIMIT]]
     return rows

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from typing import Any, NamedTuple
@@ -22,6 +22,7 @@ from sqlalchemy import Connection
 
 from ..clock import Clock, as_utc, utcnow
 from ..config import READ_SECONDS, ReadPolicy
+from ..enums import MemoryType
 from ..extension_points import Found, Query, Retriever, TokenCounter
 from ..indexes.keywords import TurnRanker
 from ..scope import Scope
@@ -143,8 +144,7 @@ class MemoryReader:
         # The memories and the turns in one trip: two cost more in hops and
         # connections than they gained side by side (docs/decisions.md#d133).
         (items, evidence, turns), named = await asyncio.gather(
-            self.db.run(lambda conn: (*self._memories(conn, scopes, found, policy, now, follower),
-                                      self._turns(conn, scopes, found, unbacked, policy))),
+            self.db.run(lambda conn: self._candidates(conn, scopes, found, unbacked, policy, now, follower)),
             self._nothing() if names is None else
             self.db.run(lambda conn: self._named(conn, scopes, names, unbacked, policy, now, q.tokens, ranker)),
         )
@@ -158,6 +158,11 @@ class MemoryReader:
             items = {**named.memories, **items}
             evidence = {**named.evidence, **evidence}
             turns = {**named.turns, **turns}
+            # Each search saw its own turns: a summary's among both (storing.evidence.evidence_of).
+            summaries = [i.memory_id for i in items.values()
+                         if i.type == MemoryType.SUMMARY and i.memory_id in evidence]
+            if summaries:
+                evidence.update(await self.db.run(lambda conn: load_evidence(conn, summaries, turns.keys())))
         if only is not None:
             items = {k: i for k, i in items.items() if only.keeps_memory(i)}
             turns = {k: t for k, t in turns.items() if only.keeps_turn(t)}
@@ -193,12 +198,22 @@ class MemoryReader:
         period = resolve(conn, scopes, names, self.tz)
         return None if period is None else load_period(conn, scopes, period, unbacked, policy, now, tokens, ranker)
 
+    def _candidates(self, conn: Connection, scopes: list[Scope], found: list[Found], unbacked: bool,
+                    policy: ReadPolicy, now: datetime, follower: Follower | None
+                    ) -> tuple[dict[int, ItemView], dict[str, frozenset[str]], dict[int, EventRow]]:
+        """The memories with their evidence, and the turns: the turns first,
+        for a summary's evidence is only looked for among them."""
+        turns = self._turns(conn, scopes, found, unbacked, policy)
+        return (*self._memories(conn, scopes, found, policy, now, turns.keys(), follower), turns)
+
     @staticmethod
     def _memories(conn: Connection, scopes: list[Scope], found: list[Found], policy: ReadPolicy, now: datetime,
-                  follower: Follower | None = None) -> tuple[dict[int, ItemView], dict[str, frozenset[str]]]:
+                  turns: Collection[int], follower: Follower | None = None
+                  ) -> tuple[dict[int, ItemView], dict[str, frozenset[str]]]:
         """The usable memories among the hits and each scope's most
-        important ones, with the event ids of the hits' evidence; and the
-        profile facts that follow ``follower`` into the group."""
+        important ones, with the event ids of the hits' evidence (a
+        summary's among ``turns``); and the profile facts that follow
+        ``follower`` into the group."""
         if policy.max_items <= 0:
             return {}, {}
         hits = leading([f.memories for f in found])
@@ -206,7 +221,7 @@ class MemoryReader:
                                       if usable(i, policy, now)}
         if follower is not None:
             items.update({i.id: i for i in load_followers(conn, follower, policy, now) if i.id not in items})
-        return items, load_evidence(conn, [items[r].memory_id for r in hits if r in items])
+        return items, load_evidence(conn, [items[r].memory_id for r in hits if r in items], turns)
 
     @staticmethod
     def _turns(conn: Connection, scopes: list[Scope], found: list[Found], unbacked: bool,

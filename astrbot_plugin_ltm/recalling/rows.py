@@ -5,7 +5,7 @@ read's few hundred candidates cost more than finding them (docs/decisions.md#d25
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
@@ -120,11 +120,13 @@ def recallable(conn: Connection, scopes: list[Scope], rowids: set[int], pooled: 
     # importance order (an OR over scopes scanned every active item);
     # "+confidence" keeps SQLite from reading the whole scope through
     # ix_ltm_items_scope_confidence and sorting it. A group's pool also
-    # holds what its members said in it, kept with them.
+    # holds what its members said in it, kept with them: those few rows by
+    # their ids ("NOT INDEXED": a status index would read every active
+    # memory of every scope, a read that grew with the store).
     for n, scope in enumerate(scopes):
         parts.append(f"SELECT * FROM (SELECT {columns} FROM ltm_items WHERE scope = :kind{n} AND scope_id = :id{n} "
                      f"AND {pooled} ORDER BY importance DESC LIMIT :pool)")
-        parts.append(f"SELECT * FROM (SELECT {columns} FROM ltm_items WHERE id IN ({said_in_sql(n)}) "
+        parts.append(f"SELECT * FROM (SELECT {columns} FROM ltm_items NOT INDEXED WHERE id IN ({said_in_sql(n)}) "
                      f"AND {pooled} ORDER BY importance DESC LIMIT :pool)")
         params[f"kind{n}"], params[f"id{n}"] = scope.kind, scope.id
     found: dict[int, ItemRow] = {}
@@ -146,6 +148,7 @@ def load_turns(conn: Connection, scopes: list[Scope], rowids: list[int], unbacke
     return {row[0]: EventRow.of(row) for row in rows if (row[2], row[3]) in wanted}
 
 
-def load_evidence(conn: Connection, memory_ids: list[str]) -> dict[str, frozenset[str]]:
-    """Memory id -> the event ids of its evidence (a fact's or a summary's, storing.evidence)."""
-    return evidence_of(conn, memory_ids)
+def load_evidence(conn: Connection, memory_ids: list[str], turns: Collection[int]) -> dict[str, frozenset[str]]:
+    """Memory id -> the event ids of its evidence (a fact's, or a summary's
+    among the candidate ``turns``: storing.evidence)."""
+    return evidence_of(conn, memory_ids, turns)

@@ -14,18 +14,21 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+import importlib.util
 import math
 import re
 import unicodedata
 from collections.abc import Callable
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from ..extension_points import TokenCounter
 from ..logs import log
 from ..text import is_cjk
 
+_CL100K_FILE = "cl100k_base.tiktoken.gz"
 _CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
 _CL100K_PATTERN = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
@@ -119,11 +122,27 @@ def _last_piece(part: str) -> str | None:
     return part[start - 1:] if part[start - 1] == " " else None
 
 
+def _cl100k_file() -> bytes:
+    """bpe-openai's cl100k file, read where the package lies without importing
+    it when it can be: its import decodes all three of its vocabularies into
+    dicts it keeps, ~55 MB resident for the life of the process. Else (a
+    package that is not plain files, or stands in for one) through its import,
+    which also raises ImportError when it is not installed."""
+    try:
+        spec = importlib.util.find_spec("bpe_openai")
+    except ValueError:  # in sys.modules without a spec
+        spec = None
+    for location in (spec.submodule_search_locations or []) if spec is not None else []:
+        path = Path(location) / "data" / _CL100K_FILE
+        if path.is_file():
+            return path.read_bytes()
+    return resources.files("bpe_openai.data").joinpath(_CL100K_FILE).read_bytes()
+
+
 def _load_offline_cl100k() -> Any:
     import tiktoken
 
-    data = resources.files("bpe_openai.data").joinpath("cl100k_base.tiktoken.gz").read_bytes()
-    raw = gzip.decompress(data)
+    raw = gzip.decompress(_cl100k_file())
     if hashlib.sha256(raw).hexdigest() != _CL100K_SHA256:
         raise ValueError("bpe-openai's cl100k_base file does not match tiktoken's hash")
     ranks = {}

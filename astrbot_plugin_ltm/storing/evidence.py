@@ -17,7 +17,7 @@ summary links from ``ltm_evidence`` into their own table.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -107,8 +107,12 @@ async def event_ids_of(session: AsyncSession, memory_ids: Sequence[str]) -> list
     return [str(r[0]) for r in rows]
 
 
-def evidence_of(conn: Connection, memory_ids: Sequence[str]) -> dict[str, frozenset[str]]:
-    """Memory id -> the event ids of its evidence (a read thread's)."""
+def evidence_of(conn: Connection, memory_ids: Sequence[str], turns: Collection[int]) -> dict[str, frozenset[str]]:
+    """Memory id -> the event ids of its evidence, a summary's only among
+    ``turns`` (row ids): a read compares a summary with its candidate
+    turns alone, and a summary of a busy day cites thousands. Every summary
+    asked for has an entry, if empty (a read thread's). "+type": found by
+    their ids, not by reading every summary of the store through the type index."""
     if not memory_ids:
         return {}
     rows = fetch_rows(conn, "SELECT memory_id, event_id FROM ltm_evidence "
@@ -116,11 +120,16 @@ def evidence_of(conn: Connection, memory_ids: Sequence[str]) -> dict[str, frozen
                             "UNION ALL SELECT i.memory_id, e.event_id FROM ltm_items i "
                             "CROSS JOIN ltm_summary_links sl ON sl.item_id = i.id "
                             "CROSS JOIN ltm_events e ON e.id = sl.event_rowid "
-                            "WHERE i.memory_id IN (SELECT value FROM json_each(:ids))",
-                      {"ids": json.dumps(list(memory_ids))})
+                            "WHERE i.memory_id IN (SELECT value FROM json_each(:ids)) "
+                            "AND sl.event_rowid IN (SELECT value FROM json_each(:turns)) "
+                            f"UNION ALL SELECT memory_id, NULL FROM ltm_items WHERE +type = '{MemoryType.SUMMARY}' "
+                            "AND memory_id IN (SELECT value FROM json_each(:ids))",
+                      {"ids": json.dumps(list(memory_ids)), "turns": json.dumps(sorted(turns))})
     out: dict[str, set[str]] = {}
     for memory_id, event_id in rows:
-        out.setdefault(memory_id, set()).add(event_id)
+        cited = out.setdefault(memory_id, set())
+        if event_id is not None:
+            cited.add(event_id)
     return {k: frozenset(v) for k, v in out.items()}
 
 

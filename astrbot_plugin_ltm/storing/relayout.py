@@ -9,7 +9,7 @@ took; never above ``MAX_SECONDS``), with a pause between batches for
 AstrBot's own writes:
 
 1. a turn's vectors from ``ltm_event_vectors`` (float32) to
-   ``ltm_turn_vectors`` (int8), deleted from the old table in the same
+   ``ltm_turn_vectors`` (in TURN_BITS), deleted from the old table in the same
    transaction;
 2. a withheld turn's keyword terms into ``ltm_turn_terms`` (it had no FTS5
    row, but lends its words to the next turn as context);
@@ -56,7 +56,7 @@ from .database import Database, ReadOnlyError
 from .keyword_rows import LEGACY_TURN_ROWS
 from .terms import encode
 from .turns import PASSAGE_BREAK, turn_tokens
-from .vector_rows import LEGACY_TURN_VECTORS, decode, space_id
+from .vector_rows import FLOAT32, LEGACY_TURN_VECTORS, TURN_BITS, decode, space_id
 from .vector_rows import encode as encode_vectors
 
 TARGET_SECONDS = 0.04  # what a batch aims to hold the write lock for
@@ -201,7 +201,7 @@ def _read_turn_vectors(conn: Connection, size: int) -> tuple[int, Any]:
         return 0, None
     rows = conn.execute(text(f"SELECT event_rowid, model, dim, vector FROM {LEGACY_TURN_VECTORS} "
                              "ORDER BY event_rowid LIMIT :n"), {"n": size}).all()
-    moved = [(rowid, model, dim, len(blob), encode_vectors(decode(blob, dim, float32=True)))
+    moved = [(rowid, model, dim, len(blob), encode_vectors(decode(blob, dim, FLOAT32), TURN_BITS))
              for rowid, model, dim, blob in rows
              if dim and dim > 0 and blob and len(blob) % (4 * dim) == 0]  # else torn: embedded again
     return len(rows), (rows[-1][0] if rows else 0, moved)
@@ -213,7 +213,7 @@ async def _write_turn_vectors(session: AsyncSession, batch: Any) -> None:
     values = []
     for rowid, model, dim, length, blob in moved:
         if (model, dim) not in spaces:
-            spaces[(model, dim)] = await space_id(session, model, dim)
+            spaces[(model, dim)] = await space_id(session, model, dim, TURN_BITS)
         values.append({"r": rowid, "s": spaces[(model, dim)], "v": blob, "n": length})
     if values:  # only rows still there as read; a vector the fill wrote since is newer: kept
         await session.execute(text(
@@ -302,7 +302,7 @@ async def _write_summary_links(session: AsyncSession, rows: Any) -> None:
 def _read_memory_vectors(conn: Connection, size: int) -> tuple[int, Any]:
     rows = conn.execute(text("SELECT item_id, dim, vector FROM ltm_item_vectors "
                              "WHERE dim > 0 AND length(vector) = 4 * dim LIMIT :n"), {"n": size}).all()
-    return len(rows), [{"r": r, "old": blob, "v": encode_vectors(decode(blob, dim, float32=True))}
+    return len(rows), [{"r": r, "old": blob, "v": encode_vectors(decode(blob, dim, FLOAT32))}
                        for r, dim, blob in rows]
 
 

@@ -89,6 +89,13 @@ class LTMBase(MappedAsDataclass, DeclarativeBase, eq=False):
 metadata = LTMBase.metadata
 
 
+# The statuses of a turn extraction has not finished with: SQLite reads a
+# partial index of them for a query whose own conditions name one.
+UNFINISHED = "(" + " OR ".join(f"extraction_status = '{s}'" for s in (ExtractionStatus.PENDING,
+                                                                       ExtractionStatus.FAILED,
+                                                                       ExtractionStatus.SKIPPED)) + ")"
+
+
 class MemoryEvent(LTMBase, kw_only=True):
     """A recorded message, bot reply or tool result: the raw archive. Never
     deleted by the plugin; memories are evidenced by these rows."""
@@ -98,8 +105,10 @@ class MemoryEvent(LTMBase, kw_only=True):
         Index("ix_ltm_events_scope_created", "scope", "scope_id", "created_at"),
         Index("ix_ltm_events_session", "session_id", "created_at"),
         Index("ix_ltm_events_created", "created_at"),
-        Index("ix_ltm_events_status_created", "extraction_status", "created_at"),
-        Index("ix_ltm_events_scope_status_created", "scope", "scope_id", "extraction_status", "created_at"),
+        # Only the turns not done are found by their status (migration 0018).
+        Index("ix_ltm_events_unfinished", "extraction_status", "created_at", sqlite_where=text(UNFINISHED)),
+        Index("ix_ltm_events_scope_unfinished", "scope", "scope_id", "extraction_status", "created_at",
+              sqlite_where=text(UNFINISHED)),
     )
 
     id: Mapped[int | None] = mapped_column(primary_key=True, nullable=False, default=None)
@@ -327,21 +336,23 @@ class MemoryVector(LTMBase, kw_only=True):
 
 
 class VectorSpace(LTMBase, kw_only=True):
-    """An embedding model and the dimension it answered in: a turn's
-    vector row names its space by this number, not by the model's name
-    and its scope again (docs/decisions.md#d159)."""
+    """An embedding model, the dimension it answered in and the bits of a
+    stored component: a turn's vector row names its space by this number,
+    not by the model's name and its scope again (docs/decisions.md#d159,
+    #d165)."""
 
     __tablename__ = "ltm_vector_spaces"
-    __table_args__ = (UniqueConstraint("model", "dim", name="uq_ltm_vector_spaces_model_dim"),)
+    __table_args__ = (UniqueConstraint("model", "dim", "bits", name="uq_ltm_vector_spaces_model_dim_bits"),)
 
     id: Mapped[int | None] = mapped_column(primary_key=True, nullable=False, default=None)
     model: Mapped[str] = mapped_column(String(255))
     dim: Mapped[int]
+    bits: Mapped[int]
 
 
 class TurnVector(LTMBase, kw_only=True):
     """A raw turn's embeddings, one per sentence or passage
-    (storing.turns.turn_passages), int8, in one blob. Its scope is its
+    (storing.turns.turn_passages), in its space's bits, in one blob. Its scope is its
     event's (``ltm_events``): not stored twice."""
 
     __tablename__ = "ltm_turn_vectors"

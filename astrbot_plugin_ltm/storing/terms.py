@@ -23,6 +23,7 @@ import numpy as np
 # Where a turn's passages meet (storing.turns.PASSAGE_BREAK): no term hashes to it.
 BREAK_KEY = 0
 _DTYPE = np.dtype("<u4")
+KEY_BYTES = _DTYPE.itemsize  # a key's bytes in a blob
 
 
 def term_key(term: str) -> int:

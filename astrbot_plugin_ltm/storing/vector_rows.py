@@ -3,14 +3,19 @@
 sentence or passage, in one blob). FAISS namespaces (indexes.vectors) are
 caches of these rows, one per scope, corpus and model.
 
-Vectors are stored as int8, each scaled by its own largest component
-(``encode``): a quarter of float32's bytes, and the cosines they give
-differ by about 0.001 (docs/decisions.md#d159). A turn's row names its
-model by a number (``ltm_vector_spaces``) and its scope through its event.
+Vectors are stored as small integers, each row scaled by its own largest
+component (``encode``): a memory's as int8, a quarter of float32's bytes
+(the cosines differ by about 0.001, docs/decisions.md#d159); a turn's,
+of which there are many more, in TURN_BITS bits a component (D165). A
+turn's row names its space by a number (``ltm_vector_spaces``: the model,
+its dimension and the bits of a component) and its scope through its event.
 
 A store from before migration 0017 may still hold float32 rows in
 ``ltm_item_vectors`` and in the old ``ltm_event_vectors`` table, until
 storing.relayout has moved them; every read here takes both kinds.
+
+Over 400 lines: every statement on the vector tables is here, each taking
+both layouts and every space's bits, so that a format is changed in one place.
 """
 
 from __future__ import annotations
@@ -52,26 +57,68 @@ def normalise(vectors: np.ndarray) -> np.ndarray:
     return vectors / norms
 
 
-def encode(vectors: np.ndarray) -> bytes:
-    """Rows of floats as int8, each row scaled so that its largest
-    component is ±127 (the scale is not kept: a cosine needs only the
-    direction)."""
+# The bits of a turn vector's component: 5 (±15) kept LoCoMo's and
+# MemoryBank-CN's evidence recall within 0.002 of int8's, at 62 % of its
+# bytes (docs/decisions.md#d165). Rows written before keep their space's bits.
+TURN_BITS = 5
+FLOAT32 = 32  # the bits of a row from before migration 0017
+
+
+def row_bytes(dim: int, bits: int) -> int:
+    """The bytes of one vector of ``dim`` components of ``bits`` bits."""
+    return (dim * bits + 7) // 8
+
+
+def encode(vectors: np.ndarray, bits: int = 8) -> bytes:
+    """Rows of floats as signed integers of ``bits`` bits (8: int8; fewer:
+    packed, little-endian bit order, each row whole bytes), each row scaled
+    so that its largest component is the largest value (the scale is not
+    kept: a cosine needs only the direction)."""
     rows = normalise(vectors)
     peak = np.abs(rows).max(axis=1, keepdims=True)
     peak[peak == 0] = 1.0
-    return np.rint(rows * (127.0 / peak)).clip(-127, 127).astype(np.int8).tobytes()
+    top = (1 << (bits - 1)) - 1
+    values = np.rint(rows * (top / peak)).clip(-top, top)
+    if bits == 8:
+        return values.astype(np.int8).tobytes()
+    shifted = (values + top).astype(np.uint8)  # 0 .. 2·top
+    n, dim = shifted.shape
+    if dim % 8 == 0:  # eight components in ``bits`` whole bytes: shifts, not a byte a bit
+        octets = shifted.reshape(n, dim // 8, 8).astype(np.uint64)
+        word = np.zeros((n, dim // 8), np.uint64)
+        for k in range(8):
+            word |= octets[:, :, k] << np.uint64(bits * k)
+        return word.astype("<u8").view(np.uint8).reshape(n, dim // 8, 8)[:, :, :bits].tobytes()
+    bitwise = np.unpackbits(shifted[:, :, None], axis=2, bitorder="little")[:, :, :bits]
+    return np.packbits(bitwise.reshape(n, -1), axis=1, bitorder="little").tobytes()
 
 
-def decode(blob: bytes, dim: int, float32: bool = False) -> np.ndarray:
-    """A blob's rows, float32 of unit length: int8 rows (``encode``), or
-    float32 ones (written before migration 0017)."""
-    raw = np.frombuffer(blob, np.float32 if float32 else np.int8)
-    return normalise(raw.reshape(-1, dim).astype(np.float32))
+def decode(blob: bytes, dim: int, bits: int = 8) -> np.ndarray:
+    """A blob's rows, float32 of unit length: ``encode``'s, or float32
+    ones (``bits`` FLOAT32, written before migration 0017)."""
+    if bits == FLOAT32:
+        return normalise(np.frombuffer(blob, np.float32).reshape(-1, dim))
+    if bits == 8:
+        return normalise(np.frombuffer(blob, np.int8).reshape(-1, dim).astype(np.float32))
+    packed = np.frombuffer(blob, np.uint8).reshape(-1, row_bytes(dim, bits))
+    if dim % 8 == 0:
+        groups = packed.reshape(len(packed), dim // 8, bits)
+        word = np.zeros(groups.shape[:2], np.uint64)
+        for i in range(bits):
+            word |= groups[:, :, i].astype(np.uint64) << np.uint64(8 * i)
+        values = np.empty((*word.shape, 8), np.float32)
+        for k in range(8):
+            values[:, :, k] = (word >> np.uint64(bits * k)) & np.uint64((1 << bits) - 1)
+        values = values.reshape(-1, dim)
+    else:
+        bitwise = np.unpackbits(packed, axis=1, bitorder="little")[:, :dim * bits].reshape(-1, dim, bits)
+        values = np.packbits(bitwise, axis=2, bitorder="little")[:, :, 0].astype(np.float32)
+    return normalise(values - ((1 << (bits - 1)) - 1))
 
 
 def memory_vector(blob: bytes, dim: int) -> np.ndarray:
     """A memory's one vector (dim bytes as int8, 4·dim as float32), float32."""
-    return decode(blob, dim, float32=len(blob) == 4 * dim)[0]
+    return decode(blob, dim, FLOAT32 if len(blob) == 4 * dim else 8)[0]
 
 
 def whole_memory_vector() -> ColumnElement[bool]:
@@ -82,24 +129,29 @@ def whole_memory_vector() -> ColumnElement[bool]:
     return and_(dim > 0, or_(size == dim, size == 4 * dim))
 
 
-def whole_turn_vectors(dim: Any) -> ColumnElement[bool]:
-    """SQL: a turn's row holds whole int8 vectors of ``dim``."""
+# SQL: the bytes of one vector of a turn row's space (``row_bytes``), in a
+# statement that joins ltm_vector_spaces as ``s``; and as an expression.
+_ROW_BYTES = "((s.dim * s.bits + 7) / 8)"
+_SPACE_ROW_BYTES = (VectorSpace.dim * VectorSpace.bits + 7) // 8
+
+
+def whole_turn_vectors() -> ColumnElement[bool]:
+    """SQL: a turn's row holds whole vectors of its space."""
     size = func.length(TurnVector.vector)
-    return and_(size > 0, size % dim == 0)
+    return and_(VectorSpace.dim > 0, size > 0, size % _SPACE_ROW_BYTES == 0)
 
 
 # -- vector spaces: a model and its dimension -------------------------------------------
 
 
-async def space_id(session: AsyncSession, model: str, dim: int) -> int:
-    """The number of (model, dim), added on first use."""
-    found = (await session.execute(
-        select(VectorSpace.id).where(VectorSpace.model == model, VectorSpace.dim == dim))).scalar()
+async def space_id(session: AsyncSession, model: str, dim: int, bits: int) -> int:
+    """The number of (model, dim, bits), added on first use."""
+    this = (VectorSpace.model == model, VectorSpace.dim == dim, VectorSpace.bits == bits)
+    found = (await session.execute(select(VectorSpace.id).where(*this))).scalar()
     if found is not None:
         return int(found)
-    await session.execute(insert(VectorSpace).values(model=model, dim=dim))
-    added = (await session.execute(
-        select(VectorSpace.id).where(VectorSpace.model == model, VectorSpace.dim == dim))).scalar_one()
+    await session.execute(insert(VectorSpace).values(model=model, dim=dim, bits=bits))
+    added = (await session.execute(select(VectorSpace.id).where(*this))).scalar_one()
     assert added is not None
     return int(added)
 
@@ -124,14 +176,6 @@ _LEGACY_OF_SCOPE = (f"FROM {LEGACY_TURN_VECTORS} v JOIN ltm_events e ON e.id = v
                     "WHERE v.scope = :kind AND v.scope_id = :id AND e.created_at > :since "
                     "AND v.model = :model AND NOT EXISTS (SELECT 1 FROM ltm_turn_vectors t "
                     "WHERE t.event_rowid = v.event_rowid)")
-
-
-def _turn_rows_of(scope: Scope, model: str) -> Any:
-    return (select(TurnVector.event_rowid, VectorSpace.dim, TurnVector.vector)
-            .select_from(MemoryEvent)
-            .join(TurnVector, TurnVector.event_rowid == MemoryEvent.id)
-            .join(VectorSpace, VectorSpace.id == TurnVector.space)
-            .where(MemoryEvent.scope == scope.kind, MemoryEvent.scope_id == scope.id, VectorSpace.model == model))
 
 
 @dataclass(frozen=True)
@@ -167,8 +211,9 @@ def scope_vectors(conn: Connection, scope: Scope, model: str, corpus: Corpus,
             broken += int(rows) - int(whole)
     else:
         for dim, rows, whole, vectors in conn.execute(text(
-                "SELECT s.dim, count(*), sum(s.dim > 0 AND length(t.vector) > 0 AND length(t.vector) % s.dim = 0), "
-                "sum(CASE WHEN s.dim > 0 AND length(t.vector) % s.dim = 0 THEN length(t.vector) / s.dim END) "
+                f"SELECT s.dim, count(*), sum(s.dim > 0 AND length(t.vector) > 0 "
+                f"AND length(t.vector) % {_ROW_BYTES} = 0), sum(CASE WHEN s.dim > 0 "
+                f"AND length(t.vector) % {_ROW_BYTES} = 0 THEN length(t.vector) / {_ROW_BYTES} END) "
                 "FROM ltm_events e JOIN ltm_turn_vectors t ON t.event_rowid = e.id "
                 "JOIN ltm_vector_spaces s ON s.id = t.space "
                 "WHERE e.scope = :kind AND e.scope_id = :id AND e.created_at > :since AND s.model = :model "
@@ -196,25 +241,45 @@ def scope_rows(conn: Connection, scope: Scope, model: str, corpus: Corpus, dim: 
     """The scope's whole rows of ``dim`` for ``model`` (a turn's said after
     ``since``): (row id, its vectors as float32 unit rows), read a chunk at a time."""
     params = {"kind": scope.kind, "id": scope.id, "model": model, "dim": dim, "since": since or ""}
-    sources: list[tuple[Any, bool | None]]  # (statement, whether its blobs are float32; None: by length)
+    # Each statement gives (row id, blob, the bits of its components).
+    sources: list[Any]
     if corpus == Corpus.MEMORIES:
-        sources = [(text(f"SELECT item_id, vector FROM ltm_item_vectors WHERE {_MEMORIES_OF_SCOPE} "
-                         "AND model = :model AND dim = :dim AND length(vector) IN (dim, 4 * dim)"), None)]
+        sources = [text(f"SELECT item_id, vector, CASE WHEN length(vector) = 4 * dim THEN {FLOAT32} ELSE 8 END "
+                        f"FROM ltm_item_vectors WHERE {_MEMORIES_OF_SCOPE} "
+                        "AND model = :model AND dim = :dim AND length(vector) IN (dim, 4 * dim)")]
     else:
-        sources = [(text("SELECT t.event_rowid, t.vector FROM ltm_events e "
-                         "JOIN ltm_turn_vectors t ON t.event_rowid = e.id JOIN ltm_vector_spaces s ON s.id = t.space "
-                         "WHERE e.scope = :kind AND e.scope_id = :id AND e.created_at > :since "
-                         "AND s.model = :model AND s.dim = :dim "
-                         "AND length(t.vector) > 0 AND length(t.vector) % s.dim = 0"), False)]
+        sources = [text("SELECT t.event_rowid, t.vector, s.bits FROM ltm_events e "
+                        "JOIN ltm_turn_vectors t ON t.event_rowid = e.id JOIN ltm_vector_spaces s ON s.id = t.space "
+                        "WHERE e.scope = :kind AND e.scope_id = :id AND e.created_at > :since "
+                        "AND s.model = :model AND s.dim = :dim "
+                        f"AND length(t.vector) > 0 AND length(t.vector) % {_ROW_BYTES} = 0")]
         if has_legacy_turn_vectors(conn):
-            sources.append((text(f"SELECT v.event_rowid, v.vector {_LEGACY_OF_SCOPE} AND v.dim = :dim "
-                                 "AND length(v.vector) > 0 AND length(v.vector) % (4 * v.dim) = 0"), True))
-    for statement, float32 in sources:
+            sources.append(text(f"SELECT v.event_rowid, v.vector, {FLOAT32} {_LEGACY_OF_SCOPE} AND v.dim = :dim "
+                                "AND length(v.vector) > 0 AND length(v.vector) % (4 * v.dim) = 0"))
+    for statement in sources:
         result = conn.execute(statement, params)
         while batch := result.fetchmany(chunk):
-            for rowid, blob in batch:
-                f32 = len(blob) == 4 * dim if float32 is None else float32
-                yield int(rowid), decode(blob, dim, f32)
+            yield from _decoded(batch, dim)
+
+
+def _decoded(batch: Sequence[Any], dim: int) -> Iterator[tuple[int, np.ndarray]]:
+    """(row id, its vectors) of ``batch``'s (row id, blob, bits) rows, in
+    their order: the blobs of one kind decoded in one call, not one a row
+    (a scope of 50,000 turns loads ten times faster)."""
+    kinds: dict[int, list[int]] = {}
+    for n, (_, _, bits) in enumerate(batch):
+        kinds.setdefault(int(bits), []).append(n)
+    out: list[np.ndarray] = [np.empty(0)] * len(batch)
+    for bits, rows in kinds.items():
+        size = 4 * dim if bits == FLOAT32 else row_bytes(dim, bits)
+        vectors = decode(b"".join(batch[n][1] for n in rows), dim, bits)
+        at = 0
+        for n in rows:
+            count = len(batch[n][1]) // size
+            out[n] = vectors[at:at + count]
+            at += count
+    for n, (rowid, _, _) in enumerate(batch):
+        yield int(rowid), out[n]
 
 
 def fingerprint(conn: Connection, scope: Scope, model: str, corpus: Corpus, since: str | None = None) -> Fingerprint:
@@ -230,14 +295,14 @@ def fingerprint(conn: Connection, scope: Scope, model: str, corpus: Corpus, sinc
                    MemoryVector.model == model, whole_memory_vector())).one()
         return (int(row[0]), int(row[1]), str(row[2]))
     turns = conn.execute(
-        select(func.coalesce(func.sum(func.length(TurnVector.vector) / VectorSpace.dim), 0),
+        select(func.coalesce(func.sum(func.length(TurnVector.vector) // _SPACE_ROW_BYTES), 0),
                func.coalesce(func.sum(TurnVector.event_rowid), 0), func.max(TurnVector.event_rowid))
         .select_from(MemoryEvent)
         .join(TurnVector, TurnVector.event_rowid == MemoryEvent.id)
         .join(VectorSpace, VectorSpace.id == TurnVector.space)
         .where(MemoryEvent.scope == scope.kind, MemoryEvent.scope_id == scope.id, VectorSpace.model == model,
                text("ltm_events.created_at > :since").bindparams(since=since or ""),  # stored text, as held_since
-               whole_turn_vectors(VectorSpace.dim))).one()
+               whole_turn_vectors())).one()
     count, total = int(turns[0]), int(turns[1])
     last: int | None = None if turns[2] is None else int(turns[2])
     if has_legacy_turn_vectors(conn):
@@ -257,12 +322,14 @@ async def store_vectors(session: AsyncSession, corpus: Corpus, rows: Sequence[tu
                         vectors: Sequence[np.ndarray], now: datetime) -> None:
     """Save the vectors of ``rows`` (row id, scope) in the caller's
     transaction, replacing any they had; per row an array of its vectors
-    (one for a memory, one per sentence for a turn), stored as int8. The
-    change noted carries them as the namespaces will hold them."""
+    (one for a memory, one per sentence for a turn), stored as int8 (a
+    memory's) or in TURN_BITS (a turn's). The change noted carries them as
+    the namespaces will hold them."""
     if not rows:
         return
     vectors = [normalise(v) for v in vectors]
-    blobs = [encode(v) for v in vectors]
+    bits = 8 if corpus == Corpus.MEMORIES else TURN_BITS
+    blobs = [encode(v, bits) for v in vectors]
     if corpus == Corpus.MEMORIES:
         values: list[dict[str, Any]] = [
             {"item_id": rowid, "scope": scope.kind, "scope_id": scope.id, "model": model,
@@ -270,13 +337,13 @@ async def store_vectors(session: AsyncSession, corpus: Corpus, rows: Sequence[tu
             for (rowid, scope), vecs, blob in zip(rows, vectors, blobs, strict=True)]
         await session.execute(insert(MemoryVector).prefix_with("OR REPLACE"), values)
     else:
-        spaces = {dim: await space_id(session, model, dim) for dim in {int(v.shape[1]) for v in vectors}}
+        spaces = {dim: await space_id(session, model, dim, bits) for dim in {int(v.shape[1]) for v in vectors}}
         await session.execute(insert(TurnVector).prefix_with("OR REPLACE"), [
             {"event_rowid": rowid, "space": spaces[int(vecs.shape[1])], "vector": blob}
             for (rowid, _), vecs, blob in zip(rows, vectors, blobs, strict=True)])
         await _delete_legacy(session, "event_rowid IN (SELECT value FROM json_each(:ids))",
                              {"ids": _json([rowid for rowid, _ in rows])})
-    held = [decode(blob, int(v.shape[1])) for v, blob in zip(vectors, blobs, strict=True)]
+    held = [decode(blob, int(v.shape[1]), bits) for v, blob in zip(vectors, blobs, strict=True)]
     by_scope: dict[Scope, list[int]] = {}
     for n, (_, scope) in enumerate(rows):
         by_scope.setdefault(scope, []).append(n)
@@ -339,7 +406,7 @@ async def delete_long_turn_vectors(session: AsyncSession, most: int) -> int:
     sentence by sentence before passages, docs/decisions.md#d77): the fill
     embeds those turns again. Returns how many turns lost theirs."""
     long = select(TurnVector.event_rowid).join(VectorSpace, VectorSpace.id == TurnVector.space).where(
-        VectorSpace.dim > 0, func.length(TurnVector.vector) / VectorSpace.dim > most)
+        VectorSpace.dim > 0, func.length(TurnVector.vector) // _SPACE_ROW_BYTES > most)
     result = await session.execute(delete(TurnVector).where(TurnVector.event_rowid.in_(long)))
     gone = int(getattr(result, "rowcount", 0) or 0)
     return gone + await _delete_legacy(session, "dim > 0 AND length(vector) / (4 * dim) > :most", {"most": most})
@@ -353,7 +420,7 @@ def turn_has_vector(model: str, dim: int | None) -> ColumnElement[bool]:
     if dim is not None:
         space.append(VectorSpace.dim == dim)
     return exists(select(TurnVector.event_rowid).join(VectorSpace, and_(*space)).where(
-        TurnVector.event_rowid == MemoryEvent.id, whole_turn_vectors(VectorSpace.dim)))
+        TurnVector.event_rowid == MemoryEvent.id, whole_turn_vectors()))
 
 
 def legacy_turn_lacks_vector(model: str, dim: int | None) -> ColumnElement[bool]:

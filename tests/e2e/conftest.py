@@ -525,6 +525,18 @@ class Bot:
                                                + (f" (last error: {last_exc})" if last_exc else "")))
             time.sleep(interval)
 
+    def wait_said_and_extracted(self, user: str, said: str, timeout: float = 45.0) -> None:
+        """Wait until ``said`` is recorded as ``user``'s turn and none of
+        their turns is pending: the recorder writes a turn in a batch after
+        the reply, so "none pending" alone holds before it is there."""
+
+        def done() -> bool:
+            events = self.events(user)
+            return any(e["content"].get("text") == said for e in events) and \
+                not any(e["extraction_status"] == "pending" for e in events)
+
+        self.wait_for(done, timeout, f"{user}'s turn {said!r} recorded and extracted")
+
     def wait_extracted(self, user: str, facts: list[str], status: str = "active", timeout: float = 45.0) -> list[dict]:
         """Wait until ``user`` has items containing each of ``facts`` with
         ``status`` and none of their events is pending any more."""

@@ -154,8 +154,7 @@ def test_a_changed_fact_supersedes_across_languages_and_the_person_is_named_not_
     # The web chat gives the login ("ming") as the sender's id and name: not a name.
     for n, said in enumerate(["我叫小明，住在上海", "My name is Alice and I live in Paris", "I live in Berlin"]):
         assert bot.chat(said, "ming", f"t9-{n}") == f"ECHO: {said}"
-        bot.wait_for(lambda: not any(e["extraction_status"] == "pending" for e in bot.events("ming")),
-                     45, "the statement extracted")
+        bot.wait_said_and_extracted("ming", said)
     items = bot.items("ming")
     current = [i for i in items if i["status"] != "superseded"]
     cities = [i for i in items if i["fact_key"].endswith("home_city")]

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from astrbot_plugin_ltm.operating.transfer import EVENT_FIELDS, FORMAT, ITEM_FIELDS, VERSION, checksum
+from astrbot_plugin_ltm.operating.export_format import FORMAT, VERSION, checksum
+from astrbot_plugin_ltm.operating.serialize import EVENT_FIELDS, ITEM_FIELDS
 from astrbot_plugin_ltm.text import normalize_fact_key
 from devtools.astrbot_home import LEGACY_DASHBOARD, Client
 from devtools.exports import like_a_browser

@@ -54,8 +54,7 @@ def test_an_update_the_words_cannot_confirm_is_listed_for_review_on_the_page(bot
     user = "ann"
     for n, said in enumerate(["My name is Ann and I live in Paris", "我住在上海"]):
         assert bot.chat(said, user, f"u2-{n}") == f"ECHO: {said}"
-        bot.wait_for(lambda: not any(e["extraction_status"] == "pending" for e in bot.events(user)),
-                     45, "the statement extracted")
+        bot.wait_said_and_extracted(user, said)
     cities = [i for i in bot.items(user) if i["fact_key"].endswith("home_city")]
     assert [(c["fact"], c["status"]) for c in cities] == [("Ann lives in Paris", "superseded"),
                                                          ("Ann住在上海", "active")], cities  # the newest shown

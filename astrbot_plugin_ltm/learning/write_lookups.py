@@ -1,0 +1,101 @@
+"""What the writer reads of memory before it decides: a batch's tombstones
+and event times, looked up at once, and the current memory under a key, a
+related key or an id. Apart from writer.py, which decides, gates and writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import bindparam, func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from ..enums import Status
+from ..scope import Scope
+from ..storing.tables import NOT_SUPERSEDED, MemoryEvent, MemoryItem, MemoryTombstone
+from ..text import normalize_fact_key, related_keys
+from .candidates import Candidate
+
+
+@dataclass
+class Looked:
+    """What every candidate of a batch needs looked up, in one statement
+    each for the batch rather than one per candidate: the tombstones under
+    the candidates' keys and when their events were recorded
+    (docs/decisions.md#d144). The writer only removes tombstones (a revive
+    pops it here too) and never changes an event's time."""
+
+    tombstones: dict[tuple[Scope, str], MemoryTombstone]
+    recorded: dict[str, datetime]
+
+    @classmethod
+    async def up(cls, session: AsyncSession, candidates: Sequence[tuple[Scope, Candidate]]) -> Looked:
+        keys: dict[Scope, set[str]] = {}
+        for scope, c in candidates:
+            key = normalize_fact_key(c.fact_key or c.fact)
+            if key:
+                keys.setdefault(scope, set()).add(key)
+        tombstones: dict[tuple[Scope, str], MemoryTombstone] = {}
+        for scope, wanted in keys.items():
+            for chunk in _chunks(sorted(wanted)):
+                for tomb in (await session.execute(select(MemoryTombstone).where(
+                        MemoryTombstone.scope == scope.kind, MemoryTombstone.scope_id == scope.id,
+                        MemoryTombstone.fact_key.in_(chunk)))).scalars():
+                    tombstones[(scope, tomb.fact_key)] = tomb
+        recorded: dict[str, datetime] = {}
+        for chunk in _chunks(sorted({e for _, c in candidates for e in c.event_ids})):
+            rows = await session.execute(select(MemoryEvent.event_id, MemoryEvent.created_at)
+                                         .where(MemoryEvent.event_id.in_(chunk)))
+            recorded.update((event_id, at) for event_id, at in rows)
+        return cls(tombstones, recorded)
+
+    def stated_at(self, event_ids: Sequence[str]) -> datetime | None:
+        """As :func:`stated_at`: the newest of the events' times."""
+        return max((self.recorded[e] for e in event_ids if e in self.recorded), default=None)
+
+
+def _chunks(values: list[str], size: int = 500) -> list[list[str]]:
+    return [values[n:n + size] for n in range(0, len(values), size)]
+
+
+# The statements every candidate runs, built once: building a select and
+# its cache key each time was most of their cost (docs/decisions.md#d145).
+_IN_SCOPE = (MemoryItem.scope == bindparam("kind"), MemoryItem.scope_id == bindparam("scope_id"), NOT_SUPERSEDED)
+_CURRENT = select(MemoryItem).where(*_IN_SCOPE, MemoryItem.fact_key == bindparam("key"))
+_KEYS_FROM = select(MemoryItem.id, MemoryItem.fact_key).where(
+    *_IN_SCOPE, MemoryItem.fact_key >= bindparam("low"), MemoryItem.fact_key < bindparam("high"))
+
+
+async def current_memory(session: AsyncSession, scope: Scope, key: str) -> MemoryItem | None:
+    """The scope's current (not superseded) memory under ``key``."""
+    return (await session.execute(_CURRENT, {"kind": scope.kind, "scope_id": scope.id, "key": key})
+            ).scalar_one_or_none()
+
+
+async def related_memory(session: AsyncSession, scope: Scope, key: str) -> MemoryItem | None:
+    """The scope's one current memory under a key related to ``key``
+    (``text.related_keys``); None when there is none, or several."""
+    prefix = key.split("_", 1)[0] + "_"
+    keys = (await session.execute(_KEYS_FROM, {"kind": scope.kind, "scope_id": scope.id, "low": prefix,
+                                               "high": prefix + "\U0010ffff"})).all()
+    found = [row_id for row_id, other in keys if related_keys(other, key)]
+    return await session.get(MemoryItem, found[0]) if len(found) == 1 else None
+
+
+async def named_memory(session: AsyncSession, scope: Scope, memory_id: str | None) -> MemoryItem | None:
+    if not memory_id:
+        return None
+    item = (await session.execute(select(MemoryItem).where(MemoryItem.memory_id == memory_id))).scalar_one_or_none()
+    if item is None or (item.scope, item.scope_id) != (scope.kind, scope.id) or item.status == Status.SUPERSEDED:
+        return None
+    return item
+
+
+async def stated_at(session: AsyncSession, event_ids: Sequence[str]) -> datetime | None:
+    """When the newest of the events was recorded: the value holds from then."""
+    if not event_ids:
+        return None
+    return (await session.execute(
+        select(func.max(MemoryEvent.created_at)).where(MemoryEvent.event_id.in_(event_ids)))).scalar_one_or_none()
