@@ -131,7 +131,6 @@ class RecordingConfig:
     """Constants (docs/decisions.md#d169): a tool's result is recorded like a message (the
     design's after-tool hook); an event keeps so many characters, the rest cut and marked."""
 
-    record_tool_results: ClassVar[bool] = True
     tool_result_max_chars: ClassVar[int] = 2000
     max_message_chars: ClassVar[int] = 8000
 
@@ -208,11 +207,9 @@ class SummariesConfig:
     min_events: int = 40
     # Constants (docs/decisions.md#d169): how summaries are built, not whether.
     max_events: ClassVar[int] = 60  # a longer conversation is summarised every this many events
-    rollups: ClassVar[bool] = True  # sessions → day → week → month, one model call each
     # A summary rolled into a coarser one is closed (superseded by it) once its
     # period ended this long ago: the number of summaries stays bounded.
     keep_parts_days: ClassVar[int] = 30
-    last_session_in_block: ClassVar[bool] = True  # the first turn of a new conversation gets the last summary
     max_chars: ClassVar[int] = 1200  # a summary longer than this is cut
 
 

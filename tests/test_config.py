@@ -394,7 +394,7 @@ def _saved_0_1(**changed):
         node = raw
         for part in parents:
             node = node.setdefault(part, {})
-        node[last] = changed.get(path, get(DEFAULT, path))
+        node[last] = changed.get(path, REMOVED[path] if path in ALWAYS_ON else get(DEFAULT, path))
     return raw
 
 
@@ -407,10 +407,18 @@ def test_at_most_fifty_settings():
     assert sorted(REMOVED) == GONE and len(GONE) == 22
 
 
+# Switches whose "off" went with them: what they turned on is always on now.
+ALWAYS_ON = {"summaries.rollups", "summaries.last_session_in_block", "recording.record_tool_results"}
+
+
 def test_what_replaces_a_setting_that_went_is_its_default_then():
-    """Behaviour at the defaults is unchanged: each constant is the default the setting had."""
+    """Behaviour at the defaults is unchanged: each constant is the default the
+    setting had, and a switch that went was on."""
     for path, default in REMOVED.items():
-        assert get(DEFAULT, path) == default, path
+        if path in ALWAYS_ON:
+            assert default is True and not hasattr(get(DEFAULT, path.rpartition(".")[0]), path.rpartition(".")[2])
+        else:
+            assert get(DEFAULT, path) == default, path
 
 
 @pytest.mark.parametrize("path", GONE)
@@ -423,7 +431,7 @@ def test_a_saved_value_of_a_setting_that_went_is_carried_over_or_dropped_aloud(p
         current[section].pop(name)
     current["tools"]["offered"] = ["search", "remember", "expand"]
     current = {key: value for key, value in current.items() if value != {}}  # the recording section went whole
-    value = _other_than(get(DEFAULT, path))
+    value = _other_than(REMOVED[path] if path in ALWAYS_ON else get(DEFAULT, path))
     raw, notes = carried_over(_saved_0_1(**{path: value}), current)
     assert set(raw) == set(current)
     assert len(notes) == 1 and str(notes[0]).startswith(f"{path} is no longer a setting: {value!r}")
@@ -438,6 +446,8 @@ def test_a_saved_value_of_a_setting_that_went_is_carried_over_or_dropped_aloud(p
     elif section == "tools" and hasattr(type(cfg.tools), name) and name != "search_max_tokens":
         assert name not in cfg.tools.offered and getattr(cfg.tools, name) is False
         assert len(cfg.tools.offered) == 2
+    elif path in ALWAYS_ON:  # on, whatever was saved
+        assert value is False and asdict(cfg) == asdict(DEFAULT)
     else:  # a constant now, read where it was
         assert get(cfg, path) == get(DEFAULT, path) != value
         assert asdict(cfg) == asdict(DEFAULT)
