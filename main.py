@@ -6,7 +6,9 @@ the core in ``astrbot_plugin_ltm/``. No memory logic lives here."""
 # "GreedyStr" would take only the first word of "/ltm remember <fact>".
 
 import asyncio
+import json
 import time
+from pathlib import Path
 
 from astrbot.api import AstrBotConfig, logger
 from astrbot.api.event import AstrMessageEvent, filter
@@ -40,8 +42,27 @@ from .astrbot_plugin_ltm.doors.commands import Commands, help_text  # type: igno
 from .astrbot_plugin_ltm.doors.tools import MemoryTools  # type: ignore[import-not-found]
 from .astrbot_plugin_ltm.i18n import say, translate  # type: ignore[import-not-found]
 from .astrbot_plugin_ltm.operating.reply_language import reply_language  # type: ignore[import-not-found]
+from .astrbot_plugin_ltm.removed_settings import carried_over  # type: ignore[import-not-found]
 from .dashboard_routes import register as register_routes  # type: ignore[import-not-found]
 from .dashboard_routes import unregister as unregister_routes
+
+
+def _saved_settings() -> dict | None:
+    """This plugin's settings file as it is now: AstrBot, once it has imported
+    this file, rewrites it without the settings no longer in _conf_schema.json;
+    what they held is carried over at start (removed_settings.carried_over)."""
+    try:
+        from astrbot.core.utils.astrbot_path import get_astrbot_config_path
+
+        path = Path(get_astrbot_config_path()) / f"{Path(__file__).parent.name}_config.json"  # as AstrBot names it
+        saved = json.loads(path.read_text(encoding="utf-8-sig"))
+    except Exception:  # noqa: BLE001 - none yet (a first start) or unreadable: nothing to carry over
+        return None
+    return saved if isinstance(saved, dict) else None
+
+
+# Read at import, before AstrBot builds the plugin's config; taken once.
+_SAVED_SETTINGS = [_saved_settings()]
 
 
 def _bare_ltm(event: AstrMessageEvent) -> bool:
@@ -72,7 +93,11 @@ class LTMPlugin(Star):
         self.api: MemoryAPI | None = None
 
     async def initialize(self) -> None:
-        raw = dict(self.config or {})
+        raw, notes = carried_over(_SAVED_SETTINGS.pop() if _SAVED_SETTINGS else None, dict(self.config or {}))
+        for note in notes:  # a setting that is no more, and what its value became
+            logger.warning(f"ltm config: {note} · {note.render('zh')}")
+        if notes and self.config is not None:
+            await self._save_config(raw)
         engine = LTMEngine(
             self.context.get_db().engine,
             raw,

@@ -3,22 +3,21 @@
 AstrBot hands plugins a dict built from ``_conf_schema.json``; operators can
 also type anything into its JSON editor. Nothing here raises on bad input:
 each invalid value is replaced by its safe default and explained in a
-message the operator can act on (the adapter logs them).
-
-Over 400 lines: one dataclass per settings section and the validation tables they
-share; the lowest layer, so nothing else may hold part of it.
+message the operator can act on (main.py logs them). Over 400 lines: one
+dataclass per section and the tables they share; a setting that went
+(removed_settings.py) is read where it was, a ``ClassVar`` of its section.
 """
 
 from __future__ import annotations
 
-import copy
 import math
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from typing import Any, ClassVar
 
 from .enums import MEMORY_TYPES, InjectionPosition, WriteMode
 from .errors import AdminError
 from .i18n import Lang, Message, msg, translate
+from .removed_settings import EVERY_SCOPE, TOOLS, merged, upgraded
 from .validators import flag, scope_problem, shown
 
 SCOPE_STRATEGIES = ("sender_id", "unified_msg_origin")
@@ -36,7 +35,6 @@ PERSONA_MARK = "#persona:"
 class WritePolicy:
     """Which candidates are stored, and whether they go live (learning.policy.gate)."""
 
-    enable: bool = True
     mode: str = WriteMode.SHADOW.value
     min_confidence: float = 0.6
     min_evidence_count: int = 1
@@ -45,14 +43,20 @@ class WritePolicy:
     max_writes_per_hour: int = 50
     max_items_per_scope: int = 200
     require_approval_types: list[str] = field(default_factory=list)
-    # "user:<id>" / "group:<id>": scopes whose writes are off while reads go
-    # on (operating/policy_versions.py; docs/decisions.md#d52).
+    # "user:<id>" / "group:<id>", or "*" for all: scopes whose writes are off
+    # while reads go on (operating/policy_versions.py; docs/decisions.md#d52).
     disabled_scopes: list[str] = field(default_factory=list)
+
+    @property
+    def enable(self) -> bool:
+        """Whether learning is on for everyone (no ``*`` in disabled_scopes)."""
+        return EVERY_SCOPE not in self.disabled_scopes
 
     def writes_off(self, scope: object) -> bool:
         """Whether a scope's writes are switched off (``str(scope)`` is
         ``kind:id``); a persona's scope (persona.py) follows its person's."""
-        return bool(self.disabled_scopes) and str(scope).partition(PERSONA_MARK)[0] in self.disabled_scopes
+        return bool(self.disabled_scopes) and (
+            EVERY_SCOPE in self.disabled_scopes or str(scope).partition(PERSONA_MARK)[0] in self.disabled_scopes)
 
 
 # A hook waits this long for the block (main.py); past it the turn goes
@@ -78,11 +82,11 @@ class ReadPolicy:
     # most this many, none behind an injected memory; 0 = memories only
     # (docs/decisions.md#d03). Which turns may be shown: storing.turns.
     max_events: int = 20
-    event_importance: float = 0.5  # a turn's importance in the score (a memory has its own) (docs/decisions.md#d04)
-    # A memory or turn gains this × the best similarity among the read's
-    # candidates of its UTC day: what surrounds the best match is read with
-    # it (docs/decisions.md#d05).
-    day_weight: float = 0.5
+    # Constants, fitted on the benchmarks (docs/decisions.md#d169): a turn's importance in the
+    # score (a memory has its own; #d04); a candidate gains day_weight × the best similarity
+    # of its UTC day, so what surrounds the best match is read with it (#d05).
+    event_importance: ClassVar[float] = 0.5
+    day_weight: ClassVar[float] = 0.5
     injection_position: str = InjectionPosition.CONTEXT_MESSAGE.value
 
 
@@ -101,39 +105,44 @@ class IdentityConfig:
     persona_scoped: bool = False
 
     def alias_map(self) -> dict[str, str]:
-        out: dict[str, str] = {}
-        for line in self.cross_platform_aliases:
-            account, _, alias = line.partition("=")
-            out[account.strip()] = alias.strip()
-        return out
+        pairs = (line.partition("=") for line in self.cross_platform_aliases)
+        return {account.strip(): alias.strip() for account, _, alias in pairs}
 
 
 @dataclass
 class ExtractionConfig:
     batch_size: int = 8  # events per LLM call
     idle_seconds: float = 15.0  # wait this long after a scope's last event
-    poll_seconds: float = 5.0
     timeout_seconds: float = 60.0
-    max_attempts: int = 6  # then the events are marked failed (kept, retryable)
     backoff_seconds: float = 30.0  # doubled after each failed attempt
-    max_fact_chars: int = 300
+    # Then the events are marked failed (kept, retryable): 6 spans ~15 min of outage at the default backoff.
+    max_attempts: ClassVar[int] = 6
+    max_fact_chars: ClassVar[int] = 300  # a fact is a sentence; the extraction prompt asks for short ones
+
+    @property
+    def poll_seconds(self) -> float:
+        """How often the worker looks when no turn wakes it: a third of the
+        idle wait (5 s by default), so a quiet scope waits at most a third longer."""
+        return min(5.0, max(0.05, self.idle_seconds / 3))
 
 
 @dataclass
 class RecordingConfig:
-    record_tool_results: bool = True
-    tool_result_max_chars: int = 2000
-    max_message_chars: int = 8000
+    """Constants (docs/decisions.md#d169): a tool's result is recorded like a message (the
+    design's after-tool hook); an event keeps so many characters, the rest cut and marked."""
+
+    tool_result_max_chars: ClassVar[int] = 2000
+    max_message_chars: ClassVar[int] = 8000
 
 
 @dataclass
 class VectorConfig:
     query_timeout_seconds: float = 2.0  # the read path's one embedding call
-    max_loaded_namespaces: int = 256  # FAISS namespaces kept in memory (LRU)
-    # Bytes the keyword and vector namespaces hold together (LRU out past
-    # it): a year-long group's newest 50,000 turns take ~59 MB
-    # (docs/decisions.md#d41, #d166).
+    # Bytes the keyword and vector namespaces hold together (LRU out past it): a year-long
+    # group's newest 50,000 turns take ~59 MB (docs/decisions.md#d41, #d166).
     max_memory_mb: int = 64
+    # A count cap besides: max_memory_mb is the one setting for the job (docs/decisions.md#d169).
+    max_loaded_namespaces: ClassVar[int] = 256
     # Raw turns get vectors too (in the background, batched), so the reader
     # finds them by meaning; off: turns are found by keywords only.
     embed_turns: bool = True
@@ -145,9 +154,10 @@ class RerankConfig:
     (recalling/reranking.py, docs/decisions.md#d151)."""
 
     provider_id: str = ""  # empty: no reranking
-    # Then the read keeps the retrievers' order; never more than what is left of READ_SECONDS.
-    timeout_seconds: float = 1.0
-    candidates: int = 60  # the best this many (memories and turns) are reranked
+    # Past it the read keeps the retrievers' order; never more than what is
+    # left of READ_SECONDS, which bounds the read whatever this is.
+    timeout_seconds: ClassVar[float] = 1.0
+    candidates: ClassVar[int] = 60  # the best this many (memories and turns) are reranked: a block's worth and more
 
 
 @dataclass
@@ -155,18 +165,31 @@ class ToolsConfig:
     """LLM tools the model may call; each reaches only the current
     speaker's scopes (their own and, in a group, the group's)."""
 
-    search: bool = True  # memory_search: memories and turns for a query, a period, a type
-    remember: bool = True  # memory_remember: a fact, through the write policy
-    expand: bool = True  # memory_expand: the turns behind a memory; block lines carry ids
-    search_max_tokens: int = 600  # memory_search's own budget
+    # search (memory_search): memories and turns for a query, a period, a type;
+    # remember (memory_remember): a fact, through the write policy;
+    # expand (memory_expand): the turns behind a memory; block lines carry ids.
+    offered: list[str] = field(default_factory=lambda: list(TOOLS))
+    search_max_tokens: ClassVar[int] = 600  # memory_search's own budget, under a block's 800
+
+    @property
+    def search(self) -> bool:
+        return "search" in self.offered
+
+    @property
+    def remember(self) -> bool:
+        return "remember" in self.offered
+
+    @property
+    def expand(self) -> bool:
+        return "expand" in self.offered
 
 
 @dataclass
 class DriftConfig:
     """The drift detector (operating.drift_monitor, docs/decisions.md#d55)."""
 
-    # Consecutive snapshots less similar than this raise an alarm.
-    threshold: float = 0.9
+    # Consecutive snapshots less similar than this raise an alarm (measured, docs/decisions.md#d55).
+    threshold: ClassVar[float] = 0.9
     # On an alarm, roll the policy back to the last version without one.
     auto_rollback: bool = False
 
@@ -178,17 +201,16 @@ class SummariesConfig:
     # Off: on, they raise no answer words in the block and cost LongMemEval turns (docs/decisions.md#d140).
     enable: bool = False
     idle_minutes: float = 30.0  # a conversation ends after this long without a turn
-    max_events: int = 60  # a longer conversation is summarised every this many events
     # Short conversations are joined until they hold this many events, then
     # summarised in one call: at most 1/40 = 0.025 calls per turn, which
     # beside extraction's 1/8 (batch_size 8) keeps under 0.15 (docs/decisions.md#d113).
     min_events: int = 40
-    rollups: bool = True  # sessions → day → week → month, one model call each
-    # A summary rolled into a coarser one is closed (superseded by it) once
-    # its period ended this long ago: 0 keeps every level in force.
-    keep_parts_days: int = 30
-    last_session_in_block: bool = True  # the first turn of a new conversation gets the last summary
-    max_chars: int = 1200  # a summary longer than this is cut
+    # Constants (docs/decisions.md#d169): how summaries are built, not whether.
+    max_events: ClassVar[int] = 60  # a longer conversation is summarised every this many events
+    # A summary rolled into a coarser one is closed (superseded by it) once its
+    # period ended this long ago: the number of summaries stays bounded.
+    keep_parts_days: ClassVar[int] = 30
+    max_chars: ClassVar[int] = 1200  # a summary longer than this is cut
 
 
 @dataclass
@@ -274,29 +296,14 @@ _RANGES: dict[str, tuple[float, float]] = {
     "read_policy.importance_weight": (0.0, 10.0),
     "read_policy.similarity_weight": (0.0, 10.0),
     "read_policy.max_events": (0, 100),
-    "read_policy.event_importance": (0.0, 1.0),
-    "read_policy.day_weight": (0.0, 10.0),
     "extraction.batch_size": (1, 100),
     "extraction.idle_seconds": (0.0, 86400.0),
-    "extraction.poll_seconds": (0.05, 3600.0),
     "extraction.timeout_seconds": (1.0, 600.0),
-    "extraction.max_attempts": (1, 100),
     "extraction.backoff_seconds": (0.0, 86400.0),
-    "extraction.max_fact_chars": (20, 2000),
-    "recording.tool_result_max_chars": (100, 200000),
-    "recording.max_message_chars": (100, 200000),
     "vectors.query_timeout_seconds": (0.05, 60.0),
-    "vectors.max_loaded_namespaces": (1, 100000),
-    "rerank.timeout_seconds": (0.05, READ_SECONDS),  # a reranker cannot be waited for longer than a read
-    "rerank.candidates": (2, 200),
-    "tools.search_max_tokens": (50, 8000),
     "vectors.max_memory_mb": (16, 1000000),
-    "drift.threshold": (0.0, 1.0),
     "summaries.idle_minutes": (0.05, 10080.0),
-    "summaries.max_events": (4, 1000),
     "summaries.min_events": (1, 1000),
-    "summaries.max_chars": (200, 8000),
-    "summaries.keep_parts_days": (0, 36500),
 }
 _CHOICES: dict[str, tuple[str, ...]] = {
     "write_policy.mode": MODES,
@@ -304,7 +311,12 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "identity.user_scope_strategy": SCOPE_STRATEGIES,
     "reply_language": REPLY_LANGUAGES,
 }
-_TYPE_LISTS = ("write_policy.allowed_types", "write_policy.require_approval_types")
+# What a list's items may be (the form's options).
+LIST_CHOICES: dict[str, tuple[str, ...]] = {
+    "write_policy.allowed_types": MEMORY_TYPES,
+    "write_policy.require_approval_types": MEMORY_TYPES,
+    "tools.offered": TOOLS,
+}
 _GROUP_LISTS = ("groups.learn_all_messages", "groups.profiles_follow_members")
 MAX_DISABLED_SCOPES = 100000
 
@@ -318,47 +330,50 @@ def _coerce(path: str, value: Any, default: Any, errors: list[str]) -> Any:
         try:  # the one reading of a yes/no, as the API and imports have it
             return flag(value, path)
         except AdminError:
-            return bad(msg("config.not_flag", value=_short(value)))
+            return bad(msg("config.not_flag", value=shown(value)))
     if isinstance(default, (int, float)):
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            return bad(msg("config.not_number", value=_short(value)))
+            return bad(msg("config.not_number", value=shown(value)))
         try:
             number = float(value)
         except (ValueError, OverflowError):
-            return bad(msg("config.not_number_in_range", value=_short(value)))
+            return bad(msg("config.not_number_in_range", value=shown(value)))
         if not math.isfinite(number):
-            return bad(msg("config.not_finite", value=_short(value)))
+            return bad(msg("config.not_finite", value=shown(value)))
         if isinstance(default, int):
             if number != int(number):
-                return bad(msg("config.not_whole", value=_short(value)))
+                return bad(msg("config.not_whole", value=shown(value)))
             number = int(number)
         lo, hi = _RANGES.get(path, (float("-inf"), float("inf")))
         if not lo <= number <= hi:
-            return bad(msg("config.out_of_range", value=_short(value), lo=f"{lo:g}", hi=f"{hi:g}"))
+            return bad(msg("config.out_of_range", value=shown(value), lo=f"{lo:g}", hi=f"{hi:g}"))
         return number
     if isinstance(default, str):
         if not isinstance(value, str):
-            return bad(msg("config.not_text", value=_short(value)))
+            return bad(msg("config.not_text", value=shown(value)))
         value = value.strip()
         choices = _CHOICES.get(path)
         if choices and value not in choices:
-            return bad(msg("config.not_choice", value=_short(value), choices=", ".join(choices)))
+            return bad(msg("config.not_choice", value=shown(value), choices=", ".join(choices)))
         return value
     if isinstance(default, list):
         if isinstance(value, str):  # a comma-separated list typed by hand
             value = [v for v in (s.strip() for s in value.split(",")) if v]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            return bad(msg("config.not_text_list", value=_short(value)))
-        if path in _TYPE_LISTS:
-            unknown = [v for v in value if v not in MEMORY_TYPES]
+            return bad(msg("config.not_text_list", value=shown(value)))
+        known = LIST_CHOICES.get(path)
+        if known is not None:
+            unknown = [v for v in value if v not in known]
             if unknown:
-                return bad(msg("config.unknown_types", unknown=unknown, known=", ".join(MEMORY_TYPES)))
+                code = "config.unknown_types" if known == MEMORY_TYPES else "config.unknown_choices"
+                return bad(msg(code, unknown=unknown, known=", ".join(known)))
         if path == "identity.cross_platform_aliases":
             malformed = [v for v in value if "=" not in v or ":" not in v.partition("=")[0]]
             if malformed:
                 return bad(msg("config.alias_form", malformed=malformed))
         if path == "write_policy.disabled_scopes":
-            bad_scopes = [f"{_short(v)} {why}" for v in value if (why := scope_problem(v.strip()))]
+            bad_scopes = [f"{shown(v)} {why}" for v in value
+                          if v.strip() != EVERY_SCOPE and (why := scope_problem(v.strip()))]
             if bad_scopes:
                 return bad(msg("config.bad_scopes", scopes="; ".join(bad_scopes[:3])))
             if len(value) > MAX_DISABLED_SCOPES:
@@ -374,16 +389,12 @@ def _coerce(path: str, value: Any, default: Any, errors: list[str]) -> Any:
     raise TypeError(f"no coercion for {path}")  # a programming error, not input
 
 
-def _short(value: Any) -> str:
-    return shown(value)
-
-
 def _parse_section(cls: type[Any], raw: Any, prefix: str, errors: list[str]) -> Any:
     obj = cls()
     if raw is None:
         return obj
     if not isinstance(raw, dict):
-        errors.append(str(msg("config.defaults", problem=msg("config.not_object", name=prefix, value=_short(raw)))))
+        errors.append(str(msg("config.defaults", problem=msg("config.not_object", name=prefix, value=shown(raw)))))
         return obj
     known = {f.name for f in fields(cls)}
     for name in sorted(set(raw) - known):
@@ -395,43 +406,27 @@ def _parse_section(cls: type[Any], raw: Any, prefix: str, errors: list[str]) -> 
 
 
 def parse_config(raw: dict[str, Any] | None) -> tuple[LTMConfig, list[str]]:
-    """Build a validated config. Returns it with one message per fixed value."""
+    """Build a validated config. Returns it with one message per fixed value
+    (a setting that is no more is taken as :func:`upgraded` says, silently)."""
     errors: list[str] = []
     cfg = LTMConfig()
-    raw = dict(raw or {})
-    sections = {
-        "write_policy": WritePolicy,
-        "read_policy": ReadPolicy,
-        "identity": IdentityConfig,
-        "extraction": ExtractionConfig,
-        "recording": RecordingConfig,
-        "vectors": VectorConfig,
-        "rerank": RerankConfig,
-        "tools": ToolsConfig,
-        "drift": DriftConfig,
-        "summaries": SummariesConfig,
-        "groups": GroupsConfig,
-    }
-    for name, cls in sections.items():
-        setattr(cfg, name, _parse_section(cls, raw.get(name), name, errors))
-    for name in ("enable", "emergency_read_only", "extraction_provider_id", "embedding_provider_id",
-                 "reply_language"):
-        if name in raw:
-            setattr(cfg, name, _coerce(name, raw[name], getattr(cfg, name), errors))
+    raw, _ = upgraded(raw or {})
+    for f in fields(LTMConfig):
+        default = getattr(cfg, f.name)
+        if is_dataclass(default):  # a section
+            setattr(cfg, f.name, _parse_section(type(default), raw.get(f.name), f.name, errors))
+        elif f.name in raw and not isinstance(default, dict):
+            setattr(cfg, f.name, _coerce(f.name, raw[f.name], default, errors))
     retention = raw.get("retention_days")
     if retention is not None:
         if not isinstance(retention, dict):
             errors.append(str(msg("config.defaults",
-                                  problem=msg("config.not_object", name="retention_days", value=_short(retention)))))
+                                  problem=msg("config.not_object", name="retention_days", value=shown(retention)))))
         else:
             for memory_type in (*MEMORY_TYPES, TURNS):
                 if memory_type in retention:
-                    value = _coerce(
-                        f"retention_days.{memory_type}",
-                        retention[memory_type],
-                        cfg.retention_days[memory_type],
-                        errors,
-                    )
+                    value = _coerce(f"retention_days.{memory_type}", retention[memory_type],
+                                    cfg.retention_days[memory_type], errors)
                     if value < -1:
                         errors.append(str(msg("config.default_plain", problem=msg(
                             "config.retention_days", setting=f"retention_days.{memory_type}", value=value))))
@@ -455,9 +450,12 @@ POLICY_KEYS = ("enable", "emergency_read_only", "write_policy", "read_policy")
 
 
 def policy_of(cfg: LTMConfig) -> dict[str, Any]:
-    """The policy part of a configuration (as GET policy shows it and a version stores it)."""
+    """The policy part of a configuration (as GET policy shows it and a version
+    stores it); ``write_policy.enable`` shows ``*`` in disabled_scopes (the review
+    page's "Allow new memories" box; a change of it sets or clears ``*``)."""
+    write = {**asdict(cfg.write_policy), "enable": cfg.write_policy.enable}
     return {"enable": cfg.enable, "emergency_read_only": cfg.emergency_read_only,
-            "write_policy": asdict(cfg.write_policy), "read_policy": asdict(cfg.read_policy)}
+            "write_policy": write, "read_policy": asdict(cfg.read_policy)}
 
 
 def policy_schema() -> dict[str, Any]:
@@ -476,25 +474,9 @@ def policy_schema() -> dict[str, Any]:
 
 def with_policy(raw: dict[str, Any], changes: dict[str, Any], *, replace: bool = False) -> dict[str, Any]:
     """A copy of the settings ``raw`` with ``changes`` applied, for
-    ``parse_config``: a section's settings are merged onto the saved ones
-    (``replace``: the section as given)."""
-    out = copy.deepcopy(dict(raw))
-    for key, value in changes.items():
-        if isinstance(value, dict) and not replace:
-            out[key] = {**(out[key] if isinstance(out.get(key), dict) else {}), **value}
-        else:
-            out[key] = value
-    return out
-
-
-def refusal(problems: list[str]) -> str:
-    """``parse_config``'s messages as reasons to refuse a change (through a
-    change an invalid value is refused, not defaulted)."""
-    return "; ".join(_refused(problems))
-
-
-def _refused(problems: list[str]) -> list[str]:
-    return [p.split("; using the default")[0] for p in problems]
+    ``parse_config`` and to be saved: a section's settings are merged onto the
+    saved ones (``replace``: the section as given); no setting that is no more."""
+    return upgraded(merged(raw, changes, replace=replace))[0]
 
 
 @dataclass(frozen=True)
@@ -509,5 +491,6 @@ class Problems(Message):
 
 
 def refusal_message(problems: list[str]) -> Message:
-    """:func:`refusal` as a message value: ``msg(..., problems=refusal_message(p))``."""
-    return Problems("config.problems", items=tuple(_refused(problems)))
+    """``parse_config``'s messages as reasons to refuse a change (through a change an
+    invalid value is refused, not defaulted): ``msg(..., problems=refusal_message(p))``."""
+    return Problems("config.problems", items=tuple(p.split("; using the default")[0] for p in problems))

@@ -250,7 +250,6 @@ class LTMEngine:
         self.config, self.config_errors = parse_config(raw)
         self.resolver = ScopeResolver(self.config.identity)
         self.embeddings.query_timeout = self.config.vectors.query_timeout_seconds
-        self.vector_index.max_loaded = self.config.vectors.max_loaded_namespaces
         self.index_budget.limit = self.config.vectors.max_memory_mb * 2**20  # enforced at the next load
         return self.config_errors
 

@@ -475,7 +475,7 @@ async def test_get_policy_gives_the_page_the_bounds_the_validator_holds_to(make_
     assert schema["fields"]["write_policy.mode"] == {"choices": ["shadow", "auto", "manual"]}
     assert schema["fields"]["write_policy.min_confidence"] == {"min": 0.0, "max": 1.0, "kind": "float"}
     bounded = {path: field for path, field in schema["fields"].items() if "choices" not in field}
-    assert len(bounded) >= 14 and all(path.split(".")[0] in ("write_policy", "read_policy") for path in bounded)
+    assert len(bounded) >= 13 and all(path.split(".")[0] in ("write_policy", "read_policy") for path in bounded)
     # The page's bounds are the validator's: one step beyond either end is refused.
     for path, field in bounded.items():
         section, name = path.split(".")

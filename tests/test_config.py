@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from astrbot_plugin_ltm.config import _CHOICES, _RANGES, LTMConfig, parse_config
+from astrbot_plugin_ltm.config import _CHOICES, _RANGES, LIST_CHOICES, LTMConfig, parse_config, policy_of, with_policy
 from astrbot_plugin_ltm.enums import MEMORY_TYPES
+from astrbot_plugin_ltm.removed_settings import REMOVED, carried_over
 
 SCHEMA = Path(__file__).resolve().parent.parent / "_conf_schema.json"
 DEFAULT = LTMConfig()
@@ -50,10 +51,11 @@ INVALID = [
     ("write_policy.max_writes_per_session", "ten"),
     ("write_policy.max_writes_per_hour", -1),
     ("write_policy.max_items_per_scope", 0),
-    ("write_policy.enable", "maybe"),
     ("write_policy.allowed_types", ["profile", "hobby"]),
     ("write_policy.allowed_types", "profile, hobby"),
     ("write_policy.allowed_types", [1, 2]),
+    ("write_policy.disabled_scopes", ["user:1", "everyone"]),
+    ("tools.offered", ["search", "browse"]),
     ("write_policy.require_approval_types", ["everything"]),
     ("read_policy.max_tokens", -5),
     ("read_policy.max_tokens", "lots"),
@@ -71,10 +73,7 @@ INVALID = [
     ("identity.include_legacy_umo_on_read", "sometimes"),
     ("extraction.timeout_seconds", 0),
     ("extraction.batch_size", 0),
-    ("extraction.max_attempts", "many"),
-    ("extraction.poll_seconds", 0),
-    ("recording.tool_result_max_chars", 5),
-    ("recording.record_tool_results", "yes please"),
+    ("extraction.backoff_seconds", -1),
     ("enable", "maybe"),
     ("emergency_read_only", 3),
     ("extraction_provider_id", 42),
@@ -217,13 +216,13 @@ def _section_keys(cls):
 
 
 def _raw_strategy():
-    section_names = ["write_policy", "read_policy", "identity", "extraction", "recording", "retention_days"]
+    section_names = ["write_policy", "read_policy", "identity", "extraction", "tools", "retention_days"]
     known = {
         "write_policy": _section_keys(type(DEFAULT.write_policy)),
         "read_policy": _section_keys(type(DEFAULT.read_policy)),
         "identity": _section_keys(type(DEFAULT.identity)),
         "extraction": _section_keys(type(DEFAULT.extraction)),
-        "recording": _section_keys(type(DEFAULT.recording)),
+        "tools": _section_keys(type(DEFAULT.tools)),
         "retention_days": [*MEMORY_TYPES, "turns"],
     }
     section = st.one_of(
@@ -253,6 +252,7 @@ def assert_valid(cfg: LTMConfig):
         assert get(cfg, path) in choices, path
     assert set(cfg.write_policy.allowed_types) <= set(MEMORY_TYPES)
     assert set(cfg.write_policy.require_approval_types) <= set(MEMORY_TYPES)
+    assert set(cfg.tools.offered) <= set(LIST_CHOICES["tools.offered"])
     assert all(isinstance(v, int) and v >= -1 for v in cfg.retention_days.values())
     assert set(cfg.retention_days) == {*MEMORY_TYPES, "turns"} and cfg.retention_days["turns"] != 0
     for line in cfg.identity.cross_platform_aliases:
@@ -299,8 +299,8 @@ def test_schema_defaults_equal_the_dataclass_defaults():
             isinstance(expected, float) and type(entry["default"]) is int
         ), path
         assert isinstance(expected, _PY_TYPES[entry["type"]]), (path, entry["type"])
-        if "options" in entry:  # a list's options are what its items may be: the memory types
-            choices = MEMORY_TYPES if entry["type"] == "list" else _CHOICES[path]
+        if "options" in entry:  # a list's options are what its items may be
+            choices = LIST_CHOICES[path] if entry["type"] == "list" else _CHOICES[path]
             assert tuple(entry["options"]) == tuple(choices), path
             assert len(entry.get("labels", entry["options"])) == len(entry["options"]), path
 
@@ -356,3 +356,126 @@ def test_every_setting_is_in_the_schema():
 
     missing = sorted(set(config_leaves(DEFAULT)) - leaves)
     assert missing == []
+
+
+# -- fewer settings, and the saved values of those that went ----------------------
+
+# Every setting of 0.1 (AstrBot keeps them in the plugin's settings file).
+SETTINGS_OF_0_1 = (
+    "enable", "emergency_read_only", "write_policy.enable", "write_policy.mode", "write_policy.min_confidence",
+    "write_policy.min_evidence_count", "write_policy.allowed_types", "write_policy.max_writes_per_session",
+    "write_policy.max_writes_per_hour", "write_policy.max_items_per_scope", "write_policy.require_approval_types",
+    "write_policy.disabled_scopes", "read_policy.enable", "read_policy.max_items", "read_policy.max_tokens",
+    "read_policy.max_per_type", "read_policy.min_confidence", "read_policy.similarity_weight",
+    "read_policy.importance_weight", "read_policy.recency_weight", "read_policy.max_events",
+    "read_policy.event_importance", "read_policy.day_weight", "read_policy.injection_position",
+    "identity.user_scope_strategy", "identity.cross_platform_aliases", "identity.include_legacy_umo_on_read",
+    "identity.persona_scoped", "groups.learn_all_messages", "groups.profiles_follow_members",
+    "extraction_provider_id", "embedding_provider_id", "reply_language", "retention_days.profile",
+    "retention_days.preference", "retention_days.task_state", "retention_days.constraint", "retention_days.episode",
+    "retention_days.summary", "retention_days.turns", "extraction.batch_size", "extraction.idle_seconds",
+    "extraction.poll_seconds", "extraction.timeout_seconds", "extraction.max_attempts", "extraction.backoff_seconds",
+    "extraction.max_fact_chars", "recording.record_tool_results", "recording.tool_result_max_chars",
+    "recording.max_message_chars", "vectors.query_timeout_seconds", "vectors.max_loaded_namespaces",
+    "vectors.max_memory_mb", "vectors.embed_turns", "rerank.provider_id", "rerank.timeout_seconds",
+    "rerank.candidates", "tools.search", "tools.remember", "tools.expand", "tools.search_max_tokens",
+    "drift.threshold", "drift.auto_rollback", "summaries.enable", "summaries.idle_minutes", "summaries.max_events",
+    "summaries.min_events", "summaries.rollups", "summaries.keep_parts_days", "summaries.last_session_in_block",
+    "summaries.max_chars",
+)
+GONE = sorted(set(SETTINGS_OF_0_1) - set(dict(_schema_leaves(json.loads(SCHEMA.read_text(encoding="utf-8"))))))
+
+
+def _saved_0_1(**changed):
+    """A settings file of 0.1 as AstrBot keeps it: every setting, at its default but those ``changed``."""
+    raw: dict = {}
+    for path in SETTINGS_OF_0_1:
+        *parents, last = path.split(".")
+        node = raw
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = changed.get(path, REMOVED[path] if path in ALWAYS_ON else get(DEFAULT, path))
+    return raw
+
+
+def _other_than(value):
+    return (not value) if isinstance(value, bool) else value + 1
+
+
+def test_at_most_fifty_settings():
+    assert len(list(_schema_leaves(json.loads(SCHEMA.read_text(encoding="utf-8"))))) <= 50
+    assert sorted(REMOVED) == GONE and len(GONE) == 22
+
+
+# Switches whose "off" went with them: what they turned on is always on now.
+ALWAYS_ON = {"summaries.rollups", "summaries.last_session_in_block", "recording.record_tool_results"}
+
+
+def test_what_replaces_a_setting_that_went_is_its_default_then():
+    """Behaviour at the defaults is unchanged: each constant is the default the
+    setting had, and a switch that went was on."""
+    for path, default in REMOVED.items():
+        if path in ALWAYS_ON:
+            assert default is True and not hasattr(get(DEFAULT, path.rpartition(".")[0]), path.rpartition(".")[2])
+        else:
+            assert get(DEFAULT, path) == default, path
+
+
+@pytest.mark.parametrize("path", GONE)
+def test_a_saved_value_of_a_setting_that_went_is_carried_over_or_dropped_aloud(path):
+    """At start (main.py) the settings file as it was before AstrBot dropped the
+    settings that left the schema is carried onto AstrBot's settings."""
+    current = json.loads(json.dumps(_saved_0_1()))
+    for gone in GONE:  # what AstrBot hands the plugin: the settings of the schema only
+        section, _, name = gone.partition(".")
+        current[section].pop(name)
+    current["tools"]["offered"] = ["search", "remember", "expand"]
+    current = {key: value for key, value in current.items() if value != {}}  # the recording section went whole
+    value = _other_than(REMOVED[path] if path in ALWAYS_ON else get(DEFAULT, path))
+    raw, notes = carried_over(_saved_0_1(**{path: value}), current)
+    assert set(raw) == set(current)
+    assert len(notes) == 1 and str(notes[0]).startswith(f"{path} is no longer a setting: {value!r}")
+    assert notes[0].render("zh").startswith(f"{path} 已不再是设置项")
+    assert all(name not in raw.get(s, {}) for s, _, name in (g.partition(".") for g in GONE))
+    cfg, errors = parse_config(raw)
+    assert errors == []
+    section, _, name = path.partition(".")
+    if path == "write_policy.enable":  # no learning anywhere: "*" among the scopes whose writes are off
+        assert cfg.write_policy.disabled_scopes == ["*"] and cfg.write_policy.writes_off("user:qq:1")
+        assert not cfg.write_policy.enable
+    elif section == "tools" and hasattr(type(cfg.tools), name) and name != "search_max_tokens":
+        assert name not in cfg.tools.offered and getattr(cfg.tools, name) is False
+        assert len(cfg.tools.offered) == 2
+    elif path in ALWAYS_ON:  # on, whatever was saved
+        assert value is False and asdict(cfg) == asdict(DEFAULT)
+    else:  # a constant now, read where it was
+        assert get(cfg, path) == get(DEFAULT, path) != value
+        assert asdict(cfg) == asdict(DEFAULT)
+
+
+def test_a_settings_file_at_the_defaults_carries_nothing_over():
+    current = _saved_0_1()
+    raw, notes = carried_over(_saved_0_1(), current)
+    assert notes == [] and parse_config(raw) == (DEFAULT, [])
+    assert carried_over(None, {"enable": True}) == ({"enable": True}, [])
+
+
+def test_a_stored_policy_of_0_1_parses_and_saves_without_the_settings_that_went():
+    """A policy version stored before (a rollback's target) holds write_policy.enable and the read weights that went."""
+    old = {"enable": True, "write_policy": {"enable": False, "mode": "auto", "disabled_scopes": ["user:qq:1"]},
+           "read_policy": {"day_weight": 0.2, "event_importance": 0.5, "max_items": 9}}
+    cfg, errors = parse_config(old)
+    assert errors == [] and cfg.write_policy.disabled_scopes == ["user:qq:1", "*"] and cfg.read_policy.max_items == 9
+    saved = with_policy({"write_policy": {"mode": "shadow"}}, old, replace=True)
+    assert saved["write_policy"] == {"mode": "auto", "disabled_scopes": ["user:qq:1", "*"]}
+    assert saved["read_policy"] == {"max_items": 9}
+
+
+def test_the_policy_s_write_switch_is_every_scope_in_disabled_scopes():
+    """The review page's "Allow new memories" box reads and sends write_policy.enable."""
+    off = with_policy({"write_policy": {"disabled_scopes": ["group:qq:7"]}}, {"write_policy": {"enable": False}})
+    assert off["write_policy"] == {"disabled_scopes": ["group:qq:7", "*"]}
+    assert policy_of(parse_config(off)[0])["write_policy"]["enable"] is False
+    on = with_policy(off, {"write_policy": {"enable": True}})
+    assert on["write_policy"] == {"disabled_scopes": ["group:qq:7"]}
+    assert policy_of(parse_config(on)[0])["write_policy"]["enable"] is True

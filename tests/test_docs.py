@@ -29,7 +29,7 @@ def test_the_configuration_page_is_what_the_settings_form_says():
 
 def test_every_setting_of_the_form_is_on_the_configuration_page():
     page = (REPO / "docs" / "configuration.md").read_text(encoding="utf-8")
-    for path in ("write_policy.mode", "read_policy.day_weight", "vectors.embed_turns", "retention_days.episode",
+    for path in ("write_policy.mode", "read_policy.max_events", "vectors.embed_turns", "retention_days.episode",
                  "identity.cross_platform_aliases", "emergency_read_only"):
         assert f"### `{path}`" in page, path
 

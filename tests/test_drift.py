@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from astrbot_plugin_ltm.config import DriftConfig
 from astrbot_plugin_ltm.enums import AuditAction, DriftTrigger
 from astrbot_plugin_ltm.operating.drift import Features, similarity, writes_scale
 from astrbot_plugin_ltm.operating.drift_monitor import MIN_ITEMS_FOR_ALARM, daily_due
@@ -160,15 +161,14 @@ async def test_a_small_store_records_its_similarity_but_raises_no_alarm(make_ltm
     assert user.similarity == pytest.approx(0.75) and not user.alarm
 
 
-async def test_the_threshold_is_a_setting(make_ltm):
-    ltm = await make_ltm({"drift": {"threshold": 0.7}})
+async def test_the_alarm_follows_the_drift_threshold(make_ltm, monkeypatch):
+    monkeypatch.setattr(DriftConfig, "threshold", 0.7)
+    ltm = await make_ltm()
     await add_items(ltm, "user", MIN_ITEMS_FOR_ALARM, status="shadow")
     await ltm.engine.drift.snapshot(DriftTrigger.MANUAL)
     await ltm.execute("UPDATE ltm_items SET status = 'active'")
     (user,) = [r for r in await ltm.engine.drift.snapshot(DriftTrigger.MANUAL) if r.scope_kind == "user"]
     assert user.similarity == pytest.approx(0.75) and user.threshold == 0.7 and not user.alarm
-    assert ltm.configure({"drift": {"threshold": 2}}) == [
-        "drift.threshold: 2 is outside the allowed range 0–1; using the default 0.9"]
 
 
 async def test_no_snapshot_is_taken_while_read_only(make_ltm):

@@ -7,6 +7,7 @@ import contextlib
 
 import pytest
 
+from astrbot_plugin_ltm.config import ExtractionConfig
 from astrbot_plugin_ltm.learning.known import given_name
 from astrbot_plugin_ltm.recording.explicit import attribute, explicit_fact, guess_type
 from astrbot_plugin_ltm.storing.tables import MemoryEvidence, MemoryItem
@@ -68,10 +69,11 @@ async def test_remember_api_rejects_empty_facts(ltm, origin):
     assert await ltm.items() == [] and await ltm.events() == []
 
 
-async def test_explicit_memories_respect_max_fact_chars(make_ltm, origin):
+async def test_explicit_memories_respect_max_fact_chars(make_ltm, origin, monkeypatch):
     # extraction.max_fact_chars is "the longest a memory may be"; extraction
     # and operator edits enforce it, and explicit requests must not bypass it.
-    ltm = await make_ltm({"write_policy": {"mode": "auto"}, "extraction": {"max_fact_chars": 50}})
+    monkeypatch.setattr(ExtractionConfig, "max_fact_chars", 50)
+    ltm = await make_ltm({"write_policy": {"mode": "auto"}})
     a = origin("alice")
     long_fact = "my favourite things are " + ", ".join(f"thing number {n}" for n in range(30))
     with contextlib.suppress(ValueError):  # refusing is fine

@@ -24,6 +24,7 @@ import pytest
 from sqlalchemy import event
 
 from astrbot_plugin_ltm.background import FIRST_BACKOFF
+from astrbot_plugin_ltm.config import ExtractionConfig
 from astrbot_plugin_ltm.doors.commands import Commands
 from astrbot_plugin_ltm.indexes import faiss_files
 from devtools.exports import reseal
@@ -159,9 +160,9 @@ async def test_a_journal_write_cut_by_a_full_disk_never_fails_the_hook_and_is_sh
 
 
 async def test_a_full_disk_while_extracting_leaves_the_events_pending_and_calls_the_model_no_more(
-        make_ltm, origin, api_of):
-    ltm = await make_ltm({"write_policy": {"mode": "auto"},
-                          "extraction": {"backoff_seconds": 60, "max_fact_chars": 2000}})
+        make_ltm, origin, api_of, monkeypatch):
+    monkeypatch.setattr(ExtractionConfig, "max_fact_chars", 2000)
+    ltm = await make_ltm({"write_policy": {"mode": "auto"}, "extraction": {"backoff_seconds": 60}})
     a = origin("alice")
     events = await ltm.record(a, "I am a nurse in Lyon", "Nice!")
     disk = DiskLimit(ltm)
@@ -228,8 +229,10 @@ async def test_a_full_disk_while_writing_vectors_keeps_search_by_meaning_and_fil
     assert list((data_dir / "vectors").glob("*.faiss"))
 
 
-async def test_exporting_on_a_full_disk_works_and_a_write_there_is_refused_clearly(make_ltm, origin, api_of):
-    ltm = await make_ltm({"write_policy": {"mode": "auto"}, "extraction": {"max_fact_chars": 2000}})
+async def test_exporting_on_a_full_disk_works_and_a_write_there_is_refused_clearly(make_ltm, origin, api_of,
+                                                                                   monkeypatch):
+    monkeypatch.setattr(ExtractionConfig, "max_fact_chars", 2000)
+    ltm = await make_ltm({"write_policy": {"mode": "auto"}})
     await ltm.engine.remember(origin("alice"), "I enjoy hiking in the mountains")
     api = api_of(ltm)
     disk = DiskLimit(ltm)

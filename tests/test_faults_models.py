@@ -46,8 +46,7 @@ async def wait_for(condition, seconds: float = 10) -> None:
 async def test_a_failing_chat_model_leaves_events_pending_with_a_growing_backoff_and_says_why(
         make_ltm, origin, api_of, fault):
     ltm = await make_ltm({"write_policy": {"mode": "auto"}, "extraction": {
-        "poll_seconds": 0.05, "idle_seconds": 0, "timeout_seconds": 1, "backoff_seconds": BACKOFF,
-        "max_attempts": 6}})
+        "idle_seconds": 0, "timeout_seconds": 1, "backoff_seconds": BACKOFF}})
     script, said = FAULTS[fault]
     a = origin("alice")
     events = await ltm.record(a, "I am a nurse in Lyon", "Nice!")
@@ -90,7 +89,7 @@ async def test_a_failing_chat_model_leaves_events_pending_with_a_growing_backoff
 async def test_a_model_that_answers_an_empty_list_for_ever_is_asked_once_per_batch_and_loses_nothing(
         make_ltm, origin):
     ltm = await make_ltm({"write_policy": {"mode": "auto"},
-                          "extraction": {"poll_seconds": 0.05, "idle_seconds": 0}})
+                          "extraction": {"idle_seconds": 0}})
     ltm.gateway.default = "[]"
     a = origin("alice")
     said = []

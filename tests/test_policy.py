@@ -73,9 +73,9 @@ def inp(**kw) -> GateInput:
 
 
 def test_disabled_policy_drops_everything():
-    d = gate(WritePolicy(enable=False, mode="auto"), inp())
+    d = gate(WritePolicy(disabled_scopes=["*"], mode="auto"), inp())
     assert not d.allowed and "disabled" in d.reason
-    d = gate(WritePolicy(enable=False, mode="auto"), inp(explicit=True))
+    d = gate(WritePolicy(disabled_scopes=["*"], mode="auto"), inp(explicit=True))
     assert not d.allowed
 
 
@@ -163,7 +163,7 @@ def test_every_gate_decision_has_a_reason_and_a_consistent_status(
     enable, mode, min_conf, min_ev, allowed, approval, mtype, conf, ev, is_new, explicit, ws, wh
 ):
     policy = WritePolicy(
-        enable=enable, mode=mode, min_confidence=min_conf, min_evidence_count=min_ev,
+        disabled_scopes=[] if enable else ["*"], mode=mode, min_confidence=min_conf, min_evidence_count=min_ev,
         allowed_types=allowed, require_approval_types=approval,
         max_writes_per_session=10, max_writes_per_hour=50,
     )

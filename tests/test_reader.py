@@ -325,7 +325,7 @@ async def test_ranked_by_score_with_provenance(ltm, origin):
     assert "- [constraint] Alice never uses sudo (confidence: 0.90)" in block.text
 
 
-async def test_a_match_lifts_what_was_said_on_its_day(make_ltm, origin):
+async def test_a_match_lifts_what_was_said_on_its_day(make_ltm, origin, monkeypatch):
     ltm = await make_ltm({"read_policy": {"max_items": 2}})
     await add(ltm, "went hiking at the lake", age=timedelta(days=5))
     await add(ltm, "brought the dog along", age=timedelta(days=5, minutes=10))
@@ -335,7 +335,8 @@ async def test_a_match_lifts_what_was_said_on_its_day(make_ltm, origin):
     assert [s.fact for s in block.items] == ["went hiking at the lake", "brought the dog along"]
     assert ReadPolicy().day_weight > 0  # the default lifts it
 
-    ltm.configure({"read_policy": {"max_items": 2, "day_weight": 0}})
+    monkeypatch.setattr(ReadPolicy, "day_weight", 0)
+    ltm.configure({"read_policy": {"max_items": 2}})
     block = await ltm.block(a, "where did she hike?")
     assert [s.fact for s in block.items] == ["went hiking at the lake", "bought new shoes"]
 

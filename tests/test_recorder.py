@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 
+from astrbot_plugin_ltm.config import RecordingConfig
 from astrbot_plugin_ltm.learning.extractor import event_line
 from astrbot_plugin_ltm.recording.recorder import truncate
 
@@ -100,8 +101,9 @@ async def test_disabled_plugin_records_nothing(make_ltm, origin):
     assert ltm.engine.recorder.queued == 0
 
 
-async def test_tool_results_are_truncated_with_a_note(make_ltm, origin):
-    ltm = await make_ltm({"recording": {"tool_result_max_chars": 100}})
+async def test_tool_results_are_truncated_with_a_note(make_ltm, origin, monkeypatch):
+    monkeypatch.setattr(RecordingConfig, "tool_result_max_chars", 100)
+    ltm = await make_ltm()
     a = origin("alice")
     long_result = "".join(str(n % 10) for n in range(500))
     event = ltm.engine.record_tool(a, "search", {"q": "tea"}, long_result)
@@ -131,14 +133,9 @@ async def test_structured_and_odd_tool_payloads(ltm, origin):
     assert (weird.source_role, weird.sender_id) == ("tool", None)
 
 
-async def test_tool_recording_can_be_switched_off(make_ltm, origin):
-    ltm = await make_ltm({"recording": {"record_tool_results": False}})
-    assert ltm.engine.record_tool(origin("alice"), "search", {}, "result") is None
-    assert ltm.engine.recorder.queued == 0
-
-
-async def test_long_messages_are_truncated(make_ltm, origin):
-    ltm = await make_ltm({"recording": {"max_message_chars": 100}})
+async def test_long_messages_are_truncated(make_ltm, origin, monkeypatch):
+    monkeypatch.setattr(RecordingConfig, "max_message_chars", 100)
+    ltm = await make_ltm()
     await ltm.record(origin("alice"), "a" * 150, "b" * 50)
     user, bot = await ltm.events()
     assert user.content["truncated"] is True

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from astrbot_plugin_ltm.clock import as_utc
+from astrbot_plugin_ltm.config import SummariesConfig
 from astrbot_plugin_ltm.enums import MemoryType, Method, Status
 from astrbot_plugin_ltm.learning import summaries as summaries_module
 from astrbot_plugin_ltm.learning.summary_periods import level_of, period_of, summary_key
@@ -70,9 +71,10 @@ async def test_an_idle_conversation_gets_one_summary_evidenced_by_every_event(sl
     assert "assistant: Bot answers about Recommend me a book please with some advice" in sltm.gateway.calls[0]["prompt"]
 
 
-async def test_a_long_conversation_is_summarised_before_it_ends(make_ltm, gateway, origin):
+async def test_a_long_conversation_is_summarised_before_it_ends(make_ltm, gateway, origin, monkeypatch):
     gateway.default = answer
-    ltm = await make_ltm({**ON, "summaries": {**ON["summaries"], "max_events": 4}})
+    monkeypatch.setattr(SummariesConfig, "max_events", 4)
+    ltm = await make_ltm(ON)
     events = await talk(ltm, origin("alice"), "one", "two", "three")  # 6 events, never idle
     results = await ltm.engine.summaries.run_once()
     assert [r.ok for r in results] == [True]
@@ -145,20 +147,6 @@ async def test_rolled_up_summaries_retire_into_their_cover_once_old_and_nothing_
     assert not shown & {day.memory_id, week.memory_id, *(session[when].memory_id for when in at[:4])}
     # the turns a retired summary covers are still shown: its roll-up backs them
     assert any("talk on 03-03" in s.fact for s in block.events)
-
-
-async def test_keep_parts_days_0_keeps_every_summary_in_force(make_ltm, gateway, origin):
-    gateway.default = answer
-    ltm = await make_ltm({**ON, "summaries": {**ON["summaries"], "keep_parts_days": 0}})
-    alice = origin("alice")
-    for when in (datetime(2025, 3, 3, 10, tzinfo=UTC), datetime(2025, 3, 3, 15, tzinfo=UTC),
-                 datetime(2025, 6, 2, 10, tzinfo=UTC)):
-        ltm.clock.now = when
-        await talk(ltm, alice, f"talk on {when:%m-%d %H}")
-        ltm.clock.advance(hours=1)
-        await ltm.engine.summaries.run_once()
-    assert {i.status for i in summaries(await ltm.items())} == {Status.ACTIVE}
-    assert len(summaries(await ltm.items())) == 4  # three sessions and March 3's day
 
 
 @pytest.mark.parametrize(("mode", "status", "waiting"), [
@@ -239,8 +227,6 @@ async def test_last_time_we_talked_opens_a_new_conversation_within_the_budget(ma
     assert block.tokens <= 120 and block.items[0].type == MemoryType.SUMMARY
     zh = await ltm.block(alice, "你好，还记得我吗")
     assert "上次聊天（" in zh.text
-    ltm.configure({"summaries": {"last_session_in_block": False}})
-    assert "Last time we talked" not in (await ltm.block(alice, "hi again")).text
 
 
 async def test_last_time_stays_out_when_it_cannot_fit(make_ltm, gateway, origin):

@@ -18,6 +18,7 @@ from sqlalchemy import text as sql
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from astrbot_plugin_ltm import LTMEngine, Origin
+from astrbot_plugin_ltm.config import VectorConfig
 from astrbot_plugin_ltm.enums import Corpus
 from astrbot_plugin_ltm.indexes import faiss_files, vectors
 from astrbot_plugin_ltm.indexes.faiss_files import STRIDE
@@ -181,8 +182,9 @@ async def test_keyword_only_without_a_working_embedding_provider(db_url, tmp_pat
     assert "hiking in the mountains" in block.text
 
 
-async def test_loaded_namespaces_stay_under_the_bound(db_url, tmp_path):
-    engine = await make(db_url, tmp_path, HashEmbedder(), vectors={"max_loaded_namespaces": 2})
+async def test_loaded_namespaces_stay_under_the_bound(db_url, tmp_path, monkeypatch):
+    monkeypatch.setattr(VectorConfig, "max_loaded_namespaces", 2)
+    engine = await make(db_url, tmp_path, HashEmbedder())
     for n in range(4):
         await engine.remember(alice(n), f"I collect stamps number {n}")
     await engine.worker.fill_vectors()
@@ -218,13 +220,14 @@ async def test_under_a_small_memory_budget_reads_find_the_same_and_namespaces_ar
 
 
 @pytest.mark.parametrize("seed", range(4))
-async def test_no_vector_from_one_scope_is_returned_for_another(db_url, tmp_path, seed):
+async def test_no_vector_from_one_scope_is_returned_for_another(db_url, tmp_path, seed, monkeypatch):
     """Random adds, edits, deletions, recorded turns, forgotten scopes and
     reloads over 5 scopes: every vector hit a scope's query returns, memory
     or turn, is a row of that scope."""
     rng = random.Random(seed)
     words = ["tea", "coffee", "hiking", "stamps", "chess", "piano", "paris", "london", "rome", "cats", "dogs"]
-    engine = await make(db_url, tmp_path, HashEmbedder(16), vectors={"max_loaded_namespaces": 2})
+    monkeypatch.setattr(VectorConfig, "max_loaded_namespaces", 2)
+    engine = await make(db_url, tmp_path, HashEmbedder(16))
     seen_turns = [0]
     for step in range(60):
         who = alice(rng.randrange(5))

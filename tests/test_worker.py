@@ -11,6 +11,7 @@ from datetime import timedelta
 import pytest
 
 from astrbot_plugin_ltm.clock import as_utc
+from astrbot_plugin_ltm.config import ExtractionConfig
 from astrbot_plugin_ltm.storing.tables import MemoryEvent, MemoryEvidence, MemoryItem
 
 
@@ -72,8 +73,9 @@ async def test_invalid_candidates_are_rejected_one_by_one_and_valid_ones_written
     assert {e.extraction_status for e in await ltm.events()} == {"done"}
 
 
-async def test_max_fact_chars_is_configurable(make_ltm, origin):
-    ltm = await make_ltm({"write_policy": {"mode": "auto"}, "extraction": {"max_fact_chars": 20}})
+async def test_a_fact_longer_than_max_fact_chars_is_refused(make_ltm, origin, monkeypatch):
+    monkeypatch.setattr(ExtractionConfig, "max_fact_chars", 20)
+    ltm = await make_ltm({"write_policy": {"mode": "auto"}})
     await ltm.turn(origin("alice"), "hi", "OK.", fact("Alice lives in Paris"),
                    fact("Alice lives in Paris, France, Europe"))
     assert [i.fact for i in await ltm.items()] == ["Alice lives in Paris"]
@@ -116,10 +118,9 @@ async def test_malformed_output_leaves_events_pending_for_a_retry(make_ltm, orig
     await assert_nothing_written(ltm)
 
 
-async def test_malformed_output_marks_events_failed_after_max_attempts(make_ltm, origin):
-    ltm = await make_ltm(
-        {"write_policy": {"mode": "auto"}, "extraction": {"max_attempts": 3, "backoff_seconds": 10}}
-    )
+async def test_malformed_output_marks_events_failed_after_max_attempts(make_ltm, origin, monkeypatch):
+    monkeypatch.setattr(ExtractionConfig, "max_attempts", 3)
+    ltm = await make_ltm({"write_policy": {"mode": "auto"}, "extraction": {"backoff_seconds": 10}})
     await ltm.record(origin("alice"), "I live in Paris", "OK.")
     ltm.gateway.default = "this is not JSON"
 

@@ -142,16 +142,13 @@ async def test_manual_mode_explicit_requests_also_wait_for_approval(make_ltm, or
 # -- every write-policy field ---------------------------------------------
 
 
-async def test_policy_enable_false_drops_and_audits(make_ltm, origin):
-    ltm = await make_ltm({"write_policy": {"mode": "auto", "enable": False}})
+async def test_writes_off_for_every_scope_records_but_never_extracts(make_ltm, origin):
+    ltm = await make_ltm({"write_policy": {"mode": "auto", "disabled_scopes": ["*"]}})
     a = origin("alice")
     await ltm.turn(a, "I love green tea", "Noted.", tea())
-    assert await ltm.items() == []
-    (drop,) = await actions(ltm, "policy")
-    assert drop.detail["decision"] == "dropped" and drop.reason == "write policy disabled"
-    assert drop.scope == "user" and drop.scope_id == "qq:alice"
-    # the events are not retried forever
-    assert {e.extraction_status for e in await ltm.events()} == {"done"}
+    assert await ltm.items() == [] and ltm.gateway.calls == []
+    # recorded, and never retried: no model call is paid for
+    assert {e.extraction_status for e in await ltm.events()} == {"skipped"}
 
 
 async def test_policy_allowed_types(make_ltm, origin):

@@ -72,14 +72,6 @@ class VectorIndex:
         self._converting: dict[Key, asyncio.Task[None]] = {}
 
     @property
-    def max_loaded(self) -> int:
-        return self._cache.max_loaded
-
-    @max_loaded.setter
-    def max_loaded(self, value: int) -> None:
-        self._cache.max_loaded = value
-
-    @property
     def loaded_count(self) -> int:
         return sum(1 for _ in self._cache.loaded())
 

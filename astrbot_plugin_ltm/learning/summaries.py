@@ -271,8 +271,6 @@ class SummaryWorker:
     async def _rollups(self, scope: Scope, summarizer: Summarizer | None, budget: int) -> list[SummaryResult]:
         """Each finished day, week and month whose summarised parts are two
         or more becomes one summary, finest level first."""
-        if not self._config().summaries.rollups:
-            return []
         stored = await self._stored(scope)
         sessions = [s for s in stored if s.level == SummaryLevel.SESSION]
         if not sessions:
@@ -323,8 +321,6 @@ class SummaryWorker:
         evidence. Their period (``valid_from``/``valid_to``) is left as it
         is: the newest session summary's end is where summarising resumes."""
         keep = self._config().summaries.keep_parts_days
-        if keep <= 0:
-            return 0
         horizon = now - timedelta(days=keep)
         active = (MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id,
                   MemoryItem.type == MemoryType.SUMMARY, MemoryItem.status == Status.ACTIVE)

@@ -32,7 +32,9 @@ VERSION = 1
 MAX_IMPORT_BYTES = 20 * 1024 * 1024
 MAX_IMPORT_ITEMS = 100_000
 MAX_EVIDENCE_PER_ITEM = 10_000
-SUMMARY_MAX_CHARS = 8000  # the upper bound of summaries.max_chars: a summary is longer than a fact
+# A summary is longer than a fact: the most the summaries.max_chars setting allowed (it is a
+# constant of 1,200 now), so an export from before imports.
+SUMMARY_MAX_CHARS = 8000
 
 
 def _normal_number(value: Any) -> Any:

@@ -104,7 +104,7 @@ class LastTime:
         """The last session's summary as the candidate the reader places
         first, when this message starts a new conversation; ``history``:
         the request's earlier messages (history.py)."""
-        if not (config.summaries.enable and config.summaries.last_session_in_block):
+        if not config.summaries.enable:
             return None
         last = await self.find(scopes, timedelta(minutes=config.summaries.idle_minutes), history)
         if last is None:

@@ -141,7 +141,7 @@ class EventRecorder:
         self, origin: Origin, tool: str, args: Any, result: Any, created_at: datetime | None = None
     ) -> MemoryEvent | None:
         cfg = self._config().recording
-        if not cfg.record_tool_results or self._paused_speaker(origin):
+        if self._paused_speaker(origin):
             return None
         text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
         body, cut = truncate(text, cfg.tool_result_max_chars)

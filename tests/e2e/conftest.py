@@ -102,13 +102,12 @@ BLOCK_RE = re.compile(re.escape(HEADER) + r"\n(.*?)\n" + re.escape(FOOTER), re.S
 BLOCK_LINE_RE = re.compile(
     r"^- \[(?P<type>[a-z_]+)\] (?P<fact>.+) \(confidence: (?P<conf>[0-9.]+)\)(?: #(?P<id>\d+))?$")
 
-# Small timings so background extraction runs within a second of a turn.
+# Small timings so background extraction runs within a second of a turn (the worker
+# looks every idle_seconds / 3; a batch fails after ExtractionConfig.max_attempts, 6).
 FAST_EXTRACTION = {
     "idle_seconds": 0.3,
-    "poll_seconds": 0.3,
     "backoff_seconds": 0.5,
     "timeout_seconds": 3.0,
-    "max_attempts": 20,
 }
 
 # Lines that mean the plugin itself failed (beyond AstrBot's own noise).

@@ -106,24 +106,25 @@ def test_astrbot_s_form_shows_every_setting_in_the_dashboard_s_language(bot, tab
             assert "profile" not in chips, chips
         tab.click_in_page(f"[...{DIALOG}.querySelectorAll('.v-chip')][0]", "the first memory type chip")
         tab.screenshot(ARTIFACTS / f"config_form_types_{locale}.png")
-        # The rerank section, last added, drawn with its range (for a look: tests/artifacts).
+        # The rerank section, drawn (for a look: tests/artifacts).
         tab.click_in_page(setting_input(json.loads((I18N_DIR / f"{locale}.json").read_text(encoding="utf-8"))
-                                        ["config"]["rerank"]["timeout_seconds"]["description"]), "the rerank timeout")
+                                        ["config"]["rerank"]["provider_id"]["description"]), "the rerank provider")
         tab.screenshot(ARTIFACTS / f"config_form_rerank_{locale}.png")
 
 
 def test_a_setting_saved_in_astrbot_s_form_reaches_the_plugin_and_a_bad_one_is_refused_aloud(bot, tab):
     with screenshot_on_failure(tab, "config_form_save.png"):
         open_settings_form(bot, tab, "en-US")
-        save(bot, tab, "en-US", "Rerank timeout (seconds)", "0.5")
+        save(bot, tab, "en-US", "Query embedding timeout (seconds)", "0.5")
         # (AstrBot 4.25 answers without the config while it reloads the plugin.)
-        bot.wait_for(lambda: ((bot.get_plugin_config() or {}).get("rerank") or {}).get("timeout_seconds") == 0.5,
-                     what="the saved rerank timeout")
-        # Longer than a read's 3 s: the plugin says so and keeps its default.
+        bot.wait_for(lambda: ((bot.get_plugin_config() or {}).get("vectors") or {}).get("query_timeout_seconds") == 0.5,
+                     what="the saved query embedding timeout")
+        # Past its range: the plugin says so and keeps its default.
         open_settings_form(bot, tab, "en-US")
-        before = save(bot, tab, "en-US", "Rerank timeout (seconds)", "5")
-        refused = re.compile(r"ltm config: rerank\.timeout_seconds: 5(\.0)? is outside the allowed range 0\.05–3; "
-                             r"using the default 1\.0 · "
-                             r"rerank\.timeout_seconds: 5(\.0)? 超出允许范围 0\.05–3；改用默认值 1\.0")
-        bot.wait_for(lambda: refused.search(bot.log_text(before)), what="the plugin's message about the rerank timeout")
+        before = save(bot, tab, "en-US", "Query embedding timeout (seconds)", "90")
+        refused = re.compile(r"ltm config: vectors\.query_timeout_seconds: 90(\.0)? is outside the allowed range "
+                             r"0\.05–60; using the default 2\.0 · "
+                             r"vectors\.query_timeout_seconds: 90(\.0)? 超出允许范围 0\.05–60；改用默认值 2\.0")
+        bot.wait_for(lambda: refused.search(bot.log_text(before)),
+                     what="the plugin's message about the query embedding timeout")
     bot.assert_log_clean()

@@ -19,8 +19,8 @@ FACTS = {"I live in Lisbon": "Lisbon", "I like green tea": "green tea", "I like 
 
 @pytest.fixture(scope="module")
 def bot(bot_factory):
-    # A loaded CI machine may be slow to answer: the fault test sets the failure itself.
-    config = {"write_policy": {"mode": "auto"}, "rerank": {"provider_id": "fake_rerank", "timeout_seconds": 10.0}}
+    # The reranker gets RerankConfig.timeout_seconds (1 s), within what is left of the read's 3 s.
+    config = {"write_policy": {"mode": "auto"}, "rerank": {"provider_id": "fake_rerank"}}
     with bot_factory("rerank", config, rerank=True) as b:
         for n, said in enumerate(FACTS):
             b.chat(said, USER, f"{USER}-{n}")
