@@ -394,7 +394,7 @@ def _saved_0_1(**changed):
         node = raw
         for part in parents:
             node = node.setdefault(part, {})
-        node[last] = changed.get(path, REMOVED[path] if path in ALWAYS_ON else get(DEFAULT, path))
+        node[last] = changed.get(path, _old_default(path))
     return raw
 
 
@@ -411,12 +411,18 @@ def test_at_most_fifty_settings():
 ALWAYS_ON = {"summaries.rollups", "summaries.last_session_in_block", "recording.record_tool_results"}
 
 
+def _old_default(path):
+    """What 0.1 had for ``path`` at its defaults."""
+    return REMOVED[path] if path in ALWAYS_ON else get(DEFAULT, path)
+
+
 def test_what_replaces_a_setting_that_went_is_its_default_then():
     """Behaviour at the defaults is unchanged: each constant is the default the
     setting had, and a switch that went was on."""
     for path, default in REMOVED.items():
         if path in ALWAYS_ON:
-            assert default is True and not hasattr(get(DEFAULT, path.rpartition(".")[0]), path.rpartition(".")[2])
+            section, _, name = path.rpartition(".")
+            assert default is True and not hasattr(get(DEFAULT, section), name)
         else:
             assert get(DEFAULT, path) == default, path
 
@@ -431,7 +437,7 @@ def test_a_saved_value_of_a_setting_that_went_is_carried_over_or_dropped_aloud(p
         current[section].pop(name)
     current["tools"]["offered"] = ["search", "remember", "expand"]
     current = {key: value for key, value in current.items() if value != {}}  # the recording section went whole
-    value = _other_than(REMOVED[path] if path in ALWAYS_ON else get(DEFAULT, path))
+    value = _other_than(_old_default(path))
     raw, notes = carried_over(_saved_0_1(**{path: value}), current)
     assert set(raw) == set(current)
     assert len(notes) == 1 and str(notes[0]).startswith(f"{path} is no longer a setting: {value!r}")
