@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -48,12 +50,27 @@ class EmbeddingStore:
         self._conn = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False)
         self._lock = threading.Lock()
         with self._lock:
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.execute(
-                "CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, key BLOB NOT NULL, "
-                "vector BLOB NOT NULL, PRIMARY KEY (model, key)) WITHOUT ROWID")
-            self._conn.commit()
+            self._set_up()
+
+    def _set_up(self) -> None:
+        # Two processes making a new file at once (``--jobs`` workers) can
+        # each hold a read lock and want the write lock: SQLite answers one
+        # "database is locked" at once, without waiting (it would deadlock).
+        # Try again, as its busy timeout would have.
+        for attempt in range(100):
+            try:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+                self._conn.execute(
+                    "CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, key BLOB NOT NULL, "
+                    "vector BLOB NOT NULL, PRIMARY KEY (model, key)) WITHOUT ROWID")
+                self._conn.commit()
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or attempt == 99:
+                    raise
+                self._conn.rollback()
+                time.sleep(0.01 + random.random() * 0.05)
 
     def get(self, model: str, keys: list[bytes]) -> dict[bytes, np.ndarray]:
         found: dict[bytes, np.ndarray] = {}

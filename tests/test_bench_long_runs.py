@@ -94,6 +94,29 @@ def test_worker_processes_share_the_cache(tmp_path):
     assert again.misses == 0
 
 
+def test_workers_making_a_new_cache_at_once_all_open_it(tmp_path):
+    # --jobs workers each open the cache as they start; on a new file SQLite
+    # answers one of two "database is locked" at once (CI lost a run to it).
+    failed: list[BaseException] = []
+    for n in range(150):
+        path = tmp_path / f"{n}.sqlite"
+        barrier = threading.Barrier(8)
+
+        def open_it(path=path, barrier=barrier) -> None:
+            barrier.wait()
+            try:
+                EmbeddingStore(path).close()
+            except Exception as exc:  # noqa: BLE001 - collected and asserted below
+                failed.append(exc)
+
+        threads = [threading.Thread(target=open_it) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert failed == []
+
+
 def test_the_cache_serves_the_vectors_the_model_gave_in_the_order_asked(tmp_path):
     model = HashEmbedder()
     embedder = CachedEmbedder(model, EmbeddingStore(tmp_path / "c.sqlite"))
