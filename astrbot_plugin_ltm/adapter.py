@@ -4,6 +4,11 @@ It turns AstrBot's objects into the core's (an event into an Origin, a
 provider into a completion function) and puts the memory block into the
 request. Everything AstrBot-specific that could change between AstrBot
 versions is here, so the rest of the package stays testable on its own.
+
+Why inside the core and not beside ``main.py``: AstrBot imports the
+plugin's root as a package, so a module there can reach the core only by
+relative imports, which neither mypy nor the unit tests can follow (they
+would get untyped names, or a second copy of the core's classes).
 """
 
 from __future__ import annotations
