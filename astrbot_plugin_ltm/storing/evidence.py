@@ -30,13 +30,6 @@ from .driver_rows import fetch_rows
 from .tables import MemoryEvent, MemoryEvidence, MemoryItem, SummaryLink
 
 
-def citing(event: str) -> str:
-    """SQL rows (memory_id) of the memories citing the event aliased ``event``."""
-    return (f"SELECT v.memory_id FROM ltm_evidence v WHERE v.event_id = {event}.event_id "
-            f"UNION ALL SELECT si.memory_id FROM ltm_summary_links sl CROSS JOIN ltm_items si "
-            f"ON si.id = sl.item_id WHERE sl.event_rowid = {event}.id")
-
-
 def level_of(fact_key: str) -> str | None:
     """A summary's level, from its key (``summary_day_20261125`` → day)."""
     parts = fact_key.split("_")
