@@ -157,19 +157,21 @@
     L.applyI18n();
     renderBanner();
     if (!bridge) {
-      notice(T("common.no_bridge"));
+      // No bridge: no catalogue and no API to ask, so this one sentence is all the page can say.
+      notice("This page must be opened from the AstrBot dashboard (the plugin page bridge is missing).");
       app.setAttribute("aria-busy", "false");
       app.setAttribute("data-ready", "error");
       return;
     }
     const timeout = new Promise((resolve) => setTimeout(resolve, 8000, null));
     const context = await Promise.race([bridge.ready(), timeout]);
+    await L.loadTexts();
     if (!context) notice(T("common.no_bridge"));
     let lastLocale = L.locale();
     bridge.onContext(() => {
       if (L.locale() !== lastLocale) {
         lastLocale = L.locale();
-        rerender();
+        L.loadTexts().then(rerender);
       }
     });
     L.applyI18n();
