@@ -20,8 +20,8 @@ result through as it is, in both its ASGI and its Quart dashboards).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 import json
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from importlib import import_module
 from pathlib import Path

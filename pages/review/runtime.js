@@ -76,6 +76,11 @@
     return [];
   }
 
+  /** Whether any catalogue holds the page's English yet. */
+  function loaded() {
+    return catalogues().some((all) => typeof byPath(all["en-US"], PREFIX) === "object");
+  }
+
   /** A dashboard that hands the page no catalogue: the plugin's "texts" route
    * serves the locale files' views.review (the one copy), for the page's locale. */
   async function loadTexts() {
@@ -89,10 +94,11 @@
     }
   }
 
-  /** The text of ``key`` in the dashboard's language, else English, else the key. */
+  /** The text of ``key`` in the dashboard's language, else English, else the
+   * key; nothing while no catalogue has come (no key flashes up first). */
   function T(key, vars) {
     const found = lookup(key);
-    let text = typeof found === "string" && found ? found : key;
+    let text = typeof found === "string" && found ? found : loaded() ? key : "";
     if (vars) {
       text = text.replace(/\{(\w+)\}/g, (m, name) => (name in vars ? String(vars[name]) : m));
     }
