@@ -1,9 +1,9 @@
 /* The review page's runtime (window.LTM), loaded before every panel: the
  * dashboard bridge, the API calls and their error display, the element and
  * table builders, time and number formatting, the texts (the dashboard's
- * catalogue, else the plugin's texts route), the dialog and toasts, the page's shared state and
- * the server's policy schema, and the panel registry. No panel re-implements
- * any of these (docs/decisions.md#d110).
+ * catalogue, else the plugin's texts route), the dialog and toasts, the
+ * page's shared state and the server's policy schema, and the panel
+ * registry. No panel re-implements any of these (docs/decisions.md#d110).
  *
  * Runs in AstrBot's sandboxed plugin-view iframe: every API call goes
  * through window.AstrBotPluginPage (the dashboard's bridge), texts come from
@@ -81,11 +81,11 @@
     return catalogues().some((all) => typeof byPath(all["en-US"], PREFIX) === "object");
   }
 
-  /** A dashboard that hands the page no catalogue: the plugin's "texts" route
-   * serves the locale files' views.review (the one copy), for the page's locale. */
+  /** A dashboard that hands the page no catalogue: AstrBot serves the iframe
+   * only pages/review/, so the plugin's "texts" route reads the locale files for it. */
   async function loadTexts() {
     if (!bridge || typeof byPath(catalogues()[0]["en-US"], PREFIX) === "object" || served[locale()]) return;
-    // A bridge no dashboard answers never settles: give up after a while (then T shows keys).
+    // A bridge no dashboard answers never settles: give up after a while (the texts stay empty).
     const timeout = new Promise((resolve) => setTimeout(resolve, 5000, null));
     try {
       served = (await Promise.race([bridge.apiGet("texts", { locale: locale() }), timeout])) || {};
