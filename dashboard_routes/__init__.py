@@ -20,12 +20,16 @@ result through as it is, in both its ASGI and its Quart dashboards).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from importlib import import_module
+from pathlib import Path
 from typing import Any
 
 PLUGIN = "astrbot_plugin_ltm"
+# The locale files AstrBot's dashboard reads: the plugin's root is this package's parent in both layouts.
+I18N_DIR = Path(__file__).resolve().parents[1] / ".astrbot-plugin" / "i18n"
 
 
 def _core(module: str) -> Any:
@@ -135,6 +139,19 @@ async def _lang(read_body: bool) -> Any:
     return request_lang(req.query(), body_lang, accept)
 
 
+def page_texts(locale: Any) -> dict[str, Any]:
+    """The review page's texts (``views.review``) in ``locale`` and in
+    en-US, shaped as the dashboard bridge's catalogue: for a dashboard that
+    hands the page none. An unknown locale is left out."""
+    out: dict[str, Any] = {}
+    for name in dict.fromkeys(["en-US", str(locale or "")]):
+        path = I18N_DIR / f"{name}.json"
+        if name and path.parent == I18N_DIR and path.is_file():
+            review = json.loads(path.read_text(encoding="utf-8")).get("views", {}).get("review", {})
+            out[name] = {"views": {"review": review}}
+    return out
+
+
 def _not_running(lang: Any) -> dict[str, Any]:
     return {"status": "error", "code": "common.not_running", "message": say("common.not_running", lang)}
 
@@ -192,6 +209,10 @@ def routes(api: Callable[[], Any]) -> list[tuple[str, Callable[..., Awaitable[An
             return response.file, response.status, response.headers
 
         return view
+
+    async def texts(**_: str) -> Any:
+        # No engine needed: the page asks before (and whether or not) the plugin runs.
+        return {"status": "ok", "data": page_texts(req.query().get("locale"))}, 200
 
     async def list_items(a, **_):
         return await a.list_items(req.query())
@@ -296,6 +317,7 @@ def routes(api: Callable[[], Any]) -> list[tuple[str, Callable[..., Awaitable[An
     # Order matters: AstrBot takes the first route that matches, so the
     # fixed "items/review" comes before "items/<memory_id>".
     return [
+        (f"{p}/texts", texts, ["GET"], "the review page's texts in a locale and in English"),
         (f"{p}/items", handler(list_items), ["GET"], "list memories"),
         (f"{p}/items/review", handler(review), ["POST"], "approve or reject memories"),
         (f"{p}/items/<memory_id>", handler(get_item), ["GET"], "one memory with its evidence"),

@@ -150,6 +150,9 @@
     if (tab && tab.render && ["review", "memories", "stats"].includes(state.tab)) tab.render();
   }
 
+  // No bridge (or none that answers): no catalogue and no API to ask, so this sentence is all the page can say.
+  const NO_BRIDGE = "This page must be opened from the AstrBot dashboard (the plugin page bridge is missing).";
+
   async function start() {
     const app = $("#app");
     const bridge = L.bridge;
@@ -157,19 +160,20 @@
     L.applyI18n();
     renderBanner();
     if (!bridge) {
-      notice(T("common.no_bridge"));
+      notice(NO_BRIDGE);
       app.setAttribute("aria-busy", "false");
       app.setAttribute("data-ready", "error");
       return;
     }
     const timeout = new Promise((resolve) => setTimeout(resolve, 8000, null));
     const context = await Promise.race([bridge.ready(), timeout]);
-    if (!context) notice(T("common.no_bridge"));
+    await L.loadTexts();
+    if (!context) notice(T("common.no_bridge") || NO_BRIDGE);
     let lastLocale = L.locale();
     bridge.onContext(() => {
       if (L.locale() !== lastLocale) {
         lastLocale = L.locale();
-        rerender();
+        L.loadTexts().then(rerender);
       }
     });
     L.applyI18n();

@@ -92,8 +92,7 @@ window.LTM.panel("audit", (L) => {
   function fillActions() {
     const select = $("#audit-action");
     const chosen = select.value;
-    const codes = Object.keys(window.LTM_TEXTS_EN || {}).filter((k) => k.startsWith("audit.actions."))
-      .map((k) => k.slice("audit.actions.".length));
+    const codes = L.keysOf("audit.actions");
     select.replaceChildren(h("option", { value: "" }, T("common.any")),
       ...codes.map((code) => h("option", { value: code, "data-action": code }, auditActionLabel(code))));
     select.value = codes.includes(chosen) ? chosen : "";

@@ -1,21 +1,22 @@
 /* The review page's runtime (window.LTM), loaded before every panel: the
  * dashboard bridge, the API calls and their error display, the element and
- * table builders, time and number formatting, the texts (texts_en.js and the
- * dashboard's catalogue), the dialog and toasts, the page's shared state and
- * the server's policy schema, and the panel registry. No panel re-implements
- * any of these (docs/decisions.md#d110).
+ * table builders, time and number formatting, the texts (the dashboard's
+ * catalogue, else the plugin's texts route), the dialog and toasts, the
+ * page's shared state and the server's policy schema, and the panel
+ * registry. No panel re-implements any of these (docs/decisions.md#d110).
  *
  * Runs in AstrBot's sandboxed plugin-view iframe: every API call goes
  * through window.AstrBotPluginPage (the dashboard's bridge), texts come from
- * .astrbot-plugin/i18n/<locale>.json under "views.review" with texts_en.js
- * as the fallback, and user text only ever reaches the page through
+ * .astrbot-plugin/i18n/<locale>.json under "views.review" (English where a
+ * locale lacks a key), and user text only ever reaches the page through
  * textContent: no string is ever parsed as HTML.
  */
 (function () {
   "use strict";
 
   const PREFIX = "views.review";
-  const TEXTS_EN = window.LTM_TEXTS_EN || {};
+  // The catalogue the plugin's own "texts" route answered (loadTexts), in the bridge's shape.
+  let served = {};
   const bridge = window.AstrBotPluginPage || window.AstrBotPluginView || null;
   const SVG = "http://www.w3.org/2000/svg";
   const BOOLEAN_PROPS = ["checked", "disabled", "selected"];
@@ -44,22 +45,60 @@
     return String(locale()).toLowerCase().startsWith("zh") ? "zh" : "en";
   }
 
-  /** The text of ``key`` in the dashboard's language, else English. */
-  function T(key, vars) {
-    let text;
+  /** The catalogues to read, the dashboard's first: each {locale: {views: {review: …}}}. */
+  function catalogues() {
+    let handed = {};
     try {
-      const all = (bridge && bridge.getI18n()) || {};
-      for (const loc of [locale(), "en-US"]) {
-        const found = byPath(all[loc], PREFIX + "." + key);
-        if (typeof found === "string" && found) {
-          text = found;
-          break;
-        }
-      }
+      handed = (bridge && bridge.getI18n()) || {};
     } catch (e) {
-      text = undefined;
+      handed = {};
     }
-    if (text === undefined) text = TEXTS_EN[key] !== undefined ? TEXTS_EN[key] : key;
+    return [handed, served];
+  }
+
+  /** What ``path`` (under views.review) holds in the dashboard's language, else in English. */
+  function lookup(path) {
+    for (const all of catalogues()) {
+      for (const loc of [locale(), "en-US"]) {
+        const found = byPath(all[loc], PREFIX + "." + path);
+        if (found !== undefined) return found;
+      }
+    }
+    return undefined;
+  }
+
+  /** The English catalogue's keys under ``group`` (e.g. "audit.actions"): the codes it names. */
+  function keysOf(group) {
+    for (const all of catalogues()) {
+      const found = byPath(all["en-US"], PREFIX + "." + group);
+      if (found && typeof found === "object") return Object.keys(found);
+    }
+    return [];
+  }
+
+  /** Whether any catalogue holds the page's English yet. */
+  function loaded() {
+    return catalogues().some((all) => typeof byPath(all["en-US"], PREFIX) === "object");
+  }
+
+  /** A dashboard that hands the page no catalogue: AstrBot serves the iframe
+   * only pages/review/, so the plugin's "texts" route reads the locale files for it. */
+  async function loadTexts() {
+    if (!bridge || typeof byPath(catalogues()[0]["en-US"], PREFIX) === "object" || served[locale()]) return;
+    // A bridge no dashboard answers never settles: give up after a while (the texts stay empty).
+    const timeout = new Promise((resolve) => setTimeout(resolve, 5000, null));
+    try {
+      served = (await Promise.race([bridge.apiGet("texts", { locale: locale() }), timeout])) || {};
+    } catch (e) {
+      served = {};
+    }
+  }
+
+  /** The text of ``key`` in the dashboard's language, else English, else the
+   * key; nothing while no catalogue has come (no key flashes up first). */
+  function T(key, vars) {
+    const found = lookup(key);
+    let text = typeof found === "string" && found ? found : loaded() ? key : "";
     if (vars) {
       text = text.replace(/\{(\w+)\}/g, (m, name) => (name in vars ? String(vars[name]) : m));
     }
@@ -72,6 +111,9 @@
     });
     (root || document).querySelectorAll("[data-i18n-placeholder]").forEach((el) => {
       el.setAttribute("placeholder", T(el.getAttribute("data-i18n-placeholder")));
+    });
+    (root || document).querySelectorAll("[data-i18n-label]").forEach((el) => {
+      el.setAttribute("aria-label", T(el.getAttribute("data-i18n-label")));
     });
     document.title = T("title");
     document.documentElement.lang = locale();
@@ -145,7 +187,7 @@
   /** A stored enum value (a method, a source type, a role, an action) in the page's language; unknown ones as they are. */
   function enumLabel(group, value) {
     const key = group + "." + value;
-    return TEXTS_EN[key] !== undefined ? T(key) : String(value);
+    return typeof lookup(key) === "string" ? T(key) : String(value);
   }
 
   function auditActionLabel(action) {
@@ -368,7 +410,7 @@
   }
 
   const LTM = {
-    bridge, T, lang, locale, byPath, applyI18n, h, el: h, svg, $, fmtNum, fmtTime, typeLabel, statusLabel, enumLabel,
+    bridge, T, lang, locale, byPath, keysOf, loadTexts, applyI18n, h, el: h, svg, $, fmtNum, fmtTime, typeLabel, statusLabel, enumLabel,
     auditActionLabel, scopeLabel, scopeLink, ttlLabel, bar, eventText, toast, errorMessage, fail, notice, openModal,
     closeModal, confirmModal, cleanParams, apiGet, apiPost, uploadFile, download, fillRows, table, renderPager, readForm,
     state, panel, tabs,
