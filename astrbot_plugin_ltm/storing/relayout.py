@@ -1,40 +1,14 @@
 """Moving a store from before migration 0017 into the compact layout, in
 place, after start (docs/decisions.md#d161).
 
-Migration 0017 only adds the new tables (instant on any store);
-the rows move here, in the background, in batches of one transaction each
-through the single write point, each holding the write lock for
-``TARGET_SECONDS`` or so (the batch's size follows the time the last one
-took; never above ``MAX_SECONDS``), with a pause between batches for
-AstrBot's own writes:
+Migration 0017 only adds the new tables (instant on any store); the rows
+move here in batches, each holding the write lock for ``TARGET_SECONDS`` or
+so, with a pause between batches for AstrBot's own writes.
 
-1. a turn's vectors from ``ltm_event_vectors`` (float32) to
-   ``ltm_turn_vectors`` (in TURN_BITS), deleted from the old table in the same
-   transaction;
-2. a withheld turn's keyword terms into ``ltm_turn_terms`` (it had no FTS5
-   row, but lends its words to the next turn as context);
-3. a turn's keyword terms into ``ltm_turn_terms`` (its own words tokenised
-   again: its ``ltm_events_fts`` row mixes in the turn before's), the FTS5
-   row deleted in the same transaction;
-4. a summary's evidence links from ``ltm_evidence`` to
-   ``ltm_summary_links`` (storing.evidence), deleted from the old table in
-   the same transaction;
-5. a memory's float32 vector rewritten as int8 in place;
-6. an event's content and an audit row's detail written again as UTF-8
-   JSON where they held ``\\u`` escapes;
-7. the two emptied tables dropped.
-
-Each batch is read and prepared on a read thread (the CPU work: vectors
-converted, turns tokenised, JSON written again) and written in one
-transaction that holds the write lock only for the writes, checking each
-row is still as it was read.
-
-A batch either commits whole or not at all, and what is left is found
-again from the data (rows still in the old tables, float32 rows, the
-cursors), so a process killed at any point goes on where it stopped at the
-next start. Until a row has moved, the reads take it from where it is
-(storing.vector_rows, indexes.keywords): every read is correct meanwhile,
-and a namespace loaded during the move holds the same rows either way.
+A batch commits whole or not at all, and what is left is found again from
+the data, so a process killed at any point goes on where it stopped. Until
+a row has moved, the reads take it from where it is: every read is correct
+meanwhile.
 """
 
 from __future__ import annotations
@@ -91,11 +65,8 @@ class Progress:
         self.held = [*self.held[-(MAX_KEPT - 1):], seconds]
 
 
-# A step reads and prepares its next batch on a read thread (the CPU work:
-# vectors converted, tokens hashed, JSON written again), then writes it in
-# one transaction under the write lock, checking each row is as it read it
-# (a write since, a recorded turn's, a withholding, wins). Both return how
-# many rows the batch holds; 0 from ``prepare``: this step is done.
+# The CPU work is prepared on a read thread; the write checks each row is as
+# read (a write since wins). 0 rows from ``prepare``: this step is done.
 Prepare = Callable[..., tuple[int, Any]]  # (conn, size=...)
 Apply = Callable[[AsyncSession, Any], Awaitable[None]]
 
@@ -250,8 +221,7 @@ async def _write_turn_rows(session: AsyncSession, batch: Any) -> None:
 
 
 def _read_withheld_turns(conn: Connection, size: int) -> tuple[int, Any]:
-    """A withheld turn had no FTS5 row, but lends its words to the next
-    turn as context: its terms, for the events in the next id window."""
+    """A withheld turn had no FTS5 row, but lends its words to the next turn as context."""
     last = _cursor(conn, WITHHELD_CURSOR)
     top = conn.execute(text("SELECT coalesce(max(id), 0) FROM ltm_events")).scalar_one()
     if last >= top:
