@@ -15,8 +15,7 @@ learnt). At the first start with contexts:
   means forgotten.
 
 Each step is a batch of its own transaction, so a large store never holds
-the write lock long; a start cut short does the rest at the next one. The
-``ltm_index_builds`` row ``contexts`` records that it is done.
+the write lock long; a start cut short does the rest at the next one.
 """
 
 from __future__ import annotations
@@ -72,9 +71,7 @@ class Adopted:
 
 async def adopt_contexts(db: Database, person: Callable[[str | None, str | None], Scope],
                          accounts: Callable[[Scope], list[tuple[str, str]]], clock: Clock) -> Adopted | None:
-    """Run the steps above unless done. ``person``: an account's scope
-    (scope.ScopeResolver.person); ``accounts``: a person scope's accounts
-    (platform id, sender id). None when it was done before."""
+    """Run the steps above unless done (then None)."""
     async with db.read() as session:
         if await session.get(IndexBuild, BUILD) is not None:
             return None

@@ -66,10 +66,8 @@ def reply_language(said: str = "", *, last: Lang | None = None, locale: str | No
 
 
 class SenderLanguages:
-    """The language each sender last wrote in, in memory only (never
-    stored), the most recent ``limit`` senders. Noted on the hot path, so
-    a message is only kept (its start, the last KEPT_SAMPLES of them) and
-    judged when a command asks: most senders never send one."""
+    """The language each sender last wrote in, never stored. Noted on the hot
+    path, so judged only when a command asks: most senders never send one."""
 
     def __init__(self, limit: int = MAX_SENDERS) -> None:
         self.limit = limit

@@ -106,11 +106,8 @@ def _progress_text(progress: dict[str, Any], lang: Lang) -> dict[str, Any]:
 
 
 def shown(data: Any, lang: Lang) -> Any:
-    """An API answer as a reader in ``lang`` sees it: every stored reason,
-    verdict or note in ``lang`` with its machine-readable code beside it
-    (None for an operator's own words; a code the answer already gives is
-    kept), at any depth. Old rows translate too: the code is found from the
-    stored English."""
+    """An API answer with every stored reason in ``lang``, its code beside it.
+    Old rows translate too: the code is found from the stored English."""
     if isinstance(data, list):
         return [shown(value, lang) for value in data]
     if not isinstance(data, dict):

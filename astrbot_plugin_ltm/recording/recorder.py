@@ -1,10 +1,7 @@
 """The event recorder: the only memory work on AstrBot's hot path.
 
-A hook hands over a turn, which is appended to the journal (one ``write()``,
-:mod:`.journal`) and queued; the events are written to SQLite by a flusher
-task a moment later, in batches. So a slow or busy database never delays a
-reply, a turn whose reply went out survives a crash of the process, and the
-hooks cannot raise into AstrBot.
+A turn is journaled and queued, and written to SQLite in batches a moment
+later: a slow database never delays a reply, and the hooks cannot raise into AstrBot.
 """
 
 from __future__ import annotations
@@ -233,10 +230,8 @@ class EventRecorder:
     # -- the journal at start ---------------------------------------------
 
     async def open_journal(self) -> int:
-        """Start journaling, then write what dead processes journaled and
-        SQLite lacks. Returns how many events were written. A journal that
-        cannot be replayed now (read-only, an error) is kept for the next
-        start; it never stops this one."""
+        """Start journaling, then write what dead processes journaled; one that
+        cannot be replayed now is kept for the next start, never stopping this one."""
         if self._journal is None:
             return 0
         try:

@@ -130,11 +130,10 @@ class Relayout:
         twice what the last took, so the move takes a third of a core at most."""
         return max(PAUSE_SECONDS, 2 * self.last_work)
 
-    async def run(self, sleep: Callable[[float], Awaitable[Any]] | None = None) -> Progress:
-        """Every batch, one after the other (tests, the benchmark)."""
+    async def run(self) -> Progress:
+        """Every batch, one after the other (tests)."""
         while await self.step():
-            if sleep is not None:
-                await sleep(self.pause())
+            pass
         return self.progress
 
     def _resize(self, seconds: float) -> None:
