@@ -41,9 +41,8 @@ def yield_gil() -> None:
     time.sleep(0)
 
 
-# A row's terms: its tokens, or their keys (storing.terms: a term as the
-# postings know it, a hash in a sorted array instead of a string and two
-# arrays per term, docs/decisions.md#d40) as the database keeps them.
+# A row's tokens, or their keys as the database keeps them: a hash in a sorted
+# array, not a string and two arrays per term (docs/decisions.md#d40).
 Terms = Sequence[str] | np.ndarray
 
 

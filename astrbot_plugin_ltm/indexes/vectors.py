@@ -44,9 +44,8 @@ from .namespaces import Matches, MemoryBudget, NamespaceCache, Update
 
 T = TypeVar("T")
 Key = tuple[Scope, str, Corpus]  # scope, model, corpus
-# A namespace found to have no vectors is asked again after this long (a
-# private chat also reads the legacy per-conversation scope, on every read)
-# (docs/decisions.md#d29).
+# A private chat also reads the legacy per-conversation scope, usually empty,
+# on every read (docs/decisions.md#d29).
 EMPTY_RECHECK_SECONDS = 30.0
 # A turn's sentences share its rank: a search asks FAISS for this many
 # vectors per turn wanted, then keeps each turn's nearest sentence.

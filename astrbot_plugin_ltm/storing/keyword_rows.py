@@ -183,24 +183,24 @@ async def match_stemmer(session: AsyncSession) -> bool:
     """Rebuild both keyword tables when another stemmer built them: a stemmed
     index misses unstemmed query words. Run at start, before any namespace loads."""
     stemmer = tokenizing.KEYWORD_STEMMER
-    built_with = await _built_with(session, KEYWORDS_BUILD)
+    built_with = await recorded_build(session, KEYWORDS_BUILD)
     if built_with == stemmer:
         return False
     log.warning("ltm: the keyword index was built with %s, the plugin now has %s: rebuilding it",
                 built_with or "an unrecorded stemmer", stemmer)
     facts = await rebuild_fact_rows(session)
     turns = await rebuild_turn_rows(session)  # a hash cannot be stemmed: tokenised again
-    await _record_build(session, KEYWORDS_BUILD, stemmer)
+    await record_build(session, KEYWORDS_BUILD, stemmer)
     log.info("ltm: keyword index rebuilt with %s (%d memories, %d turns)", stemmer, facts, turns)
     return True
 
 
-async def _built_with(session: AsyncSession, name: str) -> str | None:
+async def recorded_build(session: AsyncSession, name: str) -> str | None:
     return (await session.execute(
         text("SELECT built_with FROM ltm_index_builds WHERE name = :n"), {"n": name})).scalar()
 
 
-async def _record_build(session: AsyncSession, name: str, built_with: str) -> None:
+async def record_build(session: AsyncSession, name: str, built_with: str) -> None:
     await session.execute(
         text("INSERT INTO ltm_index_builds (name, built_with, built_at) VALUES (:n, :w, :at) "
              "ON CONFLICT (name) DO UPDATE SET built_with = excluded.built_with, built_at = excluded.built_at"),
@@ -217,11 +217,11 @@ async def match_turn_passages(session: AsyncSession) -> bool:
     and drop the vectors of turns embedded as more than MAX_PASSAGES, so the
     fill embeds them again (docs/decisions.md#d77). Run at start, before any
     namespace is loaded or turn recorded."""
-    if await _built_with(session, PASSAGES_BUILD) == PASSAGE_LAYOUT:
+    if await recorded_build(session, PASSAGES_BUILD) == PASSAGE_LAYOUT:
         return False
     turns = await rebuild_turn_rows(session)
     dropped = await delete_long_turn_vectors(session, MAX_PASSAGES)
-    await _record_build(session, PASSAGES_BUILD, PASSAGE_LAYOUT)
+    await record_build(session, PASSAGES_BUILD, PASSAGE_LAYOUT)
     if turns or dropped:
         log.info("ltm: turns indexed as passages (%s): %d keyword rows rebuilt, %d turns to embed again",
                  PASSAGE_LAYOUT, turns, dropped)

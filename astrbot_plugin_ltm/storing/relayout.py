@@ -23,11 +23,10 @@ from typing import Any
 from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from ..clock import utcnow
 from ..enums import RECALLED_ROLES
 from ..logs import log
 from .database import Database, ReadOnlyError
-from .keyword_rows import LEGACY_TURN_ROWS
+from .keyword_rows import LEGACY_TURN_ROWS, record_build, recorded_build
 from .terms import encode
 from .turns import PASSAGE_BREAK, turn_tokens
 from .vector_rows import FLOAT32, LEGACY_TURN_VECTORS, TURN_BITS, decode, space_id
@@ -93,8 +92,7 @@ class Relayout:
     async def needed(self) -> bool:
         """Whether this store has anything left to move (asked once at start)."""
         async with self.db.read() as session:
-            built = (await session.execute(text("SELECT built_with FROM ltm_index_builds WHERE name = :n"),
-                                           {"n": BUILD})).scalar()
+            built = await recorded_build(session, BUILD)
         self.progress.done = built == DONE
         return not self.progress.done
 
@@ -147,7 +145,7 @@ class Relayout:
             async with self.db.write() as session:
                 await session.execute(text(f"DROP TABLE IF EXISTS {table}"))
         async with self.db.write() as session:
-            await _record(session, BUILD, DONE)
+            await record_build(session, BUILD, DONE)
         self.progress.done = True
         log.info("ltm: the store is in its compact layout (%s in %d batches, the longest held the write lock "
                  "%.0f ms)", ", ".join(f"{n} {step}" for step, n in self.progress.rows.items()) or "nothing to move",
@@ -240,7 +238,7 @@ async def _write_withheld_turns(session: AsyncSession, batch: Any) -> None:
     if terms:
         await session.execute(text("INSERT OR IGNORE INTO ltm_turn_terms (event_rowid, terms) VALUES (:r, :t)"),
                               terms)
-    await _record(session, WITHHELD_CURSOR, str(end))
+    await record_build(session, WITHHELD_CURSOR, str(end))
 
 
 # -- 3. a summary's links --------------------------------------------------------------------
@@ -262,7 +260,7 @@ async def _write_summary_links(session: AsyncSession, rows: Any) -> None:
         [{"v": link, "i": item, "e": event} for link, item, event in rows])
     await session.execute(text("DELETE FROM ltm_evidence WHERE id IN (SELECT value FROM json_each(:ids))"),
                           {"ids": json.dumps([link for link, _, _ in rows])})
-    await _record(session, LINKS_CURSOR, str(rows[-1][0]))
+    await record_build(session, LINKS_CURSOR, str(rows[-1][0]))
 
 
 # -- 4. a memory's vector -----------------------------------------------------------------------
@@ -298,13 +296,6 @@ def _writer(table: str, column: str) -> Apply:
         cursor, last, changed = batch
         if changed:
             await session.execute(text(f"UPDATE {table} SET {column} = :v WHERE id = :r AND {column} = :old"), changed)
-        await _record(session, cursor, str(last))
+        await record_build(session, cursor, str(last))
 
     return write
-
-
-async def _record(session: AsyncSession, name: str, value: str) -> None:
-    await session.execute(
-        text("INSERT INTO ltm_index_builds (name, built_with, built_at) VALUES (:n, :w, :at) "
-             "ON CONFLICT (name) DO UPDATE SET built_with = excluded.built_with, built_at = excluded.built_at"),
-        {"n": name, "w": value, "at": utcnow().replace(tzinfo=None).isoformat(" ")})
