@@ -210,7 +210,7 @@ class MemoryAPI:
         scope_id = query_text(query, "scope_id", v.MAX_SCOPE_ID_CHARS)
         scopes = [Scope(scope, scope_id)] if scope and scope_id else None
         per_scope = await self.engine.admin.stats(scopes, kind=scope)
-        # what memory costs on disk (operating/storage.py): measured first, so its notice is among the notices
+        # Measured first, so its notice is among the notices.
         storage = (await self.engine.storage.report()).as_dict()
         return {
             "scopes": per_scope,
@@ -223,16 +223,13 @@ class MemoryAPI:
                 "writes_last_hour": sum(s["writes_last_hour"] for s in per_scope),
             },
             "events_not_recorded_read_only": self.engine.recorder.dropped_read_only,
-            # model calls for summaries since start, and the failed ones (learning/summaries.py)
             "summary_calls": {**self.engine.summaries.stats.calls, "failed": self.engine.summaries.stats.failed},
             "emergency_read_only": self.engine.config.emergency_read_only,
             "mode": self.engine.config.write_policy.mode,
             "drift": await self.engine.drift.status(),
-            # what limits memory now (a missing package, no chat / embedding provider), in the page's language
             "notices": [{"code": n.code, "message": n.render(answer_lang())}
                         for n in self.engine.notices()],
             "providers": self.engine.providers(),
-            # what memory costs on disk, how fast it grows, the oldest turn kept (operating/storage.py)
             "storage": storage,
             "retention_days_turns": self.engine.config.turns_retention_days,
         }
