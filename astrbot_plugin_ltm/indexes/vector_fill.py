@@ -44,9 +44,8 @@ class VectorFill:
         self.embed_turns = embed_turns
         self.clock = clock
         self.batch_size = batch_size
-        # Per model, the event id below which every turn has been looked at:
-        # events are only appended, so the fill never walks the whole table
-        # again once it has caught up.
+        # Per model, the event id below which every turn has been looked at: events
+        # are only appended, so the fill never walks the whole table again.
         self._turns_checked: dict[str, int] = {}
         # The same for memories, lowered through the change channel: a round no
         # longer scans every vector row (150 ms at 10k, docs/decisions.md#d94).

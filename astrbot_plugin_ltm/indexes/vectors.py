@@ -63,9 +63,8 @@ class VectorIndex:
             "vector namespace", self._load, self._locked, max_loaded,
             on_evict=self._write_changed, empty_recheck=EMPTY_RECHECK_SECONDS,
             size_of=lambda ns: ns.nbytes, budget=budget)
-        # Searches and changes run on this one thread (one_omp_thread), off
-        # the event loop; faiss indexes are not safe to change while
-        # searched, so both take this lock.
+        # Searches and changes run on this one thread, off the event loop; faiss
+        # indexes are not safe to change while searched, so both take this lock.
         self._search_thread: ThreadPoolExecutor | None = None
         self._index_lock = threading.Lock()
         self._converting: dict[Key, asyncio.Task[None]] = {}

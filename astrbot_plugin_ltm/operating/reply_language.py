@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from ..i18n import HAN, Lang, lang_of, written_language
 from ..scope import Origin
 
-# Subcommands whose argument is a person's own words: they say which
-# language the person writes in. Other arguments are ids, targets and
-# keywords ("confirm", "history"), which only count when they are Chinese.
+# Their argument is a person's own words, in the language they write in; other
+# arguments (ids, targets, keywords) only count when they are Chinese.
 FREE_TEXT_SUBCOMMANDS = frozenset({"remember", "记住"})
 # Enough of a message to tell its language; the rest costs time on the hot path.
 SAMPLE_CHARS = 200

@@ -27,9 +27,8 @@ class MemoryWritten:
 
     scope: Scope
     item_id: int
-    # The fact's keyword tokens when the fact is new or was replaced; None
-    # when it stayed the same. A replaced fact's vector has been deleted
-    # (the background fill embeds the new one).
+    # None when the fact stayed the same. A replaced fact's vector has been
+    # deleted (the background fill embeds the new one).
     fact_tokens: Tokens | None = None
     created: bool = False
     # The groups it was said in besides (audience.py): their namespaces hold it too.
