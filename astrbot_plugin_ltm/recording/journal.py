@@ -199,7 +199,7 @@ class Journal:
     # -- the flusher -------------------------------------------------------------
 
     def seal(self) -> None:
-        """The queue is being taken: new events go to a new segment."""
+        """The queue is being taken: what was journaled belongs to that batch; new events go to a new segment."""
         if self._fd is None or not self._written:
             return
         os.close(self._fd)
