@@ -80,9 +80,8 @@ class EventRecorder:
     # -- hot path ---------------------------------------------------------
 
     def _paused_speaker(self, origin: Origin) -> bool:
-        """Whether the person in this turn paused: what they say, and the
-        bot's answer to it, is not recorded at all (a pause means forgotten,
-        docs/privacy.md). A scheduled turn in a private chat is its person's."""
+        """Whether the person in this turn paused: then neither they nor the bot's
+        answer is recorded (docs/privacy.md). A scheduled private turn is its person's."""
         if origin.scheduled and origin.is_group:
             return False  # no one of the group speaks: the bot's own words
         return self._paused(self._resolver().user_scope(origin))
@@ -115,10 +114,8 @@ class EventRecorder:
         assistant_text: str | None,
         created_at: datetime | None = None,
     ) -> list[MemoryEvent]:
-        """A person's message and the bot's reply (``None``: a message the
-        bot did not answer, in a group that learns all its talk). A
-        scheduled turn's message is the scheduler's, never a person's words:
-        only the bot's reply is recorded, as the bot's."""
+        """A person's message and the bot's reply (``None``: not answered). A
+        scheduled turn's message is the scheduler's: only the reply is recorded."""
         if self._paused_speaker(origin):
             self.dropped_paused += 1
             return []
