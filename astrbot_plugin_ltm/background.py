@@ -1,18 +1,11 @@
-"""Background work: one mechanism for every loop the plugin runs (the
-recorder's flusher, extraction, summaries, usage counts, drift snapshots,
-compaction), so each owner writes only its step.
+"""Background work: one mechanism for every loop the plugin runs, so each
+owner writes only its step.
 
-A :class:`BackgroundTask` runs its owner's ``step`` when woken
-(:meth:`~BackgroundTask.wake`) or when its interval has passed. A failing
-step never ends the task: it is logged once per kind of failure (with the
-task's name; no traceback a second while a disk stays full) and tried again
-after a pause that doubles up to ``MAX_BACKOFF``, never in a tight loop
-(docs/decisions.md#d104).
-
-AstrBot reloads a plugin by creating a new instance: whatever the old one
-started must end in ``terminate()``, or every config save would leak a
-worker. The engine holds its tasks as one :class:`TaskSet`, started and
-stopped together.
+A failing step never ends the task: it is logged once per kind of failure
+(no traceback a second while a disk stays full) and tried again after a
+doubling pause, never in a tight loop (docs/decisions.md#d104). AstrBot
+reloads a plugin as a new instance: whatever the old one started must end
+in ``terminate()``, or every config save would leak a worker.
 """
 
 from __future__ import annotations
@@ -47,14 +40,9 @@ Explain = Callable[[Exception], Failure | None]
 
 
 class BackgroundTask:
-    """A named loop around its owner's ``step``.
-
-    ``every``: the wait between steps (a number, or read each time from a
-    callable: a setting); None waits for a wake only. ``run_at_start``: the
-    first step runs at once instead of after the first wait. ``explain``
-    names the failures the owner knows. ``finish`` runs on every
-    :meth:`stop`, started or not (a last flush).
-    """
+    """A named loop around its owner's ``step``. ``every``: the wait between
+    steps (a callable is read each time); None waits for a wake only.
+    ``finish`` runs on every :meth:`stop`, started or not (a last flush)."""
 
     def __init__(self, name: str, step: Step, *, every: Interval = None, run_at_start: bool = False,
                  explain: Explain | None = None, finish: Step | None = None) -> None:

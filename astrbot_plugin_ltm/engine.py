@@ -1,13 +1,6 @@
-"""LTMEngine: the plugin's core, composed from its parts. The AstrBot
-adapter (main.py) talks to this class only; tests and benchmarks drive it
-directly with an SQLite file of their own.
-
-How the parts fit (docs/architecture.md): the recorder writes raw events;
-the extraction worker turns them into candidates and the writer into
-memories; every write goes through ``Database.write``, whose committed
-changes the keyword and vector indexes follow; the reader searches those
-indexes and fits a block into the token budget; operators go through
-``Admin``.
+"""LTMEngine: the plugin's core, composed from its parts (docs/architecture.md).
+The AstrBot adapter (main.py) talks to this class only; tests and benchmarks
+drive it directly with an SQLite file of their own.
 
 Over 400 lines: the one place every part is built and wired, with the
 hooks' entry points; split, each half would need the other's parts.
@@ -109,13 +102,12 @@ class LTMEngine:
     ) -> None:
         self.config, self.config_errors = parse_config(raw_config)
         clock = steady(clock)  # a jump of the system clock is not time elapsed (docs/decisions.md#d93)
-        # The user's time zone (AstrBot's ``timezone``; UTC when unset): dates in questions.
+        # For dates in questions; UTC when AstrBot's ``timezone`` is unset.
         self.tz = time_zone(timezone)
         self.resolver = ScopeResolver(self.config.identity)
         self.clock = clock
         self.models = models
         self.embedder = embedder
-        # A reranker for the configured rerank provider (adapter.AstrBotReranker), built when one is set.
         self.reranking = Reranking(rerankers, lambda: self.config.rerank) if rerankers is not None else None
         # An extractor passed in (tests, benchmarks) learns without AstrBot's models.
         self._own_extractor = extractor_for is not None
@@ -132,12 +124,11 @@ class LTMEngine:
         self.vector_fill = VectorFill(self.db, self.embeddings, speaker_of,
                                        lambda: self.config.vectors.embed_turns, clock)
         with_vectors = embedder is not None
-        # Users' own pauses (/ltm pause): their state, not the policy; checked without I/O.
+        # Users' own state, not the policy; checked without I/O.
         self.pauses = Pauses(self.db, clock)
         self.writer = MemoryWriter(lambda: self.config, clock, matcher=self.embeddings if with_vectors else None,
                                    paused=self.pauses.covers)
         self.admin = Admin(self.db, lambda: self.config, clock)
-        # Every effective policy change is a numbered version (rollback, listeners).
         self.policy_versions = PolicyVersions(self.db, lambda: self.config, self.apply_config, clock, raw_config)
         self.recorder = EventRecorder(
             self.db, lambda: self.config, lambda: self.resolver, clock, on_inserted=self._capture_explicit,
@@ -160,20 +151,13 @@ class LTMEngine:
                 retrievers.append(VectorRetriever(self.embeddings))
         self._retrievers = retrievers
         self.reader: MemoryReader | None = None
-        # How often each memory is injected or returned by the tool; written in the background.
         self.usage = Usage(self.db, clock)
-        # Snapshots of the memory distribution, daily and around policy versions.
         self.drift = DriftMonitor(self.db, lambda: self.config, clock)
         self.drift.attach(self.policy_versions)  # snapshots before and after every policy version
         self.jobs = Jobs(clock)  # operators' background jobs: policy replay, tuning
-        # Merges near-duplicate memories the writer's dedup missed, in the background.
         self.compactor = Compactor(self.db, lambda: self.embeddings.model, clock,
                                    same_fact_cosine=self.embeddings.same_fact_cosine)
-        # The language each sender last wrote in, for the chat commands' replies.
         self.languages = SenderLanguages()
-        # The loops, stopped in this order (as before D104): the learners
-        # first, then the recorder's last flush, then the counts.
-        # What memory costs on disk (GET stats, /ltm status), measured hourly and when asked.
         self.storage = StorageMeter(self.db, self.vector_index.files, Path(data_dir) / "journal" if data_dir else None,
                                     clock)
         self.storage_task = BackgroundTask("storage", self.storage.report, every=STORAGE_EVERY)
@@ -182,6 +166,8 @@ class LTMEngine:
         self.relayout_task = BackgroundTask(
             "relayout", self._relayout_step, run_at_start=True,
             every=lambda: None if self.relayout.progress.done else self.relayout.pause())
+        # Stopped in this order (as before D104): the learners first, then
+        # the recorder's last flush, then the counts.
         self.tasks = TaskSet(self.relayout_task, self.worker.task, self.summaries.task, self.recorder.task,
                              self.usage.task, self.drift.task, self.compactor.task, self.storage_task)
         self.started = False
@@ -189,8 +175,7 @@ class LTMEngine:
     # -- lifecycle ---------------------------------------------------------
 
     async def start(self, background: bool = True) -> None:
-        """Migrate the schema, write the turns a crashed process journaled,
-        and start the recorder and extraction worker."""
+        """Migrate, write the turns a crashed process journaled, start the loops."""
         cap_arenas()  # before the plugin's threads exist (heap.py)
         map_large_blocks()
         await self.db.migrate()
@@ -233,8 +218,7 @@ class LTMEngine:
             await asyncio.to_thread(self.vector_index.files.remove_stale)
 
     async def loads_settled(self) -> None:
-        """Wait for the namespace loads that reads left running (a read
-        waits for a cold namespace at most COLD_WAIT)."""
+        """Wait for the namespace loads that reads left running."""
         await asyncio.gather(self.keyword_index.loads_settled(), self.vector_index.loads_settled())
 
     async def stop(self) -> None:
@@ -246,7 +230,6 @@ class LTMEngine:
         self.started = False
 
     def apply_config(self, raw: dict[str, Any]) -> list[str]:
-        """Validate and switch to a new configuration at once."""
         self.config, self.config_errors = parse_config(raw)
         self.resolver = ScopeResolver(self.config.identity)
         self.embeddings.query_timeout = self.config.vectors.query_timeout_seconds
@@ -254,16 +237,13 @@ class LTMEngine:
         return self.config_errors
 
     def providers(self) -> dict[str, bool]:
-        """Which models memory can use now: ``chat`` (extraction and
-        summaries), ``embedding`` (search by meaning). AstrBot's providers
-        come and go at run time, so this is asked each time."""
+        """Which models memory can use now; asked each time, as AstrBot's
+        providers come and go at run time."""
         return {"chat": self._own_extractor or _has(self.models),
                 "embedding": _has(self.embedder)}
 
     def notices(self) -> list[Message]:
-        """What an operator should know that limits memory right now (a
-        missing optional package, no chat or embedding provider), as
-        catalogue texts for ``/ltm status`` and the page's stats."""
+        """What limits memory right now, for ``/ltm status`` and the page's stats."""
         found: list[Message] = []
         providers = self.providers()
         if not providers["chat"]:
@@ -306,9 +286,8 @@ class LTMEngine:
         return events
 
     def record_heard(self, origin: Origin, text: str, created_at: datetime | None = None) -> list[MemoryEvent]:
-        """A group message that did not wake the bot: recorded, attributed to
-        its speaker, where the operator has the group learn all its talk
-        (groups.learn_all_messages); else nothing (the hook's usual case)."""
+        """A group message that did not wake the bot: recorded only where the
+        group learns all its talk (groups.learn_all_messages)."""
         if not (self.config.enable and origin.is_group and self.config.groups.learns_all(
                 self.resolver.group_scope(origin))):
             return []
@@ -321,11 +300,9 @@ class LTMEngine:
 
     async def memory_block(self, origin: Origin, query: str, history: Sequence[str] = (), *,
                            trace: Trace | None = None) -> MemoryBlock:
-        """What to inject before the model call for this message.
-        ``history``: the texts of the request's earlier messages, whose turns
-        the block leaves out (recalling/history.py). ``trace``: the
-        operators' preview — filled with each line's source and what was
-        cut, and why; then nothing is counted as used."""
+        """What to inject before the model call. ``history``: the request's
+        earlier messages, left out of the block. ``trace``: the operators'
+        preview; then nothing is counted as used."""
         if not (self.config.enable and self.config.read_policy.enable) or self.reader is None:
             return MemoryBlock()
         scopes = self.resolver.read_scopes(origin)
@@ -375,9 +352,8 @@ class LTMEngine:
                                   .values(extraction_status=ExtractionStatus.DONE))
 
     async def remember(self, origin: Origin, fact: str) -> WriteOutcome:
-        """The `/ltm remember <fact>` command: an audited explicit memory.
-        Raises ReadOnlyError while emergency_read_only is on, AdminError
-        while the scope's writes are switched off."""
+        """`/ltm remember <fact>`. Raises ReadOnlyError while emergency_read_only
+        is on, AdminError while the scope's writes are switched off."""
         fact = " ".join(fact.split())
         if not fact:
             raise ValueError("nothing to remember")
@@ -403,7 +379,7 @@ class LTMEngine:
     # -- extraction provider -------------------------------------------------
 
     async def _completer(self, session_id: str | None) -> tuple[Complete, str] | None:
-        """The extraction provider's completion function and model name; None: none available."""
+        """The extraction provider's completion function and model name."""
         if self.models is None:
             return None
         return await self.models.completer(self.config.extraction_provider_id, session_id)

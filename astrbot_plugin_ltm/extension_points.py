@@ -36,10 +36,8 @@ class ModelGateway(Protocol):
 
 @runtime_checkable
 class ProviderCheck(Protocol):
-    """A ModelGateway or Embedder that can tell whether its provider exists
-    right now (adapter.AstrBotModels / AstrBotEmbedder: AstrBot has a chat,
-    an embedding provider), without calling it. One that cannot is taken
-    to have one (a test's or benchmark's model). For engine.notices()."""
+    """A ModelGateway or Embedder that can tell, without calling it, whether
+    its provider exists now; one that cannot is taken to have one."""
 
     def provider_exists(self) -> bool: ...
 
@@ -79,9 +77,7 @@ class Embedder(Protocol):
 
 
 class Reranker(Protocol):
-    """A model that reads a question and each candidate together and says
-    how well the candidate answers it (AstrBot's rerank providers, through
-    adapter.AstrBotReranker): a finer judge of meaning than the retrievers."""
+    """Reads a question with each candidate: a finer judge of meaning than the retrievers."""
 
     async def rerank(self, query: str, documents: list[str]) -> list[float]:
         """One relevance score per document, in the documents' order (higher is better)."""

@@ -6,13 +6,8 @@ is held for an operator in every write mode (learning/policy.py: gate), a
 raw turn saying it is never shown (recalling/reader.py), and whatever does
 go into the block is neutralised (recalling/block.py: neutralise).
 
-Checked: instructions to the bot (ignore, obey, from now on you …), its
-rules, persona, prompt or secrets, role play, chat-template and role
-markers, the block's own markers, accusations against a third person,
-each in English and Chinese, after undoing the usual disguises (full-width
-letters, zero-width characters, spaced-out letters, base64). Preferences
-about how to answer the person themselves ("reply in English", "用简体回答我",
-"call me Sam") are facts about them and pass (docs/decisions.md#d44).
+Preferences about how to answer the person ("用简体回答我", "call me Sam")
+are facts about them and pass (docs/decisions.md#d44).
 """
 
 from __future__ import annotations
@@ -158,10 +153,7 @@ _ROLE = re.compile(r"\b(system|assistant|developer|user|human)\s*:", re.I)
 _HASHES = re.compile(r"#{2,}")
 
 
-# What neutralise would change: other whitespace than single inner spaces,
-# a marker character, a run of '#', a zero-width character; or a role
-# prefix (looked for only when a role's name is in the text). Most lines
-# have none and are returned as they are, at a fraction of the cost.
+# Most lines have nothing neutralise would change: returned as they are, at a fraction of the cost.
 _OTHER_SPACE = re.compile(r"[^\S ]")
 _MARKER_CHAR = re.compile("[" + re.escape("".join(_MARKERS_FROM)) + _ZERO_WIDTH.pattern[1:-1] + "]")
 _ROLE_NAMES = ("system", "assistant", "developer", "user", "human")

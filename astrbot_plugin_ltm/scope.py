@@ -1,14 +1,9 @@
 """Who a message is from, and which memory scopes it reads and writes.
 
-AstrBot's ``unified_msg_origin`` names a conversation, not a person: web chat
-gives every new conversation a new one. A person's memory must follow the
-person, so by default the user scope is keyed by platform + sender id, and
-``cross_platform_aliases`` can join one person's accounts on several
-platforms into one scope.
-
-Where a thing was said decides who may hear it again (audience.py): a
-private chat reads its person's scope, a group reads the group's scope,
-never a member's private one.
+AstrBot's ``unified_msg_origin`` names a conversation, not a person (web chat
+gives every new conversation a new one), so the user scope is keyed by
+platform + sender id. Where a thing was said decides who may hear it again
+(audience.py).
 """
 
 from __future__ import annotations
@@ -93,9 +88,7 @@ class ScopeResolver:
         return Scope(ScopeKind.USER, self._aliases.get(account, account))
 
     def accounts(self, person: Scope) -> list[tuple[str, str]]:
-        """The accounts (platform id, sender id) a person's scope is keyed by:
-        its aliases' accounts, or the one its id names ("<platform>:<sender>",
-        or a private chat's "<platform>:FriendMessage:<sender>")."""
+        """The (platform id, sender id) accounts a person's scope is keyed by."""
         base = person.id.partition(PERSONA_MARK)[0]
         named = [account for account, alias in self._aliases.items() if alias == base] or [base]
         out = []
@@ -119,9 +112,8 @@ class ScopeResolver:
         return with_persona(scope, persona) if persona else scope
 
     def read_scopes(self, origin: Origin) -> list[Scope]:
-        """Private chat: the user. Group chat: the group only — what was
-        said in it, by anyone (audience.py); never a member's private scope.
-        With a persona, each scope's persona part comes before it."""
+        """Private chat: the user. Group chat: the group only, never a member's
+        private scope. A scope's persona part comes before it."""
         persona = self._persona(origin)
         if persona is None:
             return self._read_scopes(origin)

@@ -1,8 +1,5 @@
-"""Text normalisation shared by the write and read paths.
-
-Everything here must treat Chinese, Japanese and Korean text as first-class:
-most AstrBot users write Chinese, and a tokenizer that only splits on spaces
-would turn a whole Chinese sentence into one unsearchable token.
+"""Text normalisation shared by the write and read paths. CJK is first-class:
+most AstrBot users write Chinese, which splitting on spaces leaves unsearchable.
 """
 
 from __future__ import annotations
@@ -18,7 +15,6 @@ from .logs import log as _log  # with the filter AstrBot's log handlers need
 
 FACT_KEY_MAX_CHARS = 128
 
-# CJK Unified Ideographs (+ extension A, compatibility), kana, hangul.
 _CJK_RANGES = (
     (0x3040, 0x30FF),  # hiragana, katakana
     (0x3400, 0x4DBF),  # CJK extension A
@@ -51,11 +47,8 @@ def is_cjk(ch: str) -> bool:
 
 
 def normalize_fact_key(raw: str) -> str:
-    """The dedup key of a fact: lowercase, punctuation stripped, CJK kept.
-
-    Runs of whitespace and underscores collapse to one underscore so that
-    ``"Home City"`` and ``"home_city"`` meet; the result is cut to 128 chars.
-    """
+    """The dedup key of a fact: lowercase, punctuation stripped, CJK kept;
+    ``"Home City"`` and ``"home_city"`` meet."""
     text = unicodedata.normalize("NFKC", raw).lower()
     kept = []
     for ch in text:
@@ -64,16 +57,13 @@ def normalize_fact_key(raw: str) -> str:
             kept.append(ch)
         elif ch.isspace() or ch in "_-.:/":
             kept.append(" ")
-        # every other punctuation or symbol is dropped
     key = "_".join("".join(kept).split())
     return key[:FACT_KEY_MAX_CHARS]
 
 
 def _words(text: str) -> list[str]:
-    """Lowercased words, a CJK run as its overlapping character bigrams (a
-    lone character stays a unigram). Bigrams need no dictionary, behave the
-    same at index and query time, and are what CJK search engines have long
-    used for recall (docs/decisions.md#d27)."""
+    """Lowercased words, a CJK run as its overlapping bigrams: no dictionary,
+    the same at index and query time (docs/decisions.md#d27)."""
     text = unicodedata.normalize("NFKC", text).lower()
     tokens: list[str] = []
     for match in _TOKEN_RUN.finditer(text):
@@ -93,9 +83,7 @@ NO_STEMMER = "none"
 
 def _load_stemmer() -> tuple[Any, str]:
     """snowballstemmer's English stemmer and the name the keyword rows record
-    it by ("snowballstemmer 3.1"); without the package (a failed install),
-    no stemmer and NO_STEMMER: English words are indexed as they are, and
-    keyword search works, only "books" no longer finds "book"."""
+    it by; without the package, NO_STEMMER and words indexed as they are."""
     try:
         import snowballstemmer
     except ImportError as exc:
@@ -115,9 +103,7 @@ _STEM_LOCK = threading.Lock()
 
 
 def stem(word: str) -> str:
-    """An English word's stem ("books", "reading" -> "book", "read"); any
-    other token as it is (docs/decisions.md#d10). The word itself when
-    snowballstemmer is missing."""
+    """An English word's stem; any other token as it is (docs/decisions.md#d10)."""
     return _english_stem(word) if _STEMMER is not None and word.isascii() and word.isalpha() else word
 
 
@@ -134,8 +120,7 @@ def _english_stem(word: str) -> str:
 
 
 def search_tokens(text: str) -> list[str]:
-    """Tokens for the keyword index and keyword queries: the words
-    (``_words``), English ones stemmed."""
+    """Tokens for the keyword index and keyword queries."""
     return [stem(word) for word in _words(text)]
 
 
@@ -261,17 +246,9 @@ def _shared(rest_a: list[str], rest_b: list[str]) -> float:
 
 def contradicts(old: str, new: str) -> bool:
     """Keyword heuristic: does ``new`` contradict ``old`` (same fact key)?
-
-    Models reword facts all the time, so a different wording is not enough.
-    Four signs are: one says "not"/"不" and the other does not ("likes
-    cats" / "doesn't like cats"); one calls a plan off ("cancelled", "取消")
-    and the other does not; both state numbers and they differ ("30" /
-    "31", "三十" / "三十一"); or the two share their beginning and differ only
-    in a short value at the end that shares nothing with the other's ("lives
-    in Paris" / "lives in London", "住在上海" / "住在北京"). A paraphrase
-    ("loves green tea" / "favourite drink is green tea", "在广州生活" /
-    "住在广州") keeps its value and so agrees.
-    """
+    Models reword facts all the time, so a different wording is not enough:
+    a negation or a called-off plan on one side only, different numbers, or
+    a short differing value after a common start ("住在上海" / "住在北京")."""
     if bool(_NEGATION.search(old)) != bool(_NEGATION.search(new)):
         return True
     if bool(_CALLED_OFF.search(old)) != bool(_CALLED_OFF.search(new)):
@@ -287,11 +264,8 @@ def contradicts(old: str, new: str) -> bool:
 
 
 def same_value(old: str, new: str) -> bool | None:
-    """Do two statements given the same fact key state the same value?
-    True: they share most of what carries a value after their common start
-    (the subject); False: they do not; None: one is written in Chinese and
-    the other in another script and they share no name or number, so the
-    words cannot tell (docs/decisions.md#d74)."""
+    """Do two statements given the same fact key state the same value? None
+    when one is Chinese, the other not, and words cannot tell (docs/decisions.md#d74)."""
     if contradicts(old, new):
         return False
     rest_a, rest_b, _ = _after_common_start(old, new)
@@ -310,11 +284,8 @@ MAX_RELATED_KEY_WORDS = 4  # a key, not a sentence standing in for one (a fact w
 
 
 def related_keys(a: str, b: str) -> bool:
-    """Do two different fact keys name one attribute of one subject? Both
-    start with the same word (the subject) and one's words are all among
-    the other's: ``alice_dog`` / ``alice_dog_name``, ``alice_city`` /
-    ``alice_home_city``, ``alice_job`` / ``alice_occupation``
-    (docs/decisions.md#d90)."""
+    """Do two different fact keys name one attribute of one subject, as
+    ``alice_city`` / ``alice_home_city`` do? (docs/decisions.md#d90)"""
     if a == b:
         return False
     first_a, words_a = _key_words(a)
@@ -327,26 +298,22 @@ def related_keys(a: str, b: str) -> bool:
 
 @lru_cache(maxsize=8192)
 def _key_words(key: str) -> tuple[str, frozenset[str]]:
-    """A key's first word and its words, synonyms made one: the writer
-    compares a candidate's key with every key of its subject, the same
-    keys candidate after candidate (docs/decisions.md#d128)."""
+    """A key's first word and its words, synonyms made one; cached, as the
+    writer compares the same keys candidate after candidate (docs/decisions.md#d128)."""
     words = [_KEY_SYNONYMS.get(w, w) for w in key.split("_") if w]
     return (words[0] if words else ""), frozenset(words)
 
 
-# A sentence ends at . ! ? ; or … followed by a space, at CJK full stops,
-# which need no space after them, or at a line break.
+# CJK full stops need no space after them.
 _SENTENCE_END = re.compile(r"(?<=[.!?;…])\s+|(?<=[。！？；])\s*|\s*\n\s*")
 MIN_SENTENCE_TOKENS = 3  # "Hey Tim!", "好的。": nothing to find a turn by alone
 MAX_SENTENCES = 8
 
 
 def sentences(text: str) -> list[str]:
-    """What ``text`` is searched by: its sentences worth searching by, at
-    most MAX_SENTENCES (the rest joins the last), then the whole text when
-    a shorter part was left out ("To Kyoto!", "在上海。" say something, just
-    too little to stand alone), so nothing said is out of reach: at most
-    MAX_SENTENCES + 1 passages (docs/decisions.md#d07)."""
+    """What ``text`` is searched by: its sentences worth searching by, then
+    the whole text when a short one ("在上海。") was left out, so nothing said
+    is out of reach (docs/decisions.md#d07)."""
     whole = text.strip()
     said = [p for p in _SENTENCE_END.split(whole) if p.strip()]
     parts = [p for p in said if len(search_tokens(p)) >= MIN_SENTENCE_TOKENS]

@@ -2,17 +2,9 @@
 framework: each method takes plain values (path parameters, query strings,
 a JSON body, the dashboard user) and returns an :class:`ApiResponse`.
 
-Every answer is ``{"status": "ok", "data": …}`` or ``{"status": "error",
-"code": …, "message": …}`` with a fitting HTTP status — except a successful export,
-which is the export file itself (:meth:`MemoryAPI.export_file`). Bad input
-never produces a stack trace, every field goes through ``validators``, and
-nothing is written unless the whole request is valid. A memory is named by
-its id or any unique prefix of it (at least 4 characters).
-
-Language: each request is answered in one language (:func:`requests.request_lang`:
-``lang`` in the query or the JSON body, else Accept-Language, else
-English); :meth:`MemoryAPI.call` renders error messages in it and shows the
-stored reasons in the answer in it, each with its code (serialize.shown).
+Bad input never produces a stack trace, every field goes through
+``validators``, and nothing is written unless the whole request is valid.
+Each request is answered in one language (:func:`requests.request_lang`).
 
 Over 400 lines: one method per route, each a few lines over the engine; the replay
 routes live in replay_api.py.
@@ -101,10 +93,8 @@ class MemoryAPI:
 
     async def call(self, method: Callable[..., Awaitable[Any]], *args: Any, lang: Lang = "en",
                    localize: bool = True) -> ApiResponse:
-        """Run one API method, turning every failure into a clear answer in
-        ``lang``; ``localize``: show the answer's stored reasons in ``lang``
-        with their codes — never an export document, a file whose checksums
-        cover its text as stored."""
+        """Run one API method, every failure a clear answer in ``lang``.
+        ``localize`` is off for an export: its checksums cover its text as stored."""
         token = ANSWER_LANG.set(lang)
         try:
             data = await method(*args)
@@ -195,9 +185,8 @@ class MemoryAPI:
         return {"reviewed": results}
 
     async def preview(self, body: Any) -> dict[str, Any]:
-        """The block the bot would be given for a message from a user
-        (doors/preview.py): same reader, nothing written or counted. The
-        user may be named as the memory list shows them."""
+        """The block the bot would be given for a message from a user:
+        same reader, nothing written or counted."""
         if isinstance(body, dict) and isinstance(body.get("scope"), str) and body["scope"].strip():
             body = {**body, "scope": str(await known_scope(self.engine, body["scope"], (ScopeKind.USER,)))}
         return await preview_block(self.engine, body, answer_lang())
@@ -221,7 +210,7 @@ class MemoryAPI:
         scope_id = query_text(query, "scope_id", v.MAX_SCOPE_ID_CHARS)
         scopes = [Scope(scope, scope_id)] if scope and scope_id else None
         per_scope = await self.engine.admin.stats(scopes, kind=scope)
-        # what memory costs on disk (operating/storage.py): measured first, so its notice is among the notices
+        # Measured first, so its notice is among the notices.
         storage = (await self.engine.storage.report()).as_dict()
         return {
             "scopes": per_scope,
@@ -234,16 +223,13 @@ class MemoryAPI:
                 "writes_last_hour": sum(s["writes_last_hour"] for s in per_scope),
             },
             "events_not_recorded_read_only": self.engine.recorder.dropped_read_only,
-            # model calls for summaries since start, and the failed ones (learning/summaries.py)
             "summary_calls": {**self.engine.summaries.stats.calls, "failed": self.engine.summaries.stats.failed},
             "emergency_read_only": self.engine.config.emergency_read_only,
             "mode": self.engine.config.write_policy.mode,
             "drift": await self.engine.drift.status(),
-            # what limits memory now (a missing package, no chat / embedding provider), in the page's language
             "notices": [{"code": n.code, "message": n.render(answer_lang())}
                         for n in self.engine.notices()],
             "providers": self.engine.providers(),
-            # what memory costs on disk, how fast it grows, the oldest turn kept (operating/storage.py)
             "storage": storage,
             "retention_days_turns": self.engine.config.turns_retention_days,
         }
@@ -437,10 +423,8 @@ class MemoryAPI:
 
     async def import_(self, raw_body: bytes | None, query: Mapping[str, Any], user: str | None,
                       preview: bool = False) -> dict[str, Any]:
-        """Import an export: the file as exported, AstrBot's envelope around
-        it, or ``{"dry_run": …, "export": {…}}``. ``preview`` (the
-        import/preview route) or ``?dry_run=1`` only reports. ``raw_body``
-        None: the request could not be read."""
+        """Import an export, bare or in an envelope. ``preview`` or ``?dry_run=1``
+        only reports; ``raw_body`` None: the request could not be read."""
         payload, dry_run, status = await import_request(raw_body, query, preview)
         lang = answer_lang()
         max_fact_chars = self.engine.config.extraction.max_fact_chars

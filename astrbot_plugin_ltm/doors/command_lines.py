@@ -44,9 +44,7 @@ def scope_line(stats: dict[str, Any], lang: Lang) -> str:
 
 
 def version_line(row: dict, lang: Lang = "en") -> str:
-    """One version: when, who, from where, why, and each setting it changed
-    by its name and values in ``lang`` (policy_words). Only the version
-    recorded at the first start changed nothing: it is the initial policy."""
+    """One version and each setting it changed, in ``lang``."""
     changes = ("；" if lang == "zh" else "; ").join(change_lines(row["diff"][:4], lang))
     more = say("cmd.policy.more", lang, n=len(row["diff"]) - 4) if len(row["diff"]) > 4 else ""
     reason = say("cmd.policy.line_reason", lang, reason=translate(row["reason"], lang)) if row["reason"] else ""

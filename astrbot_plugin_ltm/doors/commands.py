@@ -1,15 +1,8 @@
 """The `/ltm` chat commands, as text in → text out over the engine.
 
-A user's commands act on their own memory only. The operator-only commands
-(pending, approve, reject) are wired with AstrBot's admin permission in
-main.py and check ``origin.is_admin`` here as well. The operator variants of
-status, list, forget and forget-all (another user's or group's scope) share
-their command with the users' one, so ``origin.is_admin`` (AstrBot's
-``event.is_admin()``) checked here is what guards them.
-
-Every reply is a catalogue text (``i18n/commands.py``) in the language
-``Commands._lang`` picks for its sender (``reply_language.py``); the
-keywords (confirm, history, rollback, on/off) are accepted in Chinese too.
+A user's commands act on their own memory only. The operator variants of
+status, list, forget and forget-all share their command with the users' one,
+so ``origin.is_admin`` checked here is what guards them.
 
 Over 400 lines: one method per `/ltm` command, each a few lines over the engine; the
 commands share the reply language, targets and confirmations. How a reply
@@ -68,10 +61,8 @@ _heard: ContextVar[Heard | None] = ContextVar("ltm_command_heard", default=None)
 
 
 def parse_target(text: str) -> Scope:
-    """The scope an operator's text names, as written (targets.resolve also
-    finds the scope it means among those the store knows). Scope ids
-    contain ':' themselves (``qq:12345``), so only a kind before the first
-    colon is a kind; anything else is a user id as a whole."""
+    """The scope an operator's text names, as written (targets.resolve finds
+    the one it means)."""
     kind, scope_id = targets.parse(text)
     kind = kind or ScopeKind.USER
     if not scope_id.strip():
@@ -139,10 +130,8 @@ class Commands:
         return self.engine.resolver.user_scope(origin)
 
     async def _target(self, origin: Origin, target: str, verb: str) -> Scope | None:
-        """The scope an operator's target names, in any form a person sees
-        (operating/targets.py); None without a target (the caller's own
-        memories). A user's target is refused (AdminError) before anything
-        is read. ``verb``: see or delete."""
+        """The scope an operator's target names; None without a target. A
+        user's target is refused (AdminError) before anything is read."""
         if not target.strip():
             return None
         if not origin.is_admin:
@@ -198,9 +187,8 @@ class Commands:
         return "\n".join(lines) + "\n" + last
 
     async def _disk_lines(self, origin: Origin, said: list[Message], lang: Lang, target: str) -> list[str]:
-        """To an admin's own ``/ltm status`` (no target): what memory costs on
-        disk, how fast it grows, the oldest turn kept (operating/storage.py);
-        ``said``: the notices the reply holds already (the disk's may be among them)."""
+        """To an admin's own ``/ltm status``: what memory costs on disk, less
+        the notices ``said`` already."""
         if not origin.is_admin or target.strip():
             return []
         shown = {notice.code for notice in said}
@@ -208,9 +196,8 @@ class Commands:
                 if line.code not in shown]
 
     def _own_filters(self, origin: Origin) -> list[ItemFilter]:
-        """A user's memories: their own scope; in a group only what the group
-        may recall (a reply there is read by everyone, audience.py): what
-        they said in it, and what the group keeps from their messages."""
+        """A user's memories; in a group only what the group may recall, as
+        everyone there reads the reply (audience.py)."""
         if not origin.is_group:
             return [_in_scope(self._own_scope(origin))]
         group = self.engine.resolver.group_scope(origin)
@@ -286,9 +273,7 @@ class Commands:
                           reading)
 
     async def _forgettable(self, origin: Origin, memory_id: str) -> MemoryItem:
-        """The memory an id prefix names, among those the caller may forget:
-        an operator any; a user their own scope's and, in a group, what the
-        group keeps from their own messages."""
+        """The memory an id prefix names, among those the caller may forget."""
         if origin.is_admin:
             return await self.engine.admin.find_by_prefix(memory_id)
         try:
@@ -300,10 +285,8 @@ class Commands:
             return await self.engine.admin.find_by_prefix(memory_id, [group], sender_id=origin.sender_id)
 
     async def forget_all(self, origin: Origin, *args: str) -> str:
-        """``forget-all [confirm]`` for your own memories, ``forget-all
-        <target> [confirm]`` for an operator's on another scope. A trailing
-        ``confirm`` (or 确认) is always the confirmation (a user whose id is
-        "confirm" is ``user:confirm``)."""
+        """``forget-all [<target>] [confirm]``. A trailing ``confirm`` is always
+        the confirmation (a user whose id is "confirm" is ``user:confirm``)."""
         lang = self._lang(origin)
         words = " ".join(args).split()
         confirmed = bool(words) and words[-1].lower() in CONFIRM_WORDS

@@ -1,8 +1,6 @@
-"""The injection preview: the block the bot would be given for a message
-from a chosen user (in a group, playing a persona), read by the bot's own
-reader (engine.memory_block with a Trace) — so what the operator sees is
-what the bot sees — with each line's source, id, score and tokens and the
-lines cut, and why. It writes nothing and counts no memory as used."""
+"""The injection preview: the block the bot would be given for a message from
+a chosen user, read by the bot's own reader so what the operator sees is what
+the bot sees. It writes nothing and counts no memory as used."""
 
 from __future__ import annotations
 
@@ -41,10 +39,8 @@ def _scope(raw: Any) -> tuple[str, str | None]:
 
 
 def origin_for(engine: LTMEngine, scope_text: Any, group: Any = None, persona: Any = None) -> tuple[Origin, Scope]:
-    """A message's Origin from the user ``scope_text`` (as the items list
-    shows it), in ``group`` (a group id, as ``group:<platform>:<id>``,
-    ``<platform>:<id>`` or bare) playing ``persona``; and the user's scope.
-    Refused unless the bot reads that scope for such a message."""
+    """A message's Origin from the user ``scope_text``, in ``group`` playing
+    ``persona``, and the user's scope; refused unless the bot reads that scope."""
     base, named_persona = _scope(scope_text)
     identity = engine.config.identity
     aliases = [account for account, alias in identity.alias_map().items() if alias == base]
@@ -128,9 +124,7 @@ async def preview(engine: LTMEngine, body: Any, lang: Lang = "en") -> dict[str, 
 
 async def _audiences(engine: LTMEngine, ids: list[str], reading: list[Scope], origin: Origin,
                      lang: Lang) -> dict[str, dict[str, Any]]:
-    """Each memory line's context: where it was said and who may see it
-    (audience.py); a member's profile fact that follows them into the group
-    says so."""
+    """Each memory line's context: where it was said and who may see it (audience.py)."""
     async with engine.db.read() as session:
         items = list((await session.scalars(select(MemoryItem).where(MemoryItem.memory_id.in_(ids)))).all())
     said_in = await engine.admin.said_in(items)

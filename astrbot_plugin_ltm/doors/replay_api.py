@@ -1,9 +1,6 @@
-"""The dashboard API of policy replay, tuning and the holdout set
-(framework-free, like doors/api.py, which hands these routes here).
-
-A candidate policy is validated exactly as ``PUT policy`` validates a
-change: merged onto the saved settings and parsed by ``config.parse_config``;
-any problem refuses the request. Nothing here writes but a holdout draw.
+"""The dashboard API of policy replay, tuning and the holdout set (doors/api.py
+hands these routes here). A candidate policy is validated exactly as ``PUT
+policy`` validates a change. Nothing here writes but a holdout draw.
 """
 
 from __future__ import annotations

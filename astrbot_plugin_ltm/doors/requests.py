@@ -45,9 +45,8 @@ def error(status: int, message: str, data: Any = None, code: str = "api.error") 
 
 
 def request_lang(query: Mapping[str, Any] | None, body_lang: Any = None, accept_language: Any = None) -> Lang:
-    """The language a request is answered in: ``lang`` in the query, else
-    the body's ``lang``, else the first language of Accept-Language, else
-    English. Anything not Chinese or English is English."""
+    """``lang`` in the query, else the body's, else Accept-Language's first,
+    else English. Anything not Chinese is English."""
     for asked in ((query or {}).get("lang"), body_lang):
         if isinstance(asked, str) and asked.strip():
             return lang_of(asked[:20])
@@ -119,9 +118,8 @@ def version_number(raw: Any) -> int:
 
 
 def _import_status(asked: list[Any]) -> str:
-    """The status an import gives its memories, from every place it may be
-    asked (query, wrapper, file): any asking for review makes it one (the
-    safe reading); anything else named must be a status."""
+    """The status an import gives its memories: any place asking for review
+    makes it one (the safe reading)."""
     given = [a for a in asked if a is not None and a != ""]
     if any(a not in IMPORT_STATUSES for a in given):
         raise AdminError(msg("import.bad_status"))
@@ -129,9 +127,7 @@ def _import_status(asked: list[Any]) -> str:
 
 
 async def import_request(raw_body: bytes | None, query: Mapping[str, Any], preview: bool) -> tuple[Any, bool, str]:
-    """An import request, read: its file (out of any wrapper), whether it
-    is only a dry run, and the status it gives its memories
-    (``MemoryAPI.import_`` in api.py says what it may send)."""
+    """An import request's file, whether it is a dry run, and the status it gives."""
     if raw_body is None:
         raise AdminError(msg("api.upload_unreadable"))
     if len(raw_body) > MAX_IMPORT_BYTES:
@@ -150,16 +146,13 @@ async def import_request(raw_body: bytes | None, query: Mapping[str, Any], previ
 
 
 async def named_scope(engine: LTMEngine, raw: Any, kinds: tuple[str, ...] = SCOPE_KINDS) -> Scope:
-    """The scope a person or group is named by, in any form the page
-    or a chat shows it (operating/targets.py): ``user:webchat:xiaoming``,
-    ``webchat:xiaoming``, ``xiaoming``, ``用户 · webchat:xiaoming``."""
+    """The scope named, in any form the page or a chat shows it (operating/targets.py)."""
     return await targets.resolve(engine.db, raw, kinds, what="scope")
 
 
 async def known_scope(engine: LTMEngine, raw: Any, kinds: tuple[str, ...] = SCOPE_KINDS) -> Scope:
-    """As named_scope, refused (404) when nothing is known of it — no memory,
-    no turn, no pause, writes not switched off — and the store knows
-    scopes that read like it (a typo): they are suggested."""
+    """As named_scope, refused (404) with suggestions when nothing is known of
+    it and known scopes read like it (a typo)."""
     scope = await named_scope(engine, raw, kinds)
     switched = (scope.kind == ScopeKind.USER and engine.pauses.get(scope) is not None) \
         or engine.config.write_policy.writes_off(scope)

@@ -2,15 +2,6 @@
 text out over the engine, like the chat commands (main.py registers them
 with AstrBot).
 
-- ``memory_search``: what this chat may recall (audience.py: in a private
-  chat the person's own, in a group what was said in it) for a query,
-  optionally a period and a type, ranked by the same reader, in the block's
-  neutralised format, within ``tools.search_max_tokens``.
-- ``memory_remember``: a fact, through the write policy, the rate limits and
-  the instruction check like any candidate.
-- ``memory_expand``: the turns a memory was drawn from, said in this chat,
-  by the id its block line ends with (``#42``: the memory's row id, never reused).
-
 Each answers a sentence the model can pass on when it cannot help (off,
 read-only, nothing found), and never reaches another person's memory.
 """

@@ -41,9 +41,8 @@ def yield_gil() -> None:
     time.sleep(0)
 
 
-# A row's terms: its tokens, or their keys (storing.terms: a term as the
-# postings know it, a hash in a sorted array instead of a string and two
-# arrays per term, docs/decisions.md#d40) as the database keeps them.
+# A row's tokens, or their keys as the database keeps them: a hash in a sorted
+# array, not a string and two arrays per term (docs/decisions.md#d40).
 Terms = Sequence[str] | np.ndarray
 
 
@@ -105,12 +104,9 @@ class KeywordNamespace:
 
     @classmethod
     def build(cls, rows: Iterable[tuple[int, Terms]]) -> KeywordNamespace:
-        """A namespace of ``rows`` (rowid, tokens or their keys; a rowid
-        given twice has its last terms), its postings sorted out by numpy
-        in one go: adding rows one by one takes seconds for a large scope
-        (docs/decisions.md#d22). ``rows`` is read a chunk at a time and
-        each chunk's terms become their keys at once, so a build never
-        holds every token of a large scope as a string (d40)."""
+        """A namespace of ``rows`` (rowid, terms), its postings sorted out by
+        numpy in one go: row by row took seconds (docs/decisions.md#d22). A
+        chunk's terms become keys at once: never every token as a string (d40)."""
         return cls.from_chunks(_chunks(rows))
 
     @classmethod
@@ -194,9 +190,7 @@ class KeywordNamespace:
         return rowid in self._slot
 
     def trim_oldest(self, keep: int) -> int:
-        """Drop the rows added first until ``keep`` are left (a turn
-        namespace holds its scope's newest turns: storing.turns.TURNS_HELD);
-        returns how many went."""
+        """Drop the rows added first until ``keep`` are left; how many went."""
         live = np.flatnonzero(self._alive[: self._used])
         if len(live) <= keep:
             return 0

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-# Sentences with no topic, entity or wording in common, English and Chinese
-# (the languages the plugin is used in): their mean pairwise cosine is the
-# model's floor.
+# Sentences with nothing in common, English and Chinese: their mean pairwise
+# cosine is the model's floor.
 FLOOR_PROBES: tuple[str, ...] = (
     "The train to the airport leaves at seven in the morning.",
     "Photosynthesis turns sunlight, water and carbon dioxide into sugar.",

@@ -1,21 +1,10 @@
 """FAISS namespaces as objects and files: how one is built from the vector
 rows, written beside the database and trusted again after a restart.
 
-A namespace holds one scope's vectors of one corpus and one model. A
-memory's vector is held under its row id; a turn's sentences under
-``rowid * stride + n``, so a turn is as near a query as its nearest
-sentence. Vectors are held in 8 bits a component (faiss's scalar
-quantizer, one fixed range): a quarter of float32's memory; its rounding
-is far below that of the rows they are built from (docs/decisions.md#d166).
-
-Only an inverted file (past EXACT_SEARCH_MAX vectors) is written to a
-file: its clustering takes seconds to train. A flat namespace is built
-from its rows faster than a file is checked, so it has none (one file
-per scope and corpus cost a vector's bytes twice, docs/decisions.md#d160).
-A file is used only when its fingerprint (storing.vector_rows) equals
-SQLite's; a file that is missing, corrupt, stale or of another model,
-dimension, stride or layout is rebuilt. Only faiss's public API is used:
-AstrBot's own vector store has changed between releases.
+Vectors are held in 8 bits a component: a quarter of float32's memory, its
+rounding far below the rows' own (docs/decisions.md#d166). A file is used
+only when its fingerprint equals SQLite's; else it is rebuilt. Only faiss's
+public API is used: AstrBot's own vector store has changed between releases.
 """
 
 from __future__ import annotations
@@ -42,30 +31,23 @@ from ..storing.vector_rows import Fingerprint, fingerprint, scope_rows, scope_ve
 from ..text import MAX_SENTENCES
 from .faiss_storage import Storage
 
-# A row's vectors are held in FAISS under rowid * stride + n: a memory has
-# one, a turn one per sentence (text.sentences: at most MAX_SENTENCES and
-# the whole turn) or per passage (storing.turns: at most MAX_PASSAGES)
-# (docs/decisions.md#d28, #d77).
+# A row's vectors are held under rowid * stride + n, so a turn is as near a
+# query as its nearest sentence or passage (docs/decisions.md#d28, #d77).
 STRIDE = {Corpus.MEMORIES: 1, Corpus.TURNS: 16}
 assert STRIDE[Corpus.TURNS] >= MAX_SENTENCES + 1
 # Up to this many vectors a namespace is searched exactly (flat); beyond,
 # it is an inverted file of sqrt(n) clusters, NPROBE searched (docs/decisions.md#d14).
 EXACT_SEARCH_MAX = 20_000
-# Only a namespace of more vectors than this is kept in a file: the inverted
-# files, whose clustering takes seconds to train (docs/decisions.md#d160).
+# Only inverted files are kept in a file: their clustering takes seconds to
+# train, a flat one is rebuilt faster than a file is checked (docs/decisions.md#d160).
 FILES_ABOVE = EXACT_SEARCH_MAX
 NPROBE = 16
 TRAINING_PER_CLUSTER = 40  # faiss warns below 39
-# How a namespace holds its vectors and what its fingerprint says; a file
-# of another layout is rebuilt ("fp16": before a turn's fingerprint ended
-# in its last row id, and flat namespaces had files too; "fp16 v2": before
-# 8-bit codes).
+# A file of another layout is rebuilt.
 LAYOUT = "int8 v3"
 _CODES = faiss.ScalarQuantizer.QT_8bit_uniform
-# Codes span [-r, r] for r = CODE_SIGMAS / sqrt(dim), at most 1: fixed, so
-# an empty namespace needs no data to train on and a vector unlike a
-# training sample is not clipped. A dense unit vector's components are
-# about 1/sqrt(dim) (the largest of 20,000 MiniLM vectors: 5.5 of those).
+# Codes span a fixed [-r, r], r = CODE_SIGMAS / sqrt(dim): no training data
+# needed, nothing clipped (the largest of 20,000 MiniLM components: 5.5 / sqrt(dim)).
 CODE_SIGMAS = 8.0
 
 
@@ -110,7 +92,6 @@ class VectorNamespace:
         self.storage = Storage(self.index, self.dim, built=built, chunk=BUILD_CHUNK)
 
     def use(self, index: Any) -> None:
-        """Hold ``index``, built by ``new_index``, in place of the one held."""
         self.index, self.storage = index, Storage(index, self.dim, built=True, chunk=BUILD_CHUNK)
 
     def changed(self) -> None:
@@ -123,8 +104,7 @@ class VectorNamespace:
 
     @property
     def nbytes(self) -> int:
-        """Memory held by the vectors, their ids and the room faiss keeps
-        for more (faiss_storage; docs/decisions.md#d148)."""
+        """With the room faiss keeps for more (docs/decisions.md#d148)."""
         return self.storage.nbytes
 
     @property
@@ -150,9 +130,8 @@ class VectorNamespace:
         self.changed()
 
     def trim_oldest(self, keep_turns: int) -> int:
-        """Drop the oldest turns' vectors (the smallest row ids) until those
-        of ``keep_turns`` are left (storing.turns.TURNS_HELD); the file no
-        longer matches SQLite's fingerprint, so it is rebuilt when next read."""
+        """Drop the oldest turns' vectors until ``keep_turns`` are left; the
+        fingerprint no longer matches, so the file is rebuilt when next read."""
         rowids = np.unique(faiss.vector_to_array(self.index.id_map) // STRIDE[self.corpus]) \
             if not isinstance(self.index, faiss.IndexIVF) else np.unique(_ivf_ids(self.index) // STRIDE[self.corpus])
         if len(rowids) <= keep_turns:
@@ -164,7 +143,6 @@ class VectorNamespace:
 
 
 def _ivf_ids(index: Any) -> np.ndarray:
-    """Every id an inverted file holds."""
     lists = index.invlists
     parts = [faiss.rev_swig_ptr(lists.get_ids(n), lists.list_size(n)).copy()
              for n in range(index.nlist) if lists.list_size(n)]
@@ -182,10 +160,8 @@ def contents(index: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 def new_index(dim: int, vectors: np.ndarray, ids: np.ndarray) -> Any:
-    """An index holding ``vectors`` under ``ids``: flat while small, an
-    inverted file trained on a sample of them when large. ``vectors`` may
-    be float16: they are converted a chunk at a time, so a build never
-    holds a float32 copy of them all."""
+    """Flat while small, else an inverted file trained on a sample. Float16
+    ``vectors`` are converted a chunk at a time: never a float32 copy of all."""
     n = len(ids)
     index: Any
     if n <= EXACT_SEARCH_MAX:
@@ -245,7 +221,6 @@ class NamespaceFiles:
             return None
 
     def remove(self, scope: Scope, corpus: Corpus) -> None:
-        """Delete the namespace's file, if it has one."""
         paths = self._paths(scope, corpus)
         for path in paths or ():
             with suppress(OSError):
@@ -275,7 +250,6 @@ class NamespaceFiles:
         return [p for p in out if _mtime(p) < recent]
 
     def remove_stale(self) -> int:
-        """Delete the ``stale`` files; returns how many."""
         gone = 0
         for path in self.stale():
             with suppress(OSError):
@@ -284,11 +258,9 @@ class NamespaceFiles:
         return gone
 
     def write(self, ns: VectorNamespace, lock: AbstractContextManager[Any] | None = None) -> bool:
-        """Write ``ns`` (under ``lock``, the index's, when it is in use).
-        A file that cannot be written (the disk is full, the directory
-        read-only) is only a cache lost: the namespace stays in memory,
-        dirty, and False is returned; a half-written file is never left
-        where it would be read (written aside, then renamed)."""
+        """Write ``ns`` (under the index's ``lock`` when in use). A file that
+        cannot be written is only a cache lost: False, the namespace stays
+        dirty; a half-written file is never left where it would be read."""
         paths = self._paths(ns.scope, ns.corpus)
         if paths is None:
             return True
@@ -334,9 +306,8 @@ def _mtime(path: Path) -> float:
 
 def load_namespace(conn: Connection, files: NamespaceFiles, scope: Scope, model: str,
                    corpus: Corpus) -> VectorNamespace | None:
-    """The namespace from its file (an inverted file whose fingerprint is
-    SQLite's), or built from the vector rows; None when the scope has no
-    vectors of ``model``."""
+    """The namespace from its file, or built from the vector rows; None when
+    the scope has no vectors of ``model``."""
     # A scope's newest turns only (storing.turns.TURNS_HELD): its fingerprint is theirs.
     since = held_since(conn, scope.kind, scope.id) if corpus == Corpus.TURNS else None
     found = scope_vectors(conn, scope, model, corpus, since)
@@ -354,8 +325,7 @@ def load_namespace(conn: Connection, files: NamespaceFiles, scope: Scope, model:
         log.warning("ltm: %d malformed vector row(s) in %s (%s) left out; they will be embedded again",
                     found.broken, scope.namespace, corpus)
     dim = found.dim
-    # Streamed into float16 arrays: a build holds one chunk of the rows'
-    # blobs, never all of them nor a float32 copy of them all.
+    # Streamed into float16: a build never holds all the rows' blobs nor a float32 copy.
     vectors = np.empty((found.count, dim), np.float16)
     ids = np.empty(found.count, np.int64)
     filled = total = 0
@@ -363,16 +333,14 @@ def load_namespace(conn: Connection, files: NamespaceFiles, scope: Scope, model:
     for rowid, vecs in scope_rows(conn, scope, model, corpus, dim, since):
         total, last = total + rowid, rowid if last is None else max(last, rowid)
         if filled + len(vecs) > len(ids):
-            # Rows written since they were counted: the statements do not
-            # share a snapshot. They are held too.
+            # Rows written since they were counted (no shared snapshot) are held too.
             room = max(filled + len(vecs), 2 * len(ids))
             vectors, ids = np.resize(vectors, (room, dim)), np.resize(ids, room)
         vectors[filled:filled + len(vecs)] = vecs
         ids[filled:filled + len(vecs)] = faiss_ids(corpus, rowid, len(vecs))
         filled += len(vecs)
     vectors, ids = vectors[:filled], ids[:filled]
-    # The fingerprint says what the index holds only when no row came or
-    # went between its statement and these.
+    # Valid only when no row came or went between its statement and these.
     if expected is None:
         expected = (filled, total, str(last))
     same = filled == expected[0] == found.count
@@ -383,8 +351,7 @@ def load_namespace(conn: Connection, files: NamespaceFiles, scope: Scope, model:
 
 
 def one_omp_thread() -> None:
-    """For the search thread: a single query gains nothing from OpenMP's
-    threads and pays for waking them (docs/decisions.md#d13). The setting is per thread, so
-    AstrBot's own use of faiss is left alone."""
+    """For the search thread: a single query pays for waking OpenMP's threads
+    (docs/decisions.md#d13); per thread, so AstrBot's own faiss is left alone."""
     faiss.omp_set_num_threads(1)
 

@@ -1,20 +1,9 @@
 """What a faiss namespace's storage really holds, for the memory budget.
 
-faiss keeps codes and ids in std::vectors that grow geometrically on add
-(libstdc++: a resize past the capacity makes room for size + max(size,
-added)) and never shrink on removal; IndexIDMap2 also keeps a hash map id
--> position. Charging only size x (code + id) left the budget's real bytes
-2-4x its bound after one add or a removal (docs/decisions.md#d148). This
-models each vector's capacity as faiss grows it:
-
-- read from its file: exactly the size (every vector is resized once);
-- a flat index: its codes grow once per add call, its ids one push_back
-  at a time (doubling); its hash map holds a node per id and a bucket
-  array that never shrinks (counted as the ids' capacity);
-- an inverted file: each list's codes and ids grow one vector at a time
-  (doubling), per list; the centroids are counted as float32.
-
-Removal leaves every capacity as it was.
+faiss keeps codes and ids in std::vectors that grow geometrically on add and
+never shrink on removal: charging only size x (code + id) left the budget's
+real bytes 2-4x its bound (docs/decisions.md#d148). This models each
+vector's capacity as faiss grows it.
 """
 
 from __future__ import annotations

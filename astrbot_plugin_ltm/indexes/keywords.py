@@ -1,10 +1,7 @@
-"""The reader's keyword search: BM25 per scope and corpus, in memory.
-
-A namespace (indexes.bm25) holds one scope's memories or turns, loaded from
-their keyword rows (storing.keyword_rows) on first use and kept in step
-with committed writes. FTS5 stays the source of truth and answers the
-operators' search; BM25 in numpy answers the reader, faster and weighing a
-term by the scope's own rows (docs/decisions.md#d09).
+"""The reader's keyword search: BM25 per scope and corpus, in memory. FTS5
+stays the source of truth and answers the operators' search; BM25 in numpy
+answers the reader, faster and weighing a term by the scope's own rows
+(docs/decisions.md#d09).
 """
 
 from __future__ import annotations
@@ -51,14 +48,9 @@ Key = tuple[Scope, Corpus]
 # better than a document a passage on LongMemEval (0.861 against 0.667: a
 # question's words are spread over a long turn; docs/decisions.md#d77).
 
-# A corpus's rows of one scope. A memory's are the tokens of its FTS5 row.
-# A turn's are its own terms (storing.terms) and, as context, the first
-# terms of the turn before it in its conversation within the hour: read in
-# order, with the withheld (which lend context but are not searched) and
-# those without terms (which lend none). In a store from before migration
-# 0017 whose turns storing.relayout has not reached yet, a turn may instead
-# have the scoped tokens of its old FTS5 row, its context in them.
-# The memories are those the scope may recall (audience.py), wherever kept.
+# Turns are read in order with the withheld, which lend context but are not
+# searched. A turn storing.relayout has not reached yet may instead have its
+# old FTS5 row's scoped tokens, its context in them.
 _MEMORY_ROWS = f"SELECT f.rowid, f.tokens FROM ltm_items_fts f WHERE f.rowid IN ({MEMBERS_SQL})"
 _TURN_ROWS = ("SELECT e.id, e.session_id, e.created_at, e.withheld, t.terms{old} FROM ltm_events e "
               "LEFT JOIN ltm_turn_terms t ON t.event_rowid = e.id{join} "
@@ -66,12 +58,9 @@ _TURN_ROWS = ("SELECT e.id, e.session_id, e.created_at, e.withheld, t.terms{old}
 
 
 def turn_chunks(conn: Connection, scope: Scope) -> Iterator[Chunk]:
-    """The scope's newest turns (storing.turns.TURNS_HELD) as the keyword
-    index reads them, oldest first, a chunk at a time: each turn one
-    document, its own keys and its context's (the breaks between passages
-    dropped: BM25 counts terms, not their order). A chunk's blobs are
-    decoded and split in whole arrays, not a turn at a time: a group of a
-    few thousand turns loaded in 80 ms, most of it per-turn numpy calls."""
+    """The scope's newest turns as the keyword index reads them, a chunk at a
+    time. A chunk's blobs are decoded in whole arrays, not a turn at a time:
+    a few thousand turns loaded in 80 ms, most of it per-turn numpy calls."""
     moving = has_legacy_turn_rows(conn)
     statement = _TURN_ROWS.format(old=", f.scoped" if moving else "",
                                   join=" LEFT JOIN ltm_events_fts f ON f.rowid = e.id" if moving else "")
@@ -155,9 +144,8 @@ class KeywordIndex:
 
     async def search(self, scopes: list[Scope], corpus: Corpus, terms: list[str],
                      k: int) -> list[tuple[int, float]]:
-        """(rowid, bm25) of the best ``k`` rows of ``corpus`` in ``scopes``.
-        A namespace still loading after COLD_WAIT adds nothing to this
-        search (it goes on loading for the next)."""
+        """(rowid, bm25) of the best ``k`` rows of ``corpus`` in ``scopes``;
+        a namespace still loading after COLD_WAIT adds nothing."""
         if not terms or k <= 0:
             return []
         hits: list[tuple[int, float]] = []

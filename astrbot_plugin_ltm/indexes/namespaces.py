@@ -1,13 +1,9 @@
 """The namespace cache the keyword and the vector index share.
 
 A namespace is what an index holds of one scope (and corpus, and model):
-loaded from SQLite on first use, kept while used (at most ``max_loaded``
-per index, and the indexes' namespaces together within a
-:class:`MemoryBudget` of bytes; least recently used first out), and kept
-in step with committed writes
-through updates the index derives from the change channel. The cache's maps
-are only touched on the event loop; loading and updating a namespace run
-where the index says (a thread).
+loaded from SQLite on first use, evicted least recently used first, and kept
+in step with committed writes. The cache's maps are only touched on the
+event loop; loading and updating a namespace run where the index says.
 
 Three races are handled here once for both indexes:
 
@@ -34,19 +30,14 @@ from typing import Any
 from ..heap import release_freed_memory
 from ..logs import log
 
-# How long a read waits for a namespace to load; past it, that read goes on
-# without the namespace while the load finishes for the next
-# (docs/decisions.md#d15).
+# Past it, a read goes on without the namespace; the load finishes for the next (docs/decisions.md#d15).
 COLD_WAIT = 1.0
 
-# After a load or an eviction of at least this many bytes, the memory the
-# build freed is handed back to the system (docs/decisions.md#d41).
+# After a load or eviction this big, freed memory goes back to the system (docs/decisions.md#d41).
 RELEASE_AFTER_BYTES = 2**20
 
-# Keys found empty that a cache remembers: each saves a load only until its
-# recheck (30 s for vectors), so a few thousand cover far more distinct
-# empty reads than a recheck window sees, and users never grow it
-# (docs/decisions.md#d149).
+# Each saves a load only until its recheck (30 s for vectors): a few thousand
+# cover far more empty reads than a recheck window sees (docs/decisions.md#d149).
 MAX_FOUND_EMPTY = 4096
 
 
@@ -69,12 +60,8 @@ class Loads[K: Hashable, V]:
 
     async def get(self, key: K, load: Callable[[], Awaitable[V]], wait: float | None = None) -> V | None:
         """What ``load`` gives for ``key``, starting it unless it runs.
-
-        ``wait``: how long after the load started a caller still waits for
-        it; later callers get None at once and the load goes on for the
-        next. None: wait until it is done. A failed load is logged; the
-        callers waiting for it get its exception.
-        """
+        ``wait``: how long after the load started a caller still waits (None:
+        until done); later callers get None at once."""
         running = self._running.get(key)
         if running is None:
             started_now = asyncio.ensure_future(load())
@@ -145,14 +132,9 @@ class _Loading[N]:
 
 class NamespaceCache[K: Hashable, N]:
     """Loaded namespaces by key, and the loads and updates in flight.
-
-    ``load(key)`` builds a namespace from SQLite (None: it has nothing, so
-    nothing is kept; asked again after ``empty_recheck`` seconds, or at
-    once when an update names it). ``run(fn)`` runs ``fn`` — updates of
-    namespaces — where the index's namespaces may be changed. ``on_evict``
-    is awaited for a namespace the bound or the budget pushes out.
-    ``size_of`` tells a namespace's bytes to the shared ``budget``.
-    """
+    ``load(key)`` returning None (nothing there) is asked again after
+    ``empty_recheck`` seconds, or at once when an update names it. ``run(fn)``
+    runs updates where the index's namespaces may be changed."""
 
     def __init__(self, what: str, load: Callable[[K], Awaitable[N | None]], run: Runner, max_loaded: int,
                  on_evict: Callable[[N], Awaitable[None]] | None = None, empty_recheck: float = 0.0,
@@ -177,10 +159,8 @@ class NamespaceCache[K: Hashable, N]:
     # -- using -------------------------------------------------------------------
 
     async def get(self, key: K, wait: float | None = None) -> N | None:
-        """The namespace of ``key``; None if it holds nothing, if it is still
-        loading ``wait`` seconds after its load began, or if its load failed
-        (logged). ``wait`` None: wait until it is loaded, and raise if that
-        fails."""
+        """The namespace of ``key``; None if it holds nothing, is still
+        loading after ``wait``, or failed to load (``wait`` None: raise)."""
         ready, ns = self.at_hand(key)
         if ready:
             return ns
@@ -192,10 +172,8 @@ class NamespaceCache[K: Hashable, N]:
             return None
 
     async def get_all(self, keys: Sequence[K], wait: float | None = None) -> list[N | None]:
-        """``get`` of each key. When every one is at hand, without a trip
-        through the event loop: a read's search then starts at once, and a
-        search in a thread runs while the loop does the rest
-        (docs/decisions.md#d72)."""
+        """``get`` of each key, without a trip through the event loop when
+        all are at hand: the search starts at once (docs/decisions.md#d72)."""
         found = [self.at_hand(key) for key in keys]
         if all(ready for ready, _ in found):
             return [ns for _, ns in found]
@@ -237,13 +215,11 @@ class NamespaceCache[K: Hashable, N]:
     # -- the memory budget ------------------------------------------------------------
 
     def held(self) -> int:
-        """Bytes the loaded namespaces hold (as of their loads and updates:
-        asking every namespace took 0.4 ms for 512, on every load)."""
+        """As of their loads and updates: asking every namespace took 0.4 ms for 512, on every load."""
         return sum(self._sizes.values())
 
     def oldest_stamp(self, keep: object = None) -> int | None:
-        """When the least recently used namespace but ``keep`` was last
-        used; None if there is none."""
+        """When the least recently used namespace but ``keep`` was last used."""
         for key, ns in self._loaded.items():
             if ns is not keep:
                 return self._used_at.get(key, -1)
@@ -275,9 +251,8 @@ class NamespaceCache[K: Hashable, N]:
     # -- following writes -----------------------------------------------------------
 
     async def update(self, updates: Sequence[tuple[Matches[K], Update[N]]]) -> None:
-        """Apply committed updates to the namespaces each matches: loaded
-        ones now, loading ones once loaded. A namespace whose update returns
-        False, or fails, is dropped (loaded afresh when next needed)."""
+        """Apply committed updates: to loaded namespaces now, loading ones once
+        loaded. One whose update returns False, or fails, is dropped."""
         targets: list[tuple[K, N, Update[N]]] = []
         for matches, apply in updates:
             self._forget_empty(matches)
@@ -303,8 +278,7 @@ class NamespaceCache[K: Hashable, N]:
             await self._budget.enforce()
 
     def invalidate(self, matches: Matches[K]) -> None:
-        """Drop the namespaces ``matches`` names: loaded afresh from SQLite
-        when next needed (one loading now is loaded again)."""
+        """Drop the namespaces ``matches`` names (one loading now is loaded again)."""
         for key in [k for k in self._loaded if matches(k)]:
             self._drop(key)
         for key, loading in self._loading.items():

@@ -44,14 +44,11 @@ class VectorFill:
         self.embed_turns = embed_turns
         self.clock = clock
         self.batch_size = batch_size
-        # Per model, the event id below which every turn has been looked at:
-        # events are only appended, so the fill never walks the whole table
-        # again once it has caught up.
+        # Per model, the event id below which every turn has been looked at: events
+        # are only appended, so the fill never walks the whole table again.
         self._turns_checked: dict[str, int] = {}
-        # The same for memories, lowered through the change channel when a
-        # memory is created or its fact replaced (its vector deleted): a
-        # fill round no longer scans every memory's vector row to find the
-        # few new ones (150 ms a round at 10k, docs/decisions.md#d94).
+        # The same for memories, lowered through the change channel: a round no
+        # longer scans every vector row (150 ms at 10k, docs/decisions.md#d94).
         self._items_checked: dict[str, int] = {}
         self._rounds: dict[int, int] = {}  # per running round, the lowest mark a write noted during it
         db.subscribe(self)
@@ -159,9 +156,8 @@ class VectorFill:
             self._items_checked[space] = min(checked, self._rounds.get(round_id, NO_NOTE))
 
     async def _fill_turns(self, model: str) -> int:
-        """Every turn of a person or a tool that is not withheld is embedded,
-        in every mode (a bot switched to auto then finds them), as the reader
-        is shown it: who, then each sentence or passage (storing.turns.turn_passages)."""
+        """Every turn not withheld is embedded, in every mode (a bot switched to
+        auto then finds them), as the reader is shown it."""
         # Filling for this model deletes the turns' vectors of any other, so
         # how far another model got no longer holds (a switch A → B → A).
         space = f"{model}@{self.embeddings.dims.get(model, 0)}"  # a new dimension starts over

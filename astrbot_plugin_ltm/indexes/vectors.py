@@ -44,9 +44,8 @@ from .namespaces import Matches, MemoryBudget, NamespaceCache, Update
 
 T = TypeVar("T")
 Key = tuple[Scope, str, Corpus]  # scope, model, corpus
-# A namespace found to have no vectors is asked again after this long (a
-# private chat also reads the legacy per-conversation scope, on every read)
-# (docs/decisions.md#d29).
+# A private chat also reads the legacy per-conversation scope, usually empty,
+# on every read (docs/decisions.md#d29).
 EMPTY_RECHECK_SECONDS = 30.0
 # A turn's sentences share its rank: a search asks FAISS for this many
 # vectors per turn wanted, then keeps each turn's nearest sentence.
@@ -64,9 +63,8 @@ class VectorIndex:
             "vector namespace", self._load, self._locked, max_loaded,
             on_evict=self._write_changed, empty_recheck=EMPTY_RECHECK_SECONDS,
             size_of=lambda ns: ns.nbytes, budget=budget)
-        # Searches and changes run on this one thread (one_omp_thread), off
-        # the event loop; faiss indexes are not safe to change while
-        # searched, so both take this lock.
+        # Searches and changes run on this one thread, off the event loop; faiss
+        # indexes are not safe to change while searched, so both take this lock.
         self._search_thread: ThreadPoolExecutor | None = None
         self._index_lock = threading.Lock()
         self._converting: dict[Key, asyncio.Task[None]] = {}
@@ -83,9 +81,7 @@ class VectorIndex:
 
     async def namespace(self, scope: Scope, model: str, corpus: Corpus = Corpus.MEMORIES,
                         wait: float | None = None) -> VectorNamespace | None:
-        """The namespace of ``scope`` for ``model``; None if it has no
-        vectors, or is still loading ``wait`` seconds after its load began,
-        or failed to load. ``wait`` None: wait, and raise if it fails."""
+        """The namespace of ``scope`` for ``model``, as NamespaceCache.get gives it."""
         return await self._cache.get((scope, model, corpus), wait)
 
     async def _load(self, key: Key) -> VectorNamespace | None:
@@ -124,10 +120,8 @@ class VectorIndex:
 
     async def search_corpora(self, scopes: list[Scope], model: str, query: np.ndarray, k: int,
                              corpora: tuple[Corpus, ...], wait: float | None = None) -> dict[Corpus, dict[int, float]]:
-        """Per corpus, row id -> cosine similarity, best ``k`` per scope:
-        the namespaces are loaded first (one still loading ``wait`` seconds
-        after its load began is left out), then searched in one hop to the
-        search thread."""
+        """Per corpus, row id -> cosine similarity, best ``k`` per scope, searched
+        in one hop to the search thread."""
         query = normalise(query)
         keys = [(scope, model, corpus) for corpus in corpora for scope in scopes]
         todo: list[tuple[Corpus, VectorNamespace]] = []
@@ -151,11 +145,9 @@ class VectorIndex:
         return await self._in_search_thread(run)
 
     def _nearest_rows(self, ns: VectorNamespace, query: np.ndarray, k: int) -> dict[int, float]:
-        """Row id -> similarity of its nearest vector, nearest first, for at
-        least ``k`` rows when the namespace has them. A row with many
-        sentences can fill a search on its own, so a search that found
-        fewer than ``k`` rows is asked again, twice as wide, until it finds
-        them or sees every vector it can reach."""
+        """Row id -> similarity of its nearest vector, for at least ``k`` rows.
+        A row of many sentences can fill a search alone, so it is asked again,
+        twice as wide, until it finds them or sees every vector."""
         stride = STRIDE[ns.corpus]
         wanted = k * (SENTENCES_SEARCHED if stride > 1 else 1)
         while True:
@@ -174,10 +166,8 @@ class VectorIndex:
             wanted *= 2
 
     async def _to_inverted_file(self, key: Key, ns: VectorNamespace) -> None:
-        """A namespace that grew past exact search becomes an inverted file,
-        trained in a thread while the flat index goes on answering; swapped
-        in only if nothing was added or removed meanwhile (else the next
-        search tries again)."""
+        """Past exact search, an inverted file trained in a thread while the flat
+        index answers; swapped in only if nothing changed meanwhile."""
         try:
             with self._index_lock:
                 vectors, ids = contents(ns.index)

@@ -121,11 +121,8 @@ class Admin(AdminQueries):
             return item_dict(item)
 
     async def forget_scope(self, scope: Scope, actor: str, their_lines: Sequence[tuple[str, str]] = ()) -> int:
-        """Delete every memory of a scope (tombstoned), withhold every turn
-        and extract nothing more of what was said; the same for the scope's
-        per-persona parts (persona.py). ``their_lines``: a person's accounts
-        (platform id, sender id), whose lines in groups are withheld too.
-        Returns how many memories."""
+        """Delete every memory of a scope and its persona parts, withhold every
+        turn (and ``their_lines``' in groups). Returns how many memories."""
         now = self._clock()
         count = 0
         async with self._db.write() as session:
@@ -161,9 +158,8 @@ class Admin(AdminQueries):
     @staticmethod
     async def _remove(session: AsyncSession, item: MemoryItem, actor: str, reason: str, action: AuditAction,
                       now: datetime) -> None:
-        """Delete or reject: tombstoned (extraction may not learn it again),
-        audited with a snapshot, and the turns behind it withheld (the
-        reader would otherwise quote what was just taken back)."""
+        """Delete or reject: tombstoned, audited, and the turns behind it
+        withheld (the reader would otherwise quote what was just taken back)."""
         await session.merge(MemoryTombstone(scope=item.scope, scope_id=item.scope_id, fact_key=item.fact_key,
                                             fact=item.fact, created_at=now, actor=actor, reason=reason))
         audit(session, action, actor, reason, item=item, now=now, snapshot=item_dict(item))

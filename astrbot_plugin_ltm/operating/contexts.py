@@ -5,18 +5,13 @@ scope, and a turn said while its person had paused was recorded (only not
 learnt). At the first start with contexts:
 
 - a group's memory whose lines were all said by one member moves to that
-  member's own scope, with the group as its context; merged into the
-  member's memory under the same key if they have one. What several people
-  said, the bot's own acts and summaries stay the group's.
-- a group's memory that cites no line it can be placed by counts as private:
-  no group recalls it (the review page still shows it).
-- the turns recorded while their person had paused (from the audit of
-  pauses and resumes) are deleted, with the bot's replies to them: a pause
-  means forgotten.
+  member's own scope, with the group as its context;
+- a group's memory that cites no line it can be placed by counts as private;
+- the turns recorded while their person had paused are deleted, with the
+  bot's replies to them: a pause means forgotten.
 
 Each step is a batch of its own transaction, so a large store never holds
-the write lock long; a start cut short does the rest at the next one. The
-``ltm_index_builds`` row ``contexts`` records that it is done.
+the write lock long; a start cut short does the rest at the next one.
 """
 
 from __future__ import annotations
@@ -72,9 +67,7 @@ class Adopted:
 
 async def adopt_contexts(db: Database, person: Callable[[str | None, str | None], Scope],
                          accounts: Callable[[Scope], list[tuple[str, str]]], clock: Clock) -> Adopted | None:
-    """Run the steps above unless done. ``person``: an account's scope
-    (scope.ScopeResolver.person); ``accounts``: a person scope's accounts
-    (platform id, sender id). None when it was done before."""
+    """Run the steps above unless done (then None)."""
     async with db.read() as session:
         if await session.get(IndexBuild, BUILD) is not None:
             return None

@@ -1,13 +1,6 @@
 """The drift monitor: snapshots of each scope kind's memory distribution,
-daily and right before and after every policy version, compared with the
-kind's previous snapshot (:mod:`.drift`); a similarity below
-``drift.threshold`` is an alarm: a warning in the log, the ``stats`` route,
-the review page's banner and, with ``drift.auto_rollback``, a rollback to
-the last policy version without an alarm (audited).
-
-Measuring reads every current memory of a kind (and its embedding) on a
-load thread; only the rows are written through ``Database.write``. While
-``emergency_read_only`` is on no snapshot is taken.
+daily and around every policy version, compared with the kind's previous
+one (:mod:`.drift`); below ``drift.threshold`` is an alarm.
 """
 
 from __future__ import annotations
@@ -130,17 +123,14 @@ def daily_due(last_daily: datetime | None, now: datetime) -> bool:
 
 
 class DriftMonitor:
-    def __init__(self, db: Database, config: Callable[[], LTMConfig], clock: Clock = utcnow,
-                 versions: PolicyVersionSource | None = None, poll_seconds: float = POLL_SECONDS) -> None:
+    def __init__(self, db: Database, config: Callable[[], LTMConfig], clock: Clock = utcnow) -> None:
         self._db = db
         self._config = config
         self._clock = clock
         self.versions: PolicyVersionSource | None = None
         self._rolling_back = False
-        # Asks every poll_seconds whether the daily snapshot is due.
-        self.task = BackgroundTask("drift", self.tick, every=poll_seconds, run_at_start=True)
-        if versions is not None:
-            self.attach(versions)
+        # Asks every POLL_SECONDS whether the daily snapshot is due.
+        self.task = BackgroundTask("drift", self.tick, every=POLL_SECONDS, run_at_start=True)
 
     def attach(self, versions: PolicyVersionSource) -> None:
         """Tie snapshots to policy versions: one right before and one right

@@ -1,14 +1,8 @@
-"""The export file: its format and version, its canonical checksums, reading
-an uploaded one, and the check of every field it holds. Apart from
-transfer.py, which moves memories out of the store and in: both must read
-the file alike, byte for byte.
+"""The export file: its format, canonical checksums, reading an uploaded one,
+and the check of every field it holds.
 
-An export is a JSON file: a format name and version, the filters used, every
-item with its evidence and source events, a SHA-256 checksum per item and one
-over the whole list. Checksums are taken over a canonical form of the values
-(sorted keys, whole numbers written alike whether they came as 1 or 1.0), so
-any JSON serialisation of the same values imports: a file re-saved by an
-editor, a browser or ``json.dump`` still matches (docs/decisions.md#d30).
+Checksums are taken over a canonical form of the values, so a file re-saved
+by an editor, a browser or ``json.dump`` still matches (docs/decisions.md#d30).
 """
 
 from __future__ import annotations

@@ -33,13 +33,9 @@ def _lone_cjk(token: str) -> bool:
 
 def _ranked(conn: Connection, match: str, rank: str, accept: str, params: dict[str, object],
             limit: int) -> list[tuple[int, float]]:
-    """(item rowid, -bm25) of the best matches whose item passes ``accept``
-    (SQL over ltm_items, aliased ``x``), best first.
-
-    The index ranks on its own and the rows are checked afterwards, a few
-    times the limit at a time: checking every match with a join costs a
-    lookup per match, tens of thousands at scale.
-    """
+    """(item rowid, -bm25) of the best matches passing ``accept`` (SQL over
+    ``x``), checked after ranking a few times the limit at a time: a join
+    costs a lookup per match, tens of thousands at scale."""
     window = 4 * limit
     while True:
         # One statement: the window of best matches, how many there were

@@ -2,10 +2,7 @@
 replays default to, so that a candidate is judged on sessions it was not
 tuned on (operating/tuning.py fits on the others).
 
-By default a random 20 % of the sessions recorded in the last 90 days; or
-every recent session of scopes the operator names. Frozen when first drawn
-(new sessions never join it by themselves); redrawing replaces it in one
-transaction (docs/decisions.md#d54).
+Frozen when first drawn: new sessions never join it by themselves (docs/decisions.md#d54).
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
-"""The operators' search by meaning (``GET items?q=…&search=meaning``):
-the memories whose embedding is nearest the query's, in any scope and any
-status, through the stored vector rows (storing/vector_rows.py) — the
-FAISS namespaces are the reader's, per scope, and an operator's search
-across a thousand scopes would load every one of them.
+"""The operators' search by meaning, through the stored vector rows: a search
+across a thousand scopes would load every one of the reader's FAISS namespaces.
 
-Only memories nearer the query than unrelated texts come back: ranking
-every memory would answer "猫" with the whole store. What "unrelated" is
-depends on the model (multilingual-e5 puts any two Chinese sentences near
-cosine 0.85, MiniLM unrelated ones near 0), so the cutoff is measured on
-the model itself: the closest any two of calibration.FLOOR_PROBES (texts
-with nothing in common) come to each other (docs/decisions.md#d157)."""
+Only memories nearer the query than unrelated texts come back, else "猫"
+would answer with the whole store; what "unrelated" is depends on the model,
+so the cutoff is measured on it (docs/decisions.md#d157)."""
 
 from __future__ import annotations
 
@@ -35,9 +29,8 @@ _CUTOFFS: dict[str, float] = {}  # model -> its cutoff, measured once
 
 
 def unrelated_ceiling(vectors: np.ndarray) -> float:
-    """The highest cosine between two distinct rows of ``vectors`` (texts
-    with nothing in common): a memory must come nearer the query than
-    that to be found. 1.0 (no cutoff) when the model cannot tell them apart."""
+    """The highest cosine between two distinct rows of unrelated ``vectors``;
+    1.0 when the model cannot tell them apart."""
     v = np.asarray(vectors, dtype=np.float32)
     v = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
     if len(v) < 2:
@@ -49,9 +42,8 @@ def unrelated_ceiling(vectors: np.ndarray) -> float:
 
 
 async def cutoff(embeddings: Embeddings) -> float:
-    """The cosine a memory must pass to be found by meaning, for the current
-    model: unrelated_ceiling of FLOOR_PROBES (one embedding call per model);
-    -1 (every memory ranked) while the probes cannot be embedded."""
+    """The cosine a memory must pass for the current model; -1 (every memory
+    ranked) while the probes cannot be embedded."""
     model = embeddings.model
     if model in _CUTOFFS:
         return _CUTOFFS[model]
@@ -88,10 +80,8 @@ def nearest(conn: Connection, query: np.ndarray, model: str, f: ItemFilter, k: i
 
 async def search_by_meaning(db: Database, embeddings: Embeddings, f: ItemFilter, text: str, offset: int,
                             limit: int) -> tuple[list[tuple[MemoryItem, float]], int]:
-    """A page of the memories nearest ``text`` that pass ``f`` and the
-    model's cutoff, with their cosine, and how many there are (at most
-    MEANING_HITS). A 400 when no
-    embedding provider is configured, a 503 when it does not answer."""
+    """A page of the memories nearest ``text`` past the cutoff, and how many.
+    A 400 when no embedding provider is configured, a 503 when it does not answer."""
     if embeddings.embedder is None:
         raise AdminError(msg("search.no_embeddings"))
     vector = await embeddings.embed([text], timeout=embeddings.query_timeout)

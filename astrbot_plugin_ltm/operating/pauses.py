@@ -1,14 +1,9 @@
 """A user's own pause (``/ltm pause``): their state, not the operator's policy.
 
-A pause means forgotten: what a paused person says — in their own chat and
-in groups — is not recorded at all (recording/recorder.py), so it is never
-learnt nor recalled, until they resume, or an operator lifts the pause as
-an explicit, audited action. Read-only does not refuse it: it is the
-person's choice about their data, not a memory write. The rows live in ``ltm_user_pauses``;
-no policy change (rollback, replay, tuning, a config save) touches them, and
-pausing creates no policy version. The recorder checks a pause on AstrBot's
-hot path, so the paused scopes are kept in memory: loaded at start, changed
-here after each commit.
+A pause means forgotten: what a paused person says is not recorded at all.
+Read-only does not refuse it: it is the person's choice about their data,
+not a memory write. The recorder checks a pause on AstrBot's hot path, so
+the paused scopes are kept in memory, changed here after each commit.
 """
 
 from __future__ import annotations
@@ -90,9 +85,7 @@ class Pauses:
                         for r in rows}
 
     async def pause(self, scope: Scope, actor: str, reason: str) -> Pause | None:
-        """Pause learning about ``scope`` (a user's). Returns the new pause,
-        or None when it was already paused (nothing written). Taken while
-        emergency_read_only is on too: a person's choice, not a memory write."""
+        """Pause learning about ``scope``; None when it was already paused."""
         async with self._lock:
             if str(scope) in self._paused:
                 return None
@@ -128,13 +121,9 @@ class Pauses:
     # -- pauses made before they had their own state -------------------------------
 
     async def adopt_policy_pauses(self, versions: PolicyVersions, config: LTMConfig) -> list[str]:
-        """Move the scopes users paused through the policy (``/ltm pause``
-        before this table: a version from ``command``, actor ``user:<id>``,
-        reason "/ltm pause by the user", that added the scope to
-        ``disabled_scopes``, where it still is) into pause rows, and take
-        them out of ``disabled_scopes`` in one policy version. The
-        operator's own entries stay. Run at start; once moved there is
-        nothing left to find. Returns the scopes moved."""
+        """Move the scopes users paused through the policy (``disabled_scopes``,
+        before this table) into pause rows, in one policy version; the
+        operator's own entries stay. Returns the scopes moved."""
         disabled = list(config.write_policy.disabled_scopes)
         if not disabled or config.emergency_read_only:
             return []

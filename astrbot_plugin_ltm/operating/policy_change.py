@@ -1,14 +1,5 @@
-"""One validator for a policy change, wherever one comes in: ``PUT policy``
-and a rollback (both through PolicyVersions.change), a user's pause moving
-a scope off the write switch (the same), and a replay's candidate policy
-(doors/replay_api.candidate_config). Tuning builds its candidates from the
-policy in force, and the one an operator picks is applied through
-``PUT policy``.
-
-The check is one: the keys against POLICY_KEYS, the change merged onto the
-saved settings (config.with_policy), parsed by config.parse_config, and any
-problem a refusal. Each door keeps its own words (a Refusals), so every
-message and status code stays what it was.
+"""One validator for a policy change, wherever one comes in. Each door keeps
+its own words (a Refusals), so every message and status code stays what it was.
 """
 
 from __future__ import annotations
@@ -49,10 +40,8 @@ def refuse_unknown_keys(changes: Mapping[str, Any], refusals: Refusals) -> None:
 
 def policy_change(raw: Mapping[str, Any], changes: Mapping[str, Any], refusals: Refusals, *,
                   replace: bool = False) -> tuple[dict[str, Any], LTMConfig]:
-    """The saved settings ``raw`` with ``changes`` applied (``replace``: each
-    section as given) and their parsed configuration; AdminError (400) for a
-    key that is no policy setting or any invalid value (through a change an
-    invalid value is refused, not defaulted)."""
+    """``raw`` with ``changes`` applied and parsed; AdminError (400) for an
+    unknown key or an invalid value (refused, not defaulted)."""
     refuse_unknown_keys(changes, refusals)
     merged = with_policy(dict(raw), dict(changes), replace=replace)
     cfg, problems = parse_config(merged)

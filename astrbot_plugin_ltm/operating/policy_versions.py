@@ -1,16 +1,11 @@
-"""Policy versions: every effective change of the policy (the write and
-read policies, ``enable`` and ``emergency_read_only``) becomes a numbered
-version in ``ltm_policy_versions`` — the whole policy, who, from where, why,
-and the diff to the version before — with an audit row. Every change goes
-through :meth:`PolicyVersions.change`: the ``policy`` route, the review
-page, the commands, a rollback; a change made on AstrBot's plugin config
-page is seen when AstrBot reloads the plugin (:meth:`record_start`).
+"""Policy versions: every effective change of the policy becomes a numbered
+version in ``ltm_policy_versions``, with an audit row; every change goes
+through :meth:`PolicyVersions.change`.
 
-A change is saved to the plugin config (so it survives a restart) and
-applied at once. While ``emergency_read_only`` is on the store takes no
-write, a version included, so a change that keeps it on is refused; one
-that turns it off is applied first and then recorded, one that turns it on
-is recorded first (docs/decisions.md#d51).
+While ``emergency_read_only`` is on the store takes no write, a version
+included, so a change that keeps it on is refused; one that turns it off is
+applied first and then recorded, one that turns it on is recorded first
+(docs/decisions.md#d51).
 """
 
 from __future__ import annotations
@@ -164,13 +159,10 @@ class PolicyVersions:
     async def change(self, changes: dict[str, Any], actor: str, source: PolicySource, reason: str | None = None,
                      *, replace: bool = False, rollback_of: int | None = None,
                      refusals: Refusals = STORED) -> dict[str, Any]:
-        """Apply ``changes`` (policy keys; a section is merged into the
-        current one, or replaces it with ``replace``), save, record.
-
-        Returns ``{"changed", "version", "policy"}``; nothing changes, is
-        saved or recorded when the policy would stay the same. Raises
-        AdminError for invalid settings (in ``refusals``' words: the
-        door's, operating/policy_change.py), ReadOnlyError while read-only stays on."""
+        """Apply ``changes`` (a section merged into the current one, or
+        replacing it with ``replace``), save, record; nothing when the policy
+        would stay the same. Raises AdminError for invalid settings,
+        ReadOnlyError while read-only stays on."""
         return await self._change(lambda cfg: changes, actor, source, reason, replace=replace,
                                   rollback_of=rollback_of, refusals=refusals)
 
@@ -206,10 +198,9 @@ class PolicyVersions:
             return {"changed": True, "version": version, "policy": after}
 
     async def _catch_up(self, policy: dict[str, Any]) -> None:
-        """Record ``policy`` (the one in force while emergency read-only was
-        on) if it is not the latest version: a change made in AstrBot's
-        plugin config then could not be recorded (record_start), so the
-        version that turns read-only off would otherwise show no change."""
+        """Record ``policy`` if not the latest version: a change made in AstrBot's
+        config while read-only could not be recorded, so turning read-only off
+        would otherwise show no change."""
         latest = await self._latest()
         if latest is not None and normalised(latest.policy) != policy:
             await self._record(policy, "operator:webui", PolicySource.WEBUI_CONFIG, str(msg("policy.caught_up")),
@@ -217,9 +208,7 @@ class PolicyVersions:
 
     async def _record(self, policy: dict[str, Any], actor: str, source: PolicySource, reason: str,
                       rollback_of: int | None) -> int:
-        """A new version of ``policy``; none when it changes nothing against
-        the latest one (the latest's number is returned): every version but
-        the first names what it changed."""
+        """A new version of ``policy``; none (the latest's number) when it changes nothing."""
         latest = await self._latest()
         previous = normalised(latest.policy) if latest is not None else None
         changes = diff(previous, policy)
@@ -278,10 +267,8 @@ class PolicyVersions:
     # -- at start ---------------------------------------------------------------
 
     async def record_start(self) -> int | None:
-        """At start: version 1 if there is none (the policy in force), or a
-        version from ``webui-config`` if the loaded policy differs from the
-        latest one (AstrBot's plugin config page saves the config and
-        reloads the plugin, so a change made there is seen here)."""
+        """At start: version 1 if there is none, or a ``webui-config`` version
+        if the loaded policy differs (AstrBot's config page reloads the plugin)."""
         cfg = self._config()
         latest = await self._latest()
         policy = policy_of(cfg)

@@ -1,13 +1,8 @@
 """How a policy change reads to a person: each setting by the name AstrBot's
 config form gives it, its values in words, in the reader's language.
 
-A version's diff is stored as paths and raw values (``write_policy.mode:
-shadow → auto``, policy_versions.diff); the commands, the API and the
-review page show it as ``写入模式：影子 (shadow) → 自动 (auto)``. The names and
-the choices' labels are the form's own (the plugin's ``_conf_schema.json``
-and ``.astrbot-plugin/i18n/<locale>.json``), so a setting reads the same
-wherever an operator meets it; a path the form does not know (a setting
-added later) is shown as it is.
+The names and labels are the form's own, so a setting reads the same
+wherever an operator meets it.
 """
 
 from __future__ import annotations
@@ -102,9 +97,7 @@ def change_lines(changes: list[dict[str, Any]], lang: Lang) -> list[str]:
 
 
 def in_words(data: Any, lang: Lang) -> Any:
-    """``data`` with every policy diff (a version's, a config audit row's,
-    a rollback's) saying each setting by name and its values in words, in
-    ``lang`` (:func:`described`); the paths and raw values stay."""
+    """``data`` with every policy diff also in words, in ``lang``; the raw values stay."""
     if isinstance(data, list):
         return [in_words(value, lang) for value in data]
     if not isinstance(data, dict):

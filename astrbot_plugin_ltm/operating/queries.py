@@ -59,12 +59,8 @@ class ItemFilter:
 
     def conditions(self, by_id: bool = False) -> list[ColumnElement[bool]]:
         """The SQL conditions of these filters; unknown values are refused.
-
-        ``by_id``: the rows are already picked by id (a text search's hits).
-        The columns are then written ``+ltm_items.col``, which SQLite cannot
-        serve from an index, so it looks the ids up instead of reading a
-        whole scope or status through its index and testing each row.
-        """
+        ``by_id``: rows already picked by id; ``+ltm_items.col`` keeps SQLite
+        looking the ids up rather than reading a whole scope through its index."""
         def col(name: str) -> Any:
             column = MemoryItem.__table__.c[name]
             return literal_column(f"+ltm_items.{name}", type_=column.type) if by_id else column
@@ -182,10 +178,9 @@ class AdminQueries:
 
     async def search_items(self, f: ItemFilter, text: str, offset: int = 0,
                            limit: int = 50) -> tuple[list[MemoryItem], int]:
-        """Memories whose fact matches ``text`` (CJK too), best first,
-        through the keyword rows: no full scan. A text shorter than a CJK
-        bigram (one character, a stop word) has no keyword row to find:
-        the facts holding it, newest first (docs/decisions.md#d75)."""
+        """Memories whose fact matches ``text``, best first, through the keyword
+        rows; a text with no keyword (one character, a stop word) by a literal
+        match, newest first (docs/decisions.md#d75)."""
         if not any(ch.isalnum() for ch in text):
             raise AdminError(msg("search.no_words"))
         tokens = query_tokens(text)
@@ -207,14 +202,9 @@ class AdminQueries:
 
     async def _containing(self, f: ItemFilter, needles: list[str], offset: int,
                           limit: int) -> tuple[list[MemoryItem], int]:
-        """Memories whose fact holds any of ``needles`` (literally; Latin
-        letters in any case), newest first, at most TEXT_SEARCH_HITS.
-
-        One read of the table, the few matches sorted after: ~4 ms at
-        10,000 memories, where walking the newest-first index looked up
-        every row on the way, ten times the cost (docs/decisions.md#d75).
-        The filters are written ``+col`` (``by_id``) to keep it that way.
-        """
+        """Memories whose fact holds any of ``needles``, newest first. One read
+        of the table, the few matches sorted after: a tenth of walking the
+        newest-first index (docs/decisions.md#d75)."""
         folded = ["".join(ch.lower() if ch.isascii() else ch for ch in n) for n in needles]
         holds = or_(*(func.instr(func.lower(MemoryItem.fact), n) > 0 for n in folded))
         async with self._db.read() as session:
@@ -260,9 +250,7 @@ class AdminQueries:
 
     async def find_by_prefix(self, prefix: str, scopes: list[Scope] | None = None,
                              sender_id: str | None = None) -> MemoryItem:
-        """A memory by its id or an unambiguous id prefix (chat commands show
-        8 characters), limited to ``scopes`` when given. The prefix is
-        literal: ``%`` and ``_`` match only themselves."""
+        """A memory by its id or an unambiguous, literal id prefix, limited to ``scopes``."""
         prefix = validators.memory_id(prefix)
         query = (select(MemoryItem).where(MemoryItem.memory_id.startswith(prefix, autoescape=True))
                  .order_by(MemoryItem.memory_id).limit(AMBIGUOUS_SHOWN + 1))
@@ -309,9 +297,7 @@ class AdminQueries:
             return list(rows.scalars()), total
 
     async def quotable_turns(self, scope: Scope, accounts: Sequence[tuple[str, str]] = ()) -> int:
-        """The scope's turns that are not withheld, and what ``accounts``
-        (one person's) said in groups: what the reader could still quote
-        (in mode auto) after its memories are gone."""
+        """What the reader could still quote (in mode auto) after the scope's memories are gone."""
         theirs = [and_(MemoryEvent.scope == ScopeKind.GROUP, MemoryEvent.platform_id == platform_id,
                        MemoryEvent.sender_id == sender_id) for platform_id, sender_id in accounts]
         in_scope = and_(MemoryEvent.scope == scope.kind, MemoryEvent.scope_id == scope.id)

@@ -2,17 +2,10 @@
 reader under the current policy and a candidate, side by side, without
 the model and without writing anything.
 
-- *Writes*: the gate log's candidates (learning/gate_log.py) through
-  ``learning.replay_gate`` under each policy: outcomes by type, the
-  memories whose status would differ, and the candidates that are
-  instruction-like or cite another scope's events and would go live.
-- *Reads*: the users' recorded messages as queries, through the reader
-  (recalling/overlay.py: the live indexes, the memories' statuses as each
-  policy's writes would have left them): tokens per turn, memories and
-  turns per block, budget violations, latency.
-- *Self-recall*: for each memory with two or more evidence events, its
-  latest event's text as the query: is the memory in the block?
-- A combined score (weights below, docs/decisions.md#d54) and a verdict.
+- *Writes*: the gate log's candidates through ``learning.replay_gate``.
+- *Reads*: the users' recorded messages as queries, through the reader.
+- *Self-recall*: a memory's latest evidence as the query: is it in the block?
+- A combined score (docs/decisions.md#d54) and a verdict.
 
 Over 400 lines: writes, reads and self-recall are replayed over one pair of policies
 and scored together; the pure gate and the read overlay already live apart.
@@ -121,8 +114,7 @@ class ReplayData:
 
 async def load(db: Database, selection: Selection, max_reads: int = MAX_READS, max_probes: int = MAX_PROBES,
                resolver: ScopeResolver | None = None) -> ReplayData:
-    """``resolver``: a read replays the scopes a live read of the message
-    would read (a group's member reads the group and their own); without
+    """``resolver``: a read replays the scopes a live read would; without
     one, the message's own scope."""
     return await db.run(lambda conn: _load(conn, selection, max_reads, max_probes, resolver))
 

@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from ..i18n import HAN, Lang, lang_of, written_language
 from ..scope import Origin
 
-# Subcommands whose argument is a person's own words: they say which
-# language the person writes in. Other arguments are ids, targets and
-# keywords ("confirm", "history"), which only count when they are Chinese.
+# Their argument is a person's own words, in the language they write in; other
+# arguments (ids, targets, keywords) only count when they are Chinese.
 FREE_TEXT_SUBCOMMANDS = frozenset({"remember", "记住"})
 # Enough of a message to tell its language; the rest costs time on the hot path.
 SAMPLE_CHARS = 200
@@ -66,10 +65,8 @@ def reply_language(said: str = "", *, last: Lang | None = None, locale: str | No
 
 
 class SenderLanguages:
-    """The language each sender last wrote in, in memory only (never
-    stored), the most recent ``limit`` senders. Noted on the hot path, so
-    a message is only kept (its start, the last KEPT_SAMPLES of them) and
-    judged when a command asks: most senders never send one."""
+    """The language each sender last wrote in, never stored. Noted on the hot
+    path, so judged only when a command asks: most senders never send one."""
 
     def __init__(self, limit: int = MAX_SENDERS) -> None:
         self.limit = limit

@@ -1,10 +1,6 @@
 """What a policy rollback would change, before it is made (``dry_run``).
 
-The diff is from the policy in force to the version's, as a rollback would
-apply it; the warnings name the changes an operator should not make by
-accident — review switched off, a scope's writes back on, read-only off —
-each a catalogue text with its code. Users' own pauses are not policy, so a
-rollback never changes them (operating/pauses.py).
+The warnings name the changes an operator should not make by accident.
 """
 
 from __future__ import annotations

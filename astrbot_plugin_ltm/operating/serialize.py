@@ -20,10 +20,8 @@ HISTORY_FIELDS = ("valid_from", "valid_to", "supersedes", "superseded_by", "held
 # How often a memory was used (recalling.usage): shown by the API, not
 # exported (a count of this store's reads, not part of the memory).
 USAGE_FIELDS = ("injected_count", "tool_count", "use_count", "last_used_at")
-# What an export carries of an event: what it was, who said it, when.
 EVENT_FIELDS = ("event_id", "scope", "scope_id", "source_type", "source_role", "content", "platform_id",
                 "session_id", "sender_id", "sender_name", "created_at")
-# The API adds where extraction stands.
 EVENT_API_FIELDS = (*EVENT_FIELDS, "extraction_status", "attempts", "last_error")
 AUDIT_FIELDS = ("id", "created_at", "action", "memory_id", "scope", "scope_id", "session_id", "actor",
                 "reason", "detail")
@@ -106,11 +104,8 @@ def _progress_text(progress: dict[str, Any], lang: Lang) -> dict[str, Any]:
 
 
 def shown(data: Any, lang: Lang) -> Any:
-    """An API answer as a reader in ``lang`` sees it: every stored reason,
-    verdict or note in ``lang`` with its machine-readable code beside it
-    (None for an operator's own words; a code the answer already gives is
-    kept), at any depth. Old rows translate too: the code is found from the
-    stored English."""
+    """An API answer with every stored reason in ``lang``, its code beside it.
+    Old rows translate too: the code is found from the stored English."""
     if isinstance(data, list):
         return [shown(value, lang) for value in data]
     if not isinstance(data, dict):

@@ -1,21 +1,10 @@
 """What the memory costs on disk, and the compact action (issue 39,
 docs/decisions.md#d163).
 
-``StorageMeter.report``: the plugin's tables' bytes (SQLite's ``dbstat``,
-each table with its indexes; measured on a load thread, at most every
-``MAX_AGE``), the vector files and the journal; how many turns the last
-seven days added, so how much a day the memory grows; the oldest turn
-kept; the disk's free space and, at this rate, in how many days it fills
-(a notice under ``NOTICE_DAYS``). ``/ltm status`` (admins), ``GET stats``
-and the review page's statistics show it.
-
-``compact_plan`` / ``start_compact``: the turns older than some days that
-no memory cites (as ``retention_days.turns`` would delete them) and the
-vector files nothing reads, first counted (a dry run), then freed as an
-operator job, in batches that hold the write lock ~50 ms each, one audit
-row a batch (learning.retention.sweep_turns). The file does not shrink:
-SQLite reuses the freed pages for what comes next (VACUUM would give them
-back; docs/operating.md says what that costs).
+The compact action frees old uncited turns and unread vector files in
+batches that hold the write lock ~50 ms each. The file does not shrink:
+SQLite reuses the freed pages (VACUUM would give them back;
+docs/operating.md says what that costs).
 """
 
 from __future__ import annotations
@@ -119,11 +108,11 @@ class StorageMeter:
         self.last: StorageReport | None = None
         self._measuring: asyncio.Task[StorageReport] | None = None
 
-    async def report(self, max_age: timedelta = MAX_AGE) -> StorageReport:
-        """The last report if younger than ``max_age``, else a new one (one
+    async def report(self) -> StorageReport:
+        """The last report if younger than MAX_AGE, else a new one (one
         measurement at a time: a second caller waits for the first's)."""
         last = self.last
-        if last is not None and self._clock() - datetime.fromisoformat(last.measured_at) < max_age:
+        if last is not None and self._clock() - datetime.fromisoformat(last.measured_at) < MAX_AGE:
             return last
         if self._measuring is None or self._measuring.done():
             self._measuring = asyncio.ensure_future(self._measure())

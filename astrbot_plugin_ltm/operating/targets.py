@@ -1,14 +1,9 @@
 """A person or group as someone names them: an operator's ``/ltm`` target,
 the review page's user and preview boxes, the API's ``scope`` fields.
 
-People are shown in several forms — the memory list and the statistics
-show ``用户 · webchat:xiaoming``, the API and the write switch
-``user:webchat:xiaoming``, a chat the bare id ``xiaoming`` — and each one
-names the same scope. :func:`resolve` accepts every form: a kind (``user``,
-``group``, or their shown words) may lead, and a scope the store knows
-whose id ends in what was typed (the platform, or the conversation, left
-out) is the one meant. Two such scopes are ambiguous: the refusal names
-them. :func:`similar` suggests the known scopes nearest an unknown one.
+People are shown in several forms (``用户 · webchat:xiaoming``,
+``user:webchat:xiaoming``, ``xiaoming``), each naming the same scope:
+:func:`resolve` accepts every form.
 """
 
 from __future__ import annotations
@@ -41,10 +36,8 @@ SIMILAR_CUTOFF = 0.75  # difflib ratio of a suggestion for an unknown name
 
 
 def parse(text: str) -> tuple[str | None, str]:
-    """(the kind named, or None; the id), from any form a scope is shown in.
-    Scope ids hold colons themselves (``qq:12345``): only a kind word before
-    the first colon (``user``, ``group``, ``用户``, ``群聊`` …, as written),
-    or before a "·" (any case: the page writes "User · qq:1"), is a kind."""
+    """(the kind named, or None; the id). Scope ids hold colons themselves
+    (``qq:12345``): only a kind word before the first colon or a "·" is a kind."""
     text = " ".join(str(text).split())
     shown = _SHOWN.match(text)
     if shown and shown.group("kind").lower() in KIND_WORDS:
@@ -89,11 +82,8 @@ def _listed(scopes: list[Scope]) -> str:
 
 async def resolve(db: Database, text: object, kinds: tuple[str, ...] = SCOPE_KINDS,
                   what: str = "the target's id") -> Scope:
-    """The scope ``text`` names. A form the store knows is taken as it is;
-    else the one known scope whose id (or whose person's id, for a persona's
-    part) ends in the id typed; else the scope as typed (a user when no kind
-    is named), which may hold nothing yet. AdminError: no id, or several
-    known scopes fit (the message names them)."""
+    """The scope ``text`` names: as known, else the one known scope whose id
+    ends in the id typed, else as typed. AdminError: no id, or several fit."""
     if not isinstance(text, str):
         raise AdminError(msg("api.scope_text"))
     kind, typed = parse(text)

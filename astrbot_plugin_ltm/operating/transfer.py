@@ -1,11 +1,6 @@
-"""Export and import of memories between bots: memories out of the store
-into an export file, and a file's memories into the store. The file itself
-(its format, checksums and the check of every field) is export_format.py's.
+"""Export and import of memories between bots (the file itself is export_format.py's).
 
-An import accepts the document itself or AstrBot's answer envelope around it
-(``{"status": "ok", "data": {…}}``), validates all of it with the same field
-validators as edits, can be dry-run to report what would be added, merged or
-skipped, runs in one transaction (all or nothing) and is idempotent:
+An import runs in one transaction (all or nothing) and is idempotent:
 importing the same file twice changes nothing the second time.
 """
 
@@ -118,10 +113,8 @@ class ImportReport:
 
 
 def status_on_import(record: dict[str, Any], status: str) -> tuple[str, bool, str | None]:
-    """(status, awaiting approval, held reason) a memory the import adds
-    gets. History stays history; text that would steer the bot waits for
-    a reviewer (a file is none); with FOR_REVIEW an active or shadow
-    memory waits as shadow until approved (disabled and expired stay so)."""
+    """(status, awaiting approval, held reason) of an imported memory. Text
+    that would steer the bot waits for a reviewer (a file is none)."""
     if record["status"] == Status.SUPERSEDED:
         return record["status"], bool(record["awaiting_approval"]), record.get("held_reason")
     held = instruction_reason(record["fact"])

@@ -1,12 +1,8 @@
 """Tuning on the replay set: a bounded grid over the write and read
-thresholds, scored by the replay's combined score on the *fitting* part of
-the history (every session not in the holdout), the best checked on the
-holdout set. Never the safety settings (types, approval, rate limits,
-caps), the mode, ``enable`` or ``emergency_read_only``; nothing is applied:
-the operator applies the proposal or discards it (docs/decisions.md#d54).
-
-A best that beats the current policy on the fitting part but scores worse
-on the holdout set is reported as overfitted, not proposed.
+thresholds, fitted on every session not in the holdout, the best checked on
+the holdout. Never the safety settings; nothing is applied
+(docs/decisions.md#d54). A best that scores worse on the holdout is
+reported as overfitted, not proposed.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Rule-based capture of explicit requests: "remember that …", "记住…".
 
-These need no LLM: the user said what to keep. The fact is rewritten from
-the first person to the speaker's name, so it reads correctly when it is
-injected later (and in a group, says whose it is). The name is the one
-facts learnt from chat use: the platform's nickname, else the name the
-person gave for themselves (learning/known.py: ``name_given``),
-else "用户" / "the user" — so "记住我的猫叫咪咪" after "我叫小明" keeps
-"小明的猫叫咪咪", as extraction would write it.
+These need no LLM: the user said what to keep. The fact is rewritten to the
+speaker's name, as extraction would write it, so it reads correctly when
+injected later: "记住我的猫叫咪咪" after "我叫小明" keeps "小明的猫叫咪咪".
 """
 
 from __future__ import annotations

@@ -2,17 +2,10 @@
 the hook returns, so a turn whose reply went out survives a crash of the
 process (docs/decisions.md#d33).
 
-One journal per recorder: a lock file ``<id>.lock``, held (``flock``) for
-the recorder's life, and segments ``<id>.<n>.jsonl``, one JSON event a
-line. The flusher *seals* the open segment as it takes the queue and
-deletes the sealed segments once that batch has committed, so the journal
-holds what SQLite may not have yet and no more. At start, the segments of
-journals nobody holds any longer (their process died) are replayed into
-SQLite (idempotently: by event id) and deleted.
-
-A ``write()`` that returned is in the kernel's page cache: it survives the
-process being killed (SIGKILL, a crash, an OOM kill), not a power loss or a
-kernel crash, which would need an fsync per turn (measured in D33).
+A journal holds what SQLite may not have yet and no more; at start, the
+journals nobody holds any longer (their process died) are replayed by event
+id and deleted. A returned ``write()`` survives the process being killed,
+not a power loss, which would need an fsync per turn (measured in D33).
 """
 
 from __future__ import annotations
@@ -32,10 +25,8 @@ from ..enums import ExtractionStatus
 from ..logs import log
 from ..storing.tables import MemoryEvent
 
-# A journal line's format. A line of a newer format (a downgrade with a
-# journal left behind) is never guessed at: its file is kept, renamed
-# *.unreadable, for the newer version to replay (docs/decisions.md#d92).
-# Lines without a version are this format's (written before it was numbered).
+# A line of a newer format (a downgrade) is never guessed at: its file is kept
+# for the newer version to replay (docs/decisions.md#d92).
 VERSION = 1
 KEPT_SUFFIX = ".unreadable"
 # What a journal line holds of an event: everything the recorder sets.
@@ -47,12 +38,8 @@ def _not_json(value: object) -> object:
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
-# One C encoder for every line, made once: json.dumps with options, and even
-# JSONEncoder.encode, build a new one per call, with a closure and a dict of
-# markers, a third of the hook's journal cost (docs/decisions.md#d95, #d129).
-# The bytes are json.dumps(record, ensure_ascii=False, separators=(",", ":"))'s;
-# no cycle check, as a recorded turn's values hold none (a tool's arguments
-# with one are kept as their repr). The pure-Python encoder where C's is missing.
+# One C encoder made once: json.dumps builds one per call, a third of the hook's
+# journal cost (docs/decisions.md#d95, #d129). No cycle check: a turn's values hold none.
 _chunks: Callable[[dict[str, Any], int], Iterable[str]] = (
     c_make_encoder(None, _not_json, encode_basestring, None, ":", ",", False, False, True)
     if c_make_encoder is not None else
@@ -212,9 +199,7 @@ class Journal:
     # -- the flusher -------------------------------------------------------------
 
     def seal(self) -> None:
-        """The queue is being taken: what was journaled so far belongs to
-        that batch (or to one that failed before it); new events go to a new
-        segment."""
+        """The queue is being taken: what was journaled belongs to that batch; new events go to a new segment."""
         if self._fd is None or not self._written:
             return
         os.close(self._fd)

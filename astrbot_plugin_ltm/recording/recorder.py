@@ -1,10 +1,7 @@
 """The event recorder: the only memory work on AstrBot's hot path.
 
-A hook hands over a turn, which is appended to the journal (one ``write()``,
-:mod:`.journal`) and queued; the events are written to SQLite by a flusher
-task a moment later, in batches. So a slow or busy database never delays a
-reply, a turn whose reply went out survives a crash of the process, and the
-hooks cannot raise into AstrBot.
+A turn is journaled and queued, and written to SQLite in batches a moment
+later: a slow database never delays a reply, and the hooks cannot raise into AstrBot.
 """
 
 from __future__ import annotations
@@ -83,9 +80,8 @@ class EventRecorder:
     # -- hot path ---------------------------------------------------------
 
     def _paused_speaker(self, origin: Origin) -> bool:
-        """Whether the person in this turn paused: what they say, and the
-        bot's answer to it, is not recorded at all (a pause means forgotten,
-        docs/privacy.md). A scheduled turn in a private chat is its person's."""
+        """Whether the person in this turn paused: then neither they nor the bot's
+        answer is recorded (docs/privacy.md). A scheduled private turn is its person's."""
         if origin.scheduled and origin.is_group:
             return False  # no one of the group speaks: the bot's own words
         return self._paused(self._resolver().user_scope(origin))
@@ -118,10 +114,8 @@ class EventRecorder:
         assistant_text: str | None,
         created_at: datetime | None = None,
     ) -> list[MemoryEvent]:
-        """A person's message and the bot's reply (``None``: a message the
-        bot did not answer, in a group that learns all its talk). A
-        scheduled turn's message is the scheduler's, never a person's words:
-        only the bot's reply is recorded, as the bot's."""
+        """A person's message and the bot's reply (``None``: not answered). A
+        scheduled turn's message is the scheduler's: only the reply is recorded."""
         if self._paused_speaker(origin):
             self.dropped_paused += 1
             return []
@@ -233,10 +227,8 @@ class EventRecorder:
     # -- the journal at start ---------------------------------------------
 
     async def open_journal(self) -> int:
-        """Start journaling, then write what dead processes journaled and
-        SQLite lacks. Returns how many events were written. A journal that
-        cannot be replayed now (read-only, an error) is kept for the next
-        start; it never stops this one."""
+        """Start journaling, then write what dead processes journaled; one that
+        cannot be replayed now is kept for the next start, never stopping this one."""
         if self._journal is None:
             return 0
         try:

@@ -1,16 +1,9 @@
 """The raw archive's bound: the turns that may go, and deleting them.
 
-The design keeps every turn; an operator may bound the archive by age
-(``retention_days.turns``, the compact action, docs/decisions.md#d163).
-A turn may go when it is older than the bound, no memory cites it — a
-fact of any status, a summary (``storing.evidence``: its links are the
-evidence, and stay) — and extraction is done with it. It goes whole: its
-event row, its keyword terms, its vectors (both layouts), in one
-transaction; the change channel tells the indexes (``TurnsDeleted``).
-
-Old turns are found in the order they were said, from a position the
-caller keeps (``Position``): a sweep walks each old turn once, the cited
-ones it passes included, never the whole archive again per batch.
+An operator may bound the archive by age (docs/decisions.md#d163): a turn
+older than the bound that no memory cites goes whole, in one transaction.
+Old turns are walked from a position the caller keeps, so a sweep never
+reads the whole archive again per batch.
 """
 
 from __future__ import annotations
@@ -70,9 +63,7 @@ class Walk:
 
 
 def old_turns(conn: Connection, cutoff: datetime, after: Position, window: int) -> Walk:
-    """The next ``window`` turns said before ``cutoff``, after ``after`` in
-    the order they were said (ix_ltm_events_created), and which of them may
-    go (on a read thread)."""
+    """The next ``window`` turns said before ``cutoff``, after ``after``, and which may go."""
     rows = fetch_rows(conn, (
         "SELECT e.id, e.scope, e.scope_id, e.created_at, "
         f"CASE WHEN {_UNCITED} THEN length(e.content) + coalesce((SELECT length(t.terms) FROM ltm_turn_terms t "
@@ -89,9 +80,8 @@ def old_turns(conn: Connection, cutoff: datetime, after: Position, window: int) 
 
 
 async def delete_turns(session: AsyncSession, turns: Sequence[OldTurn]) -> int:
-    """Delete ``turns`` with their keyword terms and vectors, in the
-    caller's transaction, each only if it still may go (a memory may have
-    come to cite it since it was found). Returns how many went."""
+    """Delete ``turns`` with their terms and vectors, each only if it still may
+    go (a memory may cite it since). Returns how many went."""
     if not turns:
         return 0
     ids = json.dumps([t.rowid for t in turns])

@@ -1,12 +1,9 @@
 """The change channel: what a write did, in terms every derived index
 understands.
 
-A write notes typed changes on its session as it goes (:func:`note`).
-:meth:`Database.write <.database.Database.write>` hands them, once the
-transaction has committed and only then, to every subscribed index in the
-order they subscribed; a write that rolls back hands over nothing. So an
-index never holds what SQLite does not, and a new index only has to read
-these records.
+:meth:`Database.write <.database.Database.write>` hands the changes noted on
+its session to every subscribed index only once committed, so an index never
+holds what SQLite does not.
 """
 
 from __future__ import annotations
@@ -30,9 +27,8 @@ class MemoryWritten:
 
     scope: Scope
     item_id: int
-    # The fact's keyword tokens when the fact is new or was replaced; None
-    # when it stayed the same. A replaced fact's vector has been deleted
-    # (the background fill embeds the new one).
+    # None when the fact stayed the same. A replaced fact's vector has been
+    # deleted (the background fill embeds the new one).
     fact_tokens: Tokens | None = None
     created: bool = False
     # The groups it was said in besides (audience.py): their namespaces hold it too.
@@ -125,10 +121,8 @@ _NOTED = "ltm_changes"  # the session.info key
 
 
 class DerivedIndex(Protocol):
-    """A cache derived from SQLite that follows every committed write
-    (Database.subscribe). It must never hold what SQLite does not: what it
-    cannot apply it drops, to be loaded afresh. Declared here, beside the
-    changes it follows, so that storing/ needs nothing above it."""
+    """A cache derived from SQLite that follows every committed write; what it
+    cannot apply it drops. Declared here so that storing/ needs nothing above it."""
 
     async def follow(self, changes: Sequence[Change]) -> None: ...
 

@@ -1,17 +1,9 @@
 """A memory's evidence: the turns it was learnt from.
 
-A fact's links are rows of ``ltm_evidence`` (with how each was extracted
-and its confidence). A summary cites every turn of its span, and each
-day, week and month that rolls it up cites them again (two or three
-links a turn on a long-running bot, nine in ten of all links): its links
-are two row ids in ``ltm_summary_links`` (WITHOUT ROWID), about 25 bytes
-where a row of ``ltm_evidence`` and its two indexes took 260. How a
-summary link was made is its summary's (``summary``, the level its key
-names, when it was written), so it is not stored (docs/decisions.md#d162).
-
-Everything that reads or writes evidence does it here, so both kinds are
-always read together — also while storing.relayout moves a store's
-summary links from ``ltm_evidence`` into their own table.
+A summary's links (nine in ten of all links) are two row ids in
+``ltm_summary_links``, about 25 bytes where a row of ``ltm_evidence`` took
+260 (docs/decisions.md#d162). Everything that reads or writes evidence does
+it here, so both kinds are always read together.
 """
 
 from __future__ import annotations
@@ -101,11 +93,9 @@ async def event_ids_of(session: AsyncSession, memory_ids: Sequence[str]) -> list
 
 
 def evidence_of(conn: Connection, memory_ids: Sequence[str], turns: Collection[int]) -> dict[str, frozenset[str]]:
-    """Memory id -> the event ids of its evidence, a summary's only among
-    ``turns`` (row ids): a read compares a summary with its candidate
-    turns alone, and a summary of a busy day cites thousands. Every summary
-    asked for has an entry, if empty (a read thread's). "+type": found by
-    their ids, not by reading every summary of the store through the type index."""
+    """Memory id -> its evidence's event ids, a summary's only among ``turns``:
+    a busy day's cites thousands. "+type": found by their ids, not by reading
+    every summary through the type index."""
     if not memory_ids:
         return {}
     rows = fetch_rows(conn, "SELECT memory_id, event_id FROM ltm_evidence "

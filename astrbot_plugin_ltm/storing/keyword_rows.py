@@ -1,17 +1,9 @@
-"""The keyword rows: every fact's and every turn's search tokens
-(text.search_tokens: English stems, CJK bigrams) the reader may show.
+"""The keyword rows: every fact's and every turn's search tokens.
 
-A fact's are an FTS5 row of ``ltm_items_fts``, two columns: ``tokens``
-(plain, for the operators' search over every scope) and ``scoped`` (each
-token prefixed with its scope, so a scope's terms have postings of their
-own). A turn's own are a blob of their hashes in ``ltm_turn_terms``
-(storing.terms), the turn before's first words joined to them as they are
-read: the reader's keyword index needs nothing else, and the FTS5 table
-they were in before migration 0017 (``ltm_events_fts``, the tokens scoped,
-the context repeated) took five times the turn's text
-(docs/decisions.md#d158).
-The reader's keyword index (indexes.keywords) is loaded from these rows
-and follows them through the change channel.
+A fact's ``scoped`` column prefixes each token with its scope, so a scope's
+terms have postings of their own. A turn's are a blob of hashes in
+``ltm_turn_terms``: the FTS5 table before migration 0017 took five times
+the turn's text (docs/decisions.md#d158).
 """
 
 from __future__ import annotations
@@ -99,13 +91,9 @@ async def rebuild_fact_rows(session: AsyncSession) -> int:
 
 
 async def index_turns(session: AsyncSession, events: list[MemoryEvent], in_thread: bool = False) -> None:
-    """Add events (flushed, so they have ids) to the turns' keyword rows:
-    their own terms stored, and handed to the keyword index with the first
-    words of the turn before each in its conversation and scope, within the
-    hour, as context (storing.terms.with_context). Only turns the reader may
-    show are indexed (storing.turns: RECALLED_ROLES); a withheld turn's terms
-    are stored for the next turn's context, never searched (the bot's "Who
-    performed?" is small talk, its answer found by it: docs/decisions.md#d08)."""
+    """Add flushed events to the turns' keyword rows, handed to the index
+    with the turn before's first words as context. A withheld turn's terms
+    are stored for the next turn's context, never searched (docs/decisions.md#d08)."""
     ordered = sorted(events, key=lambda e: (as_utc(e.created_at), e.id or 0))
     indexed = [event for event in ordered if event.source_role in RECALLED_ROLES]
 
@@ -163,10 +151,8 @@ def _stored(at: datetime) -> str:
 
 
 async def rebuild_turn_rows(session: AsyncSession, batch: int = 1000) -> int:
-    """Every turn's keyword terms again (another stemmer, another passage
-    layout), tokenised in a thread: run at start, before any read. The
-    turns' old FTS5 rows, if any are left, go. Returns how many turns were
-    indexed."""
+    """Every turn's keyword terms again, tokenised in a thread: run at start,
+    before any read. Returns how many turns were indexed."""
     await session.execute(text("DELETE FROM ltm_turn_terms"))
     if (await session.run_sync(lambda s: has_legacy_turn_rows(s.connection()))):
         await session.execute(text(f"DELETE FROM {LEGACY_TURN_ROWS}"))
@@ -174,9 +160,7 @@ async def rebuild_turn_rows(session: AsyncSession, batch: int = 1000) -> int:
 
 
 async def index_turns_after(session: AsyncSession, last: int, batch: int = 1000) -> int:
-    """Index every event after row id ``last`` (a bulk insert's: the
-    scale benchmark's, a test's), a batch at a time, tokenised in a
-    thread. Returns how many turns were indexed."""
+    """Index every event after row id ``last`` (a bulk insert's), a batch at a time."""
     done = 0
     while True:
         events = list((
@@ -196,30 +180,27 @@ KEYWORDS_BUILD = "keywords"  # its row in ltm_index_builds (migration 0015)
 
 
 async def match_stemmer(session: AsyncSession) -> bool:
-    """Rebuild both keyword tables when the stemmer that built them is not
-    the one the plugin has now (snowballstemmer installed or removed since,
-    or another minor release): a stemmed index misses unstemmed query words
-    and the other way round. Run at start, before any namespace is loaded
-    (a plugin reload starts afresh). True if rebuilt."""
+    """Rebuild both keyword tables when another stemmer built them: a stemmed
+    index misses unstemmed query words. Run at start, before any namespace loads."""
     stemmer = tokenizing.KEYWORD_STEMMER
-    built_with = await _built_with(session, KEYWORDS_BUILD)
+    built_with = await recorded_build(session, KEYWORDS_BUILD)
     if built_with == stemmer:
         return False
     log.warning("ltm: the keyword index was built with %s, the plugin now has %s: rebuilding it",
                 built_with or "an unrecorded stemmer", stemmer)
     facts = await rebuild_fact_rows(session)
     turns = await rebuild_turn_rows(session)  # a hash cannot be stemmed: tokenised again
-    await _record_build(session, KEYWORDS_BUILD, stemmer)
+    await record_build(session, KEYWORDS_BUILD, stemmer)
     log.info("ltm: keyword index rebuilt with %s (%d memories, %d turns)", stemmer, facts, turns)
     return True
 
 
-async def _built_with(session: AsyncSession, name: str) -> str | None:
+async def recorded_build(session: AsyncSession, name: str) -> str | None:
     return (await session.execute(
         text("SELECT built_with FROM ltm_index_builds WHERE name = :n"), {"n": name})).scalar()
 
 
-async def _record_build(session: AsyncSession, name: str, built_with: str) -> None:
+async def record_build(session: AsyncSession, name: str, built_with: str) -> None:
     await session.execute(
         text("INSERT INTO ltm_index_builds (name, built_with, built_at) VALUES (:n, :w, :at) "
              "ON CONFLICT (name) DO UPDATE SET built_with = excluded.built_with, built_at = excluded.built_at"),
@@ -232,19 +213,15 @@ PASSAGES_BUILD = "turn_passages"  # its row in ltm_index_builds (migration 0015)
 
 
 async def match_turn_passages(session: AsyncSession) -> bool:
-    """Rebuild the turns' keyword rows when they were cut into passages
-    another way (storing.turns.PASSAGE_LAYOUT; rows from before passages
-    are one document a turn), and drop the vectors of turns embedded as
-    more than MAX_PASSAGES sentences, so the fill embeds them again as
-    passages (docs/decisions.md#d77). Run at start, in the write
-    transaction, before any namespace is loaded or turn recorded; a
-    FAISS file of the dropped vectors no longer matches its rows and is
-    rebuilt. True if rebuilt."""
-    if await _built_with(session, PASSAGES_BUILD) == PASSAGE_LAYOUT:
+    """Rebuild the turns' keyword rows when cut into passages another way,
+    and drop the vectors of turns embedded as more than MAX_PASSAGES, so the
+    fill embeds them again (docs/decisions.md#d77). Run at start, before any
+    namespace is loaded or turn recorded."""
+    if await recorded_build(session, PASSAGES_BUILD) == PASSAGE_LAYOUT:
         return False
     turns = await rebuild_turn_rows(session)
     dropped = await delete_long_turn_vectors(session, MAX_PASSAGES)
-    await _record_build(session, PASSAGES_BUILD, PASSAGE_LAYOUT)
+    await record_build(session, PASSAGES_BUILD, PASSAGE_LAYOUT)
     if turns or dropped:
         log.info("ltm: turns indexed as passages (%s): %d keyword rows rebuilt, %d turns to embed again",
                  PASSAGE_LAYOUT, turns, dropped)

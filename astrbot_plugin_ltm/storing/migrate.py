@@ -1,15 +1,9 @@
 """Numbered, transactional, idempotent schema migrations.
 
-Migrations live in the plugin's top-level ``migrations/`` folder as
-``NNNN_name.py`` modules with an ``upgrade(conn)`` function taking a
-``sqlite3.Connection``. Each runs in its own ``BEGIN IMMEDIATE`` transaction
-together with the row that records it in ``ltm_schema_version``, so a failed
-migration leaves the database exactly as it was and a finished one is never
-run again.
-
-They run on a dedicated ``sqlite3`` connection (in a thread) rather than on
-AstrBot's async engine because pysqlite's default transaction handling
-commits DDL statements implicitly, which would make a migration half-apply.
+Each runs in its own ``BEGIN IMMEDIATE`` transaction with the row that
+records it, so a failed migration leaves the database as it was. They run on
+a dedicated ``sqlite3`` connection rather than AstrBot's async engine, whose
+pysqlite commits DDL implicitly and would half-apply a migration.
 """
 
 from __future__ import annotations
@@ -68,10 +62,7 @@ def current_version(conn: sqlite3.Connection) -> int:
 
 
 def migrate(db_path: str, target: int | None = None, directory: Path = MIGRATIONS_DIR) -> list[int]:
-    """Bring the database at ``db_path`` up to ``target`` (default: latest).
-
-    Returns the versions applied now; an up-to-date database returns [].
-    """
+    """Bring the database up to ``target`` (default: latest); the versions applied now."""
     conn = sqlite3.connect(db_path, timeout=30, isolation_level=None)
     try:
         conn.execute("PRAGMA busy_timeout=30000")

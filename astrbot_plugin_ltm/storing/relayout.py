@@ -1,40 +1,14 @@
 """Moving a store from before migration 0017 into the compact layout, in
 place, after start (docs/decisions.md#d161).
 
-Migration 0017 only adds the new tables (instant on any store);
-the rows move here, in the background, in batches of one transaction each
-through the single write point, each holding the write lock for
-``TARGET_SECONDS`` or so (the batch's size follows the time the last one
-took; never above ``MAX_SECONDS``), with a pause between batches for
-AstrBot's own writes:
+Migration 0017 only adds the new tables (instant on any store); the rows
+move here in batches, each holding the write lock for ``TARGET_SECONDS`` or
+so, with a pause between batches for AstrBot's own writes.
 
-1. a turn's vectors from ``ltm_event_vectors`` (float32) to
-   ``ltm_turn_vectors`` (in TURN_BITS), deleted from the old table in the same
-   transaction;
-2. a withheld turn's keyword terms into ``ltm_turn_terms`` (it had no FTS5
-   row, but lends its words to the next turn as context);
-3. a turn's keyword terms into ``ltm_turn_terms`` (its own words tokenised
-   again: its ``ltm_events_fts`` row mixes in the turn before's), the FTS5
-   row deleted in the same transaction;
-4. a summary's evidence links from ``ltm_evidence`` to
-   ``ltm_summary_links`` (storing.evidence), deleted from the old table in
-   the same transaction;
-5. a memory's float32 vector rewritten as int8 in place;
-6. an event's content and an audit row's detail written again as UTF-8
-   JSON where they held ``\\u`` escapes;
-7. the two emptied tables dropped.
-
-Each batch is read and prepared on a read thread (the CPU work: vectors
-converted, turns tokenised, JSON written again) and written in one
-transaction that holds the write lock only for the writes, checking each
-row is still as it was read.
-
-A batch either commits whole or not at all, and what is left is found
-again from the data (rows still in the old tables, float32 rows, the
-cursors), so a process killed at any point goes on where it stopped at the
-next start. Until a row has moved, the reads take it from where it is
-(storing.vector_rows, indexes.keywords): every read is correct meanwhile,
-and a namespace loaded during the move holds the same rows either way.
+A batch commits whole or not at all, and what is left is found again from
+the data, so a process killed at any point goes on where it stopped. Until
+a row has moved, the reads take it from where it is: every read is correct
+meanwhile.
 """
 
 from __future__ import annotations
@@ -49,11 +23,10 @@ from typing import Any
 from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from ..clock import utcnow
 from ..enums import RECALLED_ROLES
 from ..logs import log
 from .database import Database, ReadOnlyError
-from .keyword_rows import LEGACY_TURN_ROWS
+from .keyword_rows import LEGACY_TURN_ROWS, record_build, recorded_build
 from .terms import encode
 from .turns import PASSAGE_BREAK, turn_tokens
 from .vector_rows import FLOAT32, LEGACY_TURN_VECTORS, TURN_BITS, decode, space_id
@@ -91,11 +64,8 @@ class Progress:
         self.held = [*self.held[-(MAX_KEPT - 1):], seconds]
 
 
-# A step reads and prepares its next batch on a read thread (the CPU work:
-# vectors converted, tokens hashed, JSON written again), then writes it in
-# one transaction under the write lock, checking each row is as it read it
-# (a write since, a recorded turn's, a withholding, wins). Both return how
-# many rows the batch holds; 0 from ``prepare``: this step is done.
+# The CPU work is prepared on a read thread; the write checks each row is as
+# read (a write since wins). 0 rows from ``prepare``: this step is done.
 Prepare = Callable[..., tuple[int, Any]]  # (conn, size=...)
 Apply = Callable[[AsyncSession, Any], Awaitable[None]]
 
@@ -122,8 +92,7 @@ class Relayout:
     async def needed(self) -> bool:
         """Whether this store has anything left to move (asked once at start)."""
         async with self.db.read() as session:
-            built = (await session.execute(text("SELECT built_with FROM ltm_index_builds WHERE name = :n"),
-                                           {"n": BUILD})).scalar()
+            built = await recorded_build(session, BUILD)
         self.progress.done = built == DONE
         return not self.progress.done
 
@@ -159,11 +128,10 @@ class Relayout:
         twice what the last took, so the move takes a third of a core at most."""
         return max(PAUSE_SECONDS, 2 * self.last_work)
 
-    async def run(self, sleep: Callable[[float], Awaitable[Any]] | None = None) -> Progress:
-        """Every batch, one after the other (tests, the benchmark)."""
+    async def run(self) -> Progress:
+        """Every batch, one after the other (tests)."""
         while await self.step():
-            if sleep is not None:
-                await sleep(self.pause())
+            pass
         return self.progress
 
     def _resize(self, seconds: float) -> None:
@@ -177,7 +145,7 @@ class Relayout:
             async with self.db.write() as session:
                 await session.execute(text(f"DROP TABLE IF EXISTS {table}"))
         async with self.db.write() as session:
-            await _record(session, BUILD, DONE)
+            await record_build(session, BUILD, DONE)
         self.progress.done = True
         log.info("ltm: the store is in its compact layout (%s in %d batches, the longest held the write lock "
                  "%.0f ms)", ", ".join(f"{n} {step}" for step, n in self.progress.rows.items()) or "nothing to move",
@@ -250,8 +218,7 @@ async def _write_turn_rows(session: AsyncSession, batch: Any) -> None:
 
 
 def _read_withheld_turns(conn: Connection, size: int) -> tuple[int, Any]:
-    """A withheld turn had no FTS5 row, but lends its words to the next
-    turn as context: its terms, for the events in the next id window."""
+    """A withheld turn had no FTS5 row, but lends its words to the next turn as context."""
     last = _cursor(conn, WITHHELD_CURSOR)
     top = conn.execute(text("SELECT coalesce(max(id), 0) FROM ltm_events")).scalar_one()
     if last >= top:
@@ -271,7 +238,7 @@ async def _write_withheld_turns(session: AsyncSession, batch: Any) -> None:
     if terms:
         await session.execute(text("INSERT OR IGNORE INTO ltm_turn_terms (event_rowid, terms) VALUES (:r, :t)"),
                               terms)
-    await _record(session, WITHHELD_CURSOR, str(end))
+    await record_build(session, WITHHELD_CURSOR, str(end))
 
 
 # -- 3. a summary's links --------------------------------------------------------------------
@@ -293,7 +260,7 @@ async def _write_summary_links(session: AsyncSession, rows: Any) -> None:
         [{"v": link, "i": item, "e": event} for link, item, event in rows])
     await session.execute(text("DELETE FROM ltm_evidence WHERE id IN (SELECT value FROM json_each(:ids))"),
                           {"ids": json.dumps([link for link, _, _ in rows])})
-    await _record(session, LINKS_CURSOR, str(rows[-1][0]))
+    await record_build(session, LINKS_CURSOR, str(rows[-1][0]))
 
 
 # -- 4. a memory's vector -----------------------------------------------------------------------
@@ -329,13 +296,6 @@ def _writer(table: str, column: str) -> Apply:
         cursor, last, changed = batch
         if changed:
             await session.execute(text(f"UPDATE {table} SET {column} = :v WHERE id = :r AND {column} = :old"), changed)
-        await _record(session, cursor, str(last))
+        await record_build(session, cursor, str(last))
 
     return write
-
-
-async def _record(session: AsyncSession, name: str, value: str) -> None:
-    await session.execute(
-        text("INSERT INTO ltm_index_builds (name, built_with, built_at) VALUES (:n, :w, :at) "
-             "ON CONFLICT (name) DO UPDATE SET built_with = excluded.built_with, built_at = excluded.built_at"),
-        {"n": name, "w": value, "at": utcnow().replace(tzinfo=None).isoformat(" ")})

@@ -1,15 +1,8 @@
-"""The plugin's tables, on a metadata of their own.
+"""The plugin's tables, on a metadata of their own: AstrBot's start-up
+``create_all`` never sees them, so only ``migrations/`` create or change them.
 
-AstrBot creates its tables with ``SQLModel.metadata.create_all`` at
-start-up; declaring ours on a separate registry keeps them out of that
-call, so only the numbered migrations (``migrations/``) ever create or
-change them. ``tests/test_migrations.py`` checks the two agree column by
-column. Typed SQLAlchemy dataclasses: a row can be built in Python with
-its defaults filled in (an event has its ``event_id`` before it is
-written), and the type checker knows every column.
-
-Over 400 lines: every table in one place, as the migrations test compares
-them with the migrations column by column.
+Over 400 lines: every table in one place, as tests/test_migrations.py
+compares them with the migrations column by column.
 """
 
 from __future__ import annotations
@@ -136,11 +129,8 @@ _EVENT_CLASS = manager_of_class(MemoryEvent)
 
 
 def new_event(**values: Any) -> MemoryEvent:
-    """``MemoryEvent(**values)`` for the recorder's hot path: the values go
-    straight into a new instance's dict, as SQLAlchemy's own loading of a
-    row does, without ``__init__``'s event per attribute (a third of the
-    hook, docs/decisions.md#d95). Columns left out take their defaults at
-    the INSERT, as they do after ``__init__``: the same row is written."""
+    """``MemoryEvent(**values)`` without ``__init__``'s event per attribute
+    (a third of the hook, docs/decisions.md#d95); the same row is written."""
     values.setdefault("event_id", new_id())
     values.setdefault("content", {})
     values.setdefault("created_at", utcnow())
@@ -233,10 +223,8 @@ class MemoryContext(LTMBase, kw_only=True):
     item_id: Mapped[int] = mapped_column(primary_key=True)  # ltm_items.id
 
 
-# "Not superseded" with the value written out: SQLite uses a partial index
-# (uq_ltm_items_scope_key: a scope's current memory by key) only for a
-# query that repeats the index's WHERE literally, never with a bound
-# parameter; bound, a key lookup scanned the scope (docs/decisions.md#d94).
+# Written out, not bound: SQLite uses the partial index uq_ltm_items_scope_key
+# only for a literal WHERE; bound, a key lookup scanned the scope (docs/decisions.md#d94).
 NOT_SUPERSEDED = MemoryItem.status != literal_column(f"'{Status.SUPERSEDED}'")
 
 
@@ -309,9 +297,8 @@ class MemoryTombstone(LTMBase, kw_only=True):
 
 
 class TurnTerms(LTMBase, kw_only=True):
-    """A turn's own keyword terms (storing.terms), for a turn the reader may
-    show: a row of its own, as a blob on the event's row left a quarter of
-    each page of ``ltm_events`` unused (docs/decisions.md#d158)."""
+    """A turn's keyword terms: a row of its own, as a blob on the event's row
+    left a quarter of each ``ltm_events`` page unused (docs/decisions.md#d158)."""
 
     __tablename__ = "ltm_turn_terms"
 
@@ -336,10 +323,8 @@ class MemoryVector(LTMBase, kw_only=True):
 
 
 class VectorSpace(LTMBase, kw_only=True):
-    """An embedding model, the dimension it answered in and the bits of a
-    stored component: a turn's vector row names its space by this number,
-    not by the model's name and its scope again (docs/decisions.md#d159,
-    #d165)."""
+    """An embedding model, its dimension and bits: a turn's vector row names
+    its space by this number (docs/decisions.md#d159, #d165)."""
 
     __tablename__ = "ltm_vector_spaces"
     __table_args__ = (UniqueConstraint("model", "dim", "bits", name="uq_ltm_vector_spaces_model_dim_bits"),)
@@ -351,9 +336,8 @@ class VectorSpace(LTMBase, kw_only=True):
 
 
 class TurnVector(LTMBase, kw_only=True):
-    """A raw turn's embeddings, one per sentence or passage
-    (storing.turns.turn_passages), in its space's bits, in one blob. Its scope is its
-    event's (``ltm_events``): not stored twice."""
+    """A raw turn's embeddings, one per passage (storing.turns.turn_passages),
+    in one blob. Its scope is its event's: not stored twice."""
 
     __tablename__ = "ltm_turn_vectors"
 

@@ -1,16 +1,10 @@
-"""A turn's keyword terms as the database keeps them: each search token
-(text.search_tokens: English stems, CJK bigrams) as a 4-byte hash, in a
-blob (``ltm_turn_terms``): the turn's own words only. The words of the
-turn before it in its conversation, its context (storing.turns), are that
-turn's first terms: added when the keyword index reads them, never stored
-twice (``with_context``).
+"""A turn's keyword terms as the database keeps them: each search token as a
+4-byte hash, the turn's own words only (its context is added when read).
 
-The reader's keyword namespaces (indexes.bm25) know a term only by its
-hash, so the hashes are all they need to load a scope; the tokens
-themselves, prefixed with their scope, took five times the turn's text
-in an FTS5 table (docs/decisions.md#d158). The hash is CRC-32: the same
-in every process (Python's own ``hash`` of a string is not), and two
-terms of one scope share a hash with odds of about one in 4·10⁹ a pair.
+The keyword namespaces know a term only by its hash; the tokens themselves
+took five times the turn's text in FTS5 (docs/decisions.md#d158). CRC-32 is
+the same in every process (Python's ``hash`` is not); two terms of one scope
+collide with odds of about one in 4·10⁹ a pair.
 """
 
 from __future__ import annotations

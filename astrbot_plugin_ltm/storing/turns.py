@@ -1,11 +1,6 @@
-"""Raw turns: the queries for the ones the model may be shown, how one's
-text is put together, and what it is searched by.
-
-A turn is a recorded event of a person, a tool or the bot itself
-(``RECALLED_ROLES``). Who said it is the caller's to say (``speaker``:
-withholding.speaker_of); which turns are never shown is withholding's.
-What is said here is used by the keyword rows, the vector fill and the
-reader alike, so a turn reads and is found the same way everywhere.
+"""Raw turns: which ones the model may be shown, how one reads, and what it
+is searched by. Used by the keyword rows, the vector fill and the reader
+alike, so a turn reads and is found the same way everywhere.
 """
 
 from __future__ import annotations
@@ -22,23 +17,14 @@ from .driver_rows import fetch_rows
 
 # -- which turns may be shown: the read path's queries ------------------------------
 
-# A turn behind no memory that is held back (shadow, awaiting approval,
-# disabled, expired): operators decide what the bot knows, and a raw turn
-# must not leak a memory they have not let through. The subquery over the
-# turn's evidence is NULL when no memory cites it, 0 when one is not
-# active, else 1. CROSS JOIN keeps SQLite's join order: a fact's evidence
-# by event id (ix_ltm_evidence_event), a summary's by event row id
-# (ix_ltm_summary_links_event), then the item by its key.
-# A summary retired into its roll-up (superseded, learning.summaries) still
-# backs its turns: the roll-up that replaced it cites them too. A shadow
-# memory no one is asked to approve (below the confidence bar in mode auto,
-# or learnt in mode shadow) neither backs nor hides: the turn reads as if
-# nothing cited it, so an unsure guess at a long reply does not take the
-# reply out of reach (docs/decisions.md#d81). The queries below own their
-# aliases: ``x`` the turn, ``p`` the message a reply answers.
+# A raw turn must not leak a memory operators have not let through: NULL when
+# no memory cites the turn, 0 when one is held back, else 1. CROSS JOIN keeps
+# SQLite's join order (evidence by its index first, then the item by its key).
+# A retired summary still backs its turns (its roll-up cites them too); a
+# shadow memory no one is asked to approve neither backs nor hides, so an
+# unsure guess does not take a long reply out of reach (docs/decisions.md#d81).
 def _backing(alias: str) -> str:
-    # A fact's links and a summary's (storing.evidence), each part's
-    # minimum, then the smaller (2 standing for "none there").
+    # 2 stands for "none there" in the smaller of the two parts' minimums.
     verdict = (f"min(CASE WHEN i.status = '{Status.SHADOW}' AND NOT i.awaiting_approval THEN NULL "
                f"ELSE i.status = '{Status.ACTIVE}' OR (i.status = '{Status.SUPERSEDED}' "
                f"AND i.type = '{MemoryType.SUMMARY}') END)")
@@ -49,10 +35,8 @@ def _backing(alias: str) -> str:
     return f"nullif(min(coalesce({facts}, 2), coalesce({summaries}, 2)), 2)"
 
 
-# The bot's reply is part of an exchange: it is shown only when the
-# person's message it answers (recorded with it, just before it) could
-# be, so that what was taken back or held back does not come back in the
-# bot's words (docs/decisions.md#d57).
+# A reply is shown only when the message it answers (the event just before)
+# could be: what was held back must not come back in the bot's words (docs/decisions.md#d57).
 _PROMPT_HIDDEN = (
     f"EXISTS (SELECT 1 FROM ltm_events p WHERE p.id = x.id - 1 AND p.session_id IS x.session_id "
     f"AND p.source_role = '{Role.USER}' AND (p.withheld OR coalesce({_backing('p')}, 1) = 0))"
@@ -60,10 +44,7 @@ _PROMPT_HIDDEN = (
 
 
 def _shown(unbacked: bool) -> str:
-    """A turn the model may be shown. A person's, a tool's or the bot's,
-    not withheld (a memory it backed was deleted or rejected, or its scope
-    forgotten), behind no held-back memory; the bot's only when the
-    message it answers may be too. ``unbacked``: turns no memory cites
+    """A turn the model may be shown. ``unbacked``: turns no memory cites
     qualify too — only where facts go live without review (mode auto)."""
     backing = f"coalesce({_backing('x')}, 1) = 1" if unbacked else f"{_backing('x')} = 1"
     roles = ", ".join(f"'{role}'" for role in RECALLED_ROLES)
@@ -71,18 +52,14 @@ def _shown(unbacked: bool) -> str:
             f"AND (x.source_role != '{Role.ASSISTANT}' OR NOT {_PROMPT_HIDDEN})")
 
 
-# Extraction has read the turn and no fact (a memory other than a summary,
-# which cites every turn of its period) cites it: small talk, by the
-# extractor's own judgement (recalling.ranking, docs/decisions.md#d73).
-# Served by ix_ltm_evidence_event.
+# Extraction read the turn and no fact cites it (a summary cites every turn of
+# its period): small talk, by the extractor's judgement (docs/decisions.md#d73).
 _NOTHING_KEPT = (
     f"(x.extraction_status = '{ExtractionStatus.DONE}' AND NOT EXISTS (SELECT 1 FROM ltm_evidence v "
     f"CROSS JOIN ltm_items i ON i.memory_id = v.memory_id WHERE v.event_id = x.event_id "
     f"AND i.type != '{MemoryType.SUMMARY}'))"
 )
-# What each query returns of a turn, in this order (recalling.rows.EventRow):
-# id, event_id, scope, scope_id, source_type, source_role, content,
-# sender_id, sender_name, created_at, and whether extraction kept nothing of it.
+# In recalling.rows.EventRow's order.
 _COLUMNS = (
     "x.id, x.event_id, x.scope, x.scope_id, x.source_type, x.source_role, x.content, x.sender_id, "
     f"x.sender_name, x.created_at, {_NOTHING_KEPT}"
@@ -116,11 +93,9 @@ def shown_turns_in_period(conn: Connection, kind: str, scope_id: str, start: str
 
 def period_turn_terms(conn: Connection, kind: str, scope_id: str, start: str, end: str, limit: int,
                       with_terms: bool) -> list[tuple[int, bytes | None]]:
-    """The scope's turns said in [start, end), the newest ``limit``, as
-    (rowid, their own keyword terms). ``with_terms``: only the turns that
-    have terms and are not withheld, with them; else every event's rowid
-    with None, read from the index alone (a keyword namespace knows which
-    of them it holds)."""
+    """The scope's newest ``limit`` turns in [start, end) as (rowid, terms).
+    Without ``with_terms``, every event's rowid with None, read from the
+    index alone (a keyword namespace knows which of them it holds)."""
     if with_terms:
         rows = fetch_rows(conn, f"SELECT x.id, t.terms FROM ltm_events x JOIN ltm_turn_terms t ON t.event_rowid = x.id "
                                 f"WHERE {_IN_PERIOD} AND NOT x.withheld ORDER BY x.created_at DESC LIMIT :limit",
@@ -131,19 +106,15 @@ def period_turn_terms(conn: Connection, kind: str, scope_id: str, start: str, en
     return [(int(r[0]), None) for r in rows]
 
 
-# A scope's turn namespaces (keywords and vectors) hold its newest
-# TURNS_HELD turns: a read in a group of a year costs what one of its last
-# weeks does, and its namespaces fit the memory budget. Older turns are
-# reached through the memories and summaries that cite them and through a
-# named period (recalling.periods), never by a search of the whole archive
-# (docs/decisions.md#d164).
+# A scope's turn namespaces hold its newest TURNS_HELD turns, so a year-old
+# group reads as cheaply as a new one; older turns are reached through the
+# memories citing them and named periods (docs/decisions.md#d164).
 TURNS_HELD = 50_000
 
 
 def held_since(conn: Connection, kind: str, scope_id: str, held: int | None = None) -> str | None:
-    """The created_at (as stored) at and before which a scope's turns are
-    not held: that of its newest ``held``-th-plus-one event; None when it
-    has no more than ``held`` (an index walk of ``held`` entries)."""
+    """The stored created_at at and before which a scope's turns are not
+    held; None when it has no more than ``held``."""
     rows = fetch_rows(conn, "SELECT created_at FROM ltm_events WHERE scope = :kind AND scope_id = :id "
                             "ORDER BY created_at DESC LIMIT 1 OFFSET :held",
                       {"kind": kind, "id": scope_id, "held": TURNS_HELD if held is None else held})
@@ -165,19 +136,13 @@ def turn_text(source_type: str, content: dict[str, Any], speaker: str | None) ->
     return " ".join(f"{who}: {said}".split())
 
 
-# A long turn is searched as passages of a few sentences each, at most
-# MAX_PASSAGES (docs/decisions.md#d77): one vector each, so a detail in the
-# middle of a long reply is found by meaning as well as its start, for a
-# bounded cost; its keyword row keeps the same passages (scored as one
-# document, indexes.keywords). A turn up to PASSAGE_CHARS stays one passage
-# (every LoCoMo turn: at most 440 characters). A Han or kana character
-# weighs CJK_WEIGHT (a Chinese word is one or two of them).
+# A long turn is searched as passages, one vector each, so a detail mid-reply
+# is found for a bounded cost (docs/decisions.md#d77). Every LoCoMo turn (at
+# most 440 characters) stays one passage; a Chinese word is one or two Han.
 PASSAGE_CHARS = 480
 MAX_PASSAGES = 6
 CJK_WEIGHT = 3
-# Which passages the keyword rows hold (the ``turn_passages`` row of
-# ltm_index_builds): another layout is rebuilt at start
-# (storing.keyword_rows.match_turn_passages).
+# Keyword rows of another layout are rebuilt at start (storing.keyword_rows.match_turn_passages).
 PASSAGE_LAYOUT = f"passages {PASSAGE_CHARS}x{MAX_PASSAGES}, cjk {CJK_WEIGHT}, context once"
 
 
@@ -186,9 +151,8 @@ def _weight(text: str) -> int:
 
 
 def _cut(part: str, size: int) -> list[str]:
-    """A sentence heavier than ``size`` in pieces of about ``size``, at a
-    space where there is one (a list or code without full stops, a Chinese
-    text written with commas only)."""
+    """A sentence heavier than ``size`` in pieces of about ``size`` (a list,
+    code, or Chinese written with commas only), at a space where there is one."""
     pieces: list[str] = []
     while _weight(part) > size:
         at, weight = 0, 0
@@ -203,12 +167,9 @@ def _cut(part: str, size: int) -> list[str]:
 
 
 def passages(said: str) -> list[str]:
-    """What a turn's words are searched as, by keywords and by vectors
-    alike: the whole text when it is short, else its sentences in order,
-    shared out into as few passages of about PASSAGE_CHARS as hold them
-    (a sentence goes to the passage its middle falls in, so passages come
-    out even), never more than MAX_PASSAGES: a very long turn has longer
-    passages. Nothing said is left out."""
+    """What a turn's words are searched as: the whole text when short, else
+    its sentences in as few even passages as hold them (a sentence goes where
+    its middle falls), at most MAX_PASSAGES. Nothing said is left out."""
     whole = " ".join(said.split())
     if _weight(whole) <= PASSAGE_CHARS:
         return [whole] if whole else []
@@ -235,12 +196,9 @@ def _joined(parts: list[str]) -> str:
 
 
 def turn_passages(source_type: str, content: dict[str, Any], speaker: str | None) -> list[str]:
-    """What a turn is embedded as: one vector per passage (``passages``),
-    after who said it; never more than MAX_PASSAGES. A short turn, one
-    passage, is embedded sentence by sentence as before: a turn is found
-    by its nearest sentence, and questions name people
-    (docs/decisions.md#d07); past MAX_PASSAGES - 1 sentences, the whole
-    turn stands for the rest."""
+    """What a turn is embedded as: one vector per passage, after who said it.
+    A short turn goes sentence by sentence, found by its nearest sentence
+    (docs/decisions.md#d07); past MAX_PASSAGES - 1, the whole turn stands for the rest."""
     who, said = turn_parts(source_type, content, speaker)
     parts = passages(said)
     if len(parts) == 1:
@@ -251,10 +209,8 @@ def turn_passages(source_type: str, content: dict[str, Any], speaker: str | None
 
 # -- what a turn is searched by -------------------------------------------------------
 
-# A turn is keyword-indexed with the first words of the turn before it in
-# its conversation, if that came within the hour: "who performed?" — "Matt
-# Patterson" is then found by "who performed" (docs/decisions.md#d08).
-# Migration 0005 applies the same rule to older turns.
+# With the first words of the turn before it, if within the hour: "Matt
+# Patterson" is found by "who performed" (docs/decisions.md#d08; migration 0005).
 CONTEXT_TOKENS = 60
 CONTEXT_WINDOW = timedelta(hours=1)
 
@@ -266,18 +222,13 @@ def searched_text(content: dict[str, Any]) -> str:
     return str(content.get("text", ""))
 
 
-# Between a turn's passages in its keyword row: not a word to FTS5, so the
-# operators' search reads the row as one text; the reader's keyword index
-# reads the turn as one document (indexes.keywords.turn_document).
+# Not a word to FTS5, so the operators' search reads the row as one text.
 PASSAGE_BREAK = "|"
 
 
 def turn_tokens(content: dict[str, Any], context: dict[str, Any] | None = None) -> list[str]:
-    """A turn's keyword tokens, passage by passage (``passages``, with
-    PASSAGE_BREAK between them); ``context``: the content of the turn
-    before it in its conversation (CONTEXT_TOKENS of it are added to the
-    first passage, as is a tool's name: the row without its breaks is the
-    turn's tokens as before passages)."""
+    """A turn's keyword tokens, PASSAGE_BREAK between passages; the turn
+    before it (``context``) and a tool's name go into the first passage."""
     tool = "tool" in content
     extra = search_tokens(str(content.get("tool", ""))) if tool else []
     if context is not None:

@@ -1,18 +1,10 @@
-"""The vector rows: every embedding lives in SQLite, in ``ltm_item_vectors``
-(a memory's one vector) or ``ltm_turn_vectors`` (a turn's vectors, one per
-sentence or passage, in one blob). FAISS namespaces (indexes.vectors) are
-caches of these rows, one per scope, corpus and model.
+"""The vector rows: every embedding lives in SQLite; FAISS namespaces
+(indexes.vectors) are caches of these rows.
 
-Vectors are stored as small integers, each row scaled by its own largest
-component (``encode``): a memory's as int8, a quarter of float32's bytes
-(the cosines differ by about 0.001, docs/decisions.md#d159); a turn's,
-of which there are many more, in TURN_BITS bits a component (D165). A
-turn's row names its space by a number (``ltm_vector_spaces``: the model,
-its dimension and the bits of a component) and its scope through its event.
-
-A store from before migration 0017 may still hold float32 rows in
-``ltm_item_vectors`` and in the old ``ltm_event_vectors`` table, until
-storing.relayout has moved them; every read here takes both kinds.
+A memory's vector is int8, a quarter of float32's bytes (cosines differ by
+about 0.001, docs/decisions.md#d159); a turn's in TURN_BITS (D165). A store
+from before migration 0017 may still hold float32 rows until storing.relayout
+has moved them; every read here takes both kinds.
 
 Over 400 lines: every statement on the vector tables is here, each taking
 both layouts and every space's bits, so that a format is changed in one place.
@@ -36,11 +28,9 @@ from .changes import VectorsStored, note
 from .tables import MemoryEvent, MemoryVector, TurnVector, VectorSpace
 
 Fingerprint = tuple[int, int, str]
-# A scope's memory vectors: those kept in it and those of the memories said
-# in it, kept with the member who said them (audience.py).
+# With those of memories said in the scope, kept with the member who said them (audience.py).
 _MEMORIES_OF_SCOPE = f"(scope = :kind AND scope_id = :id OR item_id IN ({SAID_IN_SQL}))"
-# The table of turn vectors before migration 0017 (float32, with scope and
-# model on each row); gone once storing.relayout has moved its rows.
+# Before migration 0017; gone once storing.relayout has moved its rows.
 LEGACY_TURN_VECTORS = "ltm_event_vectors"
 
 
@@ -65,15 +55,13 @@ FLOAT32 = 32  # the bits of a row from before migration 0017
 
 
 def row_bytes(dim: int, bits: int) -> int:
-    """The bytes of one vector of ``dim`` components of ``bits`` bits."""
     return (dim * bits + 7) // 8
 
 
 def encode(vectors: np.ndarray, bits: int = 8) -> bytes:
-    """Rows of floats as signed integers of ``bits`` bits (8: int8; fewer:
-    packed, little-endian bit order, each row whole bytes), each row scaled
-    so that its largest component is the largest value (the scale is not
-    kept: a cosine needs only the direction)."""
+    """Rows as signed ``bits``-bit integers (fewer than 8: packed, each row
+    whole bytes), scaled by the row's largest component: a cosine needs only
+    the direction."""
     rows = normalise(vectors)
     peak = np.abs(rows).max(axis=1, keepdims=True)
     peak[peak == 0] = 1.0
@@ -94,8 +82,7 @@ def encode(vectors: np.ndarray, bits: int = 8) -> bytes:
 
 
 def decode(blob: bytes, dim: int, bits: int = 8) -> np.ndarray:
-    """A blob's rows, float32 of unit length: ``encode``'s, or float32
-    ones (``bits`` FLOAT32, written before migration 0017)."""
+    """A blob's rows, float32 of unit length."""
     if bits == FLOAT32:
         return normalise(np.frombuffer(blob, np.float32).reshape(-1, dim))
     if bits == 8:
@@ -117,20 +104,18 @@ def decode(blob: bytes, dim: int, bits: int = 8) -> np.ndarray:
 
 
 def memory_vector(blob: bytes, dim: int) -> np.ndarray:
-    """A memory's one vector (dim bytes as int8, 4·dim as float32), float32."""
+    """A memory's one vector (int8, or float32 from before 0017)."""
     return decode(blob, dim, FLOAT32 if len(blob) == 4 * dim else 8)[0]
 
 
 def whole_memory_vector() -> ColumnElement[bool]:
-    """SQL: a memory's row holds one whole vector of its dimension, int8
-    or float32. Any other (a torn or foreign write) is left out of the
-    namespaces, and the fill embeds its row again, as if it had none."""
+    """SQL: a memory's row holds one whole vector. Any other (a torn or
+    foreign write) is left out, and the fill embeds its row again."""
     size, dim = func.length(MemoryVector.vector), MemoryVector.dim
     return and_(dim > 0, or_(size == dim, size == 4 * dim))
 
 
-# SQL: the bytes of one vector of a turn row's space (``row_bytes``), in a
-# statement that joins ltm_vector_spaces as ``s``; and as an expression.
+# ``row_bytes`` in SQL joining ltm_vector_spaces as ``s``, and as an expression.
 _ROW_BYTES = "((s.dim * s.bits + 7) / 8)"
 _SPACE_ROW_BYTES = (VectorSpace.dim * VectorSpace.bits + 7) // 8
 
@@ -180,9 +165,8 @@ _LEGACY_OF_SCOPE = (f"FROM {LEGACY_TURN_VECTORS} v JOIN ltm_events e ON e.id = v
 
 @dataclass(frozen=True)
 class ScopeVectors:
-    """What a scope holds of one corpus and model: the dimension most of
-    its rows have, how many vectors of it, and how many rows are left out
-    (not whole vectors of that dimension: the fill embeds them again)."""
+    """The dimension most of a scope's rows have, its vector count, and the
+    rows left out (not whole vectors of it: the fill embeds them again)."""
 
     dim: int
     count: int
@@ -191,9 +175,8 @@ class ScopeVectors:
 
 def scope_vectors(conn: Connection, scope: Scope, model: str, corpus: Corpus,
                   since: str | None = None) -> ScopeVectors | None:
-    """The scope's vectors of ``model`` counted by dimension (their lengths
-    only: no blob is read); None when it has none. ``since``: a turn's only
-    when said after it (storing.turns.held_since)."""
+    """The scope's vectors of ``model`` counted by their lengths only (no
+    blob is read); None when it has none."""
     counts: dict[int, list[int]] = {}  # dim -> [rows, vectors]
     broken = 0
 
@@ -238,8 +221,7 @@ def scope_vectors(conn: Connection, scope: Scope, model: str, corpus: Corpus,
 
 def scope_rows(conn: Connection, scope: Scope, model: str, corpus: Corpus, dim: int, since: str | None = None,
                chunk: int = 1000) -> Iterator[tuple[int, np.ndarray]]:
-    """The scope's whole rows of ``dim`` for ``model`` (a turn's said after
-    ``since``): (row id, its vectors as float32 unit rows), read a chunk at a time."""
+    """The scope's whole rows of ``dim`` for ``model`` as (row id, vectors), a chunk at a time."""
     params = {"kind": scope.kind, "id": scope.id, "model": model, "dim": dim, "since": since or ""}
     # Each statement gives (row id, blob, the bits of its components).
     sources: list[Any]
@@ -263,9 +245,8 @@ def scope_rows(conn: Connection, scope: Scope, model: str, corpus: Corpus, dim: 
 
 
 def _decoded(batch: Sequence[Any], dim: int) -> Iterator[tuple[int, np.ndarray]]:
-    """(row id, its vectors) of ``batch``'s (row id, blob, bits) rows, in
-    their order: the blobs of one kind decoded in one call, not one a row
-    (a scope of 50,000 turns loads ten times faster)."""
+    """The blobs of one kind decoded in one call, not one a row: a scope of
+    50,000 turns loads ten times faster."""
     kinds: dict[int, list[int]] = {}
     for n, (_, _, bits) in enumerate(batch):
         kinds.setdefault(int(bits), []).append(n)
@@ -283,9 +264,8 @@ def _decoded(batch: Sequence[Any], dim: int) -> Iterator[tuple[int, np.ndarray]]
 
 
 def fingerprint(conn: Connection, scope: Scope, model: str, corpus: Corpus, since: str | None = None) -> Fingerprint:
-    """How many vectors the scope's rows hold, the sum of their row ids and
-    the newest update (memories) or the last row id (turns, which never
-    change): a namespace file is trusted only when its fingerprint is this."""
+    """(vectors, sum of row ids, newest update or last turn row id): a
+    namespace file is trusted only when its fingerprint is this."""
     if corpus == Corpus.MEMORIES:
         row = conn.execute(
             select(func.count(), func.coalesce(func.sum(MemoryVector.item_id), 0), func.max(MemoryVector.updated_at))
@@ -320,11 +300,8 @@ def fingerprint(conn: Connection, scope: Scope, model: str, corpus: Corpus, sinc
 
 async def store_vectors(session: AsyncSession, corpus: Corpus, rows: Sequence[tuple[int, Scope]], model: str,
                         vectors: Sequence[np.ndarray], now: datetime) -> None:
-    """Save the vectors of ``rows`` (row id, scope) in the caller's
-    transaction, replacing any they had; per row an array of its vectors
-    (one for a memory, one per sentence for a turn), stored as int8 (a
-    memory's) or in TURN_BITS (a turn's). The change noted carries them as
-    the namespaces will hold them."""
+    """Save the vectors of ``rows`` (row id, scope), replacing any they had.
+    The change noted carries them as the namespaces will hold them."""
     if not rows:
         return
     vectors = [normalise(v) for v in vectors]
@@ -364,7 +341,6 @@ def _json(ids: Sequence[int]) -> str:
 
 
 async def _delete_legacy(session: AsyncSession, where: str, params: dict[str, Any]) -> int:
-    """Delete rows of the table from before 0017, while it exists."""
     present = (await session.execute(text("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = :t"),
                                      {"t": LEGACY_TURN_VECTORS})).first()
     if present is None:
@@ -389,8 +365,7 @@ async def delete_scope_turn_vectors(session: AsyncSession, scope: Scope) -> None
 
 
 async def delete_other_models(session: AsyncSession, corpus: Corpus, rowids: Sequence[int], model: str) -> None:
-    """Vectors of other models for these rows are stale once they have one
-    of ``model`` (an operator switched the embedding provider)."""
+    """Once rows have a vector of ``model``, other models' are stale."""
     if corpus == Corpus.MEMORIES:
         await session.execute(delete(MemoryVector).where(MemoryVector.item_id.in_(list(rowids)),
                                                          MemoryVector.model != model))
@@ -402,9 +377,8 @@ async def delete_other_models(session: AsyncSession, corpus: Corpus, rowids: Seq
 
 
 async def delete_long_turn_vectors(session: AsyncSession, most: int) -> int:
-    """Delete the vectors of turns holding more than ``most`` (embedded
-    sentence by sentence before passages, docs/decisions.md#d77): the fill
-    embeds those turns again. Returns how many turns lost theirs."""
+    """Delete the vectors of turns holding more than ``most`` (from before
+    passages, docs/decisions.md#d77): the fill embeds them again."""
     long = select(TurnVector.event_rowid).join(VectorSpace, VectorSpace.id == TurnVector.space).where(
         VectorSpace.dim > 0, func.length(TurnVector.vector) // _SPACE_ROW_BYTES > most)
     result = await session.execute(delete(TurnVector).where(TurnVector.event_rowid.in_(long)))
@@ -413,9 +387,8 @@ async def delete_long_turn_vectors(session: AsyncSession, most: int) -> int:
 
 
 def turn_has_vector(model: str, dim: int | None) -> ColumnElement[bool]:
-    """SQL, for a query over ``ltm_events``: the event has whole vectors of
-    ``model`` (and ``dim``) in the new table. (A row still in the table
-    from before 0017 is checked by ``legacy_turn_lacks_vector``.)"""
+    """SQL over ``ltm_events``: the event has whole vectors of ``model``
+    (rows from before 0017: ``legacy_turn_lacks_vector``)."""
     space = [VectorSpace.id == TurnVector.space, VectorSpace.model == model]
     if dim is not None:
         space.append(VectorSpace.dim == dim)
