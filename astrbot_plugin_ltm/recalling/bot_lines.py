@@ -27,8 +27,8 @@ CONTEXT_SHARE = 0.25
 class BotAllowance:
     """The tokens the bot's lines of one block may still take."""
 
-    def __init__(self, max_tokens: int, share: float | None = None) -> None:
-        self.limit = int(max_tokens * (BOT_SHARE if share is None else share))
+    def __init__(self, max_tokens: int, share: float) -> None:
+        self.limit = int(max_tokens * share)
         self.used = 0
 
     def admits(self, cost: int) -> bool:
@@ -62,3 +62,8 @@ _ZH = re.compile(
 def asks_what_the_bot_said(message: str) -> bool:
     """Whether ``message`` asks about the bot's own words."""
     return _EN.search(message) is not None or _ZH.search(message) is not None
+
+
+def bot_share(message: str) -> float:
+    """The share of the budget the bot's lines may take in the block for ``message``."""
+    return BOT_SHARE if asks_what_the_bot_said(message) else CONTEXT_SHARE

@@ -27,8 +27,8 @@ from ..scope import Scope
 from ..storing.database import Database
 from ..storing.tables import MemoryEvent, MemoryItem
 from ..text import query_tokens
-from .block import Pinned, Selected, language_of
 from .history import History
+from .read import Pinned, Selected, language_of
 from .summary_lines import focus
 from .trace import LAST_TIME
 
