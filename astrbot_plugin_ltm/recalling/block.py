@@ -23,7 +23,6 @@ from ..storing.turns import turn_parts
 from ..text import is_cjk, token_set_similarity
 from ..withholding import BOT_JUDGED_CHARS, is_bot, speaker_of
 from . import bot_lines
-from .bot_lines import BotAllowance
 from .excerpts import excerpt
 from .ranking import Ranked
 from .read import Focus, Pinned, Read, Selected
@@ -153,14 +152,15 @@ class _Walk:
     read: Read
     budget: int  # the tokens the ranked lines may take (less a pinned line's)
     frame_cost: int
-    bot: BotAllowance
+    bot_limit: int  # the tokens the bot's lines may take (read.bot_share of the budget)
+    bot_used: int = 0
     used: int = 0
     chosen: list[Chosen] = field(default_factory=list)
     per_type: dict[str, int] = field(default_factory=dict)
     n_memories: int = 0
     n_turns: int = 0
     # max_events counts the people's turns: the bot's replies are bounded by
-    # their share of the budget (BotAllowance) instead (docs/decisions.md#d118).
+    # their share of the budget instead (docs/decisions.md#d118).
     n_counted: int = 0
     covered: set[str] = field(default_factory=set)
     facts: list[str] = field(default_factory=list)
@@ -172,18 +172,12 @@ class _Walk:
         return self.n_memories >= self.read.policy.max_items and self.n_counted >= self.read.policy.max_events
 
     def leave_out(self, r: Ranked, why: str, line: str | None = None) -> None:
-        if self.read.trace is not None:
-            leave_out(self.read, r, why, line)
-
-
-def leave_out(read: Read, r: Ranked, why: str, line: str | None = None) -> None:
-    """Tells ``read``'s trace that ``r`` was left out, and why."""
-    assert read.trace is not None
-    source, id_ = candidate_of(r.memory, r.turn)
-    if line is None:
-        line = format_line(r.memory, read.ids, read.focus) if r.memory is not None else \
-            format_event_line(r.turn, read.focus) if r.turn is not None else ""
-    read.trace.leave_out(line, source, id_, r.score, why)
+        if (trace := self.read.trace) is None:
+            return
+        if line is None:
+            line = format_line(r.memory, self.read.ids, self.read.focus) if r.memory is not None else \
+                format_event_line(r.turn, self.read.focus) if r.turn is not None else ""
+        trace.leave_out(line, *candidate_of(r.memory, r.turn), r.score, why)
 
 
 class BlockBuilder:
@@ -219,7 +213,7 @@ class BlockBuilder:
                 closing: str) -> tuple[MemoryBlock, list[Chosen]]:
         """The block of the best candidates that fit, and its entries."""
         frame_cost = self._count(opening + "\n" + closing)
-        walk = _Walk(read, budget, frame_cost, BotAllowance(budget, read.bot_share), used=frame_cost)
+        walk = _Walk(read, budget, frame_cost, int(budget * read.bot_share), used=frame_cost)
         if frame_cost > budget:
             for r in ranked:
                 walk.leave_out(r, BUDGET)
@@ -241,10 +235,10 @@ class BlockBuilder:
                     break
                 continue
             line, cost = fitted
-            if r.memory is not None:
-                self._take_memory(walk, r, line, cost)
-            else:
-                self._take_turn(walk, r, line, cost, day)
+            selected = self._take_memory(walk, r, line) if r.memory is not None else self._take_turn(walk, r, line, day)
+            if selected is not None:
+                walk.used += cost
+                walk.chosen.append((r, line, selected))
         return self._assemble(walk.chosen, budget, opening, closing, read.trace)
 
     @staticmethod
@@ -277,7 +271,7 @@ class BlockBuilder:
         # the block is nearly full (docs/decisions.md#d133).
         fewest = 0 if bot_turn else fewest_tokens(self.counter, "\n" + line)
         cost = fewest if walk.used + heading + fewest > walk.budget else self._count("\n" + line)
-        if bot_turn and not walk.bot.admits(cost):
+        if bot_turn and walk.bot_used + cost > walk.bot_limit:
             walk.leave_out(r, BOT_SHARE, line)
             return None
         cost += heading
@@ -295,13 +289,13 @@ class BlockBuilder:
         walk.misses = 0
         return line, cost
 
-    def _take_memory(self, walk: _Walk, r: Ranked, line: str, cost: int) -> None:
+    def _take_memory(self, walk: _Walk, r: Ranked, line: str) -> Selected | None:
         item = r.memory
         assert item is not None
         # Last, as it is the dearest check: most candidates fail the caps or the budget first.
         if any(token_set_similarity(item.fact, fact) >= NEAR_DUPLICATE for fact in walk.facts):
             walk.leave_out(r, DUPLICATE, line)
-            return
+            return None
         walk.facts.append(item.fact)
         walk.n_memories += 1
         walk.per_type[item.type] = walk.per_type.get(item.type, 0) + 1
@@ -313,7 +307,7 @@ class BlockBuilder:
         if repeated:
             for c in repeated:
                 if c[0].turn is not None and is_bot(c[0].turn):
-                    walk.bot.give_back(self._count("\n" + c[1]))
+                    walk.bot_used = max(0, walk.bot_used - self._count("\n" + c[1]))
             walk.chosen = [c for c in walk.chosen if c not in repeated]
             for c in repeated:
                 walk.leave_out(c[0], COVERED, c[1])
@@ -321,24 +315,20 @@ class BlockBuilder:
             walk.n_counted -= sum(1 for c in repeated if c[0].turn is not None and not is_bot(c[0].turn))
             walk.days = {turn_day(c[0].turn) for c in walk.chosen if c[0].turn is not None}
             walk.used = self._cost(walk.chosen, walk.days) + walk.frame_cost
-        selected = Selected(item.memory_id, item.type, item.fact, item.confidence, round(r.score, 4),
-                            f"{item.scope}:{item.scope_id}")
-        walk.used += cost
-        walk.chosen.append((r, line, selected))
+        return Selected(item.memory_id, item.type, item.fact, item.confidence, round(r.score, 4),
+                        f"{item.scope}:{item.scope_id}")
 
-    def _take_turn(self, walk: _Walk, r: Ranked, line: str, cost: int, day: str) -> None:
+    def _take_turn(self, walk: _Walk, r: Ranked, line: str, day: str) -> Selected:
         event = r.turn
         assert event is not None
-        selected = Selected(event.event_id, "event", f"{day} {line.removeprefix('- ')}", 1.0, round(r.score, 4),
-                            f"{event.scope}:{event.scope_id}")
         walk.n_turns += 1
         walk.days.add(day)
         if is_bot(event):
-            walk.bot.take(self._count("\n" + line))
+            walk.bot_used += self._count("\n" + line)
         else:
             walk.n_counted += 1
-        walk.used += cost
-        walk.chosen.append((r, line, selected))
+        return Selected(event.event_id, "event", f"{day} {line.removeprefix('- ')}", 1.0, round(r.score, 4),
+                        f"{event.scope}:{event.scope_id}")
 
     def _cut(self, said: str, room: int) -> str | None:
         """A turn's body cut at a word for its line to fit ``room`` tokens,

@@ -7,7 +7,7 @@ or never stored). Read-only, on the database's read threads."""
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 
 from sqlalchemy import Connection
@@ -15,10 +15,9 @@ from sqlalchemy import Connection
 from ..clock import Clock
 from ..enums import Status
 from ..scope import Scope
-from .ranking import leading
 from .read import Read
 from .reader import MemoryReader
-from .rows import BASELINE_POOL, ItemRow, ItemView, load_evidence, recallable, usable
+from .rows import BASELINE_POOL, ItemRow, recallable, usable
 
 
 class OverlayReader(MemoryReader):
@@ -26,19 +25,12 @@ class OverlayReader(MemoryReader):
         super().__init__(live.db, live.retrievers, live.counter, clock, unbacked_turns=lambda: unbacked)
         self.overlay = dict(overlay)  # memory_id → status under the replayed policy
 
-    def _memories(self, conn: Connection, read: Read, turns: Collection[int]
-                  ) -> tuple[dict[int, ItemView], dict[str, frozenset[str]]]:
-        if not self.overlay:  # (a replay reads no group with followers)
-            return super()._memories(conn, read, turns)
-        if read.policy.max_items <= 0:
-            return {}, {}
-        hits = leading([f.memories for f in read.found])
-        items: dict[int, ItemView] = {}
-        for row in _load(conn, read.scopes, hits, set(self.overlay)):
-            row = replace(row, status=self.overlay.get(row.memory_id, row.status))
-            if usable(row, read.policy, read.now):
-                items[row.id] = row
-        return items, load_evidence(conn, [items[r].memory_id for r in hits if r in items], turns)
+    def _usable(self, conn: Connection, read: Read, hits: set[int]) -> list[ItemRow]:
+        if not self.overlay:
+            return super()._usable(conn, read, hits)
+        rows = (replace(row, status=self.overlay.get(row.memory_id, row.status))
+                for row in _load(conn, read.scopes, hits, set(self.overlay)))
+        return [row for row in rows if usable(row, read.policy, read.now)]
 
 
 def _load(conn: Connection, scopes: list[Scope], rowids: set[int], overlaid: set[str]) -> list[ItemRow]:

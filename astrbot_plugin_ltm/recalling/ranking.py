@@ -147,13 +147,9 @@ def rank(read: Read, spread_days: bool = True) -> list[Ranked]:
 def behind_their_turns(ranked: list[Ranked]) -> list[Ranked]:
     """``ranked`` with each summary scored at most as the best-scored of
     its own turns among the candidates, and left out when none of them is
-    one. A summary matched by its own words alone shares as much with the
-    message as the turns matched by the most common of them ("how many",
-    "now"); a word rare enough to tell a session apart brings the session's
-    turns among the hits too. So a summary is there when its turns are, and
-    never above the turn that matches best: dozens of summaries of a long
-    history no longer push the matching turns out of the block. With no
-    candidate turn at all (turns off, a search for summaries) nothing changes."""
+    one: a word rare enough to tell a session apart brings its turns among
+    the hits too (docs/decisions.md#d114). With no candidate turn at all
+    (turns off, a search for summaries) nothing changes."""
     turn_score = {r.turn.event_id: r.score for r in ranked if r.turn is not None}
     if not turn_score:
         return ranked

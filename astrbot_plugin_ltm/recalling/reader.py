@@ -1,11 +1,8 @@
 """The read path: the block to inject for one message.
 
-A read (read.py) goes through the reader's stages in turn (``stages``):
-the retrievers side by side (keyword namespaces, the embedding provider
-and FAISS); the candidates' rows and the named period's on the database's
-read threads; what the read leaves out; then one pass in a thread that
-ranks them (ranking.py) and fits the budget (block.py). With a rerank
-provider, its call comes between the ranking and the fit (reranking.py).
+A read (read.py) goes through the reader's ``stages`` in turn, then one
+pass in a thread ranks its candidates (ranking.py) and fits the budget
+(block.py); a rerank provider's call comes between the two (reranking.py).
 Memories and raw turns are candidates alike: a memory is a compact,
 reviewed fact; a turn is what was said, for what no memory covers.
 """
@@ -14,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, tzinfo
 
 from sqlalchemy import Connection
@@ -32,11 +29,11 @@ from .bot_lines import bot_share
 from .dates import First, Period, named_period
 from .explain import explain_hits
 from .followers import load_followers
-from .periods import PeriodRows, load_period, resolve
+from .periods import PeriodRows, first_day, load_period
 from .ranking import Ranked, behind_their_turns, leading, rank, spread
 from .read import Focus, Read
 from .reranking import Reranking
-from .rows import EventRow, ItemView, load_evidence, load_memories, load_turns, usable
+from .rows import EventRow, ItemRow, ItemView, load_evidence, load_memories, load_turns, usable
 from .trace import BUDGET
 
 # Hits each retriever returns per corpus, best first (docs/decisions.md#d06).
@@ -92,7 +89,10 @@ class MemoryReader:
 
     @property
     def stages(self) -> tuple[Callable[[Read], Awaitable[None]], ...]:
-        """What a read goes through before its candidates are ranked, in order."""
+        """What a read goes through before its candidates are ranked, in
+        order: the retrievers side by side (keyword namespaces, the
+        embedding provider and FAISS), then the rows on the database's read
+        threads; a new heuristic is one more stage, not one more parameter."""
         return self._retrieve, self._load_rows, self._leave_out, self._explain, self._bots_share, self._focus
 
     async def _retrieve(self, read: Read) -> None:
@@ -113,7 +113,7 @@ class MemoryReader:
         # connections than they gained side by side (docs/decisions.md#d133).
         (read.items, read.evidence, read.turns), named = await asyncio.gather(
             self.db.run(lambda conn: self._candidates(conn, read, unbacked)),
-            self._nothing() if names is None else
+            asyncio.sleep(0) if names is None else  # (None)
             self.db.run(lambda conn: self._named(conn, read, names, unbacked, ranker)),
         )
         if named is None:
@@ -145,11 +145,10 @@ class MemoryReader:
         """The hits that never became candidates, and why."""
         if read.trace is None:
             return
-        trace, policy = read.trace, read.policy
+        policy = read.policy
         memory_hits = leading([f.memories for f in read.found]) - set(read.items) if policy.max_items > 0 else set()
         turn_hits = leading([f.turns for f in read.found]) - set(read.turns) if policy.max_events > 0 else set()
-        await self.db.run(lambda conn: explain_hits(conn, read.scopes, memory_hits, turn_hits, policy, read.now,
-                                                    trace))
+        await self.db.run(lambda conn: explain_hits(conn, read, memory_hits, turn_hits))
 
     @staticmethod
     async def _bots_share(read: Read) -> None:
@@ -157,49 +156,35 @@ class MemoryReader:
 
     @staticmethod
     async def _focus(read: Read) -> None:
-        """What the block's summaries and long turns are shown for."""
         # A summary of the period the message names is shown whole; others by what the message is about.
         read.focus = Focus(frozenset(read.query.tokens), read.in_period)
-
-    @staticmethod
-    async def _nothing() -> None:
-        return None
 
     def _named(self, conn: Connection, read: Read, names: Period | First, unbacked: bool,
                ranker: TurnRanker | None) -> PeriodRows | None:
         """The memories and turns of the period the message names."""
-        period = resolve(conn, read.scopes, names, self.tz)
-        return None if period is None else \
-            load_period(conn, read.scopes, period, unbacked, read.policy, read.now, read.query.tokens, ranker)
+        period = first_day(conn, read.scopes, self.tz) if isinstance(names, First) else names
+        return None if period is None else load_period(conn, read, period, unbacked, ranker)
 
     def _candidates(self, conn: Connection, read: Read, unbacked: bool
                     ) -> tuple[dict[int, ItemView], dict[str, frozenset[str]], dict[int, EventRow]]:
         """The memories with their evidence, and the turns: the turns first,
-        for a summary's evidence is only looked for among them."""
-        turns = self._turns(conn, read, unbacked)
-        return (*self._memories(conn, read, turns.keys()), turns)
-
-    def _memories(self, conn: Connection, read: Read, turns: Collection[int]
-                  ) -> tuple[dict[int, ItemView], dict[str, frozenset[str]]]:
-        """The usable memories among the hits and each scope's most
-        important ones, with the event ids of the hits' evidence (a
-        summary's among ``turns``); and the profile facts that follow
-        ``read.follower`` into the group."""
+        for a summary's evidence is only looked for among them. The
+        memories: the usable hits, each scope's most important ones, and
+        the profile facts that follow ``read.follower`` into the group."""
         policy = read.policy
+        turns: dict[int, EventRow] = {} if policy.max_events <= 0 else \
+            load_turns(conn, read.scopes, list(leading([f.turns for f in read.found])), unbacked)
         if policy.max_items <= 0:
-            return {}, {}
+            return {}, {}, turns
         hits = leading([f.memories for f in read.found])
-        items: dict[int, ItemView] = {i.id: i for i in load_memories(conn, read.scopes, hits, policy)
-                                      if usable(i, policy, read.now)}
+        items: dict[int, ItemView] = {i.id: i for i in self._usable(conn, read, hits)}
         if read.follower is not None:
             items.update({i.id: i for i in load_followers(conn, read.follower, policy, read.now) if i.id not in items})
-        return items, load_evidence(conn, [items[r].memory_id for r in hits if r in items], turns)
+        return items, load_evidence(conn, [items[r].memory_id for r in hits if r in items], turns.keys()), turns
 
-    @staticmethod
-    def _turns(conn: Connection, read: Read, unbacked: bool) -> dict[int, EventRow]:
-        if read.policy.max_events <= 0:
-            return {}
-        return load_turns(conn, read.scopes, list(leading([f.turns for f in read.found])), unbacked)
+    def _usable(self, conn: Connection, read: Read, hits: set[int]) -> list[ItemRow]:
+        """The usable memories among ``hits`` and each scope's most important ones."""
+        return [i for i in load_memories(conn, read.scopes, hits, read.policy) if usable(i, read.policy, read.now)]
 
     def _rank_for_reranker(self, read: Read) -> tuple[list[Ranked], list[str]]:
         """The candidates ranked, not yet spread over their days, and the texts the reranker reads."""

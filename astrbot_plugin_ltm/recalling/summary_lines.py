@@ -7,8 +7,7 @@ summary reads as its day and the one of its sentences (FOCUS_SENTENCES)
 sharing the message's rarest words within the summary (a name in every
 sentence tells them apart less than a title in one). It stays one memory:
 the memory_expand tool shows the rest, and a message naming the summary's
-period (a date question) gets it whole. A raw turn reads by its content
-too, within its line's bound (excerpts.py, docs/decisions.md#d80).
+period (a date question) gets it whole.
 """
 
 from __future__ import annotations
