@@ -63,6 +63,7 @@ from .recalling.dates import time_zone
 from .recalling.followers import Follower
 from .recalling.history import History
 from .recalling.last_time import LastTime
+from .recalling.read import Read
 from .recalling.reader import MemoryReader
 from .recalling.reranking import Reranking
 from .recalling.retrieval import KeywordRetriever, VectorRetriever
@@ -309,8 +310,8 @@ class LTMEngine:
         held = await History.read(history) if history else None
         # "Last time we talked" is a candidate the reader places first (docs/decisions.md#d107).
         pinned = await self.last_time.pinned(scopes, query, self.config, held)
-        block = await self.reader.read(scopes, query, self.config.read_policy, ids=self.config.tools.expand,
-                                       history=held, trace=trace, pinned=pinned, follower=self.follower(origin))
+        block = await self.reader.read(Read(query, scopes, self.config.read_policy, ids=self.config.tools.expand,
+                                            history=held, trace=trace, pinned=pinned, follower=self.follower(origin)))
         if trace is None:
             self.usage.note(block, via="block")
         return block

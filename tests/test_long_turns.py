@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 
 from astrbot_plugin_ltm.config import ReadPolicy
 from astrbot_plugin_ltm.recalling import bot_lines
-from astrbot_plugin_ltm.recalling.block import EVENT_CHARS, WHOLE_TURNS, BlockBuilder, Focus, format_event_line
+from astrbot_plugin_ltm.recalling.block import EVENT_CHARS, WHOLE_TURNS, BlockBuilder, format_event_line
 from astrbot_plugin_ltm.recalling.excerpts import MARK, excerpt
 from astrbot_plugin_ltm.recalling.ranking import Ranked
+from astrbot_plugin_ltm.recalling.read import Focus, Read
 from astrbot_plugin_ltm.recalling.rows import EventRow
 from astrbot_plugin_ltm.recalling.tokens import default_counter
 from astrbot_plugin_ltm.text import query_tokens
@@ -75,7 +76,7 @@ def test_every_turn_of_the_block_reads_by_content_the_first_ones_too():
     # a person's (the bot's lines together keep to their share of the budget)
     ranked = [Ranked(1.0 - n / 100, turn=_row(n, RESTAURANTS_ZH, role="user")) for n in range(WHOLE_TURNS + 1)]
     policy = ReadPolicy(max_tokens=2000)
-    block = builder.fit(ranked, policy, about=_about(FISH))
+    block = builder.fit(ranked, Read("", [], policy, focus=_about(FISH)))
     lines = _lines(block)
     assert len(lines) == WHOLE_TURNS + 1 and all("西湖醋鱼" in line for line in lines), lines
     assert block.tokens == default_counter().count(block.text) <= policy.max_tokens

@@ -22,11 +22,10 @@ from astrbot_plugin_ltm.recalling.block import (
     HEADER,
     NOTES,
     BlockBuilder,
-    Focus,
     frame,
-    language_of,
 )
 from astrbot_plugin_ltm.recalling.ranking import Ranked
+from astrbot_plugin_ltm.recalling.read import Focus, Read, language_of
 from astrbot_plugin_ltm.recalling.retrieval import KeywordRetriever
 from astrbot_plugin_ltm.recalling.summary_lines import ELLIPSIS
 from astrbot_plugin_ltm.recalling.tokens import EstimateCounter, default_counter
@@ -163,10 +162,10 @@ def test_the_first_turn_that_does_not_fit_is_cut_to_the_room_left():
     builder = BlockBuilder(counter)
     short = _turn(0, "I keep bees in Kent")
     long_ = _turn(1, "My garden in Kent has " + "many old apple trees and " * 30)
-    whole = builder.fit([short], ReadPolicy(max_tokens=800))
+    whole = builder.fit([short], Read("", [], ReadPolicy(max_tokens=800)))
     for room, cut in ((40, True), (CUT_MIN_TOKENS - 1, False)):
         policy = ReadPolicy(max_tokens=whole.tokens + room)
-        block = builder.fit([short, long_], policy)
+        block = builder.fit([short, long_], Read("", [], policy))
         assert block.tokens <= policy.max_tokens
         if cut:
             assert [s.memory_id for s in block.events] == ["e0", "e1"]
@@ -212,7 +211,7 @@ def test_fit_respects_every_cap_and_the_budget_for_arbitrary_text(entries, links
                                                           type=kind, fact=text_, fact_key=f"k{n}",
                                                           confidence=0.9), covers=covers))
     ranked.sort(key=lambda r: -r.score)
-    block = builder.fit(ranked, policy)
+    block = builder.fit(ranked, Read("", [], policy))
     check_block(block, policy, counter)
     days = [s.fact.split("] ")[0] for s in block.events]
     assert days == sorted(days)
@@ -255,8 +254,8 @@ def test_lines_left_uncounted_change_nothing_in_the_block(seed, max_tokens, bot_
     ranked.sort(key=lambda r: -r.score)
     policy = ReadPolicy(max_tokens=max_tokens, max_items=50, max_per_type=50, max_events=50)  # the budget binds
     about = Focus(frozenset(Query.of(random_fact(rng)).tokens))
-    bounded = BlockBuilder(default_counter()).fit(ranked, policy, about=about)
-    counted = BlockBuilder(_Unbounded()).fit(ranked, policy, about=about)
+    bounded = BlockBuilder(default_counter()).fit(ranked, Read("", [], policy, focus=about))
+    counted = BlockBuilder(_Unbounded()).fit(ranked, Read("", [], policy, focus=about))
     assert (bounded.text, bounded.tokens) == (counted.text, counted.tokens)
 
 

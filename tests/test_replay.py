@@ -17,6 +17,7 @@ from astrbot_plugin_ltm.learning.gate_log import REFUSED
 from astrbot_plugin_ltm.learning.replay_gate import ACTIVE, SHADOW, LoggedCandidate, Switches, replay_gate
 from astrbot_plugin_ltm.operating.replay import Selection, load, read_scopes
 from astrbot_plugin_ltm.operating.tuning import tune
+from astrbot_plugin_ltm.recalling.read import Read
 from astrbot_plugin_ltm.storing.database import ReadOnlyError
 from astrbot_plugin_ltm.storing.tables import GateLogEntry, MemoryItem
 
@@ -110,7 +111,7 @@ async def test_replay_reads_match_the_live_reader_for_the_current_policy(ltm, or
     await alice_history(ltm, origin)
     scopes = ltm.engine.resolver.read_scopes(origin("alice"))  # what a live read of her messages reads
     queries = ["I love green tea", "Green tea is my favourite drink", "I live in Berlin", "I might try climbing"]
-    blocks = [await ltm.engine.reader.read(scopes, q, ltm.engine.config.read_policy) for q in queries]
+    blocks = [await ltm.engine.reader.read(Read(q, scopes, ltm.engine.config.read_policy)) for q in queries]
     api = replay_api(ltm)
     report = (await run_job(api, await api.start_replay(
         {"policy": {"read_policy": {"max_items": 0, "max_events": 0}}, "set": "all"})))["report"]

@@ -9,6 +9,7 @@ from astrbot_plugin_ltm.config import ReadPolicy
 from astrbot_plugin_ltm.enums import Role
 from astrbot_plugin_ltm.extension_points import Found
 from astrbot_plugin_ltm.recalling.ranking import rank
+from astrbot_plugin_ltm.recalling.read import Read
 from astrbot_plugin_ltm.recalling.rows import EventRow, load_turns
 from astrbot_plugin_ltm.scope import Scope
 from tests.helpers import event_row
@@ -25,7 +26,7 @@ def test_a_turn_nothing_was_kept_of_ranks_below_an_equal_turn_a_fact_was_made_of
     chat = _turn(1, "Thanks, Mel! Talk soon!", nothing_kept=True)
     news = _turn(2, "I signed up for a pottery class", nothing_kept=False)
     found = [Found(turns=[1, 2]), Found(turns=[2, 1])]  # the two retrievers disagree: equal similarity
-    ranked = rank(found, {}, {}, {1: chat, 2: news}, ReadPolicy(), NOW)
+    ranked = rank(_read(found, {}, {}, {1: chat, 2: news}))
     assert [r.turn.event_id for r in ranked if r.turn is not None] == ["e2", "e1"]
     policy = ReadPolicy()
     assert ranked[0].score - ranked[1].score >= policy.importance_weight * policy.event_importance - 1e-9
@@ -34,7 +35,7 @@ def test_a_turn_nothing_was_kept_of_ranks_below_an_equal_turn_a_fact_was_made_of
 def test_a_turn_nothing_was_kept_of_still_outranks_a_worse_match():
     chat = _turn(1, "Pottery was fun, thanks!", nothing_kept=True)
     other = _turn(2, "Lunch was fine", nothing_kept=False)
-    ranked = rank([Found(turns=[1])], {}, {}, {1: chat, 2: other}, ReadPolicy(), NOW)
+    ranked = rank(_read([Found(turns=[1])], {}, {}, {1: chat, 2: other}))
     assert ranked[0].turn is chat  # what matches the message still comes first
 
 
@@ -48,3 +49,7 @@ async def test_the_reader_flags_the_turns_extraction_kept_nothing_of(ltm, origin
     assert {row.content["text"]: row.nothing_kept for row in rows.values()} == {
         "Thanks, see you!": True, "I love green tea": False, "Still waiting to be read": False,
     }
+
+
+def _read(found: list[Found], items: dict, evidence: dict[str, frozenset[str]], turns: dict) -> Read:
+    return Read("", [], ReadPolicy(), now=NOW, found=found, items=items, evidence=evidence, turns=turns)

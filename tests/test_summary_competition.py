@@ -9,6 +9,7 @@ from astrbot_plugin_ltm.config import ReadPolicy
 from astrbot_plugin_ltm.enums import MemoryType
 from astrbot_plugin_ltm.extension_points import Found
 from astrbot_plugin_ltm.recalling.ranking import rank
+from astrbot_plugin_ltm.recalling.read import Read
 from astrbot_plugin_ltm.storing.tables import MemoryItem
 from tests.helpers import event_row
 
@@ -34,7 +35,7 @@ def test_summaries_whose_turns_are_no_candidates_are_left_out_however_well_their
     items = {100 + n: summary(100 + n, DAY[n + 1]) for n in range(20)}
     evidence = {f"s{100 + n}": frozenset({f"e{1000 + n}"}) for n in range(20)}
     found = [Found(memories=list(items), turns=[1, 2])]
-    ranked = rank(found, items, evidence, turns, ReadPolicy(), NOW)
+    ranked = rank(_read(found, items, evidence, turns))
     assert order(ranked) == ["e1", "e2"]
 
 
@@ -47,7 +48,7 @@ def test_a_summary_of_the_matching_turns_ranks_right_after_the_best_of_them():
     # outrank every turn on its importance alone.
     evidence = {"s100": frozenset({"e1", "e2"})}
     found = [Found(memories=[100], turns=[1, 2, 3])]
-    ranked = rank(found, items, evidence, turns, ReadPolicy(), NOW)
+    ranked = rank(_read(found, items, evidence, turns))
     assert order(ranked)[:2] == ["e1", "s100"]
     assert ranked[1].score < ranked[0].score
 
@@ -58,7 +59,7 @@ def test_a_summary_never_passes_a_turn_of_another_session_that_matches_better():
     items = {100: summary(100, DAY[5], "The user baked bread and asked how many cups of flour.")}
     evidence = {"s100": frozenset({"e2"})}
     found = [Found(memories=[100], turns=[1, 2])]
-    ranked = rank(found, items, evidence, turns, ReadPolicy(), NOW)
+    ranked = rank(_read(found, items, evidence, turns))
     assert order(ranked) == ["e1", "e2", "s100"]
 
 
@@ -66,7 +67,7 @@ def test_with_no_candidate_turn_summaries_rank_as_before():
     items = {100: summary(100, DAY[0]), 101: summary(101, DAY[1])}
     evidence = {"s100": frozenset({"e1"}), "s101": frozenset({"e2"})}
     found = [Found(memories=[101, 100], turns=[])]
-    ranked = rank(found, items, evidence, {}, ReadPolicy(), NOW)
+    ranked = rank(_read(found, items, evidence, {}))
     assert order(ranked) == ["s101", "s100"]
 
 
@@ -75,6 +76,9 @@ def test_facts_are_not_held_back_by_the_summary_rule():
                       fact="User has 1,200 Instagram followers", fact_key="instagram_followers", confidence=0.9,
                       importance=0.5, updated_at=DAY[5])
     turns = {2: event_row(2, "How many cups of flour now?", at=DAY[5])}
-    ranked = rank([Found(memories=[200], turns=[2])], {200: fact}, {"f200": frozenset({"e9"})}, turns,
-                  ReadPolicy(), NOW)
+    ranked = rank(_read([Found(memories=[200], turns=[2])], {200: fact}, {"f200": frozenset({"e9"})}, turns))
     assert order(ranked) == ["f200", "e2"]
+
+
+def _read(found: list[Found], items: dict, evidence: dict[str, frozenset[str]], turns: dict) -> Read:
+    return Read("", [], ReadPolicy(), now=NOW, found=found, items=items, evidence=evidence, turns=turns)

@@ -9,8 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from astrbot_plugin_ltm.config import ReadPolicy
-from astrbot_plugin_ltm.recalling.block import TURN_SENTENCES, WHOLE_TURNS, BlockBuilder, Focus
+from astrbot_plugin_ltm.recalling.block import TURN_SENTENCES, WHOLE_TURNS, BlockBuilder
 from astrbot_plugin_ltm.recalling.ranking import Ranked
+from astrbot_plugin_ltm.recalling.read import Focus, Read
 from astrbot_plugin_ltm.recalling.tokens import default_counter
 from astrbot_plugin_ltm.text import query_tokens
 from tests.helpers import event_row
@@ -38,7 +39,7 @@ def _lines(block) -> list[str]:
 def test_turns_after_the_first_few_read_as_the_sentences_the_message_is_about():
     builder = BlockBuilder(default_counter())
     ranked = [_turn(n, CAMPING) for n in range(WHOLE_TURNS + 2)]
-    block = builder.fit(ranked, ReadPolicy(), about=about("Where did Melanie go camping?"))
+    block = builder.fit(ranked, Read("", [], ReadPolicy(), focus=about("Where did Melanie go camping?")))
     lines = _lines(block)
     assert lines[:WHOLE_TURNS] == [f"- Melanie: {CAMPING}"] * WHOLE_TURNS
     # the sentence sharing the message's word, then the opening one fills up to TURN_SENTENCES
@@ -51,13 +52,13 @@ def test_turns_after_the_first_few_read_as_the_sentences_the_message_is_about():
 def test_a_turn_focused_on_a_later_sentence_keeps_its_speaker():
     builder = BlockBuilder(default_counter())
     ranked = [_turn(n, CAMPING) for n in range(WHOLE_TURNS + 1)]
-    block = builder.fit(ranked, ReadPolicy(), about=about("How was the weather at the lake?"))
+    block = builder.fit(ranked, Read("", [], ReadPolicy(), focus=about("How was the weather at the lake?")))
     assert _lines(block)[-1] == "- " + CAMPING_FOCUSED
 
 
 def test_without_a_message_to_focus_on_every_turn_is_whole():
     builder = BlockBuilder(default_counter())
-    block = builder.fit([_turn(n, CAMPING) for n in range(WHOLE_TURNS + 2)], ReadPolicy())
+    block = builder.fit([_turn(n, CAMPING) for n in range(WHOLE_TURNS + 2)], Read("", [], ReadPolicy()))
     assert _lines(block) == [f"- Melanie: {CAMPING}"] * (WHOLE_TURNS + 2)
 
 
@@ -67,7 +68,7 @@ def test_short_turns_are_whole_and_a_tool_result_reads_from_its_start():
     result = "Forecast: rain. Lake closed. Camping allowed. Bring boots."
     ranked = [*(_turn(n, CAMPING) for n in range(WHOLE_TURNS)), _turn(5, short),
               _turn(6, "", source_type="tool_result", content={"tool": "weather", "result": result})]
-    block = builder.fit(ranked, ReadPolicy(), about=about("camping"))
+    block = builder.fit(ranked, Read("", [], ReadPolicy(), focus=about("camping")))
     assert _lines(block)[WHOLE_TURNS:] == [f"- Melanie: {short}", f"- tool weather: {result}"]
 
 
@@ -77,8 +78,8 @@ def test_focused_turns_leave_room_for_more_turns_of_other_days():
                                                    at=SAID_AT + timedelta(days=n)))
               for n in range(12)]
     policy = ReadPolicy(max_tokens=400)
-    whole = builder.fit(ranked, policy)
-    focused = builder.fit(ranked, policy, about=about("Where did Melanie go camping?"))
+    whole = builder.fit(ranked, Read("", [], policy))
+    focused = builder.fit(ranked, Read("", [], policy, focus=about("Where did Melanie go camping?")))
     assert focused.tokens <= policy.max_tokens
     assert len(focused.events) >= len(whole.events) + 2
 
@@ -87,7 +88,7 @@ def test_a_chinese_turn_is_focused_on_its_sentences():
     builder = BlockBuilder(default_counter())
     said = "谢谢你！周末过得很好。我们带孩子去湖边露营了。天气也不错。下次再聊！"
     ranked = [_turn(n, said, who="小美") for n in range(WHOLE_TURNS + 1)]
-    block = builder.fit(ranked, ReadPolicy(), about=about("小美去哪里露营了？"))
+    block = builder.fit(ranked, Read("", [], ReadPolicy(), focus=about("小美去哪里露营了？")))
     assert _lines(block)[-1] == "- 小美: 谢谢你！…我们带孩子去湖边露营了。"
 
 
@@ -101,8 +102,8 @@ def test_a_chinese_turn_is_focused_on_its_sentences():
 def test_focused_turns_keep_the_budget_and_their_speaker_for_arbitrary_text(texts, message, max_tokens):
     counter = default_counter()
     policy = ReadPolicy(max_tokens=max_tokens)
-    block = BlockBuilder(counter).fit([_turn(n, said) for n, said in enumerate(texts)], policy,
-                                      about=about(message))
+    block = BlockBuilder(counter).fit([_turn(n, said) for n, said in enumerate(texts)],
+                                      Read("", [], policy, focus=about(message)))
     assert block.tokens <= policy.max_tokens
     assert not block.text or counter.count(block.text) == block.tokens
     assert all(line.startswith("- Melanie:") for line in _lines(block))

@@ -19,7 +19,7 @@ from ..engine import LTMEngine
 from ..enums import MEMORY_TYPES, Outcome, Status
 from ..instructions import instruction_reason, neutralise
 from ..recalling.block import EVENT_CHARS
-from ..recalling.reader import Only
+from ..recalling.read import Only, Read
 from ..scope import Origin, Scope
 from ..storing.database import ReadOnlyError
 from ..storing.evidence import cited_events
@@ -90,8 +90,8 @@ class MemoryTools:
             only = replace(only, since=since, until=until)
         cfg = self.engine.config
         policy = replace(cfg.read_policy, enable=True, max_tokens=cfg.tools.search_max_tokens)
-        block = await reader.read(self.engine.resolver.read_scopes(origin), query, policy, only=only,
-                                  ids=cfg.tools.expand, follower=self.engine.follower(origin))
+        block = await reader.read(Read(query, self.engine.resolver.read_scopes(origin), policy, only=only,
+                                       ids=cfg.tools.expand, follower=self.engine.follower(origin)))
         self.engine.usage.note(block, via="tool")
         return block.text if block else "Nothing in memory matches that."
 

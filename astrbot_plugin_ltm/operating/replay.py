@@ -40,6 +40,7 @@ from ..learning.replay_gate import (
 )
 from ..recalling.block import MemoryBlock
 from ..recalling.overlay import OverlayReader
+from ..recalling.read import Read
 from ..recalling.reader import MemoryReader
 from ..scope import Origin, Scope, ScopeResolver
 from ..storing.database import Database
@@ -310,7 +311,7 @@ async def reads(live: MemoryReader, clock: Clock, data: ReplayData, cfg: LTMConf
 
 async def _read(reader: OverlayReader, cfg: LTMConfig, probe: Probe, policy: ReadPolicy) -> tuple[MemoryBlock, float]:
     started = time.perf_counter()
-    block = await reader.read(list(probe.scopes), probe.query, policy) if cfg.enable else MemoryBlock()
+    block = await reader.read(Read(probe.query, list(probe.scopes), policy)) if cfg.enable else MemoryBlock()
     return block, time.perf_counter() - started
 
 

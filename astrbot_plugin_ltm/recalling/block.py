@@ -10,12 +10,11 @@ measured on the lines as laid out), so they stay in one file.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import date
 from functools import lru_cache
 
 from ..clock import as_utc
-from ..config import ReadPolicy
 from ..enums import MemoryType, SourceType
 from ..extension_points import TokenCounter
 from ..instructions import instruction_reason, neutralise
@@ -24,9 +23,9 @@ from ..storing.turns import turn_parts
 from ..text import is_cjk, token_set_similarity
 from ..withholding import BOT_JUDGED_CHARS, is_bot, speaker_of
 from . import bot_lines
-from .bot_lines import BotAllowance
 from .excerpts import excerpt
 from .ranking import Ranked
+from .read import Focus, Pinned, Read, Selected
 from .rows import EventRow, ItemView
 from .summary_lines import focus, summary_day
 from .tokens import fewest_tokens, joined_count
@@ -61,33 +60,6 @@ CUT_MIN_CHARS = 24
 COUNT_CACHE = 8192  # lines whose token count is kept (docs/decisions.md#d17)
 
 
-@dataclass(frozen=True)
-class Selected:
-    memory_id: str  # the event_id for a raw turn
-    type: str  # a memory type, or "event" for a raw turn
-    fact: str  # the memory's fact, or the turn's day and line
-    confidence: float
-    score: float
-    scope: str
-
-
-@dataclass(frozen=True)
-class Pinned:
-    """A candidate the reader places right under the block's opening, before
-    the ranked ones, when it fits ("last time we talked", last_time.py):
-    its lines as they read, and what the block reports of it. The rest of
-    the block is fitted to what it leaves of the budget; a ranked line of
-    the same memory gives way to it (docs/decisions.md#d107)."""
-
-    lines: tuple[str, ...]
-    selected: Selected
-    source: str  # the trace's source of its lines (trace.LAST_TIME)
-
-    @property
-    def text(self) -> str:
-        return "\n".join(self.lines)
-
-
 @dataclass
 class MemoryBlock:
     text: str = ""
@@ -97,14 +69,6 @@ class MemoryBlock:
 
     def __bool__(self) -> bool:
         return bool(self.items or self.events)
-
-
-def language_of(text: str) -> str:
-    """zh when the message has at least as many CJK characters as Latin
-    letters, else en."""
-    cjk = sum(1 for ch in text if is_cjk(ch))
-    latin = sum(1 for ch in text if ch.isascii() and ch.isalpha())
-    return "zh" if cjk and cjk >= latin else "en"
 
 
 def frame(language: str) -> tuple[str, str]:
@@ -134,15 +98,6 @@ def format_line(item: ItemView, ids: bool = False, about: Focus | None = None) -
         kind = f"{item.type}; private to {_neutralised(private_to)}" if private_to else item.type
         line = f"- [{kind}] {_neutralised(item.fact)} (confidence: {item.confidence:.2f})"
     return f"{line} #{item.id}" if ids else line
-
-
-@dataclass(frozen=True)
-class Focus:
-    """What a read's summaries are shown for: the message's query tokens,
-    and the row ids of the summaries shown whole (in the period it names)."""
-
-    tokens: frozenset[str]
-    whole: frozenset[int] = frozenset()
 
 
 def format_event_line(event: MemoryEvent | EventRow, about: Focus | None = None, whole: bool = True) -> str:
@@ -190,6 +145,41 @@ def _said_on(day: date) -> str:
 Chosen = tuple[Ranked, str, Selected]  # the candidate, its line, what the block reports
 
 
+@dataclass
+class _Walk:
+    """One walk down the ranked candidates: what it chose, and what that leaves."""
+
+    read: Read
+    budget: int  # the tokens the ranked lines may take (less a pinned line's)
+    frame_cost: int
+    bot_limit: int  # the tokens the bot's lines may take (read.bot_share of the budget)
+    bot_used: int = 0
+    used: int = 0
+    chosen: list[Chosen] = field(default_factory=list)
+    per_type: dict[str, int] = field(default_factory=dict)
+    n_memories: int = 0
+    n_turns: int = 0
+    # max_events counts the people's turns: the bot's replies are bounded by
+    # their share of the budget instead (docs/decisions.md#d118).
+    n_counted: int = 0
+    covered: set[str] = field(default_factory=set)
+    facts: list[str] = field(default_factory=list)
+    days: set[str] = field(default_factory=set)  # the headings of the turns chosen so far
+    misses: int = 0
+    cut: bool = False  # a turn was cut to fit
+
+    def full(self) -> bool:
+        return self.n_memories >= self.read.policy.max_items and self.n_counted >= self.read.policy.max_events
+
+    def leave_out(self, r: Ranked, why: str, line: str | None = None) -> None:
+        if (trace := self.read.trace) is None:
+            return
+        if line is None:
+            line = format_line(r.memory, self.read.ids, self.read.focus) if r.memory is not None else \
+                format_event_line(r.turn, self.read.focus) if r.turn is not None else ""
+        trace.leave_out(line, *candidate_of(r.memory, r.turn), r.score, why)
+
+
 class BlockBuilder:
     """Fits ranked candidates into a block (pure: no database)."""
 
@@ -199,146 +189,146 @@ class BlockBuilder:
         # the exact text, so a cached count is the counter's own answer.
         self._count = lru_cache(maxsize=COUNT_CACHE)(counter.count)
 
-    def fits_alone(self, pinned: Pinned, policy: ReadPolicy, language: str) -> bool:
-        """Whether the block's frame and ``pinned`` fit the budget, nothing else."""
-        opening, closing = frame(language)
-        return self.counter.count(f"{opening}\n{pinned.text}\n{closing}") <= policy.max_tokens
+    def fits_alone(self, read: Read) -> bool:
+        """Whether the block's frame and ``read.pinned`` fit the budget, nothing else."""
+        assert read.pinned is not None
+        opening, closing = frame(read.language)
+        return self.counter.count(f"{opening}\n{read.pinned.text}\n{closing}") <= read.policy.max_tokens
 
-    def fit(self, ranked: list[Ranked], policy: ReadPolicy, language: str = "en", ids: bool = False,
-            about: Focus | None = None, trace: Trace | None = None, pinned: Pinned | None = None,
-            bot_share: float | None = None) -> MemoryBlock:
+    def fit(self, ranked: list[Ranked], read: Read) -> MemoryBlock:
         """The best-scored candidates under the caps and the budget.
         Memories: max_items, max_per_type, and no near-duplicate of one
         already chosen. Turns: max_events, and none behind a chosen memory
         (one chosen before its memory goes when the memory comes). A line
         that does not fit is skipped, as a shorter one may still fit.
-        ``trace``: filled with the lines taken and the candidates left out, and why.
-        ``pinned``: placed first, the rest fitted to what it leaves (the
-        reader has checked it fits alone, ``fits_alone``). ``bot_share``: the
-        share of the budget the bot's lines may take (bot_lines.BOT_SHARE if None)."""
-        opening, closing = frame(language)
-        room = policy.max_tokens
-        if pinned is not None:
-            policy = replace(policy, max_tokens=max(0, room - self.counter.count("\n" + pinned.text)))
-        block, chosen = self._choose(ranked, policy, opening, closing, ids, about, trace, bot_share)
-        return block if pinned is None else self._pin(pinned, block, chosen, opening, closing, room, trace)
+        ``read.pinned`` is placed first, the rest fitted to what it leaves
+        (the reader has checked it fits alone, ``fits_alone``)."""
+        opening, closing = frame(read.language)
+        room = read.policy.max_tokens
+        budget = room if read.pinned is None else max(0, room - self.counter.count("\n" + read.pinned.text))
+        block, chosen = self._choose(ranked, read, budget, opening, closing)
+        return block if read.pinned is None else self._pin(read, read.pinned, block, chosen, opening, closing)
 
-    def _choose(self, ranked: list[Ranked], policy: ReadPolicy, opening: str, closing: str, ids: bool,
-                about: Focus | None, trace: Trace | None,
-                bot_share: float | None = None) -> tuple[MemoryBlock, list[Chosen]]:
+    def _choose(self, ranked: list[Ranked], read: Read, budget: int, opening: str,
+                closing: str) -> tuple[MemoryBlock, list[Chosen]]:
         """The block of the best candidates that fit, and its entries."""
         frame_cost = self._count(opening + "\n" + closing)
-
-        def left_out(r: Ranked, why: str, line: str | None = None) -> None:
-            if trace is not None:
-                source, id_ = candidate_of(r.memory, r.turn)
-                if line is None:
-                    line = format_line(r.memory, ids, about) if r.memory is not None else \
-                        format_event_line(r.turn, about) if r.turn is not None else ""
-                trace.leave_out(line, source, id_, r.score, why)
-
-        if frame_cost > policy.max_tokens:
+        walk = _Walk(read, budget, frame_cost, int(budget * read.bot_share), used=frame_cost)
+        if frame_cost > budget:
             for r in ranked:
-                left_out(r, BUDGET)
+                walk.leave_out(r, BUDGET)
             return MemoryBlock(), []
-        used = frame_cost
-        chosen: list[Chosen] = []
-        per_type: dict[str, int] = {}
-        n_memories = n_turns = 0
-        # max_events counts the people's turns: the bot's replies are bounded by
-        # their share of the budget (BotAllowance) instead (docs/decisions.md#d118).
-        n_counted = 0
-        covered: set[str] = set()
-        chosen_facts: list[str] = []
-        days: set[str] = set()  # the headings of the turns chosen so far
-        bot = BotAllowance(policy.max_tokens, bot_share)
-        misses = 0
-        cut = False  # a turn was cut to fit
         for at, r in enumerate(ranked):
-            if n_memories >= policy.max_items and n_counted >= policy.max_events:
-                for rest in ranked[at:] if trace is not None else ():
-                    left_out(rest, MAX_ITEMS if rest.memory is not None else MAX_EVENTS)
+            if walk.full():
+                for rest in ranked[at:] if read.trace is not None else ():
+                    walk.leave_out(rest, MAX_ITEMS if rest.memory is not None else MAX_EVENTS)
                 break
-            day = ""
-            if r.memory is not None:
-                item = r.memory
-                if n_memories >= policy.max_items or per_type.get(item.type, 0) >= policy.max_per_type:
-                    left_out(r, MAX_ITEMS if n_memories >= policy.max_items else PER_TYPE)
-                    continue
-                line = format_line(item, ids, about)
-            else:
-                assert r.turn is not None
-                event = r.turn
-                if (n_counted >= policy.max_events and not is_bot(event)) or event.event_id in covered:
-                    left_out(r, MAX_EVENTS if n_counted >= policy.max_events else COVERED)
-                    continue
-                body = event_body(event, about, whole=n_turns < WHOLE_TURNS)
-                line = f"- {body}"
-                day = turn_day(event)
-            heading = self._count("\n" + day) if r.turn is not None and day not in days else 0
-            # A line that cannot fit whatever it counts is not counted (the
-            # bot's share needs its count): most lines the walk tries once
-            # the block is nearly full (docs/decisions.md#d133).
-            fewest = 0 if r.turn is not None and is_bot(r.turn) else fewest_tokens(self.counter, "\n" + line)
-            cost = fewest if used + heading + fewest > policy.max_tokens else self._count("\n" + line)
-            if r.turn is not None and is_bot(r.turn) and not bot.admits(cost):
-                left_out(r, BOT_SHARE, line)
+            line = self._memory_line(walk, r) if r.memory is not None else self._turn_line(walk, r)
+            if line is None:
                 continue
-            cost += heading
-            if used + cost > policy.max_tokens:
-                # The first turn that does not fit is cut to the room left,
-                # rather than leaving it empty (docs/decisions.md#d50).
-                shorter = None if cut or r.turn is None else self._cut(body, policy.max_tokens - used - heading)
-                if shorter is None:
-                    left_out(r, BUDGET, line)
-                    misses += 1
-                    if misses >= FULL_AFTER_MISSES:
-                        for rest in ranked[at + 1:] if trace is not None else ():
-                            left_out(rest, FULL)
-                        break
-                    continue
-                body, line = shorter, f"- {shorter}"
-                cost, cut = self._count("\n" + line) + heading, True  # cached: the block is counted from it
-            misses = 0
-            if r.memory is not None:
-                # Last, as it is the dearest check: most candidates fail the
-                # caps or the budget first.
-                if any(token_set_similarity(item.fact, fact) >= NEAR_DUPLICATE for fact in chosen_facts):
-                    left_out(r, DUPLICATE, line)
-                    continue
-                chosen_facts.append(item.fact)
-                selected = Selected(item.memory_id, item.type, item.fact, item.confidence, round(r.score, 4),
-                                    f"{item.scope}:{item.scope_id}")
-                n_memories += 1
-                per_type[item.type] = per_type.get(item.type, 0) + 1
-                # A summary only sketches the turns it spans: they may still say more.
-                covers = r.covers if item.type != MemoryType.SUMMARY else frozenset()
-                covered |= covers
-                # A turn it covers that outranked it says the same again.
-                repeated = [c for c in chosen if c[0].turn is not None and c[0].turn.event_id in covers]
-                if repeated:
-                    for c in repeated:
-                        if c[0].turn is not None and is_bot(c[0].turn):
-                            bot.give_back(self._count("\n" + c[1]))
-                    chosen = [c for c in chosen if c not in repeated]
-                    for c in repeated:
-                        left_out(c[0], COVERED, c[1])
-                    n_turns -= len(repeated)
-                    n_counted -= sum(1 for c in repeated if c[0].turn is not None and not is_bot(c[0].turn))
-                    days = {turn_day(c[0].turn) for c in chosen if c[0].turn is not None}
-                    used = self._cost(chosen, days) + frame_cost
-            else:
-                selected = Selected(event.event_id, "event", f"{day} {body}", 1.0, round(r.score, 4),
-                                    f"{event.scope}:{event.scope_id}")
-                n_turns += 1
-                days.add(day)
-                if is_bot(event):
-                    bot.take(self._count("\n" + line))
-                else:
-                    n_counted += 1
-            used += cost
-            chosen.append((r, line, selected))
-        return self._assemble(chosen, policy, opening, closing, trace)
+            day = turn_day(r.turn) if r.turn is not None else ""
+            fitted = self._fitted(walk, r, line, day)
+            if fitted is None:
+                if walk.misses >= FULL_AFTER_MISSES:
+                    for rest in ranked[at + 1:] if read.trace is not None else ():
+                        walk.leave_out(rest, FULL)
+                    break
+                continue
+            line, cost = fitted
+            selected = self._take_memory(walk, r, line) if r.memory is not None else self._take_turn(walk, r, line, day)
+            if selected is not None:
+                walk.used += cost
+                walk.chosen.append((r, line, selected))
+        return self._assemble(walk.chosen, budget, opening, closing, read.trace)
+
+    @staticmethod
+    def _memory_line(walk: _Walk, r: Ranked) -> str | None:
+        """A memory's line, or None when a cap leaves it out."""
+        item, policy = r.memory, walk.read.policy
+        assert item is not None
+        if walk.n_memories >= policy.max_items or walk.per_type.get(item.type, 0) >= policy.max_per_type:
+            walk.leave_out(r, MAX_ITEMS if walk.n_memories >= policy.max_items else PER_TYPE)
+            return None
+        return format_line(item, walk.read.ids, walk.read.focus)
+
+    @staticmethod
+    def _turn_line(walk: _Walk, r: Ranked) -> str | None:
+        """A turn's line, or None when max_events or a chosen memory leaves it out."""
+        event, capped = r.turn, walk.n_counted >= walk.read.policy.max_events
+        assert event is not None
+        if (capped and not is_bot(event)) or event.event_id in walk.covered:
+            walk.leave_out(r, MAX_EVENTS if capped else COVERED)
+            return None
+        return f"- {event_body(event, walk.read.focus, whole=walk.n_turns < WHOLE_TURNS)}"
+
+    def _fitted(self, walk: _Walk, r: Ranked, line: str, day: str) -> tuple[str, int] | None:
+        """The line as it goes in (a turn's cut to fit) and its tokens, with
+        its day's heading if new; None when it does not fit."""
+        bot_turn = r.turn is not None and is_bot(r.turn)
+        heading = self._count("\n" + day) if r.turn is not None and day not in walk.days else 0
+        # A line that cannot fit whatever it counts is not counted (the
+        # bot's share needs its count): most lines the walk tries once
+        # the block is nearly full (docs/decisions.md#d133).
+        fewest = 0 if bot_turn else fewest_tokens(self.counter, "\n" + line)
+        cost = fewest if walk.used + heading + fewest > walk.budget else self._count("\n" + line)
+        if bot_turn and walk.bot_used + cost > walk.bot_limit:
+            walk.leave_out(r, BOT_SHARE, line)
+            return None
+        cost += heading
+        if walk.used + cost > walk.budget:
+            # The first turn that does not fit is cut to the room left,
+            # rather than leaving it empty (docs/decisions.md#d50).
+            shorter = None if walk.cut or r.turn is None else \
+                self._cut(line.removeprefix("- "), walk.budget - walk.used - heading)
+            if shorter is None:
+                walk.leave_out(r, BUDGET, line)
+                walk.misses += 1
+                return None
+            line, walk.cut = f"- {shorter}", True
+            cost = self._count("\n" + line) + heading  # cached: the block is counted from it
+        walk.misses = 0
+        return line, cost
+
+    def _take_memory(self, walk: _Walk, r: Ranked, line: str) -> Selected | None:
+        item = r.memory
+        assert item is not None
+        # Last, as it is the dearest check: most candidates fail the caps or the budget first.
+        if any(token_set_similarity(item.fact, fact) >= NEAR_DUPLICATE for fact in walk.facts):
+            walk.leave_out(r, DUPLICATE, line)
+            return None
+        walk.facts.append(item.fact)
+        walk.n_memories += 1
+        walk.per_type[item.type] = walk.per_type.get(item.type, 0) + 1
+        # A summary only sketches the turns it spans: they may still say more.
+        covers = r.covers if item.type != MemoryType.SUMMARY else frozenset()
+        walk.covered |= covers
+        # A turn it covers that outranked it says the same again.
+        repeated = [c for c in walk.chosen if c[0].turn is not None and c[0].turn.event_id in covers]
+        if repeated:
+            for c in repeated:
+                if c[0].turn is not None and is_bot(c[0].turn):
+                    walk.bot_used = max(0, walk.bot_used - self._count("\n" + c[1]))
+            walk.chosen = [c for c in walk.chosen if c not in repeated]
+            for c in repeated:
+                walk.leave_out(c[0], COVERED, c[1])
+            walk.n_turns -= len(repeated)
+            walk.n_counted -= sum(1 for c in repeated if c[0].turn is not None and not is_bot(c[0].turn))
+            walk.days = {turn_day(c[0].turn) for c in walk.chosen if c[0].turn is not None}
+            walk.used = self._cost(walk.chosen, walk.days) + walk.frame_cost
+        return Selected(item.memory_id, item.type, item.fact, item.confidence, round(r.score, 4),
+                        f"{item.scope}:{item.scope_id}")
+
+    def _take_turn(self, walk: _Walk, r: Ranked, line: str, day: str) -> Selected:
+        event = r.turn
+        assert event is not None
+        walk.n_turns += 1
+        walk.days.add(day)
+        if is_bot(event):
+            walk.bot_used += self._count("\n" + line)
+        else:
+            walk.n_counted += 1
+        return Selected(event.event_id, "event", f"{day} {line.removeprefix('- ')}", 1.0, round(r.score, 4),
+                        f"{event.scope}:{event.scope_id}")
 
     def _cut(self, said: str, room: int) -> str | None:
         """A turn's body cut at a word for its line to fit ``room`` tokens,
@@ -362,7 +352,7 @@ class BlockBuilder:
         """The tokens of the chosen lines and of the turns' day headings."""
         return sum(self._count("\n" + line) for _, line, _ in chosen) + sum(self._count("\n" + d) for d in days)
 
-    def _assemble(self, chosen: list[Chosen], policy: ReadPolicy, opening: str, closing: str,
+    def _assemble(self, chosen: list[Chosen], budget: int, opening: str, closing: str,
                   trace: Trace | None = None) -> tuple[MemoryBlock, list[Chosen]]:
         """Memories best first, then turns oldest first under their days'
         headings (a conversation reads in order), measured whole: BPE
@@ -376,7 +366,7 @@ class BlockBuilder:
             text = "\n".join(parts)
             # From the lines' counts the walk made, not counted again (docs/decisions.md#d134).
             tokens = joined_count(self.counter, parts, self._count)
-            if tokens <= policy.max_tokens:
+            if tokens <= budget:
                 if trace is not None:
                     for r, line, _ in [*memories, *turns]:
                         source, id_ = candidate_of(r.memory, r.turn)
@@ -390,10 +380,10 @@ class BlockBuilder:
                 trace.leave_out(lowest[1], source, id_, lowest[0].score, BUDGET)
         return MemoryBlock(), []
 
-    def _pin(self, pinned: Pinned, block: MemoryBlock, chosen: list[Chosen], opening: str, closing: str,
-             room: int, trace: Trace | None) -> MemoryBlock:
+    def _pin(self, read: Read, pinned: Pinned, block: MemoryBlock, chosen: list[Chosen], opening: str,
+             closing: str) -> MemoryBlock:
         """``block`` with ``pinned`` under its opening, if the whole still
-        fits ``room`` (BPE merges across the joined lines may not): a
+        fits the budget (BPE merges across the joined lines may not): a
         memory of the block that is the pinned one gives way to it. Else
         the block as fitted."""
         memories = [c for c in chosen if c[0].memory is not None]
@@ -402,8 +392,8 @@ class BlockBuilder:
         at = next((n for n, c in enumerate(memories) if c[2].memory_id == pinned_id), None)
         kept = [c for n, c in enumerate(memories) if n != at]
         text = "\n".join([opening, *pinned.lines, *(line for _, line, _ in kept), *_under_days(turns), closing])
-        tokens = self.counter.count(text)
-        if tokens > room:
+        tokens, trace = self.counter.count(text), read.trace
+        if tokens > read.policy.max_tokens:
             if trace is not None:
                 trace.leave_out(pinned.text, pinned.source, pinned_id, 1.0, BUDGET)
             return block

@@ -24,23 +24,6 @@ BOT_SHARE = 0.5
 CONTEXT_SHARE = 0.25
 
 
-class BotAllowance:
-    """The tokens the bot's lines of one block may still take."""
-
-    def __init__(self, max_tokens: int, share: float | None = None) -> None:
-        self.limit = int(max_tokens * (BOT_SHARE if share is None else share))
-        self.used = 0
-
-    def admits(self, cost: int) -> bool:
-        return self.used + cost <= self.limit
-
-    def take(self, cost: int) -> None:
-        self.used += cost
-
-    def give_back(self, cost: int) -> None:
-        self.used = max(0, self.used - cost)
-
-
 # Whose words a message asks about: what the bot itself said ("you
 # recommended…", "remind me what you suggested", "你给我推荐过哪些…"): its
 # lines keep BOT_SHARE; for any other they take CONTEXT_SHARE (docs/decisions.md#d119).
@@ -62,3 +45,8 @@ _ZH = re.compile(
 def asks_what_the_bot_said(message: str) -> bool:
     """Whether ``message`` asks about the bot's own words."""
     return _EN.search(message) is not None or _ZH.search(message) is not None
+
+
+def bot_share(message: str) -> float:
+    """The share of the budget the bot's lines may take in the block for ``message``."""
+    return BOT_SHARE if asks_what_the_bot_said(message) else CONTEXT_SHARE

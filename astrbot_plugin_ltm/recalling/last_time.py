@@ -4,7 +4,7 @@ person's most recent session summary into the block, inside its budget.
 A conversation is new when its scope has had no turn for
 ``summaries.idle_minutes`` (the turn being answered is recorded after the
 reply, so it is not counted). The summary is a pinned candidate
-(block.Pinned) with a label in the language of the message: the reader
+(read.Pinned) with a label in the language of the message: the reader
 places it right under the block's opening and fits the rest to what it
 leaves of ``max_tokens`` (docs/decisions.md#d107).
 """
@@ -27,8 +27,8 @@ from ..scope import Scope
 from ..storing.database import Database
 from ..storing.tables import MemoryEvent, MemoryItem
 from ..text import query_tokens
-from .block import Pinned, Selected, language_of
 from .history import History
+from .read import Pinned, Selected, language_of
 from .summary_lines import focus
 from .trace import LAST_TIME
 

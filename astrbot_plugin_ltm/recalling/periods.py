@@ -25,14 +25,14 @@ from sqlalchemy import Connection
 
 from ..audience import may_recall
 from ..clock import parse_stored_time
-from ..config import ReadPolicy
 from ..enums import Status
 from ..indexes.bm25 import KeywordNamespace
 from ..indexes.keywords import TurnRanker, turn_document
 from ..scope import Scope
 from ..storing.terms import decode
 from ..storing.turns import period_turn_terms, shown_turns_among, shown_turns_in_period
-from .dates import First, Period, day_period
+from .dates import Period, day_period
+from .read import Read
 from .rows import EventRow, ItemRow, fetch_rows, load_evidence, usable
 
 # At most this many turns and memories of the period, each (the same bound
@@ -75,12 +75,6 @@ def first_day(conn: Connection, scopes: list[Scope], tz: tzinfo) -> Period | Non
     return None if earliest is None else day_period(earliest.astimezone(tz).date(), tz)
 
 
-def resolve(conn: Connection, scopes: list[Scope], named: Period | First, tz: tzinfo) -> Period | None:
-    """The period a message names (dates.named_period), "the first time"
-    looked up in the scopes."""
-    return first_day(conn, scopes, tz) if isinstance(named, First) else named
-
-
 def matching_turns(conn: Connection, scope: Scope, start: str, end: str, tokens: Sequence[str],
                    ranker: TurnRanker | None) -> list[tuple[int, float]]:
     """The scope's turns said in [start, end) that hold any of ``tokens``,
@@ -97,12 +91,11 @@ def matching_turns(conn: Connection, scope: Scope, start: str, end: str, tokens:
     return ranked
 
 
-def load_period(conn: Connection, scopes: list[Scope], period: Period, unbacked: bool, policy: ReadPolicy,
-                now: datetime, tokens: Sequence[str] = (), ranker: TurnRanker | None = None) -> PeriodRows:
-    """The period's showable turns and usable memories, of the scopes;
-    ``tokens``: the message's search tokens (retrieval.Query); ``ranker``:
-    the scopes' loaded keyword namespaces, if any."""
-    rows = PeriodRows(period)
+def load_period(conn: Connection, read: Read, period: Period, unbacked: bool,
+                ranker: TurnRanker | None = None) -> PeriodRows:
+    """The period's showable turns and usable memories, of the read's
+    scopes; ``ranker``: the scopes' loaded keyword namespaces, if any."""
+    rows, scopes, policy, tokens = PeriodRows(period), read.scopes, read.policy, read.query.tokens
     start, end = _stored(period.start), _stored(period.end)
     bounds = {"start": start, "end": end, "limit": PERIOD_LIMIT}
     matched: list[tuple[float, int]] = []
@@ -137,7 +130,7 @@ def load_period(conn: Connection, scopes: list[Scope], period: Period, unbacked:
                                     "ORDER BY importance DESC, id DESC LIMIT :limit",
                               {**params, "active": Status.ACTIVE}):
                 item = ItemRow.of(row)
-                if usable(item, policy, now) and may_recall(Scope(item.scope, item.scope_id), item.visibility,
+                if usable(item, policy, read.now) and may_recall(Scope(item.scope, item.scope_id), item.visibility,
                                                             True, scopes):
                     rows.memories.setdefault(item.id, item)
     rows.evidence = load_evidence(conn, [m.memory_id for m in rows.memories.values()], rows.turns.keys())

@@ -12,19 +12,19 @@ question naming a person who spoke: that person's turns (people.py).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 
 from ..clock import as_utc
-from ..config import ReadPolicy
-from ..enums import Role
+from ..enums import MemoryType, Role
 from ..extension_points import Found
-from .dates import Period
+from .asking import asks_for_suggestions
 from .people import named_speakers, their_turns
 from .preferences import states_preference
+from .read import Read
 from .rows import EventRow, ItemView
-from .summary_lines import behind_their_turns
 
 # Reciprocal-rank fusion: a candidate's similarity is the sum over the
 # rankings it is in of 1 / (RRF_K + rank); ranks need no calibration
@@ -83,24 +83,20 @@ def time_decay(updated_at: datetime, now: datetime) -> float:
     return 1.0 / (1.0 + days / RECENCY_DAYS)
 
 
-def rank(found: Sequence[Found], items: dict[int, ItemView], evidence: dict[str, frozenset[str]],
-         turns: dict[int, EventRow], policy: ReadPolicy, now: datetime, period: Period | None = None,
-         in_period: frozenset[int] = frozenset(), preferences: bool = False,
-         asked: frozenset[str] = frozenset(), spread_days: bool = True) -> list[Ranked]:
-    """Every usable memory and showable turn, scored, best first.
-    ``period``: the time the message names (recalling/dates.py), with the
-    row ids of the memories whose evidence falls in it; ``preferences``:
-    the message asks for suggestions (asking.py); ``asked``: the message's
-    query tokens (a person it names, people.py); ``spread_days`` False:
-    not yet spread over the days (``spread``), as a reranker reads them."""
+def rank(read: Read, spread_days: bool = True) -> list[Ranked]:
+    """Every usable memory and showable turn of ``read``, scored, best
+    first; ``spread_days`` False: not yet spread over the days (``spread``),
+    as a reranker reads them."""
+    policy, items, turns = read.policy, read.items, read.turns
+    found = read.found if read.period is None else [*read.found, Found(turns=read.period_turns)]
     # Ranked among what may be shown: a hit that is not active, or not to
     # be shown, takes no rank from those that are.
     memory_sims = fuse([[r for r in f.memories if r in items] for f in found])
     turn_rankings = [[r for r in f.turns if r in turns] for f in found]
-    if preferences:
+    if asks_for_suggestions(read.question):
         turn_rankings.append(stated_preferences(turn_rankings, turns))
     # A question naming a person who spoke ranks that person's own turns (people.py, docs/decisions.md#d124).
-    if named := named_speakers(asked, turns):
+    if named := named_speakers(read.query.tokens, turns):
         turn_rankings.append(their_turns(named, fuse(turn_rankings), turns))
     turn_sims = fuse(turn_rankings)
     best = max([*memory_sims.values(), *turn_sims.values()], default=0.0) or 1.0
@@ -131,21 +127,41 @@ def rank(found: Sequence[Found], items: dict[int, ItemView], evidence: dict[str,
         # A message that names a time names the days to lift: the period's
         # candidates gain the whole lift, as if the best match were theirs,
         # and the best match's days outside it none (docs/decisions.md#d61).
-        if period is not None:
-            inside = period.holds(row.created_at) if isinstance(row, EventRow) else row.id in in_period
+        if read.period is not None:
+            inside = read.period.holds(row.created_at) if isinstance(row, EventRow) else row.id in read.in_period
             lift = 1.0 if inside else 0.0
         else:
             lift = day_best[day]
         score = (policy.similarity_weight * sim + policy.day_weight * lift
-                 + policy.importance_weight * importance + policy.recency_weight * time_decay(when, now))
+                 + policy.importance_weight * importance + policy.recency_weight * time_decay(when, read.now))
         if isinstance(row, EventRow):
             ranked.append(Ranked(score, turn=row))
             turn_days[id(row)] = day
         else:
-            ranked.append(Ranked(score, memory=row, covers=evidence.get(row.memory_id, frozenset())))
+            ranked.append(Ranked(score, memory=row, covers=read.evidence.get(row.memory_id, frozenset())))
     ranked = behind_their_turns(ranked)  # docs/decisions.md#d114
     ranked.sort(key=_order)
     return spread(ranked, turn_days) if spread_days else ranked
+
+
+def behind_their_turns(ranked: list[Ranked]) -> list[Ranked]:
+    """``ranked`` with each summary scored at most as the best-scored of
+    its own turns among the candidates, and left out when none of them is
+    one: a word rare enough to tell a session apart brings its turns among
+    the hits too (docs/decisions.md#d114). With no candidate turn at all
+    (turns off, a search for summaries) nothing changes."""
+    turn_score = {r.turn.event_id: r.score for r in ranked if r.turn is not None}
+    if not turn_score:
+        return ranked
+    kept: list[Ranked] = []
+    for r in ranked:
+        if r.memory is not None and r.memory.type == MemoryType.SUMMARY:
+            own = [turn_score[event_id] for event_id in r.covers if event_id in turn_score]
+            if not own:
+                continue
+            r.score = min(r.score, math.nextafter(max(own), -math.inf))  # after that turn, even on a tie
+        kept.append(r)
+    return kept
 
 
 def spread(ranked: list[Ranked], days: dict[int, date] | None = None) -> list[Ranked]:

@@ -25,8 +25,9 @@ from ..config import RerankConfig
 from ..enums import MemoryType
 from ..extension_points import Reranker
 from ..logs import log
-from .block import Focus, event_body
+from .block import event_body
 from .ranking import Ranked, fuse
+from .read import Focus
 from .summary_lines import focus
 
 # What the rest of a read (the fit, the thread hops) is left after the reranker's call.

@@ -7,29 +7,18 @@ summary reads as its day and the one of its sentences (FOCUS_SENTENCES)
 sharing the message's rarest words within the summary (a name in every
 sentence tells them apart less than a title in one). It stays one memory:
 the memory_expand tool shows the rest, and a message naming the summary's
-period (a date question) gets it whole. A raw turn reads by its content
-too, within its line's bound (excerpts.py, docs/decisions.md#d80).
-
-Which summaries compete at all (``behind_their_turns``): one whose own
-turns are among the read's candidate turns, ranked no higher than the best
-of them (docs/decisions.md#d114).
+period (a date question) gets it whole.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable
 from datetime import datetime
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
 from ..clock import parse_stored_time
-from ..enums import MemoryType
 from ..text import search_tokens
-
-if TYPE_CHECKING:
-    from .ranking import Ranked
 
 FOCUS_SENTENCES = 1
 ELLIPSIS = "…"
@@ -76,27 +65,3 @@ def focus(text: str, query: Iterable[str], keep: int = FOCUS_SENTENCES, fill: bo
 def summary_day(valid_from: datetime | str | None, updated_at: datetime) -> str:
     """The day a summary starts (its first event), else the day it was written."""
     return f"{parse_stored_time(valid_from or updated_at):%Y-%m-%d}"
-
-
-def behind_their_turns(ranked: list[Ranked]) -> list[Ranked]:
-    """``ranked`` with each summary scored at most as the best-scored of
-    its own turns among the candidates, and left out when none of them is
-    one. A summary matched by its own words alone shares as much with the
-    message as the turns matched by the most common of them ("how many",
-    "now"); a word rare enough to tell a session apart brings the session's
-    turns among the hits too. So a summary is there when its turns are, and
-    never above the turn that matches best: dozens of summaries of a long
-    history no longer push the matching turns out of the block. With no
-    candidate turn at all (turns off, a search for summaries) nothing changes."""
-    turn_score = {r.turn.event_id: r.score for r in ranked if r.turn is not None}
-    if not turn_score:
-        return ranked
-    kept: list[Ranked] = []
-    for r in ranked:
-        if r.memory is not None and r.memory.type == MemoryType.SUMMARY:
-            own = [turn_score[event_id] for event_id in r.covers if event_id in turn_score]
-            if not own:
-                continue
-            r.score = min(r.score, math.nextafter(max(own), -math.inf))  # after that turn, even on a tie
-        kept.append(r)
-    return kept

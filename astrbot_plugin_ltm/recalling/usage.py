@@ -24,7 +24,8 @@ from ..clock import Clock, utcnow
 from ..logs import log
 from ..storing.database import Database, ReadOnlyError
 from ..storing.tables import MemoryItem
-from .block import MemoryBlock, Selected
+from .block import MemoryBlock
+from .read import Selected
 
 FLUSH_SECONDS = 5.0  # the longest counts wait in memory (what a crash can lose)
 FLUSH_AFTER = 200  # notes that make a flush come sooner (a busy bot)
