@@ -35,6 +35,7 @@ from ..storing.tables import MemoryEvent
 from .candidates import Candidate
 from .known import KnownFacts
 from .retention import TurnRetention, prune_gate_log, sweep_expired
+from .write_lookups import Close
 from .writer import MemoryWriter, WriteOutcome
 
 ACTOR = "system:extractor"
@@ -203,9 +204,14 @@ class ExtractionWorker:
             candidate.session_id = session_of.get(candidate.event_ids[0])
             candidate.subject = self._subject(scope, candidate, events)
 
+        close: Close = {}
+
+        async def look() -> None:  # on this loop, before the batch goes to the writer thread
+            close.update(await self._writer.close_to(scope, result.candidates))
+
         async def write(session: AsyncSession) -> list[WriteOutcome]:
             outcomes = await self._writer.apply(
-                session, scope, result.candidates, method=Method.LLM_EXTRACT, actor=ACTOR
+                session, scope, result.candidates, method=Method.LLM_EXTRACT, actor=ACTOR, close=close
             )
             for rejection in result.rejected:
                 audit(
@@ -218,7 +224,7 @@ class ExtractionWorker:
 
         try:
             # One hop to the writer thread for the whole batch (docs/decisions.md#d128).
-            outcomes = await self._db.write_batch(write)
+            outcomes = await self._db.write_batch(write, first=look)
         except ReadOnlyError:
             return BatchResult(scope, len(events), False, [], "emergency_read_only")
         except Exception as exc:

@@ -155,7 +155,8 @@ class Database:
                 if changes:
                     await self._hand_over(changes)
 
-    async def write_batch(self, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
+    async def write_batch(self, work: Callable[[AsyncSession], Awaitable[T]],
+                          first: Callable[[], Awaitable[object]] | None = None) -> T:
         """``await work(session)`` in one transaction, as ``async with
         write() as session`` would, but in the writer thread on a blocking
         connection of the plugin's own: a batch of dozens of statements
@@ -164,13 +165,16 @@ class Database:
         read-only, our writes one at a time, SQLite's write lock taken as
         the transaction begins and waited for, the changes handed to the
         indexes after the commit, on this loop. ``work`` runs on the
-        thread's loop: what it needs of this one goes through
-        ``batch_writes.on_event_loop``."""
+        thread's loop: what it needs of this one (the embedding provider,
+        the vector caches) ``first()`` asks, on this loop once the write
+        lock is held, where the indexes stand as the batch will see them."""
         if self.is_read_only():
             raise ReadOnlyError(str(msg("api.read_only")))
         async with self._write_lock:
             if self.is_read_only():
                 raise ReadOnlyError(str(msg("api.read_only")))
+            if first is not None:
+                await first()
             done = asyncio.wrap_future(self._writer_thread.submit(
                 self._batch(work, asyncio.get_running_loop())))
             try:
