@@ -206,7 +206,7 @@ class ExtractionWorker:
 
         close: Close = {}
 
-        async def look() -> None:  # on this loop, before the batch goes to the writer thread
+        async def look() -> None:  # on this loop, before the batch goes to the batch thread
             close.update(await self._writer.close_to(scope, result.candidates))
 
         async def write(session: AsyncSession) -> list[WriteOutcome]:
@@ -223,7 +223,7 @@ class ExtractionWorker:
             return outcomes
 
         try:
-            # One hop to the writer thread for the whole batch (docs/decisions.md#d128).
+            # One hop to the batch thread for the whole batch (docs/decisions.md#d128).
             outcomes = await self._db.write_batch(write, first=look)
         except ReadOnlyError:
             return BatchResult(scope, len(events), False, [], "emergency_read_only")

@@ -32,7 +32,7 @@ from ..instructions import instruction_reason
 from ..persona import as_persona_of, target_scope
 from ..scope import Scope
 from ..storing.audit import audit
-from ..storing.batch_writes import add_row, write_rows
+from ..storing.database import add_row, write_rows
 from ..storing.memory_rows import fact_written, keep_private, memory_changed, share
 from ..storing.removal import remove_memory
 from ..storing.tables import NOT_SUPERSEDED, MemoryEvidence, MemoryItem, MemoryTombstone
@@ -96,7 +96,7 @@ class MemoryWriter:
         is kept in that person's own scope (``Candidate.subject``), wherever
         it was said; said in a group, the group is its context (audience.py).
         ``close``: what :meth:`close_to` found, asked before a batch in the
-        writer thread; asked here otherwise (a write on the event loop)."""
+        batch thread; asked here otherwise (a write on the event loop)."""
         counts: dict[Scope, WriteCounts] = {}
         outcomes: list[WriteOutcome] = []
         targets = _targets(scope, candidates)
@@ -303,7 +303,7 @@ class MemoryWriter:
             link.memory_id = item.memory_id
             link.extraction_meta = plan.evidence_meta
             link.extraction_method = method
-        for event_id in plan.new_events:  # in a batch, written with its others (storing/batch_writes.py)
+        for event_id in plan.new_events:  # in a batch, written with its others (database.add_row)
             add_row(session, _EVIDENCE, {"memory_id": item.memory_id, "event_id": event_id,
                                          "extraction_method": method, "extraction_meta": plan.evidence_meta,
                                          "created_at": now}, MemoryEvidence)
