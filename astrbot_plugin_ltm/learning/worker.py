@@ -35,7 +35,7 @@ from ..storing.tables import MemoryEvent
 from .candidates import Candidate
 from .known import KnownFacts
 from .retention import TurnRetention, prune_gate_log, sweep_expired
-from .write_lookups import Close
+from .write_lookups import Matches
 from .writer import MemoryWriter, WriteOutcome
 
 ACTOR = "system:extractor"
@@ -204,14 +204,14 @@ class ExtractionWorker:
             candidate.session_id = session_of.get(candidate.event_ids[0])
             candidate.subject = self._subject(scope, candidate, events)
 
-        close: Close = {}
+        matches: Matches = {}
 
         async def look() -> None:  # on this loop, before the batch goes to the batch thread
-            close.update(await self._writer.close_to(scope, result.candidates))
+            matches.update(await self._writer.semantic_matches(scope, result.candidates))
 
         async def write(session: AsyncSession) -> list[WriteOutcome]:
             outcomes = await self._writer.apply(
-                session, scope, result.candidates, method=Method.LLM_EXTRACT, actor=ACTOR, close=close
+                session, scope, result.candidates, method=Method.LLM_EXTRACT, actor=ACTOR, matches=matches
             )
             for rejection in result.rejected:
                 audit(

@@ -41,7 +41,7 @@ from .candidates import Candidate
 from .gate_log import note_gate
 from .policy import GateDecision, GateInput, confidence, gate
 from .rate_limits import WriteCounts
-from .write_lookups import Close, Looked, current_memory, named_memory, related_memory, stated_at
+from .write_lookups import Looked, Matches, current_memory, named_memory, related_memory, stated_at
 
 SHARED_WORDS = 0.2  # token-set similarity a semantic match needs besides its cosine (docs/decisions.md#d46)
 
@@ -91,18 +91,18 @@ class MemoryWriter:
         self.matcher = matcher
 
     async def apply(self, session: AsyncSession, scope: Scope, candidates: Sequence[Candidate], *,
-                    method: Method, actor: str, close: Close | None = None) -> list[WriteOutcome]:
+                    method: Method, actor: str, matches: Matches | None = None) -> list[WriteOutcome]:
         """Write ``candidates``, said in ``scope``. A fact about one person
         is kept in that person's own scope (``Candidate.subject``), wherever
         it was said; said in a group, the group is its context (audience.py).
-        ``close``: what :meth:`close_to` found, asked before a batch in the
+        ``matches``: what :meth:`semantic_matches` found, asked before a batch in the
         batch thread; asked here otherwise (a write on the event loop)."""
         counts: dict[Scope, WriteCounts] = {}
         outcomes: list[WriteOutcome] = []
         targets = _targets(scope, candidates)
-        if close is None:
-            close = await self.close_to(scope, candidates)
-        looked_up = await Looked.up(session, list(zip(targets, candidates, strict=True)), close)
+        if matches is None:
+            matches = await self.semantic_matches(scope, candidates)
+        looked_up = await Looked.up(session, list(zip(targets, candidates, strict=True)), matches)
         for target, c in zip(targets, candidates, strict=True):
             if target not in counts:
                 counts[target] = WriteCounts(session, target, self._clock())
@@ -110,18 +110,18 @@ class MemoryWriter:
                                                   context_of(scope, target)))
         return outcomes
 
-    async def close_to(self, scope: Scope, candidates: Sequence[Candidate]) -> Close:
+    async def semantic_matches(self, scope: Scope, candidates: Sequence[Candidate]) -> Matches:
         """The matcher's memory close to each candidate's fact in the scope
         it is kept in, asked on the bot's event loop, where its provider and
         caches live, under the write lock: the vector index changes only
         after a commit, so it answers as it would in the write
         (docs/decisions.md#d171)."""
-        close: Close = {}
+        matches: Matches = {}
         if self.matcher is not None:
             for target, c in zip(_targets(scope, candidates), candidates, strict=True):
-                if (target, c.fact) not in close:
-                    close[target, c.fact] = await self.matcher.find(target, c.fact)
-        return close
+                if (target, c.fact) not in matches:
+                    matches[target, c.fact] = await self.matcher.find(target, c.fact)
+        return matches
 
     async def _apply_one(self, session: AsyncSession, scope: Scope, c: Candidate, method: Method, actor: str,
                          counts: WriteCounts, looked_up: Looked, said_in: Scope | None = None) -> WriteOutcome:
@@ -226,7 +226,7 @@ class MemoryWriter:
         if related is not None:
             action, known, unsure = await self._against(session, scope, c, related, AuditAction.MERGE, looked_up)
             return action, known, unsure or action == AuditAction.SUPERSEDE
-        close = await looked_up.close_memory(session, scope, c.fact)
+        close = await looked_up.matched(session, scope, c.fact)
         # A cosine alone over-merges (a person's different facts sit close
         # under some models): the two must also share words (decisions.md#d46).
         if close is None or close.status == Status.SUPERSEDED \
@@ -243,7 +243,7 @@ class MemoryWriter:
         when the words could not tell."""
         judged = same_value(known.fact, c.fact)
         if judged is None and self.matcher is not None:
-            judged = True if await looked_up.close_memory(session, scope, c.fact) is known else None
+            judged = True if await looked_up.matched(session, scope, c.fact) is known else None
         if judged:
             return same, None if same == AuditAction.CONFIRM else known, False
         return AuditAction.SUPERSEDE, known, judged is None
