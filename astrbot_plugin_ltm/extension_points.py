@@ -12,14 +12,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from .text import query_tokens
 
 if TYPE_CHECKING:
     from .learning.candidates import ExtractionResult, KnownFact
     from .scope import Scope
-    from .storing.tables import MemoryEvent, MemoryItem
+    from .storing.tables import MemoryEvent
 
 # A chat model as extraction uses it: (system prompt, user prompt) -> text.
 Complete = Callable[[str, str], Awaitable[str]]
@@ -123,9 +122,10 @@ class Retriever(Protocol):
 
 
 class SemanticMatcher(Protocol):
-    """Finds a memory of the scope that says the same as a new fact."""
+    """Finds a memory of the scope that says the same as a new fact: its
+    row id. Asked on the bot's event loop, before the write."""
 
-    async def find(self, session: AsyncSession, scope: Scope, fact: str) -> MemoryItem | None: ...
+    async def find(self, scope: Scope, fact: str) -> int | None: ...
 
 
 # DerivedIndex (a cache that follows every committed write) is declared in

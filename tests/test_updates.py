@@ -251,16 +251,20 @@ class CloseBy:
     """A matcher under which every fact of the scope is semantically close
     (as multilingual-e5 scores a person's different facts: 0.86-0.92)."""
 
-    async def find(self, session, scope, fact):
+    def __init__(self, ltm) -> None:
+        self.db = ltm.engine.db
+
+    async def find(self, scope, fact):
         from sqlalchemy import select
 
-        return (await session.execute(select(MemoryItem).where(
-            MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id,
-            MemoryItem.status != "superseded").limit(1))).scalar_one_or_none()
+        async with self.db.read() as session:
+            return (await session.execute(select(MemoryItem.id).where(
+                MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id,
+                MemoryItem.status != "superseded").limit(1))).scalar_one_or_none()
 
 
 async def test_a_close_cosine_alone_merges_nothing_the_facts_must_share_words(ltm, origin):
-    ltm.engine.writer.matcher = CloseBy()
+    ltm.engine.writer.matcher = CloseBy(ltm)
     a = origin("alice")
     await ltm.turn(a, "I live in Shanghai", "OK.", {"type": "profile", "fact": "小明住在上海", "fact_key": "k1"})
     await ltm.turn(a, "I like tea", "OK.", {"type": "preference", "fact": "小明喜欢喝茶", "fact_key": "k2"})

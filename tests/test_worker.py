@@ -202,7 +202,7 @@ async def test_a_failing_write_rolls_the_whole_batch_back(ltm, origin):
     class Boom:
         calls = 0
 
-        async def find(self, session, scope, fact):
+        async def find(self, scope, fact):
             Boom.calls += 1
             if Boom.calls == 2:
                 raise RuntimeError("disk full")
@@ -223,7 +223,7 @@ async def test_a_failing_write_neither_blocks_other_scopes_nor_retries_at_once(l
     # One conversation whose batch cannot be written must not stop every
     # other conversation's extraction, nor call the model again at every poll.
     class FailForAlice:
-        async def find(self, session, scope, fact):
+        async def find(self, scope, fact):
             if scope.id == "qq:alice":
                 raise RuntimeError("disk full")
             return None

@@ -440,27 +440,25 @@ async def test_restating_an_item_is_not_a_contradiction(ltm, origin):
 class FakeMatcher:
     """writer.matcher stand-in: 'semantically equal' means the test says so."""
 
-    def __init__(self, same_as: dict[str, str]) -> None:
+    def __init__(self, ltm, same_as: dict[str, str]) -> None:
+        self.db = ltm.engine.db
         self.same_as = same_as  # new fact -> fact of the existing item it means
         self.calls: list[tuple[Scope, str]] = []
 
-    async def find(self, session, scope, fact):
+    async def find(self, scope, fact):
         self.calls.append((scope, fact))
         target = self.same_as.get(fact)
         if target is None:
             return None
-        return (
-            await session.execute(
-                select(MemoryItem).where(
-                    MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id, MemoryItem.fact == target
-                )
-            )
-        ).scalar_one_or_none()
+        async with self.db.read() as session:
+            return (await session.execute(select(MemoryItem.id).where(
+                MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id, MemoryItem.fact == target
+            ))).scalar_one_or_none()
 
 
 async def test_semantic_match_merges_into_the_existing_item(ltm, origin):
     a = origin("alice")
-    matcher = FakeMatcher({"Alice really enjoys drinking green tea": "Alice loves green tea"})
+    matcher = FakeMatcher(ltm, {"Alice really enjoys drinking green tea": "Alice loves green tea"})
     ltm.engine.writer.matcher = matcher
     first, _ = await ltm.turn(a, "I love green tea", "OK.", tea(confidence=0.8))  # 0.64
     assert len(matcher.calls) == 1  # no key match: the matcher is asked, finds nothing
@@ -478,13 +476,14 @@ async def test_semantic_match_merges_into_the_existing_item(ltm, origin):
     assert matcher.calls[-1] == (Scope("user", "qq:alice"), "Alice really enjoys drinking green tea")
 
 
-async def test_exact_key_match_does_not_consult_the_matcher(ltm, origin):
+async def test_the_matcher_is_asked_before_the_write_and_an_exact_key_match_comes_first(ltm, origin):
     a = origin("alice")
-    matcher = FakeMatcher({})
+    matcher = FakeMatcher(ltm, {})
     ltm.engine.writer.matcher = matcher
     await ltm.turn(a, "I love green tea", "OK.", tea())
     await ltm.turn(a, "green tea", "OK.", tea())
-    assert len(matcher.calls) == 1 and (await ltm.item()).evidence_count == 2
+    # asked for every candidate on the event loop, before its batch goes to the writer thread (decisions.md#d171)
+    assert len(matcher.calls) == 2 and (await ltm.item()).evidence_count == 2
 
 
 async def test_restating_the_original_wording_after_a_merge_confirms(ltm, origin):
@@ -492,7 +491,7 @@ async def test_restating_the_original_wording_after_a_merge_confirms(ltm, origin
     # wording comes again under the item's own key it is a confirmation,
     # not a contradiction that halves the confidence and resets the evidence.
     a = origin("alice")
-    ltm.engine.writer.matcher = FakeMatcher({"Alice really enjoys drinking green tea": "Alice loves green tea"})
+    ltm.engine.writer.matcher = FakeMatcher(ltm, {"Alice really enjoys drinking green tea": "Alice loves green tea"})
     await ltm.turn(a, "I love green tea", "OK.", tea(confidence=0.8))
     await ltm.turn(a, "green tea is my thing", "OK.",
                    {"fact": "Alice really enjoys drinking green tea", "fact_key": "alice_tea_habit", "confidence": 1.0})
@@ -515,7 +514,7 @@ async def test_paraphrase_under_the_same_key_confirms(ltm, origin):
 
 async def test_semantic_match_with_weaker_support_keeps_the_wording(ltm, origin):
     a = origin("alice")
-    ltm.engine.writer.matcher = FakeMatcher({"Alice kind of likes green tea": "Alice loves green tea"})
+    ltm.engine.writer.matcher = FakeMatcher(ltm, {"Alice kind of likes green tea": "Alice loves green tea"})
     await ltm.turn(a, "I love green tea", "OK.", tea(confidence=1.0))  # 0.8
     await ltm.turn(a, "tea is ok", "OK.", {"fact": "Alice kind of likes green tea", "fact_key": "x", "confidence": 0.5})
     item = await ltm.item()

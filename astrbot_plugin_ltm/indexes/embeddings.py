@@ -15,13 +15,11 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..enums import Corpus
 from ..extension_points import Embedder
 from ..logs import log
 from ..scope import Scope
-from ..storing.tables import MemoryItem
 from ..storing.vector_rows import normalise
 from .calibration import FLOOR_PROBES, floor_of, same_threshold
 from .namespaces import COLD_WAIT
@@ -129,9 +127,9 @@ class Embeddings:
                  model, floor, threshold)
         return threshold
 
-    async def find(self, session: AsyncSession, scope: Scope, fact: str) -> MemoryItem | None:
-        """The writer's semantic match: a memory of ``scope`` whose fact's
-        cosine with ``fact`` is above the model's same_fact_cosine()."""
+    async def find(self, scope: Scope, fact: str) -> int | None:
+        """The writer's semantic match: the row id of a memory of ``scope``
+        whose fact's cosine with ``fact`` is above the model's same_fact_cosine()."""
         vector = self._primed.get(fact)
         if vector is None:
             found = await self.embed([fact], timeout=self.query_timeout)
@@ -143,7 +141,7 @@ class Embeddings:
         best = max(hits.items(), key=lambda hit: hit[1], default=None)
         if best is None or best[1] <= threshold:
             return None
-        return await session.get(MemoryItem, best[0])
+        return best[0]
 
     async def prime(self, facts: list[str]) -> None:
         """Embed candidate facts before their write transaction opens, so a

@@ -10,7 +10,7 @@ from datetime import datetime
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..scope import Scope
-from ..storing.batch_writes import add_row
+from ..storing.database import add_row
 from ..storing.tables import GateLogEntry
 from .candidates import Candidate
 from .policy import GateDecision, GateInput
@@ -21,7 +21,7 @@ _GATE_LOG = GateLogEntry.metadata.tables[GateLogEntry.__tablename__]
 
 def note_gate(session: AsyncSession, scope: Scope, c: Candidate, action: str, key: str, seen: GateInput,
               verdict: GateDecision, memory_id: str | None, now: datetime) -> None:
-    # In a write batch, written with the batch's others at its end (storing/batch_writes.py).
+    # In a write batch, written with the batch's others at its end (database.add_row).
     add_row(session, _GATE_LOG, dict(
         created_at=now, scope=scope.kind, scope_id=scope.id, session_id=c.session_id, memory_id=memory_id,
         fact_key=key, action=action, type=seen.type, fact=c.fact, confidence=seen.confidence,

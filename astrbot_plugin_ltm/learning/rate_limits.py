@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..enums import WRITE_ACTIONS
 from ..scope import Scope
-from ..storing.batch_writes import write_rows
+from ..storing.database import write_rows
 from ..storing.tables import NOT_SUPERSEDED, MemoryAudit, MemoryItem
 
 # A private chat on QQ or Telegram keeps one unified_msg_origin for ever:

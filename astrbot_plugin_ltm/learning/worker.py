@@ -35,6 +35,7 @@ from ..storing.tables import MemoryEvent
 from .candidates import Candidate
 from .known import KnownFacts
 from .retention import TurnRetention, prune_gate_log, sweep_expired
+from .write_lookups import Matches
 from .writer import MemoryWriter, WriteOutcome
 
 ACTOR = "system:extractor"
@@ -203,9 +204,14 @@ class ExtractionWorker:
             candidate.session_id = session_of.get(candidate.event_ids[0])
             candidate.subject = self._subject(scope, candidate, events)
 
+        matches: Matches = {}
+
+        async def look() -> None:  # on this loop, before the batch goes to the batch thread
+            matches.update(await self._writer.semantic_matches(scope, result.candidates))
+
         async def write(session: AsyncSession) -> list[WriteOutcome]:
             outcomes = await self._writer.apply(
-                session, scope, result.candidates, method=Method.LLM_EXTRACT, actor=ACTOR
+                session, scope, result.candidates, method=Method.LLM_EXTRACT, actor=ACTOR, matches=matches
             )
             for rejection in result.rejected:
                 audit(
@@ -217,8 +223,8 @@ class ExtractionWorker:
             return outcomes
 
         try:
-            # One hop to the writer thread for the whole batch (docs/decisions.md#d128).
-            outcomes = await self._db.write_batch(write)
+            # One hop to the batch thread for the whole batch (docs/decisions.md#d128).
+            outcomes = await self._db.write_batch(write, first=look)
         except ReadOnlyError:
             return BatchResult(scope, len(events), False, [], "emergency_read_only")
         except Exception as exc:

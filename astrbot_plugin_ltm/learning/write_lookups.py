@@ -18,6 +18,10 @@ from ..storing.tables import NOT_SUPERSEDED, MemoryEvent, MemoryItem, MemoryTomb
 from ..text import normalize_fact_key, related_keys
 from .candidates import Candidate
 
+# (scope, fact) -> the row id of the memory the semantic matcher found
+# saying the same, or None.
+Matches = dict[tuple[Scope, str], int | None]
+
 
 @dataclass
 class Looked:
@@ -29,9 +33,11 @@ class Looked:
 
     tombstones: dict[tuple[Scope, str], MemoryTombstone]
     recorded: dict[str, datetime]
+    matches: Matches  # the semantic matcher's answers (MemoryWriter.semantic_matches)
 
     @classmethod
-    async def up(cls, session: AsyncSession, candidates: Sequence[tuple[Scope, Candidate]]) -> Looked:
+    async def up(cls, session: AsyncSession, candidates: Sequence[tuple[Scope, Candidate]],
+                 matches: Matches) -> Looked:
         keys: dict[Scope, set[str]] = {}
         for scope, c in candidates:
             key = normalize_fact_key(c.fact_key or c.fact)
@@ -49,11 +55,19 @@ class Looked:
             rows = await session.execute(select(MemoryEvent.event_id, MemoryEvent.created_at)
                                          .where(MemoryEvent.event_id.in_(chunk)))
             recorded.update((event_id, at) for event_id, at in rows)
-        return cls(tombstones, recorded)
+        return cls(tombstones, recorded, matches)
 
     def stated_at(self, event_ids: Sequence[str]) -> datetime | None:
         """As :func:`stated_at`: the newest of the events' times."""
         return max((self.recorded[e] for e in event_ids if e in self.recorded), default=None)
+
+
+    async def matched(self, session: AsyncSession, scope: Scope, fact: str) -> MemoryItem | None:
+        """The memory of ``scope`` the matcher found close to ``fact``."""
+        row_id = self.matches.get((scope, fact))
+        found = await session.get(MemoryItem, row_id) if row_id is not None else None
+        # A group's namespace also holds what members said in it, kept with them.
+        return found if found is not None and (found.scope, found.scope_id) == (scope.kind, scope.id) else None
 
 
 def _chunks(values: list[str], size: int = 500) -> list[list[str]]:

@@ -32,7 +32,7 @@ from ..instructions import instruction_reason
 from ..persona import as_persona_of, target_scope
 from ..scope import Scope
 from ..storing.audit import audit
-from ..storing.batch_writes import add_row, on_event_loop, write_rows
+from ..storing.database import add_row, write_rows
 from ..storing.memory_rows import fact_written, keep_private, memory_changed, share
 from ..storing.removal import remove_memory
 from ..storing.tables import NOT_SUPERSEDED, MemoryEvidence, MemoryItem, MemoryTombstone
@@ -41,7 +41,7 @@ from .candidates import Candidate
 from .gate_log import note_gate
 from .policy import GateDecision, GateInput, confidence, gate
 from .rate_limits import WriteCounts
-from .write_lookups import Looked, current_memory, named_memory, related_memory, stated_at
+from .write_lookups import Looked, Matches, current_memory, named_memory, related_memory, stated_at
 
 SHARED_WORDS = 0.2  # token-set similarity a semantic match needs besides its cosine (docs/decisions.md#d46)
 
@@ -91,22 +91,37 @@ class MemoryWriter:
         self.matcher = matcher
 
     async def apply(self, session: AsyncSession, scope: Scope, candidates: Sequence[Candidate], *,
-                    method: Method, actor: str) -> list[WriteOutcome]:
+                    method: Method, actor: str, matches: Matches | None = None) -> list[WriteOutcome]:
         """Write ``candidates``, said in ``scope``. A fact about one person
         is kept in that person's own scope (``Candidate.subject``), wherever
-        it was said; said in a group, the group is its context (audience.py)."""
+        it was said; said in a group, the group is its context (audience.py).
+        ``matches``: what :meth:`semantic_matches` found, asked before a batch in the
+        batch thread; asked here otherwise (a write on the event loop)."""
         counts: dict[Scope, WriteCounts] = {}
         outcomes: list[WriteOutcome] = []
-        # Learnt under a persona: facts about the person are shared by all (persona.py).
-        targets = [target_scope(scope if c.subject is None else as_persona_of(c.subject, scope), c.type)
-                   for c in candidates]
-        looked_up = await Looked.up(session, list(zip(targets, candidates, strict=True)))
+        targets = _targets(scope, candidates)
+        if matches is None:
+            matches = await self.semantic_matches(scope, candidates)
+        looked_up = await Looked.up(session, list(zip(targets, candidates, strict=True)), matches)
         for target, c in zip(targets, candidates, strict=True):
             if target not in counts:
                 counts[target] = WriteCounts(session, target, self._clock())
             outcomes.append(await self._apply_one(session, target, c, method, actor, counts[target], looked_up,
                                                   context_of(scope, target)))
         return outcomes
+
+    async def semantic_matches(self, scope: Scope, candidates: Sequence[Candidate]) -> Matches:
+        """The matcher's memory close to each candidate's fact in the scope
+        it is kept in, asked on the bot's event loop, where its provider and
+        caches live, under the write lock: the vector index changes only
+        after a commit, so it answers as it would in the write
+        (docs/decisions.md#d171)."""
+        matches: Matches = {}
+        if self.matcher is not None:
+            for target, c in zip(_targets(scope, candidates), candidates, strict=True):
+                if (target, c.fact) not in matches:
+                    matches[target, c.fact] = await self.matcher.find(target, c.fact)
+        return matches
 
     async def _apply_one(self, session: AsyncSession, scope: Scope, c: Candidate, method: Method, actor: str,
                          counts: WriteCounts, looked_up: Looked, said_in: Scope | None = None) -> WriteOutcome:
@@ -158,7 +173,7 @@ class MemoryWriter:
             return str(msg("learn.tombstoned", actor=tomb.actor, reason=tomb.reason))
 
         item = await current_memory(session, scope, key)
-        action, replaces, unsure = await self._relate(session, scope, c, key, item)
+        action, replaces, unsure = await self._relate(session, scope, c, key, item, looked_up)
         weighted = confidence(c.confidence, c.source)
         if action == AuditAction.SUPERSEDE:
             assert replaces is not None
@@ -184,7 +199,7 @@ class MemoryWriter:
         return plan
 
     async def _relate(self, session: AsyncSession, scope: Scope, c: Candidate, key: str,
-                      same_key: MemoryItem | None) -> tuple[AuditAction, MemoryItem | None, bool]:
+                      same_key: MemoryItem | None, looked_up: Looked) -> tuple[AuditAction, MemoryItem | None, bool]:
         """What ``c`` is to what is known: a new value of a memory
         (supersede), the same thing again (confirm: same key; merge:
         another), or new (create); and whether a supersede is a guess. The
@@ -206,12 +221,12 @@ class MemoryWriter:
                 return AuditAction.CONFIRM, None, False
             return AuditAction.MERGE, named, False
         if same_key is not None:
-            return await self._against(session, scope, c, same_key, AuditAction.CONFIRM)
+            return await self._against(session, scope, c, same_key, AuditAction.CONFIRM, looked_up)
         related = await related_memory(session, scope, key)
         if related is not None:
-            action, known, unsure = await self._against(session, scope, c, related, AuditAction.MERGE)
+            action, known, unsure = await self._against(session, scope, c, related, AuditAction.MERGE, looked_up)
             return action, known, unsure or action == AuditAction.SUPERSEDE
-        close = await self._match(session, scope, c.fact)
+        close = await looked_up.matched(session, scope, c.fact)
         # A cosine alone over-merges (a person's different facts sit close
         # under some models): the two must also share words (decisions.md#d46).
         if close is None or close.status == Status.SUPERSEDED \
@@ -222,27 +237,16 @@ class MemoryWriter:
         return AuditAction.MERGE, close, False
 
     async def _against(self, session: AsyncSession, scope: Scope, c: Candidate, known: MemoryItem,
-                       same: AuditAction) -> tuple[AuditAction, MemoryItem | None, bool]:
+                       same: AuditAction, looked_up: Looked) -> tuple[AuditAction, MemoryItem | None, bool]:
         """``c`` against a memory of the same attribute: ``same`` (confirm
         or merge) if it states the same value, else a supersede, flagged
         when the words could not tell."""
         judged = same_value(known.fact, c.fact)
         if judged is None and self.matcher is not None:
-            judged = True if await self._match(session, scope, c.fact) is known else None
+            judged = True if await looked_up.matched(session, scope, c.fact) is known else None
         if judged:
             return same, None if same == AuditAction.CONFIRM else known, False
         return AuditAction.SUPERSEDE, known, judged is None
-
-    async def _match(self, session: AsyncSession, scope: Scope, fact: str) -> MemoryItem | None:
-        """The matcher's memory close to ``fact``, asked on the bot's event
-        loop, where its provider and caches live (a batch runs in the writer
-        thread, docs/decisions.md#d128)."""
-        matcher = self.matcher
-        if matcher is None:
-            return None
-        found = await on_event_loop(session, lambda: matcher.find(session, scope, fact))
-        # A group's namespace also holds what members said in it, kept with them.
-        return found if found is not None and (found.scope, found.scope_id) == (scope.kind, scope.id) else None
 
     # -- persist --------------------------------------------------------------------
 
@@ -299,7 +303,7 @@ class MemoryWriter:
             link.memory_id = item.memory_id
             link.extraction_meta = plan.evidence_meta
             link.extraction_method = method
-        for event_id in plan.new_events:  # in a batch, written with its others (storing/batch_writes.py)
+        for event_id in plan.new_events:  # in a batch, written with its others (database.add_row)
             add_row(session, _EVIDENCE, {"memory_id": item.memory_id, "event_id": event_id,
                                          "extraction_method": method, "extraction_meta": plan.evidence_meta,
                                          "created_at": now}, MemoryEvidence)
@@ -393,6 +397,12 @@ class MemoryWriter:
         audit(session, AuditAction.POLICY, actor, reason, scope=scope, session_id=c.session_id, now=now,
               decision="dropped", fact=c.fact, fact_key=key, type=c.type)
         return WriteOutcome(Outcome.DROPPED, None, None, reason, c.fact)
+
+
+def _targets(scope: Scope, candidates: Sequence[Candidate]) -> list[Scope]:
+    """Where each candidate is kept. Learnt under a persona: facts about the
+    person are shared by all (persona.py)."""
+    return [target_scope(scope if c.subject is None else as_persona_of(c.subject, scope), c.type) for c in candidates]
 
 
 def _next_status(item: MemoryItem, decision: GateDecision, action: AuditAction) -> tuple[str, bool]:

@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from ..clock import utcnow
 from ..enums import AuditAction
 from ..scope import Scope
-from .batch_writes import add_row
+from .database import add_row
 from .tables import MemoryAudit, MemoryItem
 
 _AUDIT = MemoryAudit.metadata.tables[MemoryAudit.__tablename__]
@@ -32,7 +32,7 @@ def audit(
     """Add an audit row to the caller's transaction. ``actor``:
     ``system:<part>``, ``operator:<name>`` or ``user:<id>``; ``item``
     gives the memory and its scope. In a write batch the row is written
-    with the batch's others at its end (batch_writes)."""
+    with the batch's others at its end (database.add_row)."""
     if item is not None and scope is None:
         scope = Scope(item.scope, item.scope_id)
     add_row(session, _AUDIT, {

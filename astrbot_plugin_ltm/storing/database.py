@@ -1,32 +1,40 @@
 """The database: sessions on AstrBot's SQLite file, the read-only switch,
 the single write point and its change channel, and threads for reads.
 
-Every write to the plugin's tables goes through :meth:`Database.write`. It
+Every write to the plugin's tables goes through :meth:`Database.write`, or
+:meth:`Database.write_batch` for a batch of dozens of statements. It
 refuses while ``emergency_read_only`` is on (one choke point: the switch
 takes effect on the next write, with no restart, and nothing slips past),
 and once a write has committed it hands the changes it noted
 (:mod:`.changes`) to the derived indexes that subscribed.
+
+Its batches' thread, connection and held rows (below) are its own: nothing
+else writes another way.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, Table, create_engine, event, insert, text
+from sqlalchemy.dialects import registry
+from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 from sqlalchemy.exc import OperationalError
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.orm import Session
+from sqlalchemy.pool import AsyncAdaptedQueuePool
 
 from ..faults import Faults
 from ..i18n import msg
 from ..logs import log
 from . import migrate as migrations
-from .batch_writes import ASKED_FROM, WriterThread, direct_engine, hold_rows, write_rows
 from .changes import Change, DerivedIndex, taken
 
 T = TypeVar("T")
@@ -89,9 +97,10 @@ class Database:
         self.read_pool = self._read_pool(sql_engine)
         self._read_threads: ThreadPoolExecutor | None = None
         self._load_threads: ThreadPoolExecutor | None = None
-        # write_batch's thread and connection (docs/decisions.md#d128)
-        self._writer_thread = WriterThread()
-        self.batch_engine = direct_engine(sql_engine.url)
+        # write_batch's thread, its event loop, and its connection (docs/decisions.md#d128)
+        self._batch_thread: threading.Thread | None = None
+        self._batch_loop: asyncio.AbstractEventLoop | None = None
+        self.batch_engine = _batch_engine(sql_engine.url)
         self._batch_sessions = async_sessionmaker(self.batch_engine, class_=AsyncSession, expire_on_commit=False)
         self._indexes: list[DerivedIndex] = []
         self.faults = Faults()  # what goes wrong now, for /ltm status (faults.py)
@@ -155,24 +164,27 @@ class Database:
                 if changes:
                     await self._hand_over(changes)
 
-    async def write_batch(self, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
+    async def write_batch(self, work: Callable[[AsyncSession], Awaitable[T]],
+                          first: Callable[[], Awaitable[object]] | None = None) -> T:
         """``await work(session)`` in one transaction, as ``async with
-        write() as session`` would, but in the writer thread on a blocking
+        write() as session`` would, but in the batch thread on a blocking
         connection of the plugin's own: a batch of dozens of statements
         costs one hop to a thread, not several per statement
         (docs/decisions.md#d128). The same rules hold: refused while
         read-only, our writes one at a time, SQLite's write lock taken as
         the transaction begins and waited for, the changes handed to the
         indexes after the commit, on this loop. ``work`` runs on the
-        thread's loop: what it needs of this one goes through
-        ``batch_writes.on_event_loop``."""
+        thread's loop: what it needs of this one (the embedding provider,
+        the vector caches) ``first()`` asks, on this loop once the write
+        lock is held, where the indexes stand as the batch will see them."""
         if self.is_read_only():
             raise ReadOnlyError(str(msg("api.read_only")))
         async with self._write_lock:
             if self.is_read_only():
                 raise ReadOnlyError(str(msg("api.read_only")))
-            done = asyncio.wrap_future(self._writer_thread.submit(
-                self._batch(work, asyncio.get_running_loop())))
+            if first is not None:
+                await first()
+            done = asyncio.wrap_future(self._in_batch_thread(self._batch(work)))
             try:
                 result, changes = await asyncio.shield(done)
             except asyncio.CancelledError:
@@ -189,12 +201,20 @@ class Database:
                 await self._hand_over(changes)
             return result
 
-    async def _batch(self, work: Callable[[AsyncSession], Awaitable[T]],
-                     asked_from: asyncio.AbstractEventLoop) -> tuple[T, list[Change]]:
-        """In the writer thread: the transaction, and the changes it noted."""
+    def _in_batch_thread[R](self, batch: Coroutine[Any, Any, R]) -> Future[R]:
+        """``batch`` on the batch thread's event loop, both started at the
+        first; one batch at a time (the write lock)."""
+        if self._batch_loop is None:
+            self._batch_loop = asyncio.new_event_loop()
+            self._batch_thread = threading.Thread(target=self._batch_loop.run_forever, name="ltm-write",
+                                                  daemon=True)
+            self._batch_thread.start()
+        return asyncio.run_coroutine_threadsafe(batch, self._batch_loop)
+
+    async def _batch(self, work: Callable[[AsyncSession], Awaitable[T]]) -> tuple[T, list[Change]]:
+        """In the batch thread: the transaction, and the changes it noted."""
         async with self._batch_sessions() as session:
-            session.info[ASKED_FROM] = asked_from
-            hold_rows(session)  # audit and gate-log rows written together (docs/decisions.md#d143)
+            session.info[_HELD] = {}  # rows held to the batch's end (below)
             async with session.begin():
                 await self._take_write_lock(session)
                 result = await work(session)
@@ -280,13 +300,100 @@ class Database:
 
     async def close(self) -> None:
         """Let running reads finish, then close the read connections, and
-        the writer thread's once no batch runs."""
+        the batch thread's once no batch runs (a later batch starts another)."""
         for threads in (self._read_threads, self._load_threads):
             if threads is not None:
                 await asyncio.to_thread(threads.shutdown, wait=True)
         self._read_threads = self._load_threads = None
         self.read_pool.dispose()
         async with self._write_lock:  # no batch running
-            if self._writer_thread.running:
-                await asyncio.wrap_future(self._writer_thread.submit(self.batch_engine.dispose()))
-                await asyncio.to_thread(self._writer_thread.stop)
+            loop, thread, self._batch_loop, self._batch_thread = self._batch_loop, self._batch_thread, None, None
+            if loop is not None and thread is not None:
+                await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.batch_engine.dispose(), loop))
+                loop.call_soon_threadsafe(loop.stop)
+                await asyncio.to_thread(thread.join)
+                loop.close()
+
+
+# -- the batch thread's connection ------------------------------------------------
+# Through AstrBot's async driver (aiosqlite) every statement costs several
+# hops between the event loop and the driver's thread, each a thread switch
+# and a wake-up of the loop: an extraction batch's ~13 statements a
+# candidate spent more time hopping than in SQLite (docs/decisions.md#d94).
+# A batch runs as one coroutine on the batch thread's loop, against this
+# connection, whose statements run where they are called.
+
+
+class _Cursor(sqlite3.Cursor):
+    async def _async_soft_close(self) -> None:
+        """SQLAlchemy's async results close an async driver's cursor once
+        its rows are fetched; this cursor's rows are there to read as they are."""
+
+
+class _Connection(sqlite3.Connection):
+    def cursor(self, factory: Any = _Cursor) -> Any:  # noqa: D102 (sqlite3's own, with our cursor)
+        return super().cursor(factory)
+
+
+class DirectDialect(SQLiteDialect_pysqlite):
+    """pysqlite, declared async so that an AsyncSession (the writer's code
+    is written against one) drives it: every statement runs at once, in
+    the thread that awaits it."""
+
+    is_async = True
+    supports_statement_cache = True
+
+
+registry.register("sqlite.ltm_direct", __name__, "DirectDialect")
+
+
+def _batch_engine(url: Any) -> AsyncEngine:
+    """The batch thread's engine on the database file of ``url``, with
+    sqlite3's defaults (a 5 s busy timeout), as AstrBot's pooled
+    connections have them."""
+    return create_async_engine(
+        url.set(drivername="sqlite+ltm_direct"),
+        poolclass=AsyncAdaptedQueuePool,
+        pool_size=1,
+        max_overflow=1,
+        connect_args={"check_same_thread": False, "factory": _Connection},
+    )
+
+
+# -- rows held to the batch's end ------------------------------------------------
+# Rows a batch adds and seldom reads back (its audit, gate-log and evidence
+# rows), inserted together at its end.
+#
+# Added one ORM object at a time, each such row cost an object, its state
+# and a unit-of-work flush of its own (the writer's next query autoflushed
+# it): 3 of a candidate's ~10 statements, and the flushes a quarter of the
+# batch thread's profile at 10k (docs/decisions.md#d143). In a batch they
+# are kept as values and written by one executemany per table before the
+# commit, in the order they were added, so the rows, their ids and the
+# transaction are the same. A statement in the batch that reads or deletes
+# such rows is preceded by :func:`write_rows` (the write counts' audit
+# counts, a memory's evidence links, a removal). Elsewhere they are added
+# to the session as before.
+
+_HELD = "ltm_batch_rows"  # session.info key: {table: [values, ...]} while a batch holds rows
+
+
+def add_row(session: AsyncSession, table: Table, values: dict[str, Any], make: Callable[..., object]) -> None:
+    """A row of ``table`` with ``values`` (every column but the key): held
+    when the session holds rows, else ``make(**values)`` added to it."""
+    held: dict[Table, list[dict[str, Any]]] | None = session.info.get(_HELD)
+    if held is None:
+        session.add(make(**values))
+    else:
+        held.setdefault(table, []).append(values)
+
+
+async def write_rows(session: AsyncSession) -> None:
+    """Insert the rows held so far, one statement per table; called before
+    the batch commits and before a statement that reads those tables."""
+    held: dict[Table, list[dict[str, Any]]] | None = session.info.get(_HELD)
+    if not held:
+        return
+    session.info[_HELD] = {}
+    for table, rows in held.items():
+        await session.execute(insert(table), rows)

@@ -18,8 +18,8 @@ from ..enums import ExtractionStatus, Role, ScopeKind, Status
 from ..scope import Scope
 from .archive import OldTurn
 from .archive import delete_turns as delete_old_turns
-from .batch_writes import write_rows
 from .changes import MemoryRemoved, ScopeForgotten, TurnsWithheld, note
+from .database import write_rows
 from .evidence import delete_links, event_ids_of
 from .keyword_rows import delete_fact_row
 from .memory_rows import contexts_of, forget_contexts
