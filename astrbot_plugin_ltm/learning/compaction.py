@@ -1,17 +1,7 @@
-"""Background compaction: merging near-duplicate memories that slipped past
-the writer's dedup (design §7.4).
-
-The writer compares a new fact with the scope's nearest memory as it
-writes; two memories can still say the same thing when they came in by an
-import, were written before their vectors existed, or under another
-embedding model. A low-frequency task looks at a few scopes per run (round
-robin) and merges pairs by the writer's own rule: same scope, same type and
-status, embedding cosine above the model's threshold (indexes.calibration)
-and sharing words (learning.writer.SHARED_WORDS), not contradicting each other.
-The survivor (more evidence, then more confident, then older) takes the
-other's evidence links; the other is closed as superseded, pointing to the
-survivor, so nothing is deleted. Both get a ``compact`` audit row. Every write
-goes through Database.write; nothing is written while read-only.
+"""Background compaction: merging near-duplicate memories that slipped past the
+writer's dedup (design §7.4): imports, memories written before their vectors, or
+under another model. Pairs merge by the writer's own rule; the other is closed as
+superseded, so nothing is deleted.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Extraction by a chat model, with strict validation of its answer.
 
-The prompt numbers each line of the batch and asks for the line numbers a
-fact comes from, so every candidate is evidenced by real events, a fact
-is attributed to the person who said it, and a fact that only the
-assistant said is refused: the bot must never remember its own words as
-something a user told it. The one exception is an episode the model marks
-as the bot's own act (a recommendation, advice, a promise), attributed to
-the bot and evidenced by its lines (bot_side.py).
+Lines are numbered and each fact cites its lines, so it is evidenced and attributed:
+the bot must never remember its own words as something a user told it (except its
+own acts, bot_side.py).
 """
 
 from __future__ import annotations

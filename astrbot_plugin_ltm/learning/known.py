@@ -1,11 +1,6 @@
-"""What is already remembered about a batch's people, shown to the
-extraction model so that it can say which known fact a new statement
-updates or repeats (the writer then supersedes or confirms it).
-
-The nearest facts by keywords and by embedding come first, then the facts
-about names, then the most recently confirmed: a statement in another
-language than the fact it changes shares no keyword with it, and most
-scopes hold few enough memories that the recent ones are all of them."""
+"""What is already remembered about a batch's people, shown to the extraction model
+so it can say which known fact a statement updates or repeats. Names and recent facts
+come too: a statement in another language shares no keyword with its fact."""
 
 from __future__ import annotations
 

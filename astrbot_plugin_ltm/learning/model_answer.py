@@ -1,13 +1,6 @@
-"""Reading an extraction model's answer as it really comes back: the JSON
-array the prompt asks for, wrapped in what real models add around it.
-
-Handled here (docs/decisions.md#d89): a reasoning block (``<think>…</think>``),
-a code fence, prose before or after the JSON, one object instead of a list,
-an object wrapping the list (``{"facts": [...]}``), field names in other
-spellings or in Chinese, numbers written as text, a trailing comma, and an
-answer cut off mid-array (the complete elements before the cut are kept).
-What cannot be read as facts at all raises :class:`MalformedOutput`, so the
-worker keeps the events pending and retries with backoff.
+"""Reading an extraction model's answer as real models send it: reasoning blocks,
+fences, prose, wrappers, other spellings, a cut-off array (docs/decisions.md#d89).
+What cannot be read raises :class:`MalformedOutput`, so the events are retried.
 """
 
 from __future__ import annotations

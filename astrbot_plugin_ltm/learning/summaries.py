@@ -1,26 +1,11 @@
 """Session summaries and their roll-ups: memories of a conversation as a whole.
 
-A scope's events, in order, fall into **sessions**: a new one starts after
-``summaries.idle_minutes`` without a turn, and a session is cut every
-``summaries.max_events`` events. Consecutive sessions are joined into a
-**span** until it holds ``summaries.min_events`` events, and a span is
-summarised in one model call once its last session has ended (idle since)
-or is full: a chat of short sessions pays one call per ``min_events``
-turns, not one per session (docs/decisions.md#d113). A shorter tail waits
-for more turns. The summary is a memory of type
-``summary`` whose evidence links every event it covers, dated by its period
-(``valid_from``/``valid_to``), gated by the write policy like any memory.
-Later, when a day, an ISO week or a month (UTC) is over and holds two or
-more summaries no coarser one covers, they are rolled into one summary of
-that period (one call over their texts; evidence: the union of theirs, so
-down to the events). Raw events are never touched; the parts stay stored.
-
-Where it stands is read from the memories themselves: a scope is summarised
-up to the end of its newest session summary. A summary's fact key names its
-level and period (``summary_session_20261125t100000``), so an operator who
-deletes or rejects one leaves a tombstone on that key, and the same events
-are never summarised again. A failed call leaves the session pending; it is
-retried with the extraction settings' backoff, then skipped until a restart.
+Sessions (cut by ``idle_minutes`` and ``max_events``) are joined into a span of
+``min_events`` events and summarised in one call: one call per ``min_events`` turns,
+not per session (docs/decisions.md#d113). A day, week or month over with two or
+more uncovered summaries is rolled into one. Where a scope stands is read from the
+memories themselves; a fact key naming level and period leaves a tombstone when an
+operator deletes one, so the same events are never summarised again.
 
 Over 400 lines: sessions, roll-ups and their model calls share where a scope stands;
 the prompt and its check live in summary_prompt.py; where sessions and periods

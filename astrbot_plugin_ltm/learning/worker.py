@@ -1,12 +1,6 @@
-"""Background extraction: pending events → candidates → the writer.
-
-Per scope, the worker waits until the conversation has been quiet for
-``extraction.idle_seconds`` (or a full batch is waiting), sends up to
-``batch_size`` events to the extractor, and then, in one transaction,
-writes the memories and marks the events done. A failed, timed-out or
-unreadable call changes nothing but the events' attempt count: they stay
-pending and are retried with exponential backoff, and after
-``max_attempts`` they are marked failed — still stored, and retryable.
+"""Background extraction: pending events → candidates → the writer, in one
+transaction per batch once a scope is quiet. A failed call changes only the events'
+attempt count: retried with backoff, then marked failed (kept, retryable).
 """
 
 from __future__ import annotations

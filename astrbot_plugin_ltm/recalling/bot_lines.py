@@ -1,12 +1,6 @@
-"""The bot's own replies: how its lines are shown.
-
-A line of the bot's reads as the bot's (withholding.BOT_LABEL), never as
-something a person said. Its replies are candidates like anyone's (storing.turns:
-RECALLED_ROLES), but a model's replies run longer than what people type,
-so they are kept from crowding out what people said: each is cut shorter
-than a person's turn, and together they take at most a share of the token
-budget (docs/decisions.md#d57). Small talk and echoes are never shown
-(withholding.py).
+"""The bot's own replies: shown as the bot's, never as a person's. A model's replies
+run longer than people type, so each is cut shorter and together they take at most a
+share of the budget (docs/decisions.md#d57).
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
-"""The time a message names: "5月3号", "昨天", "上周五", "last Friday",
-"two weeks ago", "on May 3", "第一次"…
+"""The time a message names: "5月3号", "昨天", "上周五", "last Friday", "第一次"…
 
-Pure functions. A date is read in the user's time zone, relative to the
-message's time, and becomes a half-open period [start, end) in UTC, which
-the reader lifts (recalling/reader.py, ranking.py). A date without a year is
-the latest such date not after the message ("5月3号" asked in January is
-last year's). "第一次" / "the first time" names the scope's earliest
-conversation, which only the database knows: it comes back as FIRST.
-Vague words ("最近", "recently", "几天前", "a few days ago") name no period:
-people say "我最近去了厦门" of a trip ten days back, and putting the last
-days first lost such answers (docs/decisions.md#d61); the recency weight
-already favours what is recent.
+Pure functions: read in the user's time zone, as a half-open UTC period. A date
+without a year is the latest not after the message. Vague words ("最近", "a few days
+ago") name no period: lifting the last days lost such answers (docs/decisions.md#d61).
 """
 
 from __future__ import annotations

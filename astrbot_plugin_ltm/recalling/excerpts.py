@@ -1,16 +1,7 @@
-"""A long turn in the block: the part of it the message is about.
-
-A model's reply runs to hundreds of characters, and what a later question
-asks about ("the restaurant you suggested for fish") sits anywhere in it;
-cut to its first characters, the detail never reaches the model. So a turn
-longer than its line's bound reads as its sentences sharing the message's
-rarest words (a shared word weighs 1 / the number of the turn's sentences
-it is in), best first while they fit the bound, then the sentence after
-each (an answer often follows the words that announce it), then the
-opening ones that still fit, in the turn's order (the room left: the start
-of the next sentence), "…" where text is left out
-(docs/decisions.md#d80). A sentence longer than the bound is cut around its
-first shared word. None shares a word: the turn's opening, as before.
+"""A long turn in the block: the part of it the message is about. Cut to its opening,
+the detail a later question asks about never reaches the model; so its sentences
+sharing the message's rarest words come first, then the one after each (an answer
+follows the words that announce it), in the turn's order (docs/decisions.md#d80).
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""""Last time we talked…": the first turn of a new conversation brings the
-person's most recent session summary into the block, inside its budget.
-
-A conversation is new when its scope has had no turn for
-``summaries.idle_minutes`` (the turn being answered is recorded after the
-reply, so it is not counted). The summary is a pinned candidate
-(read.Pinned) with a label in the language of the message: the reader
-places it right under the block's opening and fits the rest to what it
-leaves of ``max_tokens`` (docs/decisions.md#d107).
+""""Last time we talked…": the first turn of a new conversation pins the person's
+latest session summary under the block's opening, inside its budget
+(docs/decisions.md#d107).
 """
 
 from __future__ import annotations

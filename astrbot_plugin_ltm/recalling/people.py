@@ -1,11 +1,6 @@
-"""A question about a person who speaks in the scope: "What activities has
-Melanie done with her family?", asked in a group chat (or any scope that
-several people share), is answered by Melanie's own turns. By their words,
-the turns that match best are often the others' turns that address her
-("Thanks, Melanie! Your kind words…"): a name is said to a person more than
-by them, and the keyword index never sees who spoke. So the candidate turns
-said by a person the question names rank as one more retriever's hits
-would, the best match first (ranking.py, docs/decisions.md#d124).
+"""A question about a person who speaks in the scope is answered by their own turns:
+by words, the best matches are often others' turns addressing them, and the keyword
+index never sees who spoke (docs/decisions.md#d124).
 """
 
 from __future__ import annotations

@@ -1,18 +1,7 @@
-"""The memories and turns of the period a message names (recalling/dates.py),
-loaded on a read thread for the reader to lift (ranking.py).
-
-A turn is in the period when it was said in it; a memory when any of its
-evidence events was — so a summary, whose evidence links every event it
-covers, is in each period it spans. "第一次" / "the first time" is the day
-of the scope's earliest recorded event.
-
-A long history puts hundreds of turns in one day ("last Saturday"): the
-period's turns the message's keywords match come first, ranked by bm25
-within the period (the reader fuses that ranking with the retrievers'),
-then the period's other turns, oldest first (docs/decisions.md#d84). The
-ranking is the scope's keyword namespace's (indexes.keywords.TurnRanker)
-when the read has it loaded, else bm25 over the period's own turns, from
-their stored terms (docs/decisions.md#d158).
+"""The memories and turns of the period a message names, loaded on a read thread. A
+memory is in it when any evidence event is. Hundreds of turns in one day: those the
+keywords match come first, ranked by bm25 within the period (docs/decisions.md#d84),
+from the loaded namespace, else the stored terms (docs/decisions.md#d158).
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""The read path: the block to inject for one message.
-
-A read (read.py) goes through the reader's ``stages`` in turn, then one
-pass in a thread ranks its candidates (ranking.py) and fits the budget
-(block.py); a rerank provider's call comes between the two (reranking.py).
-Memories and raw turns are candidates alike: a memory is a compact,
-reviewed fact; a turn is what was said, for what no memory covers.
+"""The read path: the block to inject for one message. Memories (compact, reviewed)
+and raw turns (for what no memory covers) are candidates alike.
 """
 
 from __future__ import annotations

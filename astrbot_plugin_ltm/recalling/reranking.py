@@ -1,18 +1,7 @@
-"""A rerank provider's judgement of a read's best candidates.
-
-The retrievers find a candidate by its words (BM25) or by one vector of it
-(the embedding model): a turn that answers in other words than the
-question's ("my home country, Sweden" for "where did she move from")
-ranks below what the block holds. A reranker (a cross-encoder, AstrBot's
-rerank providers) reads the question and each candidate together. The
-best ``candidates`` of the ranking (memories and turns alike, as the block
-shows them), before it is spread over the days, go to it in one call; its
-order and the ranking's are fused by reciprocal rank (ranking.fuse), so a
-reranker that judges one candidate badly moves it, not the whole block.
-The call gets what is left of the read's time (config.READ_SECONDS), at most
-``rerank.timeout_seconds``. A reranker that fails or is slow leaves the
-ranking as it was, with one warning until it answers again
-(docs/decisions.md#d151).
+"""A rerank provider's judgement of a read's best candidates: it reads the question
+and each candidate together, finding answers in other words than the question's. Its
+order is fused with the ranking's, so one bad judgement moves one candidate, not the
+block; a failing or slow reranker leaves the ranking as it was (docs/decisions.md#d151).
 """
 
 from __future__ import annotations

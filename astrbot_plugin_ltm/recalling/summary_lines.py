@@ -1,13 +1,6 @@
-"""A summary in the block: its day and the sentences the message is about.
-
-A session summary runs to a hundred tokens or more; shown whole, two or
-three of them take half an 800-token block, pushing out the facts and turns
-of the other sessions a question spans (docs/decisions.md#d63). So a ranked
-summary reads as its day and the one of its sentences (FOCUS_SENTENCES)
-sharing the message's rarest words within the summary (a name in every
-sentence tells them apart less than a title in one). It stays one memory:
-the memory_expand tool shows the rest, and a message naming the summary's
-period (a date question) gets it whole.
+"""A summary in the block: its day and the sentence the message is about. Whole,
+two or three summaries take half a block, pushing out the other sessions a question
+spans (docs/decisions.md#d63); memory_expand shows the rest.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""How often each memory is used: injected in a block, or returned by the
-memory search tool, and when last.
-
-Off the read path: :meth:`Usage.note` only adds to counts in memory; a
-background task adds them to ``ltm_items`` in one write every
-``FLUSH_SECONDS``, or sooner after ``FLUSH_AFTER`` notes. So a crash loses
-at most the counts of the last few seconds, and a read never waits for, or
-fails because of, a count. While ``emergency_read_only`` is on nothing is
-counted or written.
+"""How often each memory is used (in a block, or by the search tool), and when last.
+Counted in memory and written in the background, so a read never waits for or fails
+because of a count; a crash loses seconds of counts.
 """
 
 from __future__ import annotations
