@@ -14,12 +14,8 @@ MARK = "_ltm_parent_fields"  # our filter, whichever import of this module added
 
 
 class _ParentFields(logging.Filter):
-    """AstrBot before 4.29 adds the fields its handlers' formats name
-    (``plugin_tag`` …) in a filter on its ``astrbot`` logger, which a
-    child's records never pass: its WebUI handler then fails on ours
-    ("Formatting field not found in record"). Those filters are run on our
-    records too, unless AstrBot gave this logger filters of its own (4.29
-    and later set up a logger per plugin)."""
+    """AstrBot before 4.29 adds its format's fields in a filter a child's records never
+    pass ("Formatting field not found"): run those filters on ours unless we have our own."""
 
     _ltm_parent_fields = True
 

@@ -45,9 +45,7 @@ def sentences(text: str) -> tuple[tuple[str, str], ...]:
 
 
 def _probe(token: str) -> str:
-    """What a word holding ``token`` starts with: an English stem's letters
-    but the last (the stemmer changes only a word's end: "citi" ← "city"),
-    any other token itself (a number)."""
+    """A stem's letters but the last, as the stemmer changes only a word's end ("citi" ← "city")."""
     return token[:-1] if len(token) > 3 and token.isascii() and token.isalpha() else token
 
 
@@ -63,9 +61,8 @@ def _finder(wanted: frozenset[str]) -> re.Pattern[str]:
 
 
 def shared(said: tuple[tuple[str, str], ...], wanted: frozenset[str]) -> list[frozenset[str]]:
-    """The tokens of ``wanted`` each sentence holds. Only the words that
-    may be one of them are tokenised: stemming every word of a long reply
-    cost most of a read (docs/decisions.md#d82)."""
+    """The tokens of ``wanted`` each sentence holds; only candidate words are stemmed, as
+    stemming a long reply cost most of a read (docs/decisions.md#d82)."""
     if not wanted or not said:
         return [frozenset() for _ in said]
     held: list[set[str]] = [set() for _ in said]
@@ -85,10 +82,7 @@ def shared(said: tuple[tuple[str, str], ...], wanted: frozenset[str]) -> list[fr
 
 
 def excerpt(text: str, query: Iterable[str], max_chars: int, keep: int | None = None) -> str:
-    """``text`` (whitespace collapsed) when it is at most ``max_chars`` long
-    and has no more than ``keep`` sentences; else at most ``keep`` of its
-    sentences (all that fit when None), chosen as the module says, within
-    ``max_chars`` characters, "…" marks included."""
+    """``text`` if short enough, else at most ``keep`` of its sentences within ``max_chars``."""
     flat = " ".join(text.split())
     if len(flat) <= max_chars and (keep is None or len(_BREAK.findall(text)) < keep  # too few to choose from
                                     or len(sentences(text)) <= keep):
@@ -110,9 +104,7 @@ def excerpt(text: str, query: Iterable[str], max_chars: int, keep: int | None = 
         return _window(said, best, sorted(held[best]), max_chars)
     chosen: list[int] = []
     used = 0
-    # Each matching sentence with the one after it ("I can share some tips:"
-    # — the tips), then the opening ones, in order; with ``keep`` (a turn
-    # further down the block, docs/decisions.md#d71) the opening ones only.
+    # With ``keep``, no sentence after a match: a turn further down the block (docs/decisions.md#d71).
     paired = [m for n in order for m in (n, n + 1) if m < len(said)] if keep is None else order
     for n in paired + [n for n in range(len(said)) if weight[n] == 0]:
         if n in chosen:
@@ -136,9 +128,8 @@ def excerpt(text: str, query: Iterable[str], max_chars: int, keep: int | None = 
 
 
 def _render(said: tuple[tuple[str, str], ...], chosen: list[int]) -> str:
-    """The ``chosen`` sentences in order, "…" where sentences are left out
-    (at the end only when the last one ends mid-way: a turn has no id to
-    expand, so the mark would only cost a token, docs/decisions.md#d73)."""
+    """The ``chosen`` sentences in order, "…" where left out; none at the end unless cut
+    mid-way, as a turn has no id to expand (docs/decisions.md#d73)."""
     parts: list[str] = []
     last = -1
     for n in chosen:

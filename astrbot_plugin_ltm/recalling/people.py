@@ -27,12 +27,8 @@ def names_speaker(tokens: frozenset[str], speaker: str | None) -> bool:
 
 
 def named_speakers(tokens: Collection[str], turns: dict[int, EventRow]) -> frozenset[str]:
-    """The people among those who said the candidate ``turns`` that the
-    question's ``tokens`` name. None when it names nobody who spoke, or
-    everyone who did: then the name tells no turn from another (a chat of
-    one person with the bot, "what did Caroline and Melanie both paint?").
-    The bot's replies are never a person's. One pass over the turns: most
-    questions name nobody, and cost no more."""
+    """The speakers of ``turns`` the question names; None for nobody or everyone, as the
+    name then tells no turn apart. One pass: most questions name nobody."""
     if not tokens or not turns:
         return frozenset()
     # speaker_of, for a person's turn.

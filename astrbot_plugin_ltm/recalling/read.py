@@ -23,9 +23,7 @@ from .trace import Trace
 
 @dataclass(frozen=True)
 class Only:
-    """What a read may bring, beyond the policy (the memory_search tool):
-    memories of these types (then no turns), said or confirmed in
-    [since, until)."""
+    """The memory_search tool's bounds beyond the policy; types mean no turns."""
 
     types: tuple[str, ...] = ()
     since: datetime | None = None
@@ -63,11 +61,8 @@ class Selected:
 
 @dataclass(frozen=True)
 class Pinned:
-    """A candidate placed right under the block's opening, before the
-    ranked ones, when it fits ("last time we talked", last_time.py): its
-    lines, and what the block reports of it. The rest of the block is
-    fitted to what it leaves of the budget; a ranked line of the same
-    memory gives way to it (docs/decisions.md#d107)."""
+    """A candidate placed right under the block's opening when it fits (last_time.py); a
+    ranked line of the same memory gives way to it (docs/decisions.md#d107)."""
 
     lines: tuple[str, ...]
     selected: Selected

@@ -84,16 +84,12 @@ class MemoryReader:
 
     @property
     def stages(self) -> tuple[Callable[[Read], Awaitable[None]], ...]:
-        """What a read goes through before its candidates are ranked, in
-        order: the retrievers side by side (keyword namespaces, the
-        embedding provider and FAISS), then the rows on the database's read
-        threads; a new heuristic is one more stage, not one more parameter."""
+        """What a read goes through before ranking: a new heuristic is one more stage, not
+        one more parameter."""
         return self._retrieve, self._load_rows, self._leave_out, self._explain, self._bots_share, self._focus
 
     async def _retrieve(self, read: Read) -> None:
-        # A question comparing events is searched as the events it names, each
-        # on its own: as a whole, the turns matching several of its words
-        # would outrank each event's own (asking.py, docs/decisions.md#d84).
+        # Searched as the events it names, each on its own (asking.py, docs/decisions.md#d84).
         queries = [Query.of(part) for part in event_parts(read.question)] or [read.query]
         read.found = list(await asyncio.gather(
             *(r.search(read.scopes, each, HITS_PER_SEARCH) for each in queries for r in self.retrievers)))
@@ -162,10 +158,8 @@ class MemoryReader:
 
     def _candidates(self, conn: Connection, read: Read, unbacked: bool
                     ) -> tuple[dict[int, ItemView], dict[str, frozenset[str]], dict[int, EventRow]]:
-        """The memories with their evidence, and the turns: the turns first,
-        for a summary's evidence is only looked for among them. The
-        memories: the usable hits, each scope's most important ones, and
-        the profile facts that follow ``read.follower`` into the group."""
+        """The turns first, for a summary's evidence is only looked for among them; then the
+        memories with their evidence."""
         policy = read.policy
         turns: dict[int, EventRow] = {} if policy.max_events <= 0 else \
             load_turns(conn, read.scopes, list(leading([f.turns for f in read.found])), unbacked)
