@@ -1,13 +1,7 @@
-"""Per-persona memory (``identity.persona_scoped``): what the bot learnt
-while playing one AstrBot persona stays with that persona.
-
-A persona's memory is a scope of its own: the person's (or the group's)
-scope id with ``#persona:<name>`` after it, so every index, cap, key and
-"forget" keeps it apart with no new column. What the person is — profile,
-preference, constraint — is about them whoever the bot plays, so the writer
-keeps those in the shared scope (``target_scope``); episodes, task states
-and everything the bot said stay with the persona. A persona reads its own
-scope first, then the shared one (scope.ScopeResolver.read_scopes).
+"""Per-persona memory (``identity.persona_scoped``): a scope id with
+``#persona:<name>`` after it, so every index, cap, key and "forget" keeps it apart
+with no new column. Who the person is (profile, preference, constraint) stays in
+the shared scope whoever the bot plays.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
-"""The settings that are no more (docs/decisions.md#d169), and what a saved
-value of one becomes: ``write_policy.enable`` false is ``*`` in
-``write_policy.disabled_scopes`` (true takes it out), ``tools.<tool>`` the
-tool's place in ``tools.offered``; any other is a constant now (config.py),
-and a value other than its old default is dropped aloud.
-
-AstrBot keeps the plugin's settings as JSON and drops every key no longer in
-``_conf_schema.json`` when it loads the plugin; main.py reads the file first
-and :func:`carried_over` carries it over. A stored policy version (a
-rollback's target) and a policy change pass through :func:`upgraded` too.
+"""The settings that are no more (docs/decisions.md#d169), and what a saved value of
+one becomes; a value other than its old default of one now constant is dropped aloud.
+AstrBot drops keys no longer in ``_conf_schema.json`` when it loads the plugin, so
+main.py reads the file first and :func:`carried_over` carries them over.
 """
 
 from __future__ import annotations

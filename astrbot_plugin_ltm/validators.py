@@ -1,10 +1,5 @@
-"""One validator per field, shared by every entry point: the dashboard API,
-the review page (through the API), imports, the chat commands and the
-settings (``config.py`` reads its booleans here).
-
-Each returns the value to use or raises :class:`AdminError` (a 4xx) with a
-message naming the field and what it accepts. Nothing here touches the
-database.
+"""One validator per field, shared by every entry point (the API, imports, the
+commands, the settings): each returns the value to use or raises :class:`AdminError`.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """One catalogue for every text a person reads, in English and Chinese.
 
-A text is named by a stable code (``"pause.on"``) and has an English and a
-Chinese template with ``{name}`` placeholders. Code builds texts with
-:func:`msg` (a :class:`Message`, rendered late, in the reader's language) or
-:func:`say` (rendered now). Texts that were stored as English (audit reasons,
-held reasons, policy history) are shown in Chinese by :func:`translate`,
-which finds the template a stored text was made from and renders it again;
-an operator's own words, matching no template, are shown as typed.
-
-The templates live in this package's area modules (``commands.py``,
-``api.py`` …), each a ``TEXTS`` dict of code → (English, Chinese); a code
-is defined once (``tests/test_i18n.py`` checks codes, placeholders and
-that every entry has both languages).
+A stable code (``"pause.on"``) names an English and a Chinese template; :func:`msg`
+renders late, in the reader's language. Texts stored in English are shown in Chinese
+by :func:`translate`, which finds the template they were made from; an operator's own
+words are shown as typed. Each area module holds a ``TEXTS`` dict of code → (en, zh).
 """
 
 from __future__ import annotations

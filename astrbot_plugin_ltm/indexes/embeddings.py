@@ -1,12 +1,7 @@
-"""The embedding provider as the plugin uses it: calls bounded by timeouts,
-a failing provider warned about once (everything then runs keyword-only,
-nothing raises), and the two searches that start with an embedding — the
-reader's query and the writer's semantic match.
-
-What the log says about vector search is true when it is said: a missing
-provider (the embedder raises LookupError) is reported only when a read
-goes without it, because AstrBot loads its providers after its plugins and
-the background fill's first call at start comes a moment too early."""
+"""The embedding provider as the plugin uses it: bounded calls, a failing provider
+warned about once (then keyword-only, nothing raises). A missing provider is reported
+only when a read goes without it: AstrBot loads providers after plugins, so the
+fill's first call at start comes a moment too early."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Retention: memories past their type's ``retention_days`` are marked
-expired (never deleted: the review page still shows them, audited); gate
-log rows older than ``GATE_LOG_KEEP_DAYS`` are deleted; with
-``retention_days.turns``, turns older than that which no memory cites are
-deleted (storing.archive), a batch at a time, one audit row a batch."""
+"""Retention: memories past their type's ``retention_days`` are marked expired
+(never deleted: still reviewable); old gate log rows and uncited turns are deleted."""
 
 from __future__ import annotations
 

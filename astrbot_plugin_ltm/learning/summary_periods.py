@@ -1,7 +1,5 @@
-"""Where summaries fall in time: a scope's turns cut into sessions and
-joined into spans, a summary's fact key and level, the UTC day, week or month
-a roll-up covers, its parts and the parts it retires (pure functions). Apart
-from summaries.py, which asks the model and writes.
+"""Where summaries fall in time (pure functions), apart from summaries.py, which asks
+the model and writes.
 """
 
 from __future__ import annotations

@@ -1,6 +1,4 @@
-"""What the writer reads of memory before it decides: a batch's tombstones
-and event times, looked up at once, and the current memory under a key, a
-related key or an id. Apart from writer.py, which decides, gates and writes.
+"""What the writer reads of memory before it decides, apart from writer.py.
 """
 
 from __future__ import annotations

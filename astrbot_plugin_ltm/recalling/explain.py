@@ -1,7 +1,5 @@
-"""Why a search hit never became a candidate (the injection preview): a
-memory that is not active, awaits approval, is below the policy's
-confidence or past its retention; a turn withheld, or one no reviewed
-memory backs. Read only when the reader is given a Trace."""
+"""Why a search hit never became a candidate (the injection preview); read only when
+the reader is given a Trace."""
 
 from __future__ import annotations
 

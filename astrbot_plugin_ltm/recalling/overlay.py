@@ -1,8 +1,5 @@
-"""A read as it would be if some memories had another status: the reader
-of a policy replay (operating/replay.py). Same retrievers, ranking and
-budget as the live reader; only the memories' statuses are looked up in an
-overlay first (a memory a candidate write policy would have made active,
-or never stored). Read-only, on the database's read threads."""
+"""A read as it would be if some memories had another status: a policy replay's
+reader, the live reader's retrievers, ranking and budget over an overlay of statuses."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""What a read did with its candidates, for the operators' injection
-preview: each line the block took (its source, id, score and tokens) and
-each candidate left out, with why. The reader fills a :class:`Trace` only
-when given one; the bot's own reads pass none and pay nothing for it."""
+"""What a read did with its candidates, for the injection preview; the bot's own
+reads pass no :class:`Trace` and pay nothing for it."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Removing a memory and withholding turns: what deleting, rejecting,
-evicting and forgetting have in common.
-
-A removed memory leaves no row behind (evidence links, keyword row and
-vector go with it). The turns behind it are *withheld*: kept in the archive,
-never shown to the model again, their vectors deleted. Each step notes its
-change for the derived indexes.
+"""Removing a memory and withholding turns: what deleting, rejecting, evicting and
+forgetting have in common. A withheld turn stays in the archive, never shown again.
 """
 
 from __future__ import annotations
