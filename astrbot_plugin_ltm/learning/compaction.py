@@ -169,23 +169,22 @@ async def apply_merge(session: AsyncSession, merge: Merge, now: datetime) -> boo
 
 class Compactor:
     def __init__(self, db: Database, model: Callable[[], str | None], clock: Clock = utcnow,
-                 every_seconds: float = COMPACT_EVERY_SECONDS,
                  same_fact_cosine: Callable[[], Awaitable[float]] | None = None) -> None:
         self._db = db
         self._model = model  # the current embedding model; None: no vectors, nothing to compare
         self._same = same_fact_cosine  # the model's merge threshold (the writer's, indexes.calibration)
         self._clock = clock
         self._after: tuple[str, str] | None = None  # the last scope looked at
-        self.task = BackgroundTask("compaction", self._step, every=every_seconds)
+        self.task = BackgroundTask("compaction", self._step, every=COMPACT_EVERY_SECONDS)
         self.merged = 0  # merges made since start (for the stats and tests)
 
-    async def run_once(self, scopes_per_run: int = SCOPES_PER_RUN) -> list[Merge]:
+    async def run_once(self) -> list[Merge]:
         """One bounded pass; the merges it made."""
         model = self._model()
         if not model or self._db.is_read_only():
             return []
         same = SEMANTIC_MATCH if self._same is None else await self._same()
-        scopes = await self._db.run(lambda conn: next_scopes(conn, model, self._after, scopes_per_run))
+        scopes = await self._db.run(lambda conn: next_scopes(conn, model, self._after, SCOPES_PER_RUN))
         done: list[Merge] = []
         for scope in scopes:
             self._after = (scope.kind, scope.id)

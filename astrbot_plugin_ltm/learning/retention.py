@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
@@ -53,10 +53,9 @@ async def sweep_expired(db: Database, clock: Clock) -> int:
         return 0
 
 
-async def prune_gate_log(db: Database, clock: Clock, keep_days: int = GATE_LOG_KEEP_DAYS,
-                         batch: int = PRUNE_BATCH) -> int:
-    """Delete gate log rows older than ``keep_days``; returns how many."""
-    cutoff = clock() - timedelta(days=keep_days)
+async def prune_gate_log(db: Database, clock: Clock, batch: int = PRUNE_BATCH) -> int:
+    """Delete gate log rows older than GATE_LOG_KEEP_DAYS; returns how many."""
+    cutoff = clock() - timedelta(days=GATE_LOG_KEEP_DAYS)
     total = 0
     try:
         while True:
@@ -100,13 +99,10 @@ class TurnSweep:
 
 
 async def sweep_turns(db: Database, cutoff: datetime, actor: str, reason: str, *, dry_run: bool = False,
-                      after: Position = START, progress: Callable[[TurnSweep], None] | None = None,
-                      sleep: Callable[[float], Awaitable[object]] = asyncio.sleep) -> tuple[TurnSweep, Position]:
-    """Delete the turns said before ``cutoff`` that no memory cites, in
-    batches, each one transaction holding the write lock about
-    BATCH_SECONDS, with one audit row (``actor``, ``reason``) a batch;
-    ``dry_run``: only count them. Walks from ``after`` to the cutoff;
-    returns what it did and where it ended. Stops quietly while read-only."""
+                      after: Position = START,
+                      progress: Callable[[TurnSweep], None] | None = None) -> tuple[TurnSweep, Position]:
+    """Delete the uncited turns said before ``cutoff``, one audited batch of about
+    BATCH_SECONDS at a time, from ``after``; what it did and where it ended."""
     done = TurnSweep()
     position, size = after, FIRST_BATCH
     while True:
@@ -139,7 +135,7 @@ async def sweep_turns(db: Database, cutoff: datetime, actor: str, reason: str, *
                 min(MAX_BATCH, size * 2) if seconds < BATCH_SECONDS / 2 else size
             if progress is not None:
                 progress(done)
-            await sleep(max(PAUSE_SECONDS, seconds))
+            await asyncio.sleep(max(PAUSE_SECONDS, seconds))
         position = walk.position
         if progress is not None:
             progress(done)
