@@ -174,9 +174,7 @@ def scope_problem(entry: str) -> str | None:
 
 
 def scope_entry(entry: str, refusal: str, shown_as: str | None = None) -> str:
-    """``entry`` when it is a ``user:<id>`` / ``group:<id>`` scope; else
-    AdminError(``refusal``: a code with {scope} and {why}), naming it as
-    sent (``shown_as``, cut to 80 characters)."""
+    """``entry`` when it is a ``user:<id>`` / ``group:<id>`` scope; else AdminError(``refusal``)."""
     why = scope_problem(entry)
     if why is not None:
         raise AdminError(msg(refusal, scope=repr((entry if shown_as is None else shown_as)[:80]),

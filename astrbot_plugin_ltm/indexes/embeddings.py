@@ -20,8 +20,7 @@ from .calibration import FLOOR_PROBES, floor_of, same_threshold
 from .namespaces import COLD_WAIT
 from .vectors import VectorIndex
 
-# Cosine above which two facts of a scope say the same when the model's
-# floor is not known yet (its probe failed): the threshold for a floor of 0
+# The same-fact threshold for a floor of 0, while the model's floor is unknown
 # (calibration.py, docs/decisions.md#d18, #d68).
 SEMANTIC_MATCH = same_threshold(0.0)
 PRIMED_FACTS = 1024  # candidate facts' vectors kept between prime() and their write
@@ -107,9 +106,8 @@ class Embeddings:
         return VectorHits(hits.get(Corpus.MEMORIES, {}), hits.get(Corpus.TURNS, {}))
 
     async def same_fact_cosine(self) -> float:
-        """The cosine above which two facts say the same under the current
-        model: measured once per model on FLOOR_PROBES (one embedding call);
-        SEMANTIC_MATCH while the probe cannot be embedded (tried again next time)."""
+        """The model's same-fact cosine, measured once per model on FLOOR_PROBES;
+        SEMANTIC_MATCH while the probe cannot be embedded."""
         model = self.model
         if model in self._thresholds:
             return self._thresholds[model]

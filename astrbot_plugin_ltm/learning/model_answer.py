@@ -76,9 +76,8 @@ def read_answer(text: str | None) -> Answer:
 
 
 def _decode(raw: str) -> Answer | None:
-    """The first JSON value that reads as an answer: the whole text, a
-    fenced block, then one starting at a bracket in prose (an array cut off
-    there keeps its complete elements)."""
+    """The first JSON value that reads as an answer: the whole text, a fenced block,
+    then one starting at a bracket in prose."""
     for part in (raw, *_FENCE.findall(raw)):
         value = _loads(part.strip())
         if value is not None:

@@ -66,9 +66,8 @@ IMPORTANCE = {SummaryLevel.SESSION: 0.6, SummaryLevel.DAY: 0.55, SummaryLevel.WE
 BASE_CONFIDENCE = 0.9  # × the model's source weight (policy.confidence): 0.72, above the default min_confidence
 LOOKBACK = timedelta(days=7)  # scopes with a turn this recent are looked at
 MAX_CALLS_PER_SCOPE = 4  # per pass: a backlog is worked off over several passes
-# Failed summaries remembered (for back-off and giving up), the least lately
-# failed out first: without a bound, given-up ones stayed until a restart
-# (docs/decisions.md#d149). One pushed out is only tried afresh.
+# Failed summaries remembered for back-off, bounded: given-up ones stayed until a
+# restart (docs/decisions.md#d149). One pushed out is only tried afresh.
 MAX_FAILURES_KEPT = 10_000
 SummarizerFor = Callable[[str | None], Awaitable[Summarizer | None]]
 
@@ -112,9 +111,8 @@ class SummaryWorker:
     # -- one pass ----------------------------------------------------------
 
     async def run_once(self, ignore_idle: bool = False) -> list[SummaryResult]:
-        """Summarise every ended session and roll up every finished period
-        of the scopes that spoke lately. ``ignore_idle``: the last session
-        of each scope counts as ended (tests, benchmarks)."""
+        """Summarise every ended session and roll up every finished period of the scopes
+        that spoke lately; ``ignore_idle``: the last session counts as ended."""
         cfg = self._config()
         if not (cfg.enable and cfg.summaries.enable) or self._db.is_read_only():
             return []
@@ -175,8 +173,7 @@ class SummaryWorker:
             results.append(await self._summarise_session(summarizer, scope, key, events))
             if not results[-1].ok:
                 return results  # in order: later sessions wait for this one's retry
-        # Roll-ups are looked for when a session was just summarised (a later
-        # session is what shows a period is over), or on a drain.
+        # A later session is what shows a period is over.
         if ignore_idle or any(r.ok and r.level == SummaryLevel.SESSION for r in results):
             results.extend(await self._rollups(scope, summarizer, MAX_CALLS_PER_SCOPE))
         return results
@@ -299,12 +296,9 @@ class SummaryWorker:
         return results
 
     async def _retire(self, scope: Scope, now: datetime) -> int:
-        """Close, as superseded by the roll-up that covers it, each active
-        summary whose period ended ``keep_parts_days`` ago: the scope keeps
-        a bounded number of summaries in force (recent ones fine, older
-        ones coarse), and the closed ones stay as history with their
-        evidence. Their period (``valid_from``/``valid_to``) is left as it
-        is: the newest session summary's end is where summarising resumes."""
+        """Close as superseded each summary a roll-up covers once its period ended
+        ``keep_parts_days`` ago, so the summaries in force stay bounded. Their period
+        is left as it is: the newest session summary's end is where summarising resumes."""
         keep = self._config().summaries.keep_parts_days
         horizon = now - timedelta(days=keep)
         active = (MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id,
@@ -354,8 +348,7 @@ class SummaryWorker:
         cfg = self._config()
         now = self._clock()
         weighted = confidence(BASE_CONFIDENCE, CandidateSource.LLM_EXTRACT)
-        # Bounded by construction (one per session or period), so the write
-        # rate limits, made for facts, do not apply.
+        # Bounded by construction, so the write rate limits, made for facts, do not apply.
         verdict = gate(cfg.write_policy, GateInput(
             type=MemoryType.SUMMARY, confidence=weighted, evidence_count=len(event_ids), is_new=True,
             explicit=False, writes_this_session=0, writes_this_hour=0, instruction=instruction_reason(text)))

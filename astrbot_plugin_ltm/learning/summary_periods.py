@@ -45,9 +45,8 @@ def period_of(level: str, at: datetime) -> tuple[datetime, datetime]:
 
 
 def learnable(events: Sequence[MemoryEvent]) -> list[MemoryEvent]:
-    """Without what was said while learning was off (a user's pause, a
-    scope's writes off, a forgotten scope: recorded as skipped), nor the
-    bot's replies to it — a summary would learn it all the same."""
+    """Without what was said while learning was off, nor the bot's replies to it: a
+    summary would learn it all the same."""
     out: list[MemoryEvent] = []
     unlearned: set[str | None] = set()  # conversations whose last message is not to be learnt
     for event in events:
@@ -63,9 +62,7 @@ def learnable(events: Sequence[MemoryEvent]) -> list[MemoryEvent]:
 
 
 def join_sessions(sessions: Sequence[list[MemoryEvent]], min_events: int) -> list[list[MemoryEvent]]:
-    """Consecutive sessions joined into spans of at least ``min_events``
-    events each (a session is never split); the last span may hold fewer:
-    it waits for more turns."""
+    """Sessions joined into spans of at least ``min_events`` (the last may hold fewer)."""
     spans: list[list[MemoryEvent]] = []
     for events in sessions:
         if spans and len(spans[-1]) < min_events:
@@ -76,9 +73,8 @@ def join_sessions(sessions: Sequence[list[MemoryEvent]], min_events: int) -> lis
 
 
 def split_sessions(events: Sequence[MemoryEvent], idle: timedelta, max_events: int) -> list[list[MemoryEvent]]:
-    """Events in order -> sessions: a gap of ``idle`` starts a new one, and
-    one is cut at ``max_events`` (never between events of the same instant,
-    which a later read past the session's end would miss)."""
+    """Events cut into sessions by ``idle`` and ``max_events``, never between events of
+    the same instant, which a later read past the session's end would miss."""
     sessions: list[list[MemoryEvent]] = []
     for event in events:
         current = sessions[-1] if sessions else None

@@ -23,11 +23,8 @@ Matches = dict[tuple[Scope, str], int | None]
 
 @dataclass
 class Looked:
-    """What every candidate of a batch needs looked up, in one statement
-    each for the batch rather than one per candidate: the tombstones under
-    the candidates' keys and when their events were recorded
-    (docs/decisions.md#d144). The writer only removes tombstones (a revive
-    pops it here too) and never changes an event's time."""
+    """The batch's tombstones and event times, one statement each for the batch rather
+    than per candidate (docs/decisions.md#d144); a revive pops its tombstone here too."""
 
     tombstones: dict[tuple[Scope, str], MemoryTombstone]
     recorded: dict[str, datetime]

@@ -27,9 +27,7 @@ from .summary_lines import focus
 from .trace import LAST_TIME
 
 LABELS = {"en": "Last time we talked ({day}):", "zh": "上次聊天（{day}）："}
-# The last session's summary reads as this many of its sentences: the one
-# the message is about, else its opening; the memory_expand tool shows the
-# rest (docs/decisions.md#d63).
+# The sentence the message is about, else the opening; memory_expand shows the rest (docs/decisions.md#d63).
 LAST_TIME_SENTENCES = 1
 
 
@@ -57,10 +55,8 @@ class LastTime:
         self._speaking = speaking  # a turn of the scope is queued, not yet written (the recorder)
 
     async def find(self, scopes: list[Scope], idle: timedelta, history: History | None = None) -> LastSummary | None:
-        """The newest active session summary of ``scopes`` when the first
-        (the conversation's own) has been quiet for ``idle``; else None.
-        Also None when the request's ``history`` holds the scope's last
-        turn: the model has the last conversation itself, not only its summary."""
+        """The newest session summary when the conversation has been quiet for ``idle``;
+        None when ``history`` holds its last turn, as the model has the conversation itself."""
         if not scopes:
             return None
         own = scopes[0]
@@ -95,9 +91,7 @@ class LastTime:
 
     async def pinned(self, scopes: list[Scope], query: str, config: LTMConfig,
                      history: History | None = None) -> Pinned | None:
-        """The last session's summary as the candidate the reader places
-        first, when this message starts a new conversation; ``history``:
-        the request's earlier messages (history.py)."""
+        """The last session's summary, pinned, when this message starts a new conversation."""
         if not config.summaries.enable:
             return None
         last = await self.find(scopes, timedelta(minutes=config.summaries.idle_minutes), history)

@@ -29,11 +29,8 @@ def _sentences(text: str) -> tuple[tuple[str, frozenset[str]], ...]:
 
 def focus(text: str, query: Iterable[str], keep: int = FOCUS_SENTENCES, fill: bool = False,
           tail: bool = True) -> str:
-    """The sentences of ``text`` sharing the most of ``query``'s tokens (at
-    most ``keep``; a shared token weighs 1 / the number of sentences it is
-    in), in their order, "…" where sentences were left out (``tail``: after
-    the last one too); none sharing any: the opening one (it sets the
-    scene). ``text`` whole when it has no more than ``keep`` sentences."""
+    """At most ``keep`` sentences sharing the most of ``query``'s rarest tokens, in order,
+    "…" where left out; none sharing any: the opening one, which sets the scene."""
     if len(_SENTENCE_END.findall(text)) < keep:  # too few to cut: not tokenised (most turns)
         return text
     said = _sentences(text)
