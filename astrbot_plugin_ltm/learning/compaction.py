@@ -33,9 +33,7 @@ from ..storing.vector_rows import memory_vector
 from ..text import contradicts, token_set_similarity
 from .writer import SHARED_WORDS
 
-# Bounded work per run (docs/decisions.md#d62): a run looks at this many
-# scopes, at most this many memories of each (the most recently changed),
-# and makes at most this many merges.
+# Bounded work per run (docs/decisions.md#d62).
 COMPACT_EVERY_SECONDS = 3600.0
 SCOPES_PER_RUN = 20
 ITEMS_PER_SCOPE = 1000
@@ -74,9 +72,7 @@ def _survivor_first(a: Row, b: Row) -> tuple[Row, Row]:
 
 
 def find_merges(rows: Sequence[Row], limit: int = MERGES_PER_RUN, same: float = SEMANTIC_MATCH) -> list[Merge]:
-    """The pairs to merge among one scope's memories, closest first; a
-    memory takes part in one merge per run (no chains within a run);
-    ``same``: the cosine above which two facts say the same (the model's)."""
+    """The pairs to merge, closest first; one merge per memory a run, so no chains."""
     if len(rows) < 2:
         return []
     vectors = np.stack([r.vector for r in rows]).astype(np.float32)

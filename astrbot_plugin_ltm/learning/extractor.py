@@ -253,13 +253,9 @@ class LLMExtractor:
             "model": self._model,
             "prompt_hash": hashlib.sha256((SYSTEM_PROMPT + prompt).encode()).hexdigest()[:16],
         }
-        # Any exception from the provider propagates: the worker keeps the
-        # events pending and retries with backoff. Invalid single candidates
-        # are only rejected, with a reason each.
+        # A provider's exception propagates, so the worker retries with backoff.
         text = await self._complete(SYSTEM_PROMPT, prompt)
-        # An answer with no facts to read raises MalformedOutput: the events
-        # stay pending and are retried with backoff, like a failed call,
-        # rather than marked done with nothing learnt (docs/decisions.md#d89).
+        # Unreadable: retried like a failed call, not marked done with nothing learnt (docs/decisions.md#d89).
         answer = read_answer(text if isinstance(text, str) else None)
         accepted, rejected = validate(answer.facts, events, self._max_fact_chars, known)
         rejected.extend(Rejection(text[:500], note) for note in answer.notes)

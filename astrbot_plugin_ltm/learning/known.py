@@ -22,10 +22,8 @@ from .candidates import KnownFact
 
 KNOWN_FACTS = 15  # per batch: a few hundred prompt tokens (docs/decisions.md#d42)
 NAME_FACTS = 3  # the names people gave: the model names them by these
-# Name facts are found by key: the usual keys through the scope's key index,
-# any other key with "name" in it among the scope's most recently changed
-# memories. Testing every key of a big scope cost 11 ms a batch at 10k
-# memories (docs/decisions.md#d67).
+# Other "name" keys only among the most recently changed: testing every key cost
+# 11 ms a batch at 10k memories (docs/decisions.md#d67).
 NAME_KEYS = ("name", "full_name", "real_name", "preferred_name", "nickname", "user_name", "名字", "姓名", "称呼")
 NAME_WINDOW = 200
 
@@ -53,9 +51,7 @@ class KnownFacts:
         wanted = list(dict.fromkeys(ranked))
 
         def read(session: Session) -> tuple[list[MemoryItem], list[MemoryItem], list[MemoryItem]]:
-            # A group's batch is shown what the group may recall, and no more:
-            # its own facts and what its members said in it, never what they
-            # said elsewhere — the model could carry that into a group's fact (audience.py).
+            # Only what the group may recall: the model could carry anything else into a group's fact (audience.py).
             said = set(session.scalars(text(SAID_IN_SQL), {"kind": scope.kind, "id": scope.id})) \
                 if scope.kind == ScopeKind.GROUP else set()
             # By primary key; with the scope and status in the statement SQLite
@@ -99,9 +95,8 @@ def given_name(fact: str) -> str | None:
 
 
 def name_given(session: Session, person: Scope) -> str:
-    """The name a person gave for themselves, as their scope remembers it
-    ("" when none): what an explicit "remember …" calls them by when the
-    platform shows no name, as facts learnt from chat do (recording/explicit.py)."""
+    """The name a person gave for themselves ("" when none), for when the platform shows
+    no name (recording/explicit.py)."""
     return next((name for f in _name_facts(session, person, set()) if (name := given_name(f.fact))), "")
 
 

@@ -10,17 +10,13 @@ import re
 # A line of the bot's is cut to this many characters (a person's to
 # block.EVENT_CHARS): what it recommended or promised comes early.
 BOT_CHARS = 100
-# The bot's lines together take at most this share of read_policy.max_tokens
-# when the message asks what the bot said (asks_what_the_bot_said); for any other they
-# are context around what people said, and take at most CONTEXT_SHARE
-# (half as much: docs/decisions.md#d119).
+# The bot's lines' share of max_tokens when the message asks what the bot said; else
+# they are context, and take CONTEXT_SHARE (docs/decisions.md#d119).
 BOT_SHARE = 0.5
 CONTEXT_SHARE = 0.25
 
 
-# Whose words a message asks about: what the bot itself said ("you
-# recommended…", "remind me what you suggested", "你给我推荐过哪些…"): its
-# lines keep BOT_SHARE; for any other they take CONTEXT_SHARE (docs/decisions.md#d119).
+# A message asking what the bot said ("you recommended…", "你给我推荐过哪些…").
 _EN = re.compile(
     r"\byou(?:\s+\w+){0,3}?\s+(?:said|mentioned|suggested|recommended|gave|told|listed|provided|shared|"
     r"wrote|explained|described|proposed|named|offered|pointed out|referred|talked about|came up with|advised)\b"

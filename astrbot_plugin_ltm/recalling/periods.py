@@ -24,15 +24,11 @@ from .dates import Period, day_period
 from .read import Read
 from .rows import EventRow, ItemRow, fetch_rows, load_evidence, usable
 
-# At most this many turns and memories of the period, each (the same bound
-# as the hits a read ranks, ranking.LOAD_LIMIT): a long period ("上个月")
-# costs what a day does; its turns are taken oldest first.
+# As ranking.LOAD_LIMIT: a long period ("上个月") costs what a day does.
 PERIOD_LIMIT = 60
-# A period's turns ranked by the message's words: at most this many are
-# read (the newest of a longer period), and the best RANKED_LIMIT of them
-# are checked for whether they may be shown.
+# Turns ranked by the message's words: at most this many read (the newest of a longer period).
 PERIOD_SCAN = 20_000
-RANKED_LIMIT = 10 * PERIOD_LIMIT
+RANKED_LIMIT = 10 * PERIOD_LIMIT  # the best, checked for whether they may be shown
 
 
 def _stored(at: datetime) -> str:
@@ -107,10 +103,8 @@ def load_period(conn: Connection, read: Read, period: Period, unbacked: bool,
                 rows.turns.setdefault(row[0], EventRow.of(row))
                 taken.add(row[0])
         if policy.max_items > 0:
-            # The memories said in the period here, wherever they are kept: a
-            # member's fact said in the group is kept with the member (audience.py).
-            # Ties go newest first, whatever index the plan takes. "+status":
-            # found through the period's turns, not among every active memory.
+            # A member's fact said in the group is kept with the member (audience.py).
+            # "+status": found through the period's turns, not among every active memory.
             for row in fetch_rows(conn, f"SELECT {ItemRow.COLUMNS} FROM ltm_items WHERE +status = :active "
                                     "AND (memory_id IN (SELECT v.memory_id "
                                     "FROM ltm_events x CROSS JOIN ltm_evidence v ON v.event_id = x.event_id "
