@@ -93,8 +93,7 @@ def _persona_of(event: Any) -> str | None:
 
 
 async def note_persona(context: Any, event: Any) -> None:
-    """On an AstrBot that does not note the persona it chose (4.25), work it
-    out as its agent does (docs/decisions.md#d66)."""
+    """On an AstrBot that does not note its persona (4.25), work it out as its agent does (docs/decisions.md#d66)."""
     try:
         extras = event.get_extra()
         if not isinstance(extras, dict) or TRACE_PERSONA_KEY in extras or OWN_PERSONA_KEY in extras:
@@ -125,8 +124,7 @@ def astrbot_timezone(context: Any) -> str | None:
 
 
 class AstrBotModels:
-    """ModelGateway over AstrBot's providers; ``llm_generate`` skips plugin hooks, so
-    extraction never re-enters ours."""
+    """ModelGateway over AstrBot's providers; ``llm_generate`` skips plugin hooks, so never re-enters ours."""
 
     def __init__(self, context: Any) -> None:
         self._context = context

@@ -47,8 +47,7 @@ def said_in_sql(n: int) -> str:
 
 
 def may_recall(kept_in: Scope, visibility: str, said_here: bool, reading: Sequence[Scope]) -> bool:
-    """Whether a chat that reads the scopes ``reading`` may recall a memory
-    kept in ``kept_in``; ``said_here``: it was said in one of them."""
+    """Whether a chat reading ``reading`` may recall a memory kept in ``kept_in``."""
     if kept_in in reading:
         return kept_in.kind == ScopeKind.USER or visibility == Visibility.SHARED
     return visibility == Visibility.SHARED and said_here

@@ -34,8 +34,7 @@ def shared_scope(scope: Scope) -> Scope:
 
 
 def as_persona_of(scope: Scope, other: Scope) -> Scope:
-    """``scope`` (a person's) with ``other``'s persona part, if it has one:
-    a member's fact learnt by a persona in a group stays with that persona."""
+    """``scope`` with ``other``'s persona part: a fact learnt by a persona in a group stays with it."""
     _, mark, persona = other.id.partition(PERSONA_MARK)
     return replace(scope, id=f"{scope.id}{PERSONA_MARK}{persona}") if mark else scope
 

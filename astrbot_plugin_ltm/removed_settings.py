@@ -85,8 +85,7 @@ def carried_over(saved: Mapping[str, Any] | None, current: Mapping[str, Any]) ->
 
 
 def merged(raw: Mapping[str, Any], changes: Mapping[str, Any], *, replace: bool = False) -> dict[str, Any]:
-    """A copy of the settings ``raw`` with ``changes``: a section's settings
-    merged onto the saved ones (``replace``: the section as given)."""
+    """The settings ``raw`` with ``changes``, a section merged (``replace``: as given)."""
     out = copy.deepcopy(dict(raw))
     for key, value in changes.items():
         if isinstance(value, dict) and not replace:

@@ -28,8 +28,7 @@ FALSE_WORDS = ("false", "0", "no", "off")
 
 
 def flag(value: Any, name: str) -> bool:
-    """A yes/no: JSON true/false, or one of the words above (any case), as
-    query strings and hand-typed settings carry it."""
+    """A yes/no: JSON true/false, or one of the words above (any case)."""
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().lower() in TRUE_WORDS + FALSE_WORDS:
@@ -60,8 +59,7 @@ def whole(value: Any, name: str, lo: int, hi: int) -> int:
 
 
 def days_kept(value: Any) -> int:
-    """A number of days to keep (the compact action's), from a JSON body
-    or a query string ("30"): 1 to 36,500."""
+    """A number of days to keep (the compact action's): 1 to 36,500."""
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value.strip())
     return whole(value, "days", 1, 36_500)
@@ -101,8 +99,7 @@ def scope_kind(value: Any) -> str:
 
 
 def text(value: Any, name: str, max_chars: int = MAX_TEXT_CHARS, *, required: bool = False) -> str:
-    """Plain text: a string, at most ``max_chars``, no control characters
-    but tabs and line breaks."""
+    """Plain text of at most ``max_chars``, no control characters but tabs and line breaks."""
     if not isinstance(value, str):
         raise AdminError(msg("api.not_text", name=name, value=shown(value)))
     if required and not value.strip():
@@ -116,8 +113,7 @@ def text(value: Any, name: str, max_chars: int = MAX_TEXT_CHARS, *, required: bo
 
 
 def stored_as_given(value: Any, name: str, max_chars: int) -> str | None:
-    """Null or text kept as a platform gave it (a sender's name): only the
-    type, the column's width, and no half surrogate pairs (not storable)."""
+    """Null or a platform's text: the type, the column's width, no half surrogate pairs."""
     if value is None:
         return None
     if not isinstance(value, str) or len(value) > max_chars:
@@ -128,8 +124,7 @@ def stored_as_given(value: Any, name: str, max_chars: int) -> str | None:
 
 
 def json_object(value: Any, name: str, max_chars: int = MAX_CONTENT_CHARS) -> dict[str, Any]:
-    """A JSON object kept as given (an event's content): bounded in size,
-    no half surrogate pairs anywhere in it."""
+    """A JSON object kept as given: bounded in size, no half surrogate pairs anywhere."""
     if not isinstance(value, dict):
         raise AdminError(msg("api.not_object", name=name, value=shown(value)))
     serialised = json.dumps(value, ensure_ascii=False)
@@ -148,8 +143,7 @@ def optional_text(value: Any, name: str, max_chars: int = MAX_TEXT_CHARS) -> str
 
 
 def fact(value: Any, max_chars: int) -> str:
-    """A fact as stored: whitespace collapsed, not empty, at most ``max_chars``
-    (extraction.max_fact_chars). The same for edits, /ltm remember and imports."""
+    """A fact as stored, for extraction, edits, /ltm remember and imports alike."""
     if not isinstance(value, str):
         raise AdminError(msg("api.not_text", name="fact", value=shown(value)))
     collapsed = " ".join(value.split())
@@ -187,8 +181,7 @@ def scope_id(value: Any, name: str = "scope_id") -> str:
 
 
 def memory_id(value: Any, name: str = "memory id") -> str:
-    """A whole memory id or a prefix of one (at least 4 characters), taken
-    literally (``%`` and ``_`` are characters, not wildcards)."""
+    """A memory id or a prefix of 4+ characters, taken literally (``%`` and ``_`` no wildcards)."""
     if not isinstance(value, str):
         raise AdminError(msg("api.not_text", name=name, value=shown(value)))
     value = value.strip()
@@ -198,8 +191,7 @@ def memory_id(value: Any, name: str = "memory id") -> str:
 
 
 def json_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> None:
-    """Refuse JSON nested deeper than ``limit`` (checked without recursion,
-    so a hostile file cannot exhaust the stack)."""
+    """Refuse JSON nested deeper than ``limit``, without recursion (a hostile file)."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         node, depth = stack.pop()

@@ -95,8 +95,7 @@ class Embeddings:
 
     async def query(self, scopes: list[Scope], text: str, k: int,
                     corpora: tuple[Corpus, ...] = (Corpus.MEMORIES, Corpus.TURNS)) -> VectorHits:
-        """Memories and turns near ``text`` (of ``corpora``): one embedding
-        call, bounded by ``query_timeout``, and a search of each corpus's namespaces."""
+        """Memories and turns near ``text``: one bounded embedding call, then each corpus's search."""
         vector = await self.embed([text], timeout=self.query_timeout)
         if vector is None and self._absent is not None:
             self._unavailable(self._absent)  # a person's turn goes without it: now it is true
@@ -121,8 +120,7 @@ class Embeddings:
         return threshold
 
     async def find(self, scope: Scope, fact: str) -> int | None:
-        """The writer's semantic match: the row id of a memory of ``scope``
-        whose fact's cosine with ``fact`` is above the model's same_fact_cosine()."""
+        """The writer's semantic match: a memory of ``scope`` above the model's same_fact_cosine()."""
         vector = self._primed.get(fact)
         if vector is None:
             found = await self.embed([fact], timeout=self.query_timeout)
@@ -137,8 +135,7 @@ class Embeddings:
         return best[0]
 
     async def prime(self, facts: list[str]) -> None:
-        """Embed candidate facts before their write transaction opens, so a
-        slow provider never holds the database's write lock."""
+        """Embed facts before the write transaction opens, so a slow provider never holds the lock."""
         todo = [f for f in dict.fromkeys(facts) if f not in self._primed]
         vectors = await self.embed(todo, timeout=self.query_timeout * 4)
         if vectors is None:

@@ -21,8 +21,7 @@ _PERSON_SAID = re.compile(
 
 def check_bot_episode(mtype: str, fact: str, lines: object,
                       events: Sequence[MemoryEvent]) -> tuple[str, list[MemoryEvent]]:
-    """("", the bot's cited events) for a valid bot-side episode, else
-    (the reason it is refused, [])."""
+    """("", the bot's cited events) for a valid bot-side episode, else (why it is refused, [])."""
     if mtype != MemoryType.EPISODE:
         return f"a fact by the bot must be an episode, not {mtype!r}", []
     if not isinstance(lines, list) or not lines or not all(

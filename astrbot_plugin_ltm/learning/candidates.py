@@ -35,8 +35,7 @@ class Candidate:
 
 @dataclass(frozen=True)
 class KnownFact:
-    """A current memory shown to the extraction model, so that it can say
-    which of them a new statement updates or repeats."""
+    """A current memory shown to the extraction model, to say what a statement updates or repeats."""
 
     memory_id: str
     key: str

@@ -98,8 +98,7 @@ def find_merges(rows: Sequence[Row], limit: int = MERGES_PER_RUN, same: float = 
 
 
 def next_scopes(conn: Connection, model: str, after: tuple[str, str] | None, count: int) -> list[Scope]:
-    """Up to ``count`` scopes with memory vectors of ``model``, in order
-    after ``after``, wrapping round."""
+    """Up to ``count`` scopes with vectors of ``model``, after ``after``, wrapping round."""
     rows = [tuple(r) for r in conn.execute(
         text("SELECT DISTINCT scope, scope_id FROM ltm_item_vectors WHERE model = :model ORDER BY scope, scope_id"),
         {"model": model})]
@@ -123,8 +122,7 @@ def scope_rows(conn: Connection, scope: Scope, model: str, limit: int = ITEMS_PE
 
 
 async def apply_merge(session: AsyncSession, merge: Merge, now: datetime) -> bool:
-    """Fold one memory into another, in the caller's transaction. False
-    (nothing written) when either changed since it was compared."""
+    """Fold one memory into another; False (nothing written) when either changed since compared."""
     survivor = await session.get(MemoryItem, merge.survivor)
     merged = await session.get(MemoryItem, merge.merged)
     if survivor is None or merged is None or survivor.status != merged.status or survivor.status not in COMPARED \

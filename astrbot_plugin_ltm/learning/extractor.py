@@ -138,8 +138,7 @@ def validate(
 
 
 def _relation(raw: dict[str, Any], refs: dict[str, str]) -> tuple[str | None, str | None]:
-    """The known fact a candidate updates, or repeats; an id the model
-    made up, or both at once, count as neither."""
+    """The known fact a candidate updates or repeats; a made-up id, or both at once, is neither."""
     updated, repeated = _known_id(raw.get("updates"), refs), _known_id(raw.get("same_as"), refs)
     if updated and repeated:
         return None, None

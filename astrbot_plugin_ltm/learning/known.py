@@ -29,8 +29,7 @@ NAME_WINDOW = 200
 
 
 class KnownFacts:
-    """The scope's current memories nearest a batch: by keywords, by
-    embedding when there is one, and the facts about names."""
+    """The scope's current memories nearest a batch: by keywords, by embedding, and about names."""
 
     def __init__(self, db: Database, keywords: KeywordIndex | None, embeddings: Embeddings | None) -> None:
         self._db = db
@@ -101,8 +100,7 @@ def name_given(session: Session, person: Scope) -> str:
 
 
 def _name_facts(session: Session, scope: Scope, said: set[int]) -> list[MemoryItem]:
-    """The scope's current facts about names, and those of ``said`` (what
-    members said in a group), newest first (NAME_FACTS)."""
+    """The scope's current facts about names, and those of ``said``, newest first."""
     # By the scope's key index (uq_ltm_items_scope_key, over what is not
     # superseded); the status is checked on the few rows it gives.
     usual = select(MemoryItem.id).where(MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id,

@@ -56,8 +56,7 @@ _WRAPPERS = ("facts", "memories", "items", "results", "data", "事实", "记忆"
 
 
 def read_answer(text: str | None) -> Answer:
-    """The facts in ``text``; raises :class:`MalformedOutput` when there are
-    none to read (the events then wait for a retry)."""
+    """The facts in ``text``; :class:`MalformedOutput` when there are none, so the events wait."""
     raw = _THINK.sub("", text or "").strip()
     if not raw:
         raise MalformedOutput("malformed answer from the model: it was empty")
@@ -129,8 +128,7 @@ def _complete_elements(raw: str, start: int) -> list[Any]:
 
 
 def _unwrap(value: Any) -> Any:
-    """The list of facts in ``value``: itself, the one object it is, or
-    the list an object wraps; None if it holds none."""
+    """The list of facts in ``value``: itself, the one object, or the list it wraps; else None."""
     if isinstance(value, list):
         return value
     if not isinstance(value, dict):
@@ -152,8 +150,7 @@ def _name(key: Any) -> str:
 
 
 def _fields(obj: dict[str, Any]) -> dict[str, Any]:
-    """``obj`` with the prompt's field names and value shapes; a field
-    already under its own name wins over an alias."""
+    """``obj`` with the prompt's field names and shapes; a field under its own name wins."""
     names = {_name(key): value for key, value in obj.items()}
     out = {name: value for name, value in names.items() if name in _CANONICAL}
     for name, value in names.items():

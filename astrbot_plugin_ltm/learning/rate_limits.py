@@ -19,8 +19,7 @@ SESSION_WINDOW = timedelta(hours=24)
 
 
 class WriteCounts:
-    """Writes already made this session / hour, looked up once per batch
-    and counted on as the batch writes."""
+    """Writes made this session / hour, looked up once per batch and counted on."""
 
     def __init__(self, session: AsyncSession, scope: Scope, now: datetime) -> None:
         self._session = session

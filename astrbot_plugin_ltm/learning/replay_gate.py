@@ -63,8 +63,7 @@ class _Memory:
 
 @dataclass
 class GateReplay:
-    """Per candidate its outcome under the policy; per chain (memory) the
-    status it ends with."""
+    """Per candidate its outcome under the policy; per chain (memory) its final status."""
 
     outcomes: dict[int, str] = field(default_factory=dict)
     reasons: dict[int, str] = field(default_factory=dict)
@@ -111,8 +110,7 @@ def replay_gate(candidates: Iterable[LoggedCandidate], switches: Switches) -> Ga
 
 
 def _next(before: str, decided: str) -> str:
-    """As the writer's _next_status: more evidence never demotes an active
-    memory, and one awaiting approval keeps waiting."""
+    """As the writer's _next_status: more evidence never demotes, and approval keeps waiting."""
     if before in (ACTIVE, AWAITING):
         return before
     return decided

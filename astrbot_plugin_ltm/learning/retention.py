@@ -166,8 +166,7 @@ def _per_scope(batch: list[OldTurn]) -> dict[str, int]:
 
 
 class TurnRetention:
-    """``retention_days.turns`` in the worker's hourly sweep: from where the
-    last sweep ended, so each old turn is looked at once a day, not an hour."""
+    """Resumes where the last sweep ended, so each old turn is looked at once a day, not an hour."""
 
     def __init__(self, db: Database) -> None:
         self._db = db

@@ -251,8 +251,7 @@ class SummaryWorker:
     # -- roll-ups --------------------------------------------------------------
 
     async def _rollups(self, scope: Scope, summarizer: Summarizer | None, budget: int) -> list[SummaryResult]:
-        """Each finished day, week and month whose summarised parts are two
-        or more becomes one summary, finest level first."""
+        """Each finished day, week and month with two or more parts becomes one summary, finest first."""
         stored = await self._stored(scope)
         sessions = [s for s in stored if s.level == SummaryLevel.SESSION]
         if not sessions:

@@ -18,8 +18,7 @@ _KEY_FORMAT = {SummaryLevel.SESSION: "%Y%m%dt%H%M%S", SummaryLevel.DAY: "%Y%m%d"
 
 
 def summary_key(level: str, start: datetime) -> str:
-    """The fact key of the summary of ``level`` starting at ``start``: a
-    normalised key (text.normalize_fact_key leaves it as it is)."""
+    """The (already normalised) fact key of the summary of ``level`` starting at ``start``."""
     return f"summary_{level}_{as_utc(start).strftime(_KEY_FORMAT[SummaryLevel(level)])}"
 
 
@@ -99,8 +98,7 @@ class StoredSummary:
 
 
 def retiring(rows: list[MemoryItem], horizon: datetime) -> list[tuple[MemoryItem, MemoryItem]]:
-    """The active summaries among ``rows`` whose period ended before
-    ``horizon`` and that a coarser one of ``rows`` covers, with that cover."""
+    """The active summaries ended before ``horizon`` that a coarser one covers, with that cover."""
     spans = [(row, LEVELS.index(level), as_utc(row.valid_from), as_utc(row.valid_to)) for row in rows
              if (level := level_of(row.fact_key)) is not None
              and row.valid_from is not None and row.valid_to is not None]
@@ -113,8 +111,7 @@ def retiring(rows: list[MemoryItem], horizon: datetime) -> list[tuple[MemoryItem
 
 def _coarser_cover(rank: int, start: datetime, end: datetime,
                    spans: list[tuple[MemoryItem, int, datetime, datetime]]) -> MemoryItem | None:
-    """The finest summary among ``spans`` (row, level rank, period) of a
-    coarser level than ``rank`` whose period holds ``start``–``end``."""
+    """The finest summary of a coarser level than ``rank`` whose period holds ``start``–``end``."""
     covers = [(r, row) for row, r, s, e in spans if r > rank and s <= start and end <= e]
     return min(covers, key=lambda c: c[0])[1] if covers else None
 

@@ -302,8 +302,7 @@ class ExtractionWorker:
     # -- loop ------------------------------------------------------------
 
     async def _step(self) -> None:
-        """One look for work: extract what is ready, embed, and sweep the
-        expired memories once an hour."""
+        """One look for work: extract, embed, and sweep expired memories once an hour."""
         if self._config().enable:
             await self.run_once()
             await self.fill_vectors(max_rounds=20)

@@ -84,8 +84,7 @@ async def current_memory(session: AsyncSession, scope: Scope, key: str) -> Memor
 
 
 async def related_memory(session: AsyncSession, scope: Scope, key: str) -> MemoryItem | None:
-    """The scope's one current memory under a key related to ``key``
-    (``text.related_keys``); None when there is none, or several."""
+    """The one current memory under a key related to ``key``; None for none or several."""
     prefix = key.split("_", 1)[0] + "_"
     keys = (await session.execute(_KEYS_FROM, {"kind": scope.kind, "scope_id": scope.id, "low": prefix,
                                                "high": prefix + "\U0010ffff"})).all()

@@ -148,8 +148,7 @@ class MemoryWriter:
 
     async def _decide(self, session: AsyncSession, scope: Scope, c: Candidate, explicit: bool,
                       cfg: LTMConfig, looked_up: Looked) -> Plan | WriteOutcome | str:
-        """The plan for ``c``; a reason to drop it; or, when it only repeats
-        evidence already linked, the outcome."""
+        """The plan for ``c``; a reason to drop it; or, when it only repeats evidence, the outcome."""
         key = normalize_fact_key(c.fact_key or c.fact)
         if not key:
             return str(msg("learn.empty_key"))
@@ -302,8 +301,7 @@ class MemoryWriter:
 
     @staticmethod
     def _close(session: AsyncSession, old: MemoryItem, actor: str, now: datetime, c: Candidate) -> str:
-        """A newer value replaces ``old``: it stays, closed, as history.
-        Returns its fact."""
+        """A newer value replaces ``old``, which stays closed as history; returns its fact."""
         before = old.status
         old.status, old.awaiting_approval, old.held_reason = Status.SUPERSEDED, False, None
         old.valid_to, old.updated_at = now, now
@@ -371,8 +369,7 @@ class MemoryWriter:
 
 
 def _targets(scope: Scope, candidates: Sequence[Candidate]) -> list[Scope]:
-    """Where each candidate is kept. Learnt under a persona: facts about the
-    person are shared by all (persona.py)."""
+    """Where each candidate is kept: under a persona, facts about the person are shared (persona.py)."""
     return [target_scope(scope if c.subject is None else as_persona_of(c.subject, scope), c.type) for c in candidates]
 
 
@@ -392,8 +389,7 @@ def _next_status(item: MemoryItem, decision: GateDecision, action: AuditAction) 
 
 def _merged_confidence(links: Sequence[MemoryEvidence], item: MemoryItem, weighted: float,
                        evidence_count: int) -> float:
-    """Mean of the weighted confidences of the memory's current evidence and
-    the new one, times the repetition bonus for ``evidence_count``."""
+    """Mean weighted confidence of the current and new evidence, times the repetition bonus."""
     values = [
         m["confidence"]["weighted"] for m in (link.extraction_meta for link in links)
         if isinstance(m, dict) and not m.get("superseded") and "confidence" in m
@@ -418,8 +414,7 @@ _EVIDENCE = MemoryEvidence.metadata.tables[MemoryEvidence.__tablename__]
 
 async def _supersede_plan(session: AsyncSession, c: Candidate, old: MemoryItem, weighted: float,
                           tomb: MemoryTombstone | None) -> Plan:
-    """A new memory under ``old``'s key that closes ``old``; the lines
-    that state the new value move to it."""
+    """A new memory under ``old``'s key that closes ``old``; the lines stating the new value move."""
     await write_rows(session)  # the batch's links so far
     links = (await session.execute(select(MemoryEvidence).where(
         MemoryEvidence.memory_id == old.memory_id, MemoryEvidence.event_id.in_(c.event_ids)))).scalars().all()

@@ -48,8 +48,7 @@ _SUGGESTS = re.compile(
 
 
 def event_parts(message: str) -> list[str]:
-    """The parts of a comparing question that each name an event (at most
-    MAX_PARTS); none for any other message, or when it names fewer than two."""
+    """The parts of a comparing question that each name an event (two to MAX_PARTS), else none."""
     if _COMPARES.search(message) is None:
         return []
     whole = set(query_tokens(message))

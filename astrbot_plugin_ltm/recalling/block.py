@@ -305,8 +305,7 @@ class BlockBuilder:
                         f"{event.scope}:{event.scope_id}")
 
     def _cut(self, said: str, room: int) -> str | None:
-        """A turn's body cut at a word for its line to fit ``room`` tokens,
-        if at least CUT_MIN_TOKENS are left: the longest such start, then "…"."""
+        """A turn's body cut at a word to fit ``room`` tokens (CUT_MIN_TOKENS at least), then "…"."""
         if room < CUT_MIN_TOKENS:
             return None
         body = said.removesuffix("…")

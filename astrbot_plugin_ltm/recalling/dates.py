@@ -248,8 +248,7 @@ def _iso(m: re.Match[str], today: date, tz: tzinfo) -> Period | None:
 
 
 def _en_weekday(m: re.Match[str], today: date, tz: tzinfo) -> Period | None:
-    """"last Friday" / "on Friday": the latest Friday before today;
-    "this Friday": this week's (if it has come)."""
+    """"last Friday" / "on Friday": the latest before today; "this Friday": this week's, if come."""
     weekday = _EN_WEEKDAYS[m["d"].lower()]
     if (m["w"] or "").lower() == "this":
         found = _week_start(today) + timedelta(days=weekday)
@@ -318,14 +317,12 @@ _ANY_RULE = re.compile("|".join(f"(?:{re.sub(r'[(][?]P<[a-z]+>', '(?:', pattern.
 
 
 def without_dates(message: str) -> str:
-    """``message`` with every time expression taken out (the period is
-    lifted on its own; asking.event_parts looks for events)."""
+    """``message`` with every time expression taken out."""
     return _ANY_RULE.sub(" ", message)
 
 
 def named_period(message: str, now: datetime, tz: tzinfo = UTC) -> Period | First | None:
-    """The period the message names, relative to ``now`` in ``tz``: the
-    expression that comes first in the message wins; None if it names none."""
+    """The period the message names, relative to ``now`` in ``tz``: the first expression wins."""
     if _ANY_RULE.search(message) is None:
         return None
     today = now.astimezone(tz).date()

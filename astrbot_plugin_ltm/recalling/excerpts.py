@@ -28,8 +28,7 @@ _LIST_MARK = re.compile(r"^(?:\d{1,3}|[a-zA-Z])[.)]$")
 
 @lru_cache(maxsize=EXCERPT_CACHE)
 def sentences(text: str) -> tuple[tuple[str, str], ...]:
-    """``text``'s sentences (whitespace collapsed), each with its form as
-    the tokenizer reads it (NFKC, lower case)."""
+    """``text``'s sentences, each with its form as the tokenizer reads it (NFKC, lower case)."""
     pieces: list[str] = []
     for raw in _BREAK.split(text):
         piece = " ".join(raw.split())
@@ -51,8 +50,7 @@ def _probe(token: str) -> str:
 
 @lru_cache(maxsize=256)
 def _finder(wanted: frozenset[str]) -> re.Pattern[str]:
-    """Where a text may hold one of ``wanted``: a CJK bigram (or character)
-    as it is, overlapping; a word starting with another token's probe."""
+    """Where a text may hold one of ``wanted``: a CJK bigram as is; a word by its probe."""
     # Bigrams before lone characters: at one place only the first that matches is seen.
     cjk = [re.escape(t) for t in sorted(wanted, key=len, reverse=True) if is_cjk(t[0])]
     words = [re.escape(_probe(t)) for t in wanted if not is_cjk(t[0])]
@@ -164,8 +162,7 @@ def _opening(said: tuple[tuple[str, str], ...], max_chars: int, limit: int) -> s
 
 
 def _window(said: tuple[tuple[str, str], ...], n: int, shared: list[str], max_chars: int) -> str:
-    """Sentence ``n`` cut to ``max_chars`` around the first of its ``shared``
-    tokens found in it."""
+    """Sentence ``n`` cut to ``max_chars`` around the first of its ``shared`` tokens."""
     sentence, lower = said[n]
     found = [at for at in (lower.find(_probe(t)) for t in shared) if at >= 0]
     room = max_chars - 2  # the marks at both ends

@@ -28,8 +28,7 @@ from .trace import (
 
 
 def explain_hits(conn: Connection, read: Read, memories: set[int], turns: set[int]) -> None:
-    """Note in ``read``'s trace each of the hits ``memories`` and ``turns``
-    (which the reader did not keep, or the block may not show) with why."""
+    """Note in the trace why each hit the reader did not keep, or may not show, was left."""
     scopes, policy, trace = read.scopes, read.policy, read.trace
     assert trace is not None
     rows = fetch_rows(conn, f"SELECT {ItemRow.COLUMNS}, {SAID_IN_HERE_SQL}, awaiting_approval FROM ltm_items "

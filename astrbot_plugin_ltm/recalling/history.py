@@ -45,8 +45,7 @@ class History:
 
     @classmethod
     async def read(cls, texts: Sequence[str]) -> History | None:
-        """``of``, off the event loop for a long history (a few ms per 100k
-        characters)."""
+        """``of``, off the event loop for a long history (a few ms per 100k characters)."""
         if sum(len(t) for t in texts) < INLINE_CHARS:
             return cls.of(texts)
         return await asyncio.to_thread(cls.of, texts)
@@ -74,7 +73,6 @@ class History:
         return self._openings.get(key, [])
 
     def holds_turn(self, content: Mapping[str, Any]) -> bool:
-        """Whether a recorded event (its stored content: ``text``, or a
-        tool's ``result``) is in the history."""
+        """Whether a recorded event (its ``text``, or a tool's ``result``) is in the history."""
         said = content.get("result") if "tool" in content else content.get("text")
         return isinstance(said, str) and self.holds(said)

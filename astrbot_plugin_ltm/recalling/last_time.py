@@ -41,8 +41,7 @@ class LastSummary:
 
 
 def lines(last: LastSummary, language: str, query: Iterable[str] = ()) -> tuple[str, str]:
-    """The label and the summary, as they read in the block: the sentences
-    sharing ``query``'s words first, then the opening ones."""
+    """The label and the summary as they read: the sentences sharing ``query``'s words first."""
     label = LABELS.get(language, LABELS["en"]).format(day=f"{as_utc(last.ended):%Y-%m-%d}")
     return label, f"- {focus(neutralise(last.fact), query, LAST_TIME_SENTENCES, fill=True)}"
 

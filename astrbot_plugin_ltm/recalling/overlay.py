@@ -31,8 +31,7 @@ class OverlayReader(MemoryReader):
 
 
 def _load(conn: Connection, scopes: list[Scope], rowids: set[int], overlaid: set[str]) -> list[ItemRow]:
-    """As rows.load_memories, whatever the status: the hits, and each
-    scope's most important memories among the active and the overlaid."""
+    """As rows.load_memories, whatever the status: the active and the overlaid."""
     pooled = "(status = :active OR memory_id IN (SELECT value FROM json_each(:overlaid)))"
     return recallable(conn, scopes, rowids, pooled, {"overlaid": json.dumps(sorted(overlaid)), "active": Status.ACTIVE},
                       BASELINE_POOL * 2)

@@ -20,8 +20,7 @@ def _name_tokens(name: str) -> frozenset[str]:
 
 
 def names_speaker(tokens: frozenset[str], speaker: str | None) -> bool:
-    """Whether a question's tokens name ``speaker``: every word of the name
-    as the keyword index sees it ("Melanie", "Jane Doe", "小明")."""
+    """Whether a question's tokens name every word of ``speaker``'s name, as the keyword index sees it."""
     name = _name_tokens(speaker) if speaker else frozenset()
     return bool(name) and name <= tokens
 

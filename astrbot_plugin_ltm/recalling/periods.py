@@ -62,8 +62,7 @@ def first_day(conn: Connection, scopes: list[Scope], tz: tzinfo) -> Period | Non
 
 def matching_turns(conn: Connection, scope: Scope, start: str, end: str, tokens: Sequence[str],
                    ranker: TurnRanker | None) -> list[tuple[int, float]]:
-    """The scope's turns said in [start, end) that hold any of ``tokens``,
-    best first, (rowid, bm25), at most RANKED_LIMIT."""
+    """The scope's turns in [start, end) holding any of ``tokens``, (rowid, bm25) best first."""
     terms = list(dict.fromkeys(tokens))
     rows = period_turn_terms(conn, scope.kind, scope.id, start, end, PERIOD_SCAN, with_terms=ranker is None)
     ranked = None if ranker is None else ranker(scope, terms, [rowid for rowid, _ in rows], RANKED_LIMIT)
@@ -78,8 +77,7 @@ def matching_turns(conn: Connection, scope: Scope, start: str, end: str, tokens:
 
 def load_period(conn: Connection, read: Read, period: Period, unbacked: bool,
                 ranker: TurnRanker | None = None) -> PeriodRows:
-    """The period's showable turns and usable memories, of the read's
-    scopes; ``ranker``: the scopes' loaded keyword namespaces, if any."""
+    """The period's showable turns and usable memories; ``ranker``: loaded keyword namespaces."""
     rows, scopes, policy, tokens = PeriodRows(period), read.scopes, read.policy, read.query.tokens
     start, end = _stored(period.start), _stored(period.end)
     bounds = {"start": start, "end": end, "limit": PERIOD_LIMIT}

@@ -25,6 +25,5 @@ _ZH = re.compile(
 
 
 def states_preference(text: str) -> bool:
-    """Whether ``text`` (a person's turn) states what they like, dislike or
-    usually do."""
+    """Whether ``text`` states what the person likes, dislikes or usually does."""
     return _EN.search(text) is not None or _ZH.search(text) is not None

@@ -42,8 +42,7 @@ class Only:
 
 @dataclass(frozen=True)
 class Focus:
-    """What a read's summaries are shown for: the message's query tokens,
-    and the row ids of the summaries shown whole (in the period it names)."""
+    """The message's query tokens, and the summaries shown whole (in the period it names)."""
 
     tokens: frozenset[str]
     whole: frozenset[int] = frozenset()
@@ -74,8 +73,7 @@ class Pinned:
 
 
 def language_of(text: str) -> str:
-    """zh when the message has at least as many CJK characters as Latin
-    letters, else en."""
+    """zh when the message has at least as many CJK characters as Latin letters, else en."""
     cjk = sum(1 for ch in text if is_cjk(ch))
     latin = sum(1 for ch in text if ch.isascii() and ch.isalpha())
     return "zh" if cjk and cjk >= latin else "en"

@@ -58,8 +58,7 @@ class MemoryReader:
         return self.builder.counter
 
     async def read(self, read: Read) -> MemoryBlock:
-        """The block for ``read``; its trace, if any, filled with the lines
-        taken and the hits and candidates left out, and why."""
+        """The block for ``read``, with its trace (if any) filled."""
         started = time.monotonic()  # the read's share of READ_SECONDS, for a reranker's call
         if read.pinned is not None and not self.builder.fits_alone(read):
             if read.trace is not None:  # it does not fit at all

@@ -90,8 +90,7 @@ class EventRow:
 
 
 def usable(item: ItemView, policy: ReadPolicy, now: datetime) -> bool:
-    """Active, confident enough, and within its retention (the sweep marks
-    expired memories in the background; until it has, reads skip them)."""
+    """Active, confident enough, and within retention (until the sweep marks it expired)."""
     if item.status != Status.ACTIVE or item.confidence < policy.min_confidence:
         return False
     return item.ttl_days is None or as_utc(item.updated_at) + timedelta(days=item.ttl_days) > now
@@ -132,8 +131,7 @@ def recallable(conn: Connection, scopes: list[Scope], rowids: set[int], pooled: 
 
 
 def load_turns(conn: Connection, scopes: list[Scope], rowids: list[int], unbacked: bool) -> dict[int, EventRow]:
-    """The turns among ``rowids`` that may be shown (storing.turns.shown_turns_among;
-    ``unbacked``: also those no memory cites), of the scopes."""
+    """The turns among ``rowids`` that may be shown (``unbacked``: also those no memory cites)."""
     if not rowids:
         return {}
     wanted = {(s.kind, s.id) for s in scopes}
@@ -142,6 +140,5 @@ def load_turns(conn: Connection, scopes: list[Scope], rowids: list[int], unbacke
 
 
 def load_evidence(conn: Connection, memory_ids: list[str], turns: Collection[int]) -> dict[str, frozenset[str]]:
-    """Memory id -> the event ids of its evidence (a fact's, or a summary's
-    among the candidate ``turns``: storing.evidence)."""
+    """Memory id -> its evidence's event ids (a summary's among the candidate ``turns``)."""
     return evidence_of(conn, memory_ids, turns)

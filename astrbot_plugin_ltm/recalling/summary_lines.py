@@ -22,8 +22,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|(?<=[。！？])\s*|\s*\n\s*")
 
 @lru_cache(maxsize=SUMMARY_CACHE)
 def _sentences(text: str) -> tuple[tuple[str, frozenset[str]], ...]:
-    """``text``'s sentences with their search tokens (a summary never
-    changes but by an edit, which changes the text: the cache key)."""
+    """``text``'s sentences with their tokens; an edit changes the text, the cache key."""
     return tuple((s, frozenset(search_tokens(s))) for s in (p.strip() for p in _SENTENCE_END.split(text)) if s)
 
 

@@ -53,8 +53,7 @@ class Usage:
         return len(self._pending)
 
     def note(self, used: MemoryBlock | Iterable[Selected], via: Via = "block") -> None:
-        """Count the memories of a block (or the tool's answer) as used once
-        now. Raw turns are not memories and are not counted. Never raises."""
+        """Count a block's (or the tool's) memories as used once now; never raises."""
         try:
             if self._db.is_read_only():
                 return
@@ -83,8 +82,7 @@ class Usage:
     # -- writing ------------------------------------------------------------------
 
     async def flush(self) -> int:
-        """Add the counts noted so far to the store in one write; returns
-        how many memories' counts were written."""
+        """Add the counts noted so far in one write; how many memories' counts were written."""
         pending, self._pending, self._notes = self._pending, {}, 0
         if not pending:
             return 0
