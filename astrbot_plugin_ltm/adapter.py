@@ -21,8 +21,7 @@ def origin_from_event(event: Any) -> Origin:
     scheduled = is_scheduled(event)
     group_id = event.get_group_id() or None
     if scheduled and not group_id and _message_type(event) == "GroupMessage":
-        # A cron job's event has no group; its session names it ("<group>",
-        # or "<user>_<group>" with unique_session, as AstrBot's sender reads it).
+        # A cron job's event has no group; its session names it ("<group>", or "<user>_<group>").
         group_id = str(event.session_id).split("_")[-1] or None
     name = str(event.get_sender_name() or "")
     if name and name == str(event.get_self_id() or "") or scheduled:
@@ -39,8 +38,7 @@ def origin_from_event(event: Any) -> Origin:
     )
 
 
-# AstrBot's scheduler runs the agent with a made-up event of this class (its
-# platform named "cron"): a cron job, or a background task's result.
+# AstrBot's scheduler runs the agent with a made-up event of this class: a cron job, a task's result.
 SCHEDULED_EVENT = "CronMessageEvent"
 
 
@@ -76,8 +74,7 @@ def client_locale(event: Any) -> str | None:
     return locale if isinstance(locale, str) and locale else None
 
 
-# Where AstrBot (4.29; not 4.25) notes the persona it chose for a request,
-# and where note_persona notes it on an AstrBot that does not.
+# Where AstrBot (4.29; not 4.25) notes the persona it chose, and where note_persona notes it otherwise.
 TRACE_PERSONA_KEY = "_trace_persona_id"
 OWN_PERSONA_KEY = "ltm_persona_id"
 
@@ -298,8 +295,7 @@ class AstrBotReranker:
     """Resolved at each call (providers load after plugins); a missing or malformed
     answer raises, and the reader keeps the retrievers' order."""
 
-    # Candidates per request: TEI's default limit (MAX_CLIENT_BATCH_SIZE); a
-    # cross-encoder scores each pair alone, so requests' scores compare.
+    # TEI's default limit; a cross-encoder scores each pair alone, so requests' scores compare.
     BATCH = 32
     # AstrBot logs every lookup of a missing id: look again after this long, not at every read.
     MISSING_RECHECK_SECONDS = 60.0

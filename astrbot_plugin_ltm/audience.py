@@ -14,14 +14,12 @@ from collections.abc import Sequence
 from .enums import ScopeKind, Visibility
 from .scope import Scope
 
-# The memories kept elsewhere that a scope may recall: said in it, and
-# shared. Bound parameters :kind and :id.
+# The memories kept elsewhere that a scope may recall: said in it, and shared.
 SAID_IN_SQL = (
     "SELECT c.item_id FROM ltm_item_contexts c JOIN ltm_items s ON s.id = c.item_id "
     f"WHERE c.scope = :kind AND c.scope_id = :id AND s.visibility = '{Visibility.SHARED}'"
 )
-# The memories of a scope's memory namespace (keyword and vector): those
-# kept in it (a group's own only when shared) and those said in it.
+# A scope's memory namespace: those kept in it (a group's own only when shared) and said in it.
 MEMBERS_SQL = (
     "SELECT i.id FROM ltm_items i WHERE i.scope = :kind AND i.scope_id = :id "
     f"AND (i.scope = '{ScopeKind.USER}' OR i.visibility = '{Visibility.SHARED}') UNION ALL {SAID_IN_SQL}"

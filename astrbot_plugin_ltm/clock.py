@@ -26,8 +26,7 @@ def parse_stored_time(value: datetime | str) -> datetime:
     return as_utc(value if isinstance(value, datetime) else datetime.fromisoformat(value))
 
 
-# A wall clock that moves this much more (or less) than the time elapsed
-# has jumped (a manual change, NTP stepping a wrong clock).
+# A wall clock moving this much more (or less) than the time elapsed has jumped.
 JUMP_TOLERANCE = timedelta(minutes=2)
 
 

@@ -26,8 +26,7 @@ class _ParentFields(logging.Filter):
         return True  # the fields are added; whether to emit stays ours
 
 
-# A plugin reload imports this module again: the logger is the same object,
-# so the previous import's filter is replaced, not joined.
+# A reload imports this module again onto the same logger: the old filter is replaced, not joined.
 for _previous in [f for f in log.filters if getattr(f, MARK, False)]:
     log.removeFilter(_previous)
 log.addFilter(_ParentFields())

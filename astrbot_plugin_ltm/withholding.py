@@ -13,8 +13,7 @@ from .storing.tables import MemoryEvent
 from .storing.turns import turn_text
 from .text import search_tokens
 
-# Who a line of the bot's own reads as: the model it is shown to is the bot
-# ("you recommended…"), and no person is ever credited with it.
+# The model it is shown to is the bot ("you recommended…"), and no person is ever credited with it.
 BOT_LABEL = "bot (you)"
 
 # What the block could show of a reply of the bot's, with a margin.

@@ -44,8 +44,7 @@ class Embeddings:
         self._announced = ""  # the model "vector search on" was logged for
         self._primed: OrderedDict[str, np.ndarray] = OrderedDict()
         self._thresholds: dict[str, float] = {}  # model -> its "same fact" cosine (calibration.py)
-        # model -> the dimension it answers in now: a provider reconfigured
-        # to another keeps its name, and the fill embeds everything again.
+        # A provider reconfigured to another dimension keeps its name: the fill embeds everything again.
         self.dims: dict[str, int] = {}
 
     @property

@@ -39,8 +39,7 @@ SCOPES_PER_RUN = 20
 ITEMS_PER_SCOPE = 1000
 MERGES_PER_RUN = 100
 ACTOR = "system:compaction"
-# Only memories in these statuses are compared, each with its own kind:
-# a held-back memory is an operator's to decide.
+# Each status compared with its own kind; a held-back memory is an operator's to decide.
 COMPARED = (Status.ACTIVE, Status.SHADOW)
 
 
@@ -128,8 +127,7 @@ async def apply_merge(session: AsyncSession, merge: Merge, now: datetime) -> boo
     if survivor is None or merged is None or survivor.status != merged.status or survivor.status not in COMPARED \
             or survivor.awaiting_approval or merged.awaiting_approval:
         return False
-    # Only what was said in the same chats: a merge must not carry the words
-    # of one chat into another that may recall the survivor (audience.py).
+    # A merge must not carry one chat's words into another that may recall the survivor (audience.py).
     if survivor.visibility != merged.visibility \
             or set(await contexts_of(session, survivor)) != set(await contexts_of(session, merged)):
         return False

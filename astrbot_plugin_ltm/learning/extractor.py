@@ -123,8 +123,7 @@ def validate(
     rejected: list[Rejection] = []
     humans = {e.sender_id: e for e in events if e.source_role == Role.USER}
     refs = {known_ref(n): k.memory_id for n, k in enumerate(known, start=1)}
-    # A model may name a known fact by its key instead of its id; a key
-    # shown twice names neither.
+    # A model may name a known fact by its key; a key shown twice names neither.
     keys = [normalize_fact_key(k.key) for k in known]
     refs.update({key: k.memory_id for key, k in zip(keys, known, strict=True) if keys.count(key) == 1})
     for raw in payload:
@@ -212,8 +211,7 @@ def _check(raw: Any, events: Sequence[MemoryEvent], humans: dict[str | None, Mem
         return "fact says 'the user' but several people are its source", None
     source = CandidateSource.TOOL_RESULT if all(e.source_role == Role.TOOL for e in sources) \
         else CandidateSource.LLM_EXTRACT
-    # Secret when the model says so, or when its lines ask for it: a model
-    # that forgets the mark must not let a secret into a group (audience.py).
+    # A model that forgets the secret mark must not let a secret into a group (audience.py).
     secret = raw.get("secret") is True or any(asks_secrecy(str((e.content or {}).get("text") or ""))
                                               for e in sources if e.source_role == Role.USER)
     return "", Candidate(

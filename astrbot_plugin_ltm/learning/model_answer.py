@@ -68,8 +68,7 @@ def read_answer(text: str | None) -> Answer:
         raise MalformedOutput(
             f"malformed answer from the model: {type(payload).__name__}, not a JSON array: {raw[:200]!r}")
     if payload and not any(isinstance(p, dict) for p in payload):
-        # A list of plain sentences has no type, key or lines to check:
-        # asked again, the model may answer in the right shape.
+        # Plain sentences have no type, key or lines to check: asked again, the model may answer in shape.
         raise MalformedOutput(f"malformed answer from the model: a list without fact objects: {raw[:200]!r}")
     return Answer([_fields(p) if isinstance(p, dict) else p for p in payload], answer.notes)
 

@@ -60,8 +60,7 @@ from .summary_periods import (
 from .writer import MemoryWriter
 
 ACTOR = "system:summarizer"
-# Finer summaries rank first when the rest is equal (the block prefers the
-# finest that fits); all below an explicit request's 0.8.
+# Finer summaries rank first on a tie (the block prefers the finest that fits); all below explicit 0.8.
 IMPORTANCE = {SummaryLevel.SESSION: 0.6, SummaryLevel.DAY: 0.55, SummaryLevel.WEEK: 0.5, SummaryLevel.MONTH: 0.45}
 BASE_CONFIDENCE = 0.9  # × the model's source weight (policy.confidence): 0.72, above the default min_confidence
 LOOKBACK = timedelta(days=7)  # scopes with a turn this recent are looked at

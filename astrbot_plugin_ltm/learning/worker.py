@@ -287,8 +287,7 @@ class ExtractionWorker:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            # Not even the failure could be written: the scope waits its backoff in memory,
-            # so no model is called every poll.
+            # Not even the failure could be written: back off in memory, so no model is called every poll.
             log.warning("ltm: the failed extraction could not be noted (%s); the scope waits until %s UTC",
                         exc, f"{retry_at:%H:%M:%S}")
             self._held[scope] = retry_at

@@ -16,8 +16,7 @@ from ..storing.tables import NOT_SUPERSEDED, MemoryEvent, MemoryItem, MemoryTomb
 from ..text import normalize_fact_key, related_keys
 from .candidates import Candidate
 
-# (scope, fact) -> the row id of the memory the semantic matcher found
-# saying the same, or None.
+# (scope, fact) -> the row id of the memory the semantic matcher found saying the same, or None.
 Matches = dict[tuple[Scope, str], int | None]
 
 
@@ -69,8 +68,7 @@ def _chunks(values: list[str], size: int = 500) -> list[list[str]]:
     return [values[n:n + size] for n in range(0, len(values), size)]
 
 
-# The statements every candidate runs, built once: building a select and
-# its cache key each time was most of their cost (docs/decisions.md#d145).
+# Built once: building a select and its cache key each time was most of the cost (docs/decisions.md#d145).
 _IN_SCOPE = (MemoryItem.scope == bindparam("kind"), MemoryItem.scope_id == bindparam("scope_id"), NOT_SUPERSEDED)
 _CURRENT = select(MemoryItem).where(*_IN_SCOPE, MemoryItem.fact_key == bindparam("key"))
 _KEYS_FROM = select(MemoryItem.id, MemoryItem.fact_key).where(

@@ -69,8 +69,7 @@ class Plan:
     unsure: bool = False  # supersede: the words could not tell the values apart; flagged for review
 
 
-# Who goes first when a scope is full (max_items_per_scope): usage counts did
-# no better in a fair replay (docs/decisions.md#d47).
+# Who goes first when a scope is full: usage counts did no better in a fair replay (docs/decisions.md#d47).
 EVICTION_ORDER = (MemoryItem.importance.asc(), MemoryItem.updated_at.asc())
 EVICTION_RULE = "lowest importance, oldest"  # i18n/reasons.py: learn.eviction_rule
 
@@ -205,8 +204,7 @@ class MemoryWriter:
             action, known, unsure = await self._against(session, scope, c, related, AuditAction.MERGE, looked_up)
             return action, known, unsure or action == AuditAction.SUPERSEDE
         close = await looked_up.matched(session, scope, c.fact)
-        # A cosine alone over-merges (a person's different facts sit close
-        # under some models): the two must also share words (decisions.md#d46).
+        # A cosine alone over-merges under some models: the two must also share words (decisions.md#d46).
         if close is None or close.status == Status.SUPERSEDED \
                 or token_set_similarity(close.fact, c.fact) < SHARED_WORDS:
             return AuditAction.CREATE, None, False
@@ -375,8 +373,7 @@ def _targets(scope: Scope, candidates: Sequence[Candidate]) -> list[Scope]:
 
 def _next_status(item: MemoryItem, decision: GateDecision, action: AuditAction) -> tuple[str, bool]:
     """The status of an existing memory after new evidence."""
-    # An operator's "disabled" outranks anything extraction learns, and a
-    # memory in the approval queue stays there until someone decides.
+    # An operator's "disabled" outranks extraction, and a memory awaiting approval stays there.
     if item.status == Status.DISABLED:
         return item.status, item.awaiting_approval
     if item.awaiting_approval:
@@ -406,8 +403,7 @@ def _meta(c: Candidate, weighted: float) -> dict[str, object]:
     return {**c.meta, "confidence": {"base": c.confidence, "source": c.source, "weighted": weighted}}
 
 
-# The statements every candidate runs, built once: building a select and
-# its cache key each time was most of their cost (docs/decisions.md#d145).
+# Built once, as write_lookups' statements (docs/decisions.md#d145).
 _LINKS = select(MemoryEvidence).where(MemoryEvidence.memory_id == bindparam("memory_id"))
 _EVIDENCE = MemoryEvidence.metadata.tables[MemoryEvidence.__tablename__]
 

@@ -30,8 +30,7 @@ _JOINS = re.compile(
     r"|\s(?:did|do|was|were|have|had)(?=\s+(?:I|we)\b)"
     r"|还是|或者|以及|然后|之前|之后|以前|以后|和|跟|与|先|再",
     re.I)
-# At most this many parts are searched: a question names two or three events,
-# and what is asked of them ("which show did I start watching").
+# At most this many parts: a question names two or three events, and what is asked of them.
 MAX_PARTS = 4
 
 # A request for suggestions, not a question about one made before ("What

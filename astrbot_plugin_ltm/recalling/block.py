@@ -67,8 +67,7 @@ def frame(language: str) -> tuple[str, str]:
     return f"{HEADER}\n{NOTES.get(language, NOTES['en'])}", FOOTER
 
 
-# The same facts are shown read after read: neutralised once (a fact is
-# short; turns, up to 8000 characters, are not kept).
+# Facts are shown read after read: neutralised once (turns, up to 8000 characters, are not kept).
 _neutralised = lru_cache(maxsize=COUNT_CACHE)(neutralise)
 # The parts of the bot's long replies shown, judged once each (~0.5 ms).
 _steers = lru_cache(maxsize=COUNT_CACHE)(instruction_reason)
@@ -103,8 +102,7 @@ def event_body(event: MemoryEvent | EventRow, about: Focus | None = None, whole:
         # The bound holds the speaker's label too (as the cut below).
         room, keep = max(CUT_MIN_CHARS, chars - len(who) - 2), None if whole or about is None else TURN_SENTENCES
         shown = excerpt(said, about.tokens if about is not None else (), room, keep)
-        # A reply was judged on its start only: a later part that reads as an
-        # instruction gives way to the opening (docs/decisions.md#d80).
+        # A reply was judged on its start: a later part reading as an instruction gives way (docs/decisions.md#d80).
         if is_bot(event) and len(said) > BOT_JUDGED_CHARS and _steers(shown):
             shown = excerpt(said, (), room, keep)
         said = shown
@@ -143,8 +141,7 @@ class _Walk:
     per_type: dict[str, int] = field(default_factory=dict)
     n_memories: int = 0
     n_turns: int = 0
-    # max_events counts the people's turns: the bot's replies are bounded by
-    # their share of the budget instead (docs/decisions.md#d118).
+    # max_events counts people's turns: the bot's are bounded by their budget share (docs/decisions.md#d118).
     n_counted: int = 0
     covered: set[str] = field(default_factory=set)
     facts: list[str] = field(default_factory=list)

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import re
 
-# A line of the bot's is cut to this many characters (a person's to
-# block.EVENT_CHARS): what it recommended or promised comes early.
+# A line of the bot's is cut to this many characters: what it recommended or promised comes early.
 BOT_CHARS = 100
 # The bot's lines' share of max_tokens when the message asks what the bot said; else
 # they are context, and take CONTEXT_SHARE (docs/decisions.md#d119).

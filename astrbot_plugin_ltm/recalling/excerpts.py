@@ -17,8 +17,7 @@ from ..text import is_cjk, search_tokens
 
 MARK = "…"
 TAIL_MIN_CHARS = 16  # room left after the sentences chosen that is worth the start of the next one
-# Turns whose sentences and tokens are kept: a read excerpts a few dozen
-# turns, and the same ones come back read after read.
+# A read excerpts a few dozen turns, and the same ones come back read after read.
 EXCERPT_CACHE = 2048
 # A sentence ends at a line break, after a CJK full stop (or ；), or after
 # . ! ? … and a space; a list's "2." is no sentence of its own (joined below).

@@ -19,11 +19,9 @@ from .preferences import states_preference
 from .read import Read
 from .rows import EventRow, ItemView
 
-# Reciprocal-rank fusion: ranks need no calibration between bm25 and cosine,
-# nor between embedding models (docs/decisions.md#d02).
+# Reciprocal-rank fusion needs no calibration between bm25, cosine or models (docs/decisions.md#d02).
 RRF_K = 10
-# Of each corpus's hits, those the fused rankings put first are loaded and
-# ranked (docs/decisions.md#d06).
+# Of each corpus's hits, the fused rankings' first are loaded and ranked (docs/decisions.md#d06).
 LOAD_LIMIT = 60
 RECENCY_DAYS = 30.0  # recency decays as 1 / (1 + days / 30)
 # Per better-ranked turn of its day: keeps one day's turns from filling the block

@@ -44,8 +44,7 @@ class MemoryReader:
         self.retrievers = list(retrievers)
         self.builder = BlockBuilder(counter)
         self._clock = clock
-        # Whether turns no memory cites may be shown (storing.turns): only
-        # where facts go live without review (the engine says: mode auto).
+        # Whether turns no memory cites may be shown: only where facts go live unreviewed (mode auto).
         self._unbacked_turns = unbacked_turns
         # The user's time zone (AstrBot's setting): what "昨天" means.
         self.tz = tz
@@ -99,8 +98,7 @@ class MemoryReader:
         # Most messages name no time: then no third trip to a read thread.
         names = named_period(read.question, read.now, self.tz)
         ranker = None if names is None or self.turn_ranker is None else self.turn_ranker(read.scopes)
-        # The memories and the turns in one trip: two cost more in hops and
-        # connections than they gained side by side (docs/decisions.md#d133).
+        # Memories and turns in one trip: two cost more than they gained side by side (docs/decisions.md#d133).
         (read.items, read.evidence, read.turns), named = await asyncio.gather(
             self.db.run(lambda conn: self._candidates(conn, read, unbacked)),
             asyncio.sleep(0) if names is None else  # (None)

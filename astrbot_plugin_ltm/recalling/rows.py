@@ -22,8 +22,7 @@ from ..storing.evidence import evidence_of
 from ..storing.tables import MemoryItem
 from ..storing.turns import shown_turns_among
 
-# Memories with no hit still compete ("hi!" should still get the user's name);
-# bounded so a large scope costs as a small one (docs/decisions.md#d26).
+# Unhit memories still compete ("hi!" gets the name), bounded per scope (docs/decisions.md#d26).
 BASELINE_POOL = 20
 
 

@@ -78,8 +78,7 @@ class Database:
         self.sql_engine = sql_engine
         self.is_read_only = read_only
         self._sessions = async_sessionmaker(sql_engine, class_=AsyncSession, expire_on_commit=False)
-        # SQLite has one writer; serialising our own writes avoids busy waits
-        # between the recorder's flusher and the extraction worker.
+        # SQLite has one writer: serialising ours avoids busy waits between the flusher and the worker.
         self._write_lock = asyncio.Lock()
         self.read_pool = self._read_pool(sql_engine)
         self._read_threads: ThreadPoolExecutor | None = None
