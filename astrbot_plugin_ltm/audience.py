@@ -26,8 +26,7 @@ MEMBERS_SQL = (
 )
 
 
-# Whether the memory ``ltm_items`` names was said in one of the scopes a
-# read reads (:reading, reading_param's JSON): a column of the read's rows.
+# Whether the memory was said in one of the scopes a read reads (:reading, reading_param's JSON).
 SAID_IN_HERE_SQL = (
     "EXISTS (SELECT 1 FROM ltm_item_contexts c, json_each(:reading) r WHERE c.item_id = ltm_items.id "
     "AND c.scope = json_extract(r.value, '$[0]') AND c.scope_id = json_extract(r.value, '$[1]'))"

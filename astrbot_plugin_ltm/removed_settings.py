@@ -19,8 +19,7 @@ EVERY_SCOPE = "*"
 # The memory tools the model may be offered (doors/tools.py), tools.offered.
 TOOLS = ("search", "remember", "expand")
 
-# Each setting that went, with its default then (tests/test_config.py holds
-# the constants that replace them to these).
+# Each setting that went, with its default then (tests/test_config.py holds their constants).
 REMOVED: dict[str, Any] = {
     "write_policy.enable": True, "read_policy.event_importance": 0.5, "read_policy.day_weight": 0.5,
     "extraction.poll_seconds": 5.0, "extraction.max_attempts": 6, "extraction.max_fact_chars": 300,

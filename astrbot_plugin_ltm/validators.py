@@ -206,8 +206,7 @@ def json_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> None:
         stack.extend((child, depth + 1) for child in children)
 
 
-# Control characters (Unicode category Cc) but tab and line breaks, and half
-# surrogate pairs (not storable as UTF-8).
+# Control characters but tab and line breaks, and half surrogate pairs (not storable as UTF-8).
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 

@@ -20,8 +20,7 @@ from .calibration import FLOOR_PROBES, floor_of, same_threshold
 from .namespaces import COLD_WAIT
 from .vectors import VectorIndex
 
-# The same-fact threshold for a floor of 0, while the model's floor is unknown
-# (calibration.py, docs/decisions.md#d18, #d68).
+# The same-fact threshold for a floor of 0, while the model's is unknown (docs/decisions.md#d18, #d68).
 SEMANTIC_MATCH = same_threshold(0.0)
 PRIMED_FACTS = 1024  # candidate facts' vectors kept between prime() and their write
 

@@ -21,8 +21,7 @@ class Candidate:
     source: str = CandidateSource.LLM_EXTRACT  # sets the confidence weight
     session_id: str | None = None  # the conversation it came from (rate limits)
     meta: dict[str, Any] = field(default_factory=dict)
-    # What the extraction model said of a known fact (KnownFact) it was shown:
-    # this candidate gives it a new value, or says the same thing again.
+    # What the model said of a known fact it was shown: a new value, or the same thing again.
     updates: str | None = None  # a memory_id
     restates: str | None = None  # a memory_id
     # Who may hear it again (audience.py): the speaker asked to keep it

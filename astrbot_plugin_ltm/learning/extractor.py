@@ -75,8 +75,7 @@ def event_line(event: MemoryEvent) -> str:
         )
     if event.source_role == Role.ASSISTANT:
         return f"assistant: {content.get('text', '')}"
-    # A login is not a name ("astrbot" in the web chat): the model is told
-    # none is shown and names the person by what they said of themselves.
+    # A login is not a name ("astrbot" in the web chat): the model names the person by what they said.
     who = display_name(event.sender_id, event.sender_name) or UNNAMED
     return f"{who} (user id {event.sender_id}): {content.get('text', '')}"
 

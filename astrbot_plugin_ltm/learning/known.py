@@ -22,8 +22,7 @@ from .candidates import KnownFact
 
 KNOWN_FACTS = 15  # per batch: a few hundred prompt tokens (docs/decisions.md#d42)
 NAME_FACTS = 3  # the names people gave: the model names them by these
-# Other "name" keys only among the most recently changed: testing every key cost
-# 11 ms a batch at 10k memories (docs/decisions.md#d67).
+# Other "name" keys only among the latest: every key cost 11 ms a batch at 10k (docs/decisions.md#d67).
 NAME_KEYS = ("name", "full_name", "real_name", "preferred_name", "nickname", "user_name", "名字", "姓名", "称呼")
 NAME_WINDOW = 200
 

@@ -23,8 +23,7 @@ from ..storing.memory_rows import memory_changed
 from ..storing.tables import GateLogEntry, MemoryItem
 
 ACTOR = "system:retention"
-# The gate log (one row per candidate, with its fact) is what a policy replay
-# asks the gate again from: replays reach back this far (docs/decisions.md#d99).
+# How far back policy replays reach, asking the gate again from its log (docs/decisions.md#d99).
 GATE_LOG_KEEP_DAYS = 180
 PRUNE_BATCH = 5000  # rows per write: the write lock is never held long
 

@@ -24,8 +24,7 @@ RRF_K = 10
 # Of each corpus's hits, the fused rankings' first are loaded and ranked (docs/decisions.md#d06).
 LOAD_LIMIT = 60
 RECENCY_DAYS = 30.0  # recency decays as 1 / (1 + days / 30)
-# Per better-ranked turn of its day: keeps one day's turns from filling the block
-# when a question spans several sessions (docs/decisions.md#d63).
+# Keeps one day's turns from filling the block when a question spans sessions (docs/decisions.md#d63).
 DAY_SPREAD = 0.03
 
 
@@ -94,8 +93,7 @@ def rank(read: Read, spread_days: bool = True) -> list[Ranked]:
         for rowid, turn in turns.items()
     ]
     days = [when.date() for _, _, when, _ in candidates]
-    # An answer is often a few turns from the words that match: each candidate gains
-    # day_weight × the best similarity of its day (docs/decisions.md#d05).
+    # An answer is often a few turns from the matching words: the day's best lifts all (docs/decisions.md#d05).
     day_best: dict[date, float] = {}
     for (_, sim, _, _), day in zip(candidates, days, strict=True):
         day_best[day] = max(day_best.get(day, 0.0), sim)

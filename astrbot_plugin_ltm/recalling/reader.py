@@ -72,8 +72,7 @@ class MemoryReader:
             await stage(read)
         if self.reranking is None or not self.reranking.on:  # one trip to a thread
             return await asyncio.to_thread(lambda: self.builder.fit(rank(read), read))
-        # The reranker reads the candidates before they are spread over their days: the spread is the
-        # block's rule for sessions that share a day, not a judgement of what answers the message.
+        # The reranker reads candidates before the spread, the block's rule for sessions sharing a day.
         ranked, documents = await asyncio.to_thread(self._rank_for_reranker, read)
         ranked = await self.reranking.apply(read.question, ranked, documents,
                                             READ_SECONDS - (time.monotonic() - started))
@@ -106,8 +105,7 @@ class MemoryReader:
         )
         if named is None:
             return
-        # The period's memories and turns join the candidates, lifted (ranking.rank); its keyword
-        # ranking counts as one more retriever's (periods.py, docs/decisions.md#d84).
+        # The period's candidates join, lifted; its keyword ranking is one more retriever's (docs/decisions.md#d84).
         read.period, read.in_period, read.period_turns = named.period, frozenset(named.memories), named.ranking
         read.items = {**named.memories, **read.items}
         read.evidence = {**named.evidence, **read.evidence}

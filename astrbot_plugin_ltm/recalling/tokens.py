@@ -137,8 +137,7 @@ def _load_offline_cl100k() -> Any:
         mergeable_ranks=ranks,
         special_tokens=_CL100K_SPECIAL,
     )
-    # Its encoder holds the ranks; the Python copy only pickles the encoding,
-    # which the counter never does: 18 MB resident (docs/decisions.md#d161).
+    # Only pickling needs the Python copy of the ranks, which the counter never does: 18 MB (docs/decisions.md#d161).
     encoding._mergeable_ranks = {}
     return encoding
 

@@ -36,8 +36,7 @@ T = TypeVar("T")
 READ_THREADS = 4
 # Cache builds (seconds for a large scope) must not take a read's threads (docs/decisions.md#d15).
 LOAD_THREADS = 4
-# Wait for another connection's write lock (AstrBot, a backup tool) before
-# giving up with a clear message (docs/decisions.md#d91).
+# Wait for another connection's write lock before giving up with a clear message (docs/decisions.md#d91).
 WRITE_LOCK_WAIT = 120.0
 
 
@@ -312,8 +311,7 @@ def _batch_engine(url: Any) -> AsyncEngine:
 
 
 # -- rows held to the batch's end ------------------------------------------------
-# Audit, gate-log and evidence rows as ORM objects cost a flush each, a quarter of
-# the batch profile at 10k (docs/decisions.md#d143): one executemany per table instead.
+# ORM objects cost a flush each, a quarter of the batch at 10k (docs/decisions.md#d143): executemany instead.
 
 _HELD = "ltm_batch_rows"  # session.info key: {table: [values, ...]} while a batch holds rows
 
