@@ -1,7 +1,5 @@
-"""astrbot_plugin_ltm: evidenced, policy-gated long-term memory for AstrBot.
-
-Laid out by what each part does (docs/architecture.md); ``engine.py`` composes
-the parts, and only ``adapter.py`` imports AstrBot.
+"""astrbot_plugin_ltm: evidenced, policy-gated long-term memory for AstrBot
+(docs/architecture.md); ``engine.py`` composes the parts, only ``adapter.py`` imports AstrBot.
 """
 
 from .engine import LTMEngine

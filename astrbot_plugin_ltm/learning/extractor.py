@@ -1,8 +1,5 @@
-"""Extraction by a chat model, with strict validation of its answer.
-
-Lines are numbered and each fact cites its lines, so it is evidenced and attributed:
-the bot must never remember its own words as something a user told it (except its
-own acts, bot_side.py).
+"""Extraction by a chat model, strictly validated: each fact cites its numbered lines,
+so the bot never remembers its own words as a user's (but its own acts, bot_side.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""The write policy applied: a candidate's confidence and the gate.
-
-The gate is a pure function of the policy, the candidate and a few counts
-the writer looks up, so every rule can be tested without a database.
+"""The write policy applied: a candidate's confidence and the gate, a pure function
+so every rule can be tested without a database.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""Token counting for the read budget.
-
-cl100k_base is read from the copy ``bpe-openai`` ships (hash-checked): tiktoken would
-download it on first use, which hangs on a bot without internet. Without it, an
-estimate that errs high, as the budget must hold for the real tokenizer too.
+"""Token counting for the read budget. cl100k_base comes from ``bpe-openai``'s copy
+(hash-checked): tiktoken would download it, which hangs on a bot without internet.
+Without it, an estimate that errs high, as the budget must hold for the real tokenizer.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The database: sessions on AstrBot's SQLite file, the read-only switch,
-the single write point and its change channel, and threads for reads.
-
-Every write goes through :meth:`Database.write` or :meth:`Database.write_batch`:
-one choke point, so emergency_read_only takes effect on the next write with no
-restart, and committed changes reach the subscribed indexes.
+"""The database: sessions on AstrBot's SQLite file, the read-only switch, the single
+write point and its change channel, and threads for reads. One choke point, so
+emergency_read_only takes effect on the next write and indexes see every commit.
 """
 
 from __future__ import annotations
