@@ -36,9 +36,9 @@ def flag(value: Any, name: str) -> bool:
     raise AdminError(msg("api.flag", name=name, words=", ".join(TRUE_WORDS + FALSE_WORDS), value=shown(value)))
 
 
-def optional_flag(value: Any, name: str, default: bool = False) -> bool:
+def optional_flag(value: Any, name: str) -> bool:
     """A flag that may be left out (None or an empty query value)."""
-    return default if value is None or value == "" else flag(value, name)
+    return False if value is None or value == "" else flag(value, name)
 
 
 def unit(value: Any, name: str) -> float:
@@ -123,13 +123,13 @@ def stored_as_given(value: Any, name: str, max_chars: int) -> str | None:
     return value
 
 
-def json_object(value: Any, name: str, max_chars: int = MAX_CONTENT_CHARS) -> dict[str, Any]:
+def json_object(value: Any, name: str) -> dict[str, Any]:
     """A JSON object kept as given: bounded in size, no half surrogate pairs anywhere."""
     if not isinstance(value, dict):
         raise AdminError(msg("api.not_object", name=name, value=shown(value)))
     serialised = json.dumps(value, ensure_ascii=False)
-    if len(serialised) > max_chars:
-        raise AdminError(msg("api.json_too_large", name=name, max=max_chars))
+    if len(serialised) > MAX_CONTENT_CHARS:
+        raise AdminError(msg("api.json_too_large", name=name, max=MAX_CONTENT_CHARS))
     if _SURROGATE.search(serialised):
         raise AdminError(msg("api.surrogate", name=name))
     return value
@@ -190,8 +190,8 @@ def memory_id(value: Any, name: str = "memory id") -> str:
     return text(value, name, MAX_ID_CHARS)
 
 
-def json_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> None:
-    """Refuse JSON nested deeper than ``limit``, without recursion (a hostile file)."""
+def json_depth(value: Any) -> None:
+    """Refuse JSON nested deeper than MAX_JSON_DEPTH, without recursion (a hostile file)."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         node, depth = stack.pop()
@@ -201,8 +201,8 @@ def json_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> None:
             children = node
         else:
             continue
-        if depth > limit:
-            raise AdminError(msg("api.json_depth", limit=limit))
+        if depth > MAX_JSON_DEPTH:
+            raise AdminError(msg("api.json_depth", limit=MAX_JSON_DEPTH))
         stack.extend((child, depth + 1) for child in children)
 
 

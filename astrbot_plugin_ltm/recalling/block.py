@@ -87,9 +87,9 @@ def format_line(item: ItemView, ids: bool = False, about: Focus | None = None) -
     return f"{line} #{item.id}" if ids else line
 
 
-def format_event_line(event: MemoryEvent | EventRow, about: Focus | None = None, whole: bool = True) -> str:
+def format_event_line(event: MemoryEvent | EventRow, about: Focus | None = None) -> str:
     """A raw turn's line: "- " and its body (``event_body``)."""
-    return f"- {event_body(event, about, whole)}"
+    return f"- {event_body(event, about)}"
 
 
 def event_body(event: MemoryEvent | EventRow, about: Focus | None = None, whole: bool = True) -> str:

@@ -26,8 +26,7 @@ def _sentences(text: str) -> tuple[tuple[str, frozenset[str]], ...]:
     return tuple((s, frozenset(search_tokens(s))) for s in (p.strip() for p in _SENTENCE_END.split(text)) if s)
 
 
-def focus(text: str, query: Iterable[str], keep: int = FOCUS_SENTENCES, fill: bool = False,
-          tail: bool = True) -> str:
+def focus(text: str, query: Iterable[str], keep: int = FOCUS_SENTENCES, fill: bool = False) -> str:
     """At most ``keep`` sentences sharing the most of ``query``'s rarest tokens, in order,
     "…" where left out; none sharing any: the opening one, which sets the scene."""
     if len(_SENTENCE_END.findall(text)) < keep:  # too few to cut: not tokenised (most turns)
@@ -46,7 +45,7 @@ def focus(text: str, query: Iterable[str], keep: int = FOCUS_SENTENCES, fill: bo
         if n > (best[best.index(n) - 1] + 1 if parts else 0):
             parts.append(ELLIPSIS)
         parts.append(said[n][0])
-    if tail and best[-1] < len(said) - 1:
+    if best[-1] < len(said) - 1:
         parts.append(ELLIPSIS)
     return " ".join(parts)
 
