@@ -1,10 +1,8 @@
-"""The plugin's configuration: parsed and validated once, at load or change.
+"""The plugin's configuration, parsed and validated at load or change. Operators can
+type anything into AstrBot's JSON editor, so nothing here raises: an invalid value
+is replaced by its default, with a message the operator can act on.
 
-AstrBot hands plugins a dict built from ``_conf_schema.json``; operators can
-also type anything into its JSON editor. Nothing here raises on bad input:
-each invalid value is replaced by its safe default and explained in a
-message the operator can act on (main.py logs them). Over 400 lines: one
-dataclass per section and the tables they share; a setting that went
+Over 400 lines: one dataclass per section and the tables they share; a setting that went
 (removed_settings.py) is read where it was, a ``ClassVar`` of its section.
 """
 

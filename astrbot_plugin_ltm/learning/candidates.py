@@ -24,9 +24,7 @@ class Candidate:
     # What the model said of a known fact it was shown: a new value, or the same thing again.
     updates: str | None = None  # a memory_id
     restates: str | None = None  # a memory_id
-    # Who may hear it again (audience.py): the speaker asked to keep it
-    # secret; it is about the group chat itself, not one person; the person
-    # it is about, whose own scope keeps it (set from its lines' speaker).
+    # Who may hear it again (audience.py); ``subject``: whose own scope keeps it (its lines' speaker).
     secret: bool = False
     about_group: bool = False
     subject: Scope | None = None
