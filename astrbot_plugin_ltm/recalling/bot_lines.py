@@ -15,7 +15,7 @@ BOT_SHARE = 0.5
 CONTEXT_SHARE = 0.25
 
 
-# A message asking what the bot said ("you recommended…", "你给我推荐过哪些…").
+# A message asking what the bot said ("you recommended…", "你给我推荐过哪些…"; docs/decisions.md#d119).
 _EN = re.compile(
     r"\byou(?:\s+\w+){0,3}?\s+(?:said|mentioned|suggested|recommended|gave|told|listed|provided|shared|"
     r"wrote|explained|described|proposed|named|offered|pointed out|referred|talked about|came up with|advised)\b"
