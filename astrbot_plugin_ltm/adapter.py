@@ -1,14 +1,7 @@
-"""The one module of the core that imports AstrBot.
+"""The one module of the core that imports AstrBot, so the rest stays testable on its own.
 
-It turns AstrBot's objects into the core's (an event into an Origin, a
-provider into a completion function) and puts the memory block into the
-request. Everything AstrBot-specific that could change between AstrBot
-versions is here, so the rest of the package stays testable on its own.
-
-Why inside the core and not beside ``main.py``: AstrBot imports the
-plugin's root as a package, so a module there can reach the core only by
-relative imports, which neither mypy nor the unit tests can follow (they
-would get untyped names, or a second copy of the core's classes).
+Inside the core, not beside ``main.py``: a module there reaches the core only by
+relative imports, which neither mypy nor the unit tests can follow.
 """
 
 from __future__ import annotations
@@ -28,8 +21,7 @@ def origin_from_event(event: Any) -> Origin:
     scheduled = is_scheduled(event)
     group_id = event.get_group_id() or None
     if scheduled and not group_id and _message_type(event) == "GroupMessage":
-        # A cron job's event has no group; its session names it ("<group>",
-        # or "<user>_<group>" with unique_session, as AstrBot's sender reads it).
+        # A cron job's event has no group; its session names it ("<group>", or "<user>_<group>").
         group_id = str(event.session_id).split("_")[-1] or None
     name = str(event.get_sender_name() or "")
     if name and name == str(event.get_self_id() or "") or scheduled:
@@ -46,8 +38,7 @@ def origin_from_event(event: Any) -> Origin:
     )
 
 
-# AstrBot's scheduler runs the agent with a made-up event of this class (its
-# platform named "cron"): a cron job, or a background task's result.
+# AstrBot's scheduler runs the agent with a made-up event of this class: a cron job, a task's result.
 SCHEDULED_EVENT = "CronMessageEvent"
 
 
@@ -70,15 +61,12 @@ def _message_type(event: Any) -> str:
 
 
 def is_woken(event: Any) -> bool:
-    """Whether the message woke the bot (an @, a wake word, a command):
-    the turn hooks record it; otherwise only a group that learns all its
-    talk records it (groups.learn_all_messages)."""
+    """Whether the message woke the bot (an @, a wake word, a command)."""
     return bool(getattr(event, "is_at_or_wake_command", True))
 
 
 def client_locale(event: Any) -> str | None:
-    """The chat client's language ("zh-CN", "en-US") when it sends one:
-    AstrBot's web chat notes it on the event (4.29; None on 4.25)."""
+    """The chat client's language ("zh-CN"), noted by AstrBot's web chat (4.29; None on 4.25)."""
     try:
         locale = event.get_extra("locale")
     except Exception:
@@ -86,15 +74,13 @@ def client_locale(event: Any) -> str | None:
     return locale if isinstance(locale, str) and locale else None
 
 
-# Where AstrBot (4.29; not 4.25) notes the persona it chose for a request,
-# and where note_persona notes it on an AstrBot that does not.
+# Where AstrBot (4.29; not 4.25) notes the persona it chose, and where note_persona notes it otherwise.
 TRACE_PERSONA_KEY = "_trace_persona_id"
 OWN_PERSONA_KEY = "ltm_persona_id"
 
 
 def _persona_of(event: Any) -> str | None:
-    """The persona AstrBot resolved for this turn's request (it notes it on
-    the event before the agent runs); None before that, or for none."""
+    """The persona AstrBot resolved for this turn's request; None before that, or for none."""
     try:
         extras = event.get_extra()
         key = TRACE_PERSONA_KEY if TRACE_PERSONA_KEY in extras else OWN_PERSONA_KEY
@@ -104,9 +90,7 @@ def _persona_of(event: Any) -> str | None:
 
 
 async def note_persona(context: Any, event: Any) -> None:
-    """On an AstrBot that does not note the persona it chose (4.25), work
-    it out as its agent did: the session rule, else the conversation's
-    persona, else the configured default (docs/decisions.md#d66)."""
+    """On an AstrBot that does not note its persona (4.25), work it out as its agent does (docs/decisions.md#d66)."""
     try:
         extras = event.get_extra()
         if not isinstance(extras, dict) or TRACE_PERSONA_KEY in extras or OWN_PERSONA_KEY in extras:
@@ -127,8 +111,7 @@ async def note_persona(context: Any, event: Any) -> None:
 
 
 def astrbot_timezone(context: Any) -> str | None:
-    """AstrBot's ``timezone`` setting (an IANA name, e.g. "Asia/Shanghai"),
-    the one its own agent uses for dates; None when unset or unreadable."""
+    """AstrBot's ``timezone`` setting (an IANA name); None when unset or unreadable."""
     try:
         value = context.get_config().get("timezone")
     except Exception as exc:
@@ -138,16 +121,13 @@ def astrbot_timezone(context: Any) -> str | None:
 
 
 class AstrBotModels:
-    """ModelGateway over AstrBot's providers. ``llm_generate`` calls the
-    provider directly, without plugin hooks, so extraction never re-enters
-    our own hooks."""
+    """ModelGateway over AstrBot's providers; ``llm_generate`` skips plugin hooks, so never re-enters ours."""
 
     def __init__(self, context: Any) -> None:
         self._context = context
 
     def provider_exists(self) -> bool:
-        """AstrBot has a chat provider loaded (extraction and summaries use
-        the configured one, else the session's, else the first)."""
+        """AstrBot has a chat provider loaded."""
         try:
             return bool(self._context.get_all_providers())
         except Exception as exc:  # an AstrBot without the call: assume one, as completer() finds out
@@ -182,16 +162,8 @@ class AstrBotModels:
 
 
 def inject(run_context: Any, block: str, position: str) -> bool:
-    """Put the memory block into this turn's messages without it ever being
-    saved to the conversation history AstrBot replays.
-
-    ``context_message`` (default) adds the block as a temporary text part
-    at the start of the current user message, so the system prompt and the
-    earlier turns — the provider's prompt-cache prefix — stay byte-identical
-    between turns; AstrBot drops temporary parts when it saves history.
-    ``system_prompt`` prepends it to the first system message; AstrBot never
-    saves that message either.
-    """
+    """Put the block into this turn's messages, never into saved history. ``context_message``:
+    a temporary part of the user message, so the prompt-cache prefix stays byte-identical."""
     from astrbot.core.agent.message import Message, TextPart
 
     messages = run_context.messages
@@ -211,22 +183,12 @@ def inject(run_context: Any, block: str, position: str) -> bool:
 
 
 def history_texts(messages: Any) -> list[str]:
-    """The texts of a request's earlier messages — the conversation history
-    AstrBot sends with this one — for the block to leave out what the model
-    already reads (recalling/history.py).
-
-    Takes the run context's ``messages`` (Message objects, 4.25 and 4.29) or
-    a ProviderRequest's ``contexts`` (OpenAI-style dicts). Skipped: system
-    messages, the current message (the last, when it is the user's), parts
-    marked temporary (another plugin's injection, never saved) and
-    non-text parts. A tool message counts: its result is recorded too.
-    """
+    """The texts of the history AstrBot sends with this request, for the block to leave out
+    (recalling/history.py). A tool message counts: its result is recorded too."""
     items = list(messages or [])
     texts: list[str] = []
     if items and _field(items[-1], "role") == "user":
-        # the message being answered; AstrBot's group chat context
-        # (provider_ltm_settings.group_icl_enable) rides in it: the group's
-        # messages since the bot last spoke, which the model reads already.
+        # AstrBot's group chat context (group_icl_enable) rides in the message being answered.
         texts += group_context_texts(_field(items.pop(), "content"))
     for message in items:
         if _field(message, "role") not in ("user", "assistant", "tool"):
@@ -252,8 +214,7 @@ _AT = re.compile(r"\s*\[At: [^\]]*\]")
 
 
 def group_context_texts(content: Any) -> list[str]:
-    """The messages of AstrBot's group chat context in a message's parts,
-    as their senders wrote them (its "[name/time]:" and "[At: …]" marks taken off)."""
+    """The messages of AstrBot's group chat context, its "[name/time]:" and "[At: …]" marks off."""
     parts = content if isinstance(content, list) else []
     texts: list[str] = []
     for part in parts:
@@ -294,11 +255,8 @@ def tool_name(tool: Any) -> str:
 
 
 class AstrBotEmbedder:
-    """Embedder over an AstrBot embedding provider, resolved at each call:
-    AstrBot loads providers after plugins, and operators add or switch
-    providers at run time. ``embedding_provider_id`` empty means the first
-    embedding provider AstrBot has; with none, calls raise and the core
-    falls back to keyword-only retrieval."""
+    """Resolved at each call: AstrBot loads providers after plugins, and operators switch
+    them at run time. With none, calls raise and retrieval is keyword-only."""
 
     def __init__(self, context: Any, provider_id: str) -> None:
         self._context = context
@@ -334,16 +292,12 @@ class AstrBotEmbedder:
 
 
 class AstrBotReranker:
-    """Reranker over the AstrBot rerank provider ``provider_id`` (vLLM,
-    Xinference, TEI, Bailian, NVIDIA), resolved at each call: AstrBot loads
-    providers after plugins. A provider that is missing or answers out of
-    shape raises; the reader keeps the retrievers' order."""
+    """Resolved at each call (providers load after plugins); a missing or malformed
+    answer raises, and the reader keeps the retrievers' order."""
 
-    # Candidates per request: TEI's default limit (MAX_CLIENT_BATCH_SIZE); a
-    # cross-encoder scores each pair alone, so requests' scores compare.
+    # TEI's default limit; a cross-encoder scores each pair alone, so requests' scores compare.
     BATCH = 32
-    # AstrBot logs every lookup of an id it does not have: a missing
-    # provider is looked up again after this long, not at every read.
+    # AstrBot logs every lookup of a missing id: look again after this long, not at every read.
     MISSING_RECHECK_SECONDS = 60.0
 
     def __init__(self, context: Any, provider_id: str) -> None:
@@ -385,9 +339,7 @@ def plugin_data_dir(name: str) -> Any:
 
 
 def switch_tools(context: Any, wanted: dict[str, bool]) -> None:
-    """Offer the model each of our tools or not. AstrBot keeps a tool's
-    switch in its own settings (the WebUI's tool list), so the plugin's
-    setting is applied there at every start."""
+    """AstrBot keeps a tool's switch in its own settings, so ours is applied there at every start."""
     for name, on in wanted.items():
         try:
             ok = context.activate_llm_tool(name) if on else context.deactivate_llm_tool(name)

@@ -1,28 +1,9 @@
-"""Who may hear a memory again: the rule of contextual integrity.
+"""Who may hear a memory again: the rule of contextual integrity (docs/privacy.md).
 
-A memory is kept with whom it is about: a person's facts in their own
-scope, wherever they said them; what is about a group (its rules, its
-plans) in the group's. It also knows where it was said: each group a
-person said it in is one of its *contexts* (``ltm_item_contexts``). A
-chat recalls
-
-- in a private chat with P: everything kept about P (``user:P``), wherever
-  P said it;
-- in group G: what is kept about G and what anyone said in G;
-- never what was said in private, or in another group, in a group; and a
-  secret (``Visibility.SECRET``: the speaker asked to keep it) only in
-  the speaker's private chat.
-
-An operator may let members' profile facts follow them into a group
-(``groups.profiles_follow_members``); the block then marks such lines as
-private to that person, and a secret never follows (recalling/followers.py).
-
-Raw turns are never shared: a chat recalls the turns said in it. What a
-person says while paused is not recorded at all (recording/recorder.py).
-
-The rule is here once, as a pure function (``may_recall``) and as the SQL
-that decides a scope's memory namespace (``members_sql``); every read path
-asks one of them.
+A private chat with P recalls everything kept about P; group G what is kept about
+G and what anyone said in G (its *contexts*, ``ltm_item_contexts``); a secret only
+P's private chat. The rule is here once, as ``may_recall`` and as SQL, so every
+read path asks one of them.
 """
 
 from __future__ import annotations
@@ -33,22 +14,19 @@ from collections.abc import Sequence
 from .enums import ScopeKind, Visibility
 from .scope import Scope
 
-# The memories kept elsewhere that a scope may recall: said in it, and
-# shared. Bound parameters :kind and :id.
+# The memories kept elsewhere that a scope may recall: said in it, and shared.
 SAID_IN_SQL = (
     "SELECT c.item_id FROM ltm_item_contexts c JOIN ltm_items s ON s.id = c.item_id "
     f"WHERE c.scope = :kind AND c.scope_id = :id AND s.visibility = '{Visibility.SHARED}'"
 )
-# The memories of a scope's memory namespace (keyword and vector): those
-# kept in it (a group's own only when shared) and those said in it.
+# A scope's memory namespace: those kept in it (a group's own only when shared) and said in it.
 MEMBERS_SQL = (
     "SELECT i.id FROM ltm_items i WHERE i.scope = :kind AND i.scope_id = :id "
     f"AND (i.scope = '{ScopeKind.USER}' OR i.visibility = '{Visibility.SHARED}') UNION ALL {SAID_IN_SQL}"
 )
 
 
-# Whether the memory ``ltm_items`` names was said in one of the scopes a
-# read reads (:reading, reading_param's JSON): a column of the read's rows.
+# Whether the memory was said in one of the scopes a read reads (:reading, reading_param's JSON).
 SAID_IN_HERE_SQL = (
     "EXISTS (SELECT 1 FROM ltm_item_contexts c, json_each(:reading) r WHERE c.item_id = ltm_items.id "
     "AND c.scope = json_extract(r.value, '$[0]') AND c.scope_id = json_extract(r.value, '$[1]'))"
@@ -66,17 +44,15 @@ def said_in_sql(n: int) -> str:
 
 
 def may_recall(kept_in: Scope, visibility: str, said_here: bool, reading: Sequence[Scope]) -> bool:
-    """Whether a chat that reads the scopes ``reading`` may recall a memory
-    kept in ``kept_in``; ``said_here``: it was said in one of them."""
+    """Whether a chat reading ``reading`` may recall a memory kept in ``kept_in``."""
     if kept_in in reading:
         return kept_in.kind == ScopeKind.USER or visibility == Visibility.SHARED
     return visibility == Visibility.SHARED and said_here
 
 
 def seen_in(kept_in: Scope, visibility: str, said_in: Sequence[Scope]) -> list[Scope]:
-    """The chats that may recall a memory kept in ``kept_in`` and said in
-    the groups ``said_in``: a scope stands for its chat (a person's scope
-    for their private chat). Followers (groups.profiles_follow_members) aside."""
+    """The chats that may recall a memory kept in ``kept_in`` and said in the groups
+    ``said_in`` (a person's scope stands for their private chat); followers aside."""
     if kept_in.kind == ScopeKind.GROUP:
         return [kept_in] if visibility == Visibility.SHARED else []
     if visibility != Visibility.SHARED:
@@ -85,8 +61,7 @@ def seen_in(kept_in: Scope, visibility: str, said_in: Sequence[Scope]) -> list[S
 
 
 def context_of(where: Scope, kept_in: Scope) -> Scope | None:
-    """The context a memory kept in ``kept_in`` gains when it is said in
-    ``where``: the group, when the memory is kept elsewhere."""
+    """The group a memory kept elsewhere gains as a context when said in ``where``."""
     return where if where.kind == ScopeKind.GROUP and where != kept_in else None
 
 

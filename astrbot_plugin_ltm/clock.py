@@ -26,28 +26,20 @@ def parse_stored_time(value: datetime | str) -> datetime:
     return as_utc(value if isinstance(value, datetime) else datetime.fromisoformat(value))
 
 
-# A wall clock that moves this much more (or less) than the time elapsed
-# has jumped (a manual change, NTP stepping a wrong clock).
+# A wall clock moving this much more (or less) than the time elapsed has jumped.
 JUMP_TOLERANCE = timedelta(minutes=2)
 
 
 def elapsed() -> float:
-    """Seconds on a clock no one sets that counts a suspended machine's
-    sleep too (Linux's boot time), so a laptop or VM waking up is time
-    that passed, not a jump; time.monotonic elsewhere."""
+    """A clock no one sets that counts suspended sleep (Linux's boot time), so a waking
+    laptop is time that passed, not a jump; time.monotonic elsewhere."""
     boottime = getattr(time, "CLOCK_BOOTTIME", None)
     return time.clock_gettime(boottime) if boottime is not None else time.monotonic()
 
 
 class SteadyClock:
-    """The wall clock as a running process should use it: it never goes
-    back, and after a jump it moves on by the time elapsed (time.monotonic),
-    not by the jump, until the process restarts and trusts the wall clock
-    again (docs/decisions.md#d93). So setting the clock back an hour makes
-    no negative durations, and forward a month expires nothing at once.
-
-    ``jump``: the last jump seen (wall clock minus the steady time), for
-    /ltm status. ``wall`` and ``monotonic`` are replaceable for tests."""
+    """A wall clock that never goes back and, after a jump, moves on by the time elapsed
+    until a restart: no negative durations, no mass expiry (docs/decisions.md#d93)."""
 
     def __init__(self, wall: Clock = lambda: datetime.now(UTC),
                  monotonic: Callable[[], float] = elapsed) -> None:

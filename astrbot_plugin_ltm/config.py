@@ -1,10 +1,8 @@
-"""The plugin's configuration: parsed and validated once, at load or change.
+"""The plugin's configuration, parsed and validated at load or change. Operators can
+type anything into AstrBot's JSON editor, so nothing here raises: an invalid value
+is replaced by its default, with a message the operator can act on.
 
-AstrBot hands plugins a dict built from ``_conf_schema.json``; operators can
-also type anything into its JSON editor. Nothing here raises on bad input:
-each invalid value is replaced by its safe default and explained in a
-message the operator can act on (main.py logs them). Over 400 lines: one
-dataclass per section and the tables they share; a setting that went
+Over 400 lines: one dataclass per section and the tables they share; a setting that went
 (removed_settings.py) is read where it was, a ``ClassVar`` of its section.
 """
 
@@ -53,8 +51,7 @@ class WritePolicy:
         return EVERY_SCOPE not in self.disabled_scopes
 
     def writes_off(self, scope: object) -> bool:
-        """Whether a scope's writes are switched off (``str(scope)`` is
-        ``kind:id``); a persona's scope (persona.py) follows its person's."""
+        """Whether a scope's writes are off; a persona's scope follows its person's."""
         return bool(self.disabled_scopes) and (
             EVERY_SCOPE in self.disabled_scopes or str(scope).partition(PERSONA_MARK)[0] in self.disabled_scopes)
 
@@ -121,8 +118,7 @@ class ExtractionConfig:
 
     @property
     def poll_seconds(self) -> float:
-        """How often the worker looks when no turn wakes it: a third of the
-        idle wait (5 s by default), so a quiet scope waits at most a third longer."""
+        """A third of the idle wait (5 s at most), so a quiet scope waits at most a third longer."""
         return min(5.0, max(0.05, self.idle_seconds / 3))
 
 
@@ -150,8 +146,7 @@ class VectorConfig:
 
 @dataclass
 class RerankConfig:
-    """A rerank provider of AstrBot's reorders a read's best candidates
-    (recalling/reranking.py, docs/decisions.md#d151)."""
+    """A rerank provider reorders a read's best candidates (docs/decisions.md#d151)."""
 
     provider_id: str = ""  # empty: no reranking
     # Past it the read keeps the retrievers' order; never more than what is
@@ -162,8 +157,7 @@ class RerankConfig:
 
 @dataclass
 class ToolsConfig:
-    """LLM tools the model may call; each reaches only the current
-    speaker's scopes (their own and, in a group, the group's)."""
+    """LLM tools the model may call; each reaches only the current speaker's scopes."""
 
     # search (memory_search): memories and turns for a query, a period, a type;
     # remember (memory_remember): a fact, through the write policy;
@@ -215,10 +209,7 @@ class SummariesConfig:
 
 @dataclass
 class GroupsConfig:
-    """What the bot learns in group chats beyond what is said to it, and
-    what of a member follows them into a group (audience.py, docs/privacy.md).
-    Each entry names a group as ``<platform>:<group id>``, the bare group id,
-    or ``*`` for every group."""
+    """Each entry names a group as ``<platform>:<group id>``, the bare group id, or ``*`` (docs/privacy.md)."""
 
     # Record every message of these groups, not only those that wake the bot.
     learn_all_messages: list[str] = field(default_factory=list)
@@ -406,8 +397,7 @@ def _parse_section(cls: type[Any], raw: Any, prefix: str, errors: list[str]) -> 
 
 
 def parse_config(raw: dict[str, Any] | None) -> tuple[LTMConfig, list[str]]:
-    """Build a validated config. Returns it with one message per fixed value
-    (a setting that is no more is taken as :func:`upgraded` says, silently)."""
+    """A validated config and one message per value replaced by its default."""
     errors: list[str] = []
     cfg = LTMConfig()
     raw, _ = upgraded(raw or {})
@@ -459,8 +449,7 @@ def policy_of(cfg: LTMConfig) -> dict[str, Any]:
 
 
 def policy_schema() -> dict[str, Any]:
-    """The policy's bounds and choices for the review page's forms (GET
-    policy's ``schema``), so the page never re-types them (docs/decisions.md#d111)."""
+    """The policy's bounds and choices, so the review page never re-types them (docs/decisions.md#d111)."""
     policy = ("write_policy.", "read_policy.")
     bounds: dict[str, dict[str, Any]] = {
         path: {"min": low, "max": high, "kind": "float" if isinstance(low, float) else "int"}
@@ -473,16 +462,13 @@ def policy_schema() -> dict[str, Any]:
 
 
 def with_policy(raw: dict[str, Any], changes: dict[str, Any], *, replace: bool = False) -> dict[str, Any]:
-    """A copy of the settings ``raw`` with ``changes`` applied, for
-    ``parse_config`` and to be saved: a section's settings are merged onto the
-    saved ones (``replace``: the section as given); no setting that is no more."""
+    """The settings ``raw`` with ``changes`` merged in (``replace``: a section as given), upgraded."""
     return upgraded(merged(raw, changes, replace=replace))[0]
 
 
 @dataclass(frozen=True)
 class Problems(Message):
-    """``parse_config``'s problems as one value of a refusal, each shown in
-    the reader's language (they are made from the catalogue's config.* texts)."""
+    """``parse_config``'s problems as one value of a refusal, each shown in the reader's language."""
 
     items: tuple[str, ...] = ()
 
@@ -491,6 +477,5 @@ class Problems(Message):
 
 
 def refusal_message(problems: list[str]) -> Message:
-    """``parse_config``'s messages as reasons to refuse a change (through a change an
-    invalid value is refused, not defaulted): ``msg(..., problems=refusal_message(p))``."""
+    """``parse_config``'s messages as reasons to refuse a change: through a change, nothing is defaulted."""
     return Problems("config.problems", items=tuple(p.split("; using the default")[0] for p in problems))

@@ -7,10 +7,8 @@ from .i18n import Lang, Message, render
 
 
 class AdminError(ValueError):
-    """A request that cannot be carried out; the message says why, and
-    ``status`` is the HTTP status the API answers with. Given a
-    :class:`~astrbot_plugin_ltm.i18n.Message`, it is shown in the reader's
-    language (:meth:`message`) and its code is the machine-readable reason."""
+    """A request that cannot be carried out, with the HTTP status the API answers; a
+    Message is shown in the reader's language, its code the machine-readable reason."""
 
     def __init__(self, message: str | Message, status: int = 400) -> None:
         super().__init__(str(message))

@@ -1,11 +1,6 @@
-"""What is going wrong right now, for the operator: a full disk, a write
-lock another program holds, a failing chat model, a journal that cannot be
-written, a clock that jumped (docs/faults.md).
-
-Each part that meets a fault reports it under a kind of its own and clears
-it once the part works again; ``/ltm status`` (to admins) and the stats
-API show what is reported, beside ``engine.notices()``. In memory only: a
-fault is about this process, and a restart tries everything afresh.
+"""What is going wrong right now, for the operator (docs/faults.md): each part
+reports a fault under its own kind and clears it once it works again. In memory
+only: a fault is about this process, and a restart tries everything afresh.
 """
 
 from __future__ import annotations

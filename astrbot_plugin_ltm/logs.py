@@ -1,9 +1,5 @@
-"""The plugin's logger.
-
-A child of AstrBot's ``astrbot`` logger, so background warnings reach
-AstrBot's console, log file and WebUI log: AstrBot removes the root
-logger's handlers when it loads plugins, which silences a plain
-module-level logger. Outside AstrBot it behaves like any other logger.
+"""The plugin's logger: a child of AstrBot's ``astrbot`` logger, as AstrBot removes
+the root logger's handlers when it loads plugins, silencing a plain one.
 """
 
 import logging
@@ -14,12 +10,8 @@ MARK = "_ltm_parent_fields"  # our filter, whichever import of this module added
 
 
 class _ParentFields(logging.Filter):
-    """AstrBot before 4.29 adds the fields its handlers' formats name
-    (``plugin_tag`` …) in a filter on its ``astrbot`` logger, which a
-    child's records never pass: its WebUI handler then fails on ours
-    ("Formatting field not found in record"). Those filters are run on our
-    records too, unless AstrBot gave this logger filters of its own (4.29
-    and later set up a logger per plugin)."""
+    """AstrBot before 4.29 adds its format's fields in a filter a child's records never
+    pass ("Formatting field not found"): run those filters on ours unless we have our own."""
 
     _ltm_parent_fields = True
 
@@ -34,8 +26,7 @@ class _ParentFields(logging.Filter):
         return True  # the fields are added; whether to emit stays ours
 
 
-# A plugin reload imports this module again: the logger is the same object,
-# so the previous import's filter is replaced, not joined.
+# A reload imports this module again onto the same logger: the old filter is replaced, not joined.
 for _previous in [f for f in log.filters if getattr(f, MARK, False)]:
     log.removeFilter(_previous)
 log.addFilter(_ParentFields())

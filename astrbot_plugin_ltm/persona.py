@@ -1,13 +1,7 @@
-"""Per-persona memory (``identity.persona_scoped``): what the bot learnt
-while playing one AstrBot persona stays with that persona.
-
-A persona's memory is a scope of its own: the person's (or the group's)
-scope id with ``#persona:<name>`` after it, so every index, cap, key and
-"forget" keeps it apart with no new column. What the person is — profile,
-preference, constraint — is about them whoever the bot plays, so the writer
-keeps those in the shared scope (``target_scope``); episodes, task states
-and everything the bot said stay with the persona. A persona reads its own
-scope first, then the shared one (scope.ScopeResolver.read_scopes).
+"""Per-persona memory (``identity.persona_scoped``): a scope id with
+``#persona:<name>`` after it, so every index, cap, key and "forget" keeps it apart
+with no new column. Who the person is (profile, preference, constraint) stays in
+the shared scope whoever the bot plays.
 """
 
 from __future__ import annotations
@@ -40,8 +34,7 @@ def shared_scope(scope: Scope) -> Scope:
 
 
 def as_persona_of(scope: Scope, other: Scope) -> Scope:
-    """``scope`` (a person's) with ``other``'s persona part, if it has one:
-    a member's fact learnt by a persona in a group stays with that persona."""
+    """``scope`` with ``other``'s persona part: a fact learnt by a persona in a group stays with it."""
     _, mark, persona = other.id.partition(PERSONA_MARK)
     return replace(scope, id=f"{scope.id}{PERSONA_MARK}{persona}") if mark else scope
 

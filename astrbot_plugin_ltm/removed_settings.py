@@ -1,13 +1,7 @@
-"""The settings that are no more (docs/decisions.md#d169), and what a saved
-value of one becomes: ``write_policy.enable`` false is ``*`` in
-``write_policy.disabled_scopes`` (true takes it out), ``tools.<tool>`` the
-tool's place in ``tools.offered``; any other is a constant now (config.py),
-and a value other than its old default is dropped aloud.
-
-AstrBot keeps the plugin's settings as JSON and drops every key no longer in
-``_conf_schema.json`` when it loads the plugin; main.py reads the file first
-and :func:`carried_over` carries it over. A stored policy version (a
-rollback's target) and a policy change pass through :func:`upgraded` too.
+"""The settings that are no more (docs/decisions.md#d169), and what a saved value of
+one becomes; a value other than its old default of one now constant is dropped aloud.
+AstrBot drops keys no longer in ``_conf_schema.json`` when it loads the plugin, so
+main.py reads the file first and :func:`carried_over` carries them over.
 """
 
 from __future__ import annotations
@@ -25,8 +19,7 @@ EVERY_SCOPE = "*"
 # The memory tools the model may be offered (doors/tools.py), tools.offered.
 TOOLS = ("search", "remember", "expand")
 
-# Each setting that went, with its default then (tests/test_config.py holds
-# the constants that replace them to these).
+# Each setting that went, with its default then (tests/test_config.py holds their constants).
 REMOVED: dict[str, Any] = {
     "write_policy.enable": True, "read_policy.event_importance": 0.5, "read_policy.day_weight": 0.5,
     "extraction.poll_seconds": 5.0, "extraction.max_attempts": 6, "extraction.max_fact_chars": 300,
@@ -91,8 +84,7 @@ def carried_over(saved: Mapping[str, Any] | None, current: Mapping[str, Any]) ->
 
 
 def merged(raw: Mapping[str, Any], changes: Mapping[str, Any], *, replace: bool = False) -> dict[str, Any]:
-    """A copy of the settings ``raw`` with ``changes``: a section's settings
-    merged onto the saved ones (``replace``: the section as given)."""
+    """The settings ``raw`` with ``changes``, a section merged (``replace``: as given)."""
     out = copy.deepcopy(dict(raw))
     for key, value in changes.items():
         if isinstance(value, dict) and not replace:

@@ -1,7 +1,5 @@
-"""Whether a speaker asked to keep what they said to themselves ("别告诉别人",
-"保密", "don't tell anyone"). The extraction model is asked to mark such a
-fact secret; these words mark it too, so a model that forgets cannot let a
-secret into a group (audience.py)."""
+"""Whether a speaker asked to keep what they said to themselves ("别告诉别人", "don't
+tell anyone"), so a model that forgets to mark it cannot let a secret into a group."""
 
 from __future__ import annotations
 

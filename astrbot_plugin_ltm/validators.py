@@ -1,10 +1,5 @@
-"""One validator per field, shared by every entry point: the dashboard API,
-the review page (through the API), imports, the chat commands and the
-settings (``config.py`` reads its booleans here).
-
-Each returns the value to use or raises :class:`AdminError` (a 4xx) with a
-message naming the field and what it accepts. Nothing here touches the
-database.
+"""One validator per field, shared by every entry point (the API, imports, the
+commands, the settings): each returns the value to use or raises :class:`AdminError`.
 """
 
 from __future__ import annotations
@@ -33,8 +28,7 @@ FALSE_WORDS = ("false", "0", "no", "off")
 
 
 def flag(value: Any, name: str) -> bool:
-    """A yes/no: JSON true/false, or one of the words above (any case), as
-    query strings and hand-typed settings carry it."""
+    """A yes/no: JSON true/false, or one of the words above (any case)."""
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().lower() in TRUE_WORDS + FALSE_WORDS:
@@ -42,9 +36,9 @@ def flag(value: Any, name: str) -> bool:
     raise AdminError(msg("api.flag", name=name, words=", ".join(TRUE_WORDS + FALSE_WORDS), value=shown(value)))
 
 
-def optional_flag(value: Any, name: str, default: bool = False) -> bool:
+def optional_flag(value: Any, name: str) -> bool:
     """A flag that may be left out (None or an empty query value)."""
-    return default if value is None or value == "" else flag(value, name)
+    return False if value is None or value == "" else flag(value, name)
 
 
 def unit(value: Any, name: str) -> float:
@@ -65,8 +59,7 @@ def whole(value: Any, name: str, lo: int, hi: int) -> int:
 
 
 def days_kept(value: Any) -> int:
-    """A number of days to keep (the compact action's), from a JSON body
-    or a query string ("30"): 1 to 36,500."""
+    """A number of days to keep (the compact action's): 1 to 36,500."""
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value.strip())
     return whole(value, "days", 1, 36_500)
@@ -106,8 +99,7 @@ def scope_kind(value: Any) -> str:
 
 
 def text(value: Any, name: str, max_chars: int = MAX_TEXT_CHARS, *, required: bool = False) -> str:
-    """Plain text: a string, at most ``max_chars``, no control characters
-    but tabs and line breaks."""
+    """Plain text of at most ``max_chars``, no control characters but tabs and line breaks."""
     if not isinstance(value, str):
         raise AdminError(msg("api.not_text", name=name, value=shown(value)))
     if required and not value.strip():
@@ -121,8 +113,7 @@ def text(value: Any, name: str, max_chars: int = MAX_TEXT_CHARS, *, required: bo
 
 
 def stored_as_given(value: Any, name: str, max_chars: int) -> str | None:
-    """Null or text kept as a platform gave it (a sender's name): only the
-    type, the column's width, and no half surrogate pairs (not storable)."""
+    """Null or a platform's text: the type, the column's width, no half surrogate pairs."""
     if value is None:
         return None
     if not isinstance(value, str) or len(value) > max_chars:
@@ -132,14 +123,13 @@ def stored_as_given(value: Any, name: str, max_chars: int) -> str | None:
     return value
 
 
-def json_object(value: Any, name: str, max_chars: int = MAX_CONTENT_CHARS) -> dict[str, Any]:
-    """A JSON object kept as given (an event's content): bounded in size,
-    no half surrogate pairs anywhere in it."""
+def json_object(value: Any, name: str) -> dict[str, Any]:
+    """A JSON object kept as given: bounded in size, no half surrogate pairs anywhere."""
     if not isinstance(value, dict):
         raise AdminError(msg("api.not_object", name=name, value=shown(value)))
     serialised = json.dumps(value, ensure_ascii=False)
-    if len(serialised) > max_chars:
-        raise AdminError(msg("api.json_too_large", name=name, max=max_chars))
+    if len(serialised) > MAX_CONTENT_CHARS:
+        raise AdminError(msg("api.json_too_large", name=name, max=MAX_CONTENT_CHARS))
     if _SURROGATE.search(serialised):
         raise AdminError(msg("api.surrogate", name=name))
     return value
@@ -153,8 +143,7 @@ def optional_text(value: Any, name: str, max_chars: int = MAX_TEXT_CHARS) -> str
 
 
 def fact(value: Any, max_chars: int) -> str:
-    """A fact as stored: whitespace collapsed, not empty, at most ``max_chars``
-    (extraction.max_fact_chars). The same for edits, /ltm remember and imports."""
+    """A fact as stored, for extraction, edits, /ltm remember and imports alike."""
     if not isinstance(value, str):
         raise AdminError(msg("api.not_text", name="fact", value=shown(value)))
     collapsed = " ".join(value.split())
@@ -179,9 +168,7 @@ def scope_problem(entry: str) -> str | None:
 
 
 def scope_entry(entry: str, refusal: str, shown_as: str | None = None) -> str:
-    """``entry`` when it is a ``user:<id>`` / ``group:<id>`` scope; else
-    AdminError(``refusal``: a code with {scope} and {why}), naming it as
-    sent (``shown_as``, cut to 80 characters)."""
+    """``entry`` when it is a ``user:<id>`` / ``group:<id>`` scope; else AdminError(``refusal``)."""
     why = scope_problem(entry)
     if why is not None:
         raise AdminError(msg(refusal, scope=repr((entry if shown_as is None else shown_as)[:80]),
@@ -194,8 +181,7 @@ def scope_id(value: Any, name: str = "scope_id") -> str:
 
 
 def memory_id(value: Any, name: str = "memory id") -> str:
-    """A whole memory id or a prefix of one (at least 4 characters), taken
-    literally (``%`` and ``_`` are characters, not wildcards)."""
+    """A memory id or a prefix of 4+ characters, taken literally (``%`` and ``_`` no wildcards)."""
     if not isinstance(value, str):
         raise AdminError(msg("api.not_text", name=name, value=shown(value)))
     value = value.strip()
@@ -204,9 +190,8 @@ def memory_id(value: Any, name: str = "memory id") -> str:
     return text(value, name, MAX_ID_CHARS)
 
 
-def json_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> None:
-    """Refuse JSON nested deeper than ``limit`` (checked without recursion,
-    so a hostile file cannot exhaust the stack)."""
+def json_depth(value: Any) -> None:
+    """Refuse JSON nested deeper than MAX_JSON_DEPTH, without recursion (a hostile file)."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         node, depth = stack.pop()
@@ -216,13 +201,12 @@ def json_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> None:
             children = node
         else:
             continue
-        if depth > limit:
-            raise AdminError(msg("api.json_depth", limit=limit))
+        if depth > MAX_JSON_DEPTH:
+            raise AdminError(msg("api.json_depth", limit=MAX_JSON_DEPTH))
         stack.extend((child, depth + 1) for child in children)
 
 
-# Control characters (Unicode category Cc) but tab and line breaks, and half
-# surrogate pairs (not storable as UTF-8).
+# Control characters but tab and line breaks, and half surrogate pairs (not storable as UTF-8).
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 

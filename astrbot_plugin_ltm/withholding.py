@@ -1,10 +1,6 @@
-"""Which recorded turns are never shown, judged once, when recorded.
-
-A turn that would steer the bot if shown, and a reply of the bot's that is
-small talk or echoes the person's message, are withheld
-(docs/decisions.md#d108): kept and extracted, never indexed or shown. A turn
-is judged as it would read, by who said it (``speaker_of``). Below both
-recording/ (which withholds) and recalling/ (which labels the bot's lines).
+"""Which recorded turns are never shown, judged once, when recorded: kept and
+extracted, never indexed or shown (docs/decisions.md#d108). Below both recording/
+(which withholds) and recalling/ (which labels the bot's lines).
 """
 
 from __future__ import annotations
@@ -17,26 +13,20 @@ from .storing.tables import MemoryEvent
 from .storing.turns import turn_text
 from .text import search_tokens
 
-# Who a line of the bot's own reads as: the model it is shown to is the bot
-# ("you recommended…"), and no person is ever credited with it.
+# The model it is shown to is the bot ("you recommended…"), and no person is ever credited with it.
 BOT_LABEL = "bot (you)"
 
 # What the block could show of a reply of the bot's, with a margin.
 BOT_JUDGED_CHARS = 300
-# A reply of the bot's with fewer search tokens than this in its first
-# SMALL_TALK_CHARS ("OK.", "How nice!", "当然了") is small talk: it says
-# nothing to remember (a recommendation, advice or a promise never is).
+# Fewer search tokens in a reply's start: small talk ("OK.", "当然了"), nothing to remember.
 SMALL_TALK_TOKENS = 4
 SMALL_TALK_CHARS = 120
-# A reply at least this share of whose words are the words of the message
-# it answers only says it back ("ECHO: …", "So you live in Paris!"): the
-# person's line, or the memory made of it, stands for it.
+# A reply this much made of its message's words only says it back: the person's line stands for it.
 ECHO_SHARE = 0.8
 
 
 def speaker_of(event: Any) -> str | None:
-    """The name a turn is said by: the bot's label for its own replies,
-    else the sender's nickname or id (a MemoryEvent or a reader's row)."""
+    """The bot's label for its own replies, else the sender's nickname or id."""
     if event.source_role == Role.ASSISTANT:
         return BOT_LABEL
     return event.sender_name or event.sender_id
@@ -59,20 +49,9 @@ def echoes(reply: str, message: str) -> bool:
 
 
 def withhold(events: list[MemoryEvent]) -> int:
-    """Withhold, before they are stored, the turns that must never be shown
-    (a recorded turn never changes, so it is judged once, here):
-
-    - a turn that would steer the bot if shown ("ignore your rules", a
-      fake end of the block); a reply of the bot's own is judged on its
-      start (BOT_JUDGED_CHARS), what the block could show of it: its code
-      and advice further on are not orders;
-    - a reply of the bot's that is small talk, or that echoes the person's
-      message before it in ``events`` (the recorder writes a turn's message
-      and reply in one batch; a reply without its message is not judged an
-      echo).
-
-    About 0.1 ms a turn: call it off the event loop. Returns how many were
-    withheld."""
+    """Withhold, before they are stored, turns that would steer the bot, and the bot's
+    small talk and echoes. A reply is judged on what the block could show (its later
+    code and advice are not orders). ~0.1 ms a turn: call it off the event loop."""
     withheld = 0
     previous: dict[str | None, MemoryEvent] = {}  # each conversation's event before this one
     for event in events:

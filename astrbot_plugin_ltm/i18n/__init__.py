@@ -1,17 +1,9 @@
 """One catalogue for every text a person reads, in English and Chinese.
 
-A text is named by a stable code (``"pause.on"``) and has an English and a
-Chinese template with ``{name}`` placeholders. Code builds texts with
-:func:`msg` (a :class:`Message`, rendered late, in the reader's language) or
-:func:`say` (rendered now). Texts that were stored as English (audit reasons,
-held reasons, policy history) are shown in Chinese by :func:`translate`,
-which finds the template a stored text was made from and renders it again;
-an operator's own words, matching no template, are shown as typed.
-
-The templates live in this package's area modules (``commands.py``,
-``api.py`` …), each a ``TEXTS`` dict of code → (English, Chinese); a code
-is defined once (``tests/test_i18n.py`` checks codes, placeholders and
-that every entry has both languages).
+A stable code (``"pause.on"``) names an English and a Chinese template; :func:`msg`
+renders late, in the reader's language. Texts stored in English are shown in Chinese
+by :func:`translate`, which finds the template they were made from; an operator's own
+words are shown as typed. Each area module holds a ``TEXTS`` dict of code → (en, zh).
 """
 
 from __future__ import annotations
@@ -70,9 +62,7 @@ def lang_of(value: object, default: Lang = "en") -> Lang:
 
 
 def written_language(text: str) -> Lang | None:
-    """The language a person wrote ``text`` in: Chinese when it has Han
-    characters and not many more Latin words than them, English when it
-    has Latin words only, else None (ids, numbers, a bare "/ltm status")."""
+    """The language a person wrote ``text`` in; None for ids, numbers, a bare "/ltm status"."""
     han = len(HAN.findall(text or ""))
     latin = len(_LATIN_WORD.findall(text or ""))
     if han and han * 2 >= latin:
@@ -106,9 +96,8 @@ def msg(code: str, **params: Any) -> Message:
     return Message(code, params)
 
 
-# Placeholders that hold a stored word (a memory's status or type, a write
-# mode): in Chinese the word is shown by its catalogue entry, so no reason
-# reads "状态为 superseded" (a word without an entry is shown as it is).
+# Placeholders holding a stored word (a status, a type), shown by its catalogue entry,
+# so no reason reads "状态为 superseded".
 WORDS = {"status": "cmd.state.", "type": "cmd.type.", "mode": "cmd.mode."}
 
 
@@ -121,9 +110,7 @@ def _value(name: str, value: Any, lang: Lang) -> Any:
 
 
 def say(code: str, lang: Lang = "en", /, **params: Any) -> str:
-    """The text ``code`` in ``lang`` with its placeholders filled; a value
-    that is itself a Message is rendered in the same language, and a word
-    of WORDS in its entry's."""
+    """The text ``code`` in ``lang``, its placeholders (Messages, WORDS) rendered in it too."""
     entry = CATALOGUE[code]
     values = {k: _value(k, v, lang) for k, v in params.items()}
     return _PLACEHOLDER.sub(lambda m: str(values.get(m.group(1), m.group(0))), entry.template(lang))

@@ -1,7 +1,5 @@
-"""The operator API's refusals and notes: code → (English, Chinese).
-
-Field names, option lists and values are shown as sent (they are what the
-operator types); the words around them are translated.
+"""The operator API's refusals and notes: code → (English, Chinese). Field names and
+values are shown as sent (what the operator types); the words around them translated.
 """
 
 TEXTS: dict[str, tuple[str, str]] = {

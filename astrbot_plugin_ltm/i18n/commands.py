@@ -1,7 +1,5 @@
-"""The `/ltm` chat commands' replies: code → (English, Chinese).
-
-The Chinese texts name the commands by their Chinese aliases (main.py), so
-a reply's "send …" works when typed back as shown.
+"""The `/ltm` chat commands' replies: code → (English, Chinese). The Chinese name the
+commands by their Chinese aliases, so a reply's "send …" works when typed back.
 """
 
 TEXTS: dict[str, tuple[str, str]] = {

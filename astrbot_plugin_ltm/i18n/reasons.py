@@ -1,10 +1,5 @@
-"""Reasons and verdicts that are stored or reported in English and shown in
-the reader's language: code → (English, Chinese).
-
-Stored rows keep the English text (the audit log is one language for every
-reader); the API finds the template a text was made from and shows it in
-the request's language with this code beside it (``serialize.shown``), so
-rows written before these entries existed are translated too.
+"""Reasons and verdicts stored in English (the audit log is one language for every
+reader) and shown in the reader's language: code → (English, Chinese).
 """
 
 TEXTS: dict[str, tuple[str, str]] = {

@@ -1,12 +1,7 @@
-"""The embedding provider as the plugin uses it: calls bounded by timeouts,
-a failing provider warned about once (everything then runs keyword-only,
-nothing raises), and the two searches that start with an embedding — the
-reader's query and the writer's semantic match.
-
-What the log says about vector search is true when it is said: a missing
-provider (the embedder raises LookupError) is reported only when a read
-goes without it, because AstrBot loads its providers after its plugins and
-the background fill's first call at start comes a moment too early."""
+"""The embedding provider as the plugin uses it: bounded calls, a failing provider
+warned about once (then keyword-only, nothing raises). A missing provider is reported
+only when a read goes without it: AstrBot loads providers after plugins, so the
+fill's first call at start comes a moment too early."""
 
 from __future__ import annotations
 
@@ -25,9 +20,7 @@ from .calibration import FLOOR_PROBES, floor_of, same_threshold
 from .namespaces import COLD_WAIT
 from .vectors import VectorIndex
 
-# Cosine above which two facts of a scope say the same when the model's
-# floor is not known yet (its probe failed): the threshold for a floor of 0
-# (calibration.py, docs/decisions.md#d18, #d68).
+# The same-fact threshold for a floor of 0, while the model's is unknown (docs/decisions.md#d18, #d68).
 SEMANTIC_MATCH = same_threshold(0.0)
 PRIMED_FACTS = 1024  # candidate facts' vectors kept between prime() and their write
 
@@ -50,8 +43,7 @@ class Embeddings:
         self._announced = ""  # the model "vector search on" was logged for
         self._primed: OrderedDict[str, np.ndarray] = OrderedDict()
         self._thresholds: dict[str, float] = {}  # model -> its "same fact" cosine (calibration.py)
-        # model -> the dimension it answers in now: a provider reconfigured
-        # to another keeps its name, and the fill embeds everything again.
+        # A provider reconfigured to another dimension keeps its name: the fill embeds everything again.
         self.dims: dict[str, int] = {}
 
     @property
@@ -101,8 +93,7 @@ class Embeddings:
 
     async def query(self, scopes: list[Scope], text: str, k: int,
                     corpora: tuple[Corpus, ...] = (Corpus.MEMORIES, Corpus.TURNS)) -> VectorHits:
-        """Memories and turns near ``text`` (of ``corpora``): one embedding
-        call, bounded by ``query_timeout``, and a search of each corpus's namespaces."""
+        """Memories and turns near ``text``: one bounded embedding call, then each corpus's search."""
         vector = await self.embed([text], timeout=self.query_timeout)
         if vector is None and self._absent is not None:
             self._unavailable(self._absent)  # a person's turn goes without it: now it is true
@@ -112,9 +103,8 @@ class Embeddings:
         return VectorHits(hits.get(Corpus.MEMORIES, {}), hits.get(Corpus.TURNS, {}))
 
     async def same_fact_cosine(self) -> float:
-        """The cosine above which two facts say the same under the current
-        model: measured once per model on FLOOR_PROBES (one embedding call);
-        SEMANTIC_MATCH while the probe cannot be embedded (tried again next time)."""
+        """The model's same-fact cosine, measured once per model on FLOOR_PROBES;
+        SEMANTIC_MATCH while the probe cannot be embedded."""
         model = self.model
         if model in self._thresholds:
             return self._thresholds[model]
@@ -128,8 +118,7 @@ class Embeddings:
         return threshold
 
     async def find(self, scope: Scope, fact: str) -> int | None:
-        """The writer's semantic match: the row id of a memory of ``scope``
-        whose fact's cosine with ``fact`` is above the model's same_fact_cosine()."""
+        """The writer's semantic match: a memory of ``scope`` above the model's same_fact_cosine()."""
         vector = self._primed.get(fact)
         if vector is None:
             found = await self.embed([fact], timeout=self.query_timeout)
@@ -144,8 +133,7 @@ class Embeddings:
         return best[0]
 
     async def prime(self, facts: list[str]) -> None:
-        """Embed candidate facts before their write transaction opens, so a
-        slow provider never holds the database's write lock."""
+        """Embed facts before the write transaction opens, so a slow provider never holds the lock."""
         todo = [f for f in dict.fromkeys(facts) if f not in self._primed]
         vectors = await self.embed(todo, timeout=self.query_timeout * 4)
         if vectors is None:

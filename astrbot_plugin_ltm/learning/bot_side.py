@@ -1,12 +1,6 @@
-"""Bot-side episodes: what the bot recommended, advised, promised or agreed
-to do, remembered as the bot's act.
-
-The extraction model marks such a fact ``"by": "bot"``. It is accepted only
-as an episode, citing at least one of the bot's own lines, which alone are
-its evidence; it must say it is the bot's ("the bot recommended 《小王子》 to
-Alice", "AI伴侣答应周五提醒张三") and must not say a person stated it.
-Everything else only the bot said stays refused (extractor.py): its
-opinions and small talk are not memories (docs/decisions.md#d57).
+"""Bot-side episodes: what the bot recommended, advised, promised or agreed to do,
+accepted only as an episode evidenced by the bot's own lines and saying it is the
+bot's. Everything else only the bot said stays refused (docs/decisions.md#d57).
 """
 
 from __future__ import annotations
@@ -27,8 +21,7 @@ _PERSON_SAID = re.compile(
 
 def check_bot_episode(mtype: str, fact: str, lines: object,
                       events: Sequence[MemoryEvent]) -> tuple[str, list[MemoryEvent]]:
-    """("", the bot's cited events) for a valid bot-side episode, else
-    (the reason it is refused, [])."""
+    """("", the bot's cited events) for a valid bot-side episode, else (why it is refused, [])."""
     if mtype != MemoryType.EPISODE:
         return f"a fact by the bot must be an episode, not {mtype!r}", []
     if not isinstance(lines, list) or not lines or not all(

@@ -21,13 +21,10 @@ class Candidate:
     source: str = CandidateSource.LLM_EXTRACT  # sets the confidence weight
     session_id: str | None = None  # the conversation it came from (rate limits)
     meta: dict[str, Any] = field(default_factory=dict)
-    # What the extraction model said of a known fact (KnownFact) it was shown:
-    # this candidate gives it a new value, or says the same thing again.
+    # What the model said of a known fact it was shown: a new value, or the same thing again.
     updates: str | None = None  # a memory_id
     restates: str | None = None  # a memory_id
-    # Who may hear it again (audience.py): the speaker asked to keep it
-    # secret; it is about the group chat itself, not one person; the person
-    # it is about, whose own scope keeps it (set from its lines' speaker).
+    # Who may hear it again (audience.py); ``subject``: whose own scope keeps it (its lines' speaker).
     secret: bool = False
     about_group: bool = False
     subject: Scope | None = None
@@ -35,8 +32,7 @@ class Candidate:
 
 @dataclass(frozen=True)
 class KnownFact:
-    """A current memory shown to the extraction model, so that it can say
-    which of them a new statement updates or repeats."""
+    """A current memory shown to the extraction model, to say what a statement updates or repeats."""
 
     memory_id: str
     key: str

@@ -1,17 +1,7 @@
-"""Background compaction: merging near-duplicate memories that slipped past
-the writer's dedup (design §7.4).
-
-The writer compares a new fact with the scope's nearest memory as it
-writes; two memories can still say the same thing when they came in by an
-import, were written before their vectors existed, or under another
-embedding model. A low-frequency task looks at a few scopes per run (round
-robin) and merges pairs by the writer's own rule: same scope, same type and
-status, embedding cosine above the model's threshold (indexes.calibration)
-and sharing words (learning.writer.SHARED_WORDS), not contradicting each other.
-The survivor (more evidence, then more confident, then older) takes the
-other's evidence links; the other is closed as superseded, pointing to the
-survivor, so nothing is deleted. Both get a ``compact`` audit row. Every write
-goes through Database.write; nothing is written while read-only.
+"""Background compaction: merging near-duplicate memories that slipped past the
+writer's dedup (design §7.4): imports, memories written before their vectors, or
+under another model. Pairs merge by the writer's own rule; the other is closed as
+superseded, so nothing is deleted.
 """
 
 from __future__ import annotations
@@ -43,16 +33,13 @@ from ..storing.vector_rows import memory_vector
 from ..text import contradicts, token_set_similarity
 from .writer import SHARED_WORDS
 
-# Bounded work per run (docs/decisions.md#d62): a run looks at this many
-# scopes, at most this many memories of each (the most recently changed),
-# and makes at most this many merges.
+# Bounded work per run (docs/decisions.md#d62).
 COMPACT_EVERY_SECONDS = 3600.0
 SCOPES_PER_RUN = 20
 ITEMS_PER_SCOPE = 1000
 MERGES_PER_RUN = 100
 ACTOR = "system:compaction"
-# Only memories in these statuses are compared, each with its own kind:
-# a held-back memory is an operator's to decide.
+# Each status compared with its own kind; a held-back memory is an operator's to decide.
 COMPARED = (Status.ACTIVE, Status.SHADOW)
 
 
@@ -84,9 +71,7 @@ def _survivor_first(a: Row, b: Row) -> tuple[Row, Row]:
 
 
 def find_merges(rows: Sequence[Row], limit: int = MERGES_PER_RUN, same: float = SEMANTIC_MATCH) -> list[Merge]:
-    """The pairs to merge among one scope's memories, closest first; a
-    memory takes part in one merge per run (no chains within a run);
-    ``same``: the cosine above which two facts say the same (the model's)."""
+    """The pairs to merge, closest first; one merge per memory a run, so no chains."""
     if len(rows) < 2:
         return []
     vectors = np.stack([r.vector for r in rows]).astype(np.float32)
@@ -112,8 +97,7 @@ def find_merges(rows: Sequence[Row], limit: int = MERGES_PER_RUN, same: float = 
 
 
 def next_scopes(conn: Connection, model: str, after: tuple[str, str] | None, count: int) -> list[Scope]:
-    """Up to ``count`` scopes with memory vectors of ``model``, in order
-    after ``after``, wrapping round."""
+    """Up to ``count`` scopes with vectors of ``model``, after ``after``, wrapping round."""
     rows = [tuple(r) for r in conn.execute(
         text("SELECT DISTINCT scope, scope_id FROM ltm_item_vectors WHERE model = :model ORDER BY scope, scope_id"),
         {"model": model})]
@@ -137,15 +121,13 @@ def scope_rows(conn: Connection, scope: Scope, model: str, limit: int = ITEMS_PE
 
 
 async def apply_merge(session: AsyncSession, merge: Merge, now: datetime) -> bool:
-    """Fold one memory into another, in the caller's transaction. False
-    (nothing written) when either changed since it was compared."""
+    """Fold one memory into another; False (nothing written) when either changed since compared."""
     survivor = await session.get(MemoryItem, merge.survivor)
     merged = await session.get(MemoryItem, merge.merged)
     if survivor is None or merged is None or survivor.status != merged.status or survivor.status not in COMPARED \
             or survivor.awaiting_approval or merged.awaiting_approval:
         return False
-    # Only what was said in the same chats: a merge must not carry the words
-    # of one chat into another that may recall the survivor (audience.py).
+    # A merge must not carry one chat's words into another that may recall the survivor (audience.py).
     if survivor.visibility != merged.visibility \
             or set(await contexts_of(session, survivor)) != set(await contexts_of(session, merged)):
         return False
@@ -179,23 +161,22 @@ async def apply_merge(session: AsyncSession, merge: Merge, now: datetime) -> boo
 
 class Compactor:
     def __init__(self, db: Database, model: Callable[[], str | None], clock: Clock = utcnow,
-                 every_seconds: float = COMPACT_EVERY_SECONDS,
                  same_fact_cosine: Callable[[], Awaitable[float]] | None = None) -> None:
         self._db = db
         self._model = model  # the current embedding model; None: no vectors, nothing to compare
         self._same = same_fact_cosine  # the model's merge threshold (the writer's, indexes.calibration)
         self._clock = clock
         self._after: tuple[str, str] | None = None  # the last scope looked at
-        self.task = BackgroundTask("compaction", self._step, every=every_seconds)
+        self.task = BackgroundTask("compaction", self._step, every=COMPACT_EVERY_SECONDS)
         self.merged = 0  # merges made since start (for the stats and tests)
 
-    async def run_once(self, scopes_per_run: int = SCOPES_PER_RUN) -> list[Merge]:
+    async def run_once(self) -> list[Merge]:
         """One bounded pass; the merges it made."""
         model = self._model()
         if not model or self._db.is_read_only():
             return []
         same = SEMANTIC_MATCH if self._same is None else await self._same()
-        scopes = await self._db.run(lambda conn: next_scopes(conn, model, self._after, scopes_per_run))
+        scopes = await self._db.run(lambda conn: next_scopes(conn, model, self._after, SCOPES_PER_RUN))
         done: list[Merge] = []
         for scope in scopes:
             self._after = (scope.kind, scope.id)

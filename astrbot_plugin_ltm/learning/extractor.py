@@ -1,12 +1,5 @@
-"""Extraction by a chat model, with strict validation of its answer.
-
-The prompt numbers each line of the batch and asks for the line numbers a
-fact comes from, so every candidate is evidenced by real events, a fact
-is attributed to the person who said it, and a fact that only the
-assistant said is refused: the bot must never remember its own words as
-something a user told it. The one exception is an episode the model marks
-as the bot's own act (a recommendation, advice, a promise), attributed to
-the bot and evidenced by its lines (bot_side.py).
+"""Extraction by a chat model, strictly validated: each fact cites its numbered lines,
+so the bot never remembers its own words as a user's (but its own acts, bot_side.py).
 """
 
 from __future__ import annotations
@@ -79,8 +72,7 @@ def event_line(event: MemoryEvent) -> str:
         )
     if event.source_role == Role.ASSISTANT:
         return f"assistant: {content.get('text', '')}"
-    # A login is not a name ("astrbot" in the web chat): the model is told
-    # none is shown and names the person by what they said of themselves.
+    # A login is not a name ("astrbot" in the web chat): the model names the person by what they said.
     who = display_name(event.sender_id, event.sender_name) or UNNAMED
     return f"{who} (user id {event.sender_id}): {content.get('text', '')}"
 
@@ -127,8 +119,7 @@ def validate(
     rejected: list[Rejection] = []
     humans = {e.sender_id: e for e in events if e.source_role == Role.USER}
     refs = {known_ref(n): k.memory_id for n, k in enumerate(known, start=1)}
-    # A model may name a known fact by its key instead of its id; a key
-    # shown twice names neither.
+    # A model may name a known fact by its key; a key shown twice names neither.
     keys = [normalize_fact_key(k.key) for k in known]
     refs.update({key: k.memory_id for key, k in zip(keys, known, strict=True) if keys.count(key) == 1})
     for raw in payload:
@@ -142,8 +133,7 @@ def validate(
 
 
 def _relation(raw: dict[str, Any], refs: dict[str, str]) -> tuple[str | None, str | None]:
-    """The known fact a candidate updates, or repeats; an id the model
-    made up, or both at once, count as neither."""
+    """The known fact a candidate updates or repeats; a made-up id, or both at once, is neither."""
     updated, repeated = _known_id(raw.get("updates"), refs), _known_id(raw.get("same_as"), refs)
     if updated and repeated:
         return None, None
@@ -217,8 +207,7 @@ def _check(raw: Any, events: Sequence[MemoryEvent], humans: dict[str | None, Mem
         return "fact says 'the user' but several people are its source", None
     source = CandidateSource.TOOL_RESULT if all(e.source_role == Role.TOOL for e in sources) \
         else CandidateSource.LLM_EXTRACT
-    # Secret when the model says so, or when its lines ask for it: a model
-    # that forgets the mark must not let a secret into a group (audience.py).
+    # A model that forgets the secret mark must not let a secret into a group (audience.py).
     secret = raw.get("secret") is True or any(asks_secrecy(str((e.content or {}).get("text") or ""))
                                               for e in sources if e.source_role == Role.USER)
     return "", Candidate(
@@ -257,13 +246,9 @@ class LLMExtractor:
             "model": self._model,
             "prompt_hash": hashlib.sha256((SYSTEM_PROMPT + prompt).encode()).hexdigest()[:16],
         }
-        # Any exception from the provider propagates: the worker keeps the
-        # events pending and retries with backoff. Invalid single candidates
-        # are only rejected, with a reason each.
+        # A provider's exception propagates, so the worker retries with backoff.
         text = await self._complete(SYSTEM_PROMPT, prompt)
-        # An answer with no facts to read raises MalformedOutput: the events
-        # stay pending and are retried with backoff, like a failed call,
-        # rather than marked done with nothing learnt (docs/decisions.md#d89).
+        # Unreadable: retried like a failed call, not marked done with nothing learnt (docs/decisions.md#d89).
         answer = read_answer(text if isinstance(text, str) else None)
         accepted, rejected = validate(answer.facts, events, self._max_fact_chars, known)
         rejected.extend(Rejection(text[:500], note) for note in answer.notes)

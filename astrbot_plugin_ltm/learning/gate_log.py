@@ -1,7 +1,5 @@
-"""The gate log: each candidate that reached the write gate, with the
-gate's inputs and its answer, written in the writer's transaction. A policy
-replay (operating/replay.py) asks the gate again from these rows, without
-the extraction model (docs/decisions.md#d53)."""
+"""The gate log: each candidate that reached the write gate, with its inputs and
+answer, so a policy replay needs no extraction model (docs/decisions.md#d53)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""What is already remembered about a batch's people, shown to the
-extraction model so that it can say which known fact a new statement
-updates or repeats (the writer then supersedes or confirms it).
-
-The nearest facts by keywords and by embedding come first, then the facts
-about names, then the most recently confirmed: a statement in another
-language than the fact it changes shares no keyword with it, and most
-scopes hold few enough memories that the recent ones are all of them."""
+"""What is already remembered about a batch's people, shown to the extraction model
+so it can say which known fact a statement updates or repeats. Names and recent facts
+come too: a statement in another language shares no keyword with its fact."""
 
 from __future__ import annotations
 
@@ -27,17 +22,13 @@ from .candidates import KnownFact
 
 KNOWN_FACTS = 15  # per batch: a few hundred prompt tokens (docs/decisions.md#d42)
 NAME_FACTS = 3  # the names people gave: the model names them by these
-# Name facts are found by key: the usual keys through the scope's key index,
-# any other key with "name" in it among the scope's most recently changed
-# memories. Testing every key of a big scope cost 11 ms a batch at 10k
-# memories (docs/decisions.md#d67).
+# Other "name" keys only among the latest: every key cost 11 ms a batch at 10k (docs/decisions.md#d67).
 NAME_KEYS = ("name", "full_name", "real_name", "preferred_name", "nickname", "user_name", "名字", "姓名", "称呼")
 NAME_WINDOW = 200
 
 
 class KnownFacts:
-    """The scope's current memories nearest a batch: by keywords, by
-    embedding when there is one, and the facts about names."""
+    """The scope's current memories nearest a batch: by keywords, by embedding, and about names."""
 
     def __init__(self, db: Database, keywords: KeywordIndex | None, embeddings: Embeddings | None) -> None:
         self._db = db
@@ -58,13 +49,10 @@ class KnownFacts:
         wanted = list(dict.fromkeys(ranked))
 
         def read(session: Session) -> tuple[list[MemoryItem], list[MemoryItem], list[MemoryItem]]:
-            # A group's batch is shown what the group may recall, and no more:
-            # its own facts and what its members said in it, never what they
-            # said elsewhere — the model could carry that into a group's fact (audience.py).
+            # Only what the group may recall: the model could carry anything else into a group's fact (audience.py).
             said = set(session.scalars(text(SAID_IN_SQL), {"kind": scope.kind, "id": scope.id})) \
                 if scope.kind == ScopeKind.GROUP else set()
-            # By primary key; with the scope and status in the statement SQLite
-            # walked the scope's index instead (6 ms a batch at 10k memories).
+            # By primary key: with scope and status, SQLite walked the scope's index (6 ms a batch at 10k).
             near = [i for i in session.scalars(select(MemoryItem).where(MemoryItem.id.in_(wanted)))
                     if _current(i, scope, said)] if wanted else []
             recent = [i for i in session.scalars(select(MemoryItem).where(*_in_force(scope))
@@ -104,17 +92,14 @@ def given_name(fact: str) -> str | None:
 
 
 def name_given(session: Session, person: Scope) -> str:
-    """The name a person gave for themselves, as their scope remembers it
-    ("" when none): what an explicit "remember …" calls them by when the
-    platform shows no name, as facts learnt from chat do (recording/explicit.py)."""
+    """The name a person gave for themselves ("" when none), for when the platform shows
+    no name (recording/explicit.py)."""
     return next((name for f in _name_facts(session, person, set()) if (name := given_name(f.fact))), "")
 
 
 def _name_facts(session: Session, scope: Scope, said: set[int]) -> list[MemoryItem]:
-    """The scope's current facts about names, and those of ``said`` (what
-    members said in a group), newest first (NAME_FACTS)."""
-    # By the scope's key index (uq_ltm_items_scope_key, over what is not
-    # superseded); the status is checked on the few rows it gives.
+    """The scope's current facts about names, and those of ``said``, newest first."""
+    # By the scope's key index (uq_ltm_items_scope_key); the status is checked on the few rows it gives.
     usual = select(MemoryItem.id).where(MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id,
                                         NOT_SUPERSEDED, MemoryItem.fact_key.in_(NAME_KEYS))
     recent = select(MemoryItem.id, MemoryItem.fact_key).where(*_in_force(scope)) \

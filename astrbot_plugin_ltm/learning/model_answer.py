@@ -1,13 +1,6 @@
-"""Reading an extraction model's answer as it really comes back: the JSON
-array the prompt asks for, wrapped in what real models add around it.
-
-Handled here (docs/decisions.md#d89): a reasoning block (``<think>…</think>``),
-a code fence, prose before or after the JSON, one object instead of a list,
-an object wrapping the list (``{"facts": [...]}``), field names in other
-spellings or in Chinese, numbers written as text, a trailing comma, and an
-answer cut off mid-array (the complete elements before the cut are kept).
-What cannot be read as facts at all raises :class:`MalformedOutput`, so the
-worker keeps the events pending and retries with backoff.
+"""Reading an extraction model's answer as real models send it: reasoning blocks,
+fences, prose, wrappers, other spellings, a cut-off array (docs/decisions.md#d89).
+What cannot be read raises :class:`MalformedOutput`, so the events are retried.
 """
 
 from __future__ import annotations
@@ -63,8 +56,7 @@ _WRAPPERS = ("facts", "memories", "items", "results", "data", "事实", "记忆"
 
 
 def read_answer(text: str | None) -> Answer:
-    """The facts in ``text``; raises :class:`MalformedOutput` when there are
-    none to read (the events then wait for a retry)."""
+    """The facts in ``text``; :class:`MalformedOutput` when there are none, so the events wait."""
     raw = _THINK.sub("", text or "").strip()
     if not raw:
         raise MalformedOutput("malformed answer from the model: it was empty")
@@ -76,16 +68,14 @@ def read_answer(text: str | None) -> Answer:
         raise MalformedOutput(
             f"malformed answer from the model: {type(payload).__name__}, not a JSON array: {raw[:200]!r}")
     if payload and not any(isinstance(p, dict) for p in payload):
-        # A list of plain sentences has no type, key or lines to check:
-        # asked again, the model may answer in the right shape.
+        # Plain sentences have no type, key or lines to check: asked again, the model may answer in shape.
         raise MalformedOutput(f"malformed answer from the model: a list without fact objects: {raw[:200]!r}")
     return Answer([_fields(p) if isinstance(p, dict) else p for p in payload], answer.notes)
 
 
 def _decode(raw: str) -> Answer | None:
-    """The first JSON value that reads as an answer: the whole text, a
-    fenced block, then one starting at a bracket in prose (an array cut off
-    there keeps its complete elements)."""
+    """The first JSON value that reads as an answer: the whole text, a fenced block,
+    then one starting at a bracket in prose."""
     for part in (raw, *_FENCE.findall(raw)):
         value = _loads(part.strip())
         if value is not None:
@@ -137,8 +127,7 @@ def _complete_elements(raw: str, start: int) -> list[Any]:
 
 
 def _unwrap(value: Any) -> Any:
-    """The list of facts in ``value``: itself, the one object it is, or
-    the list an object wraps; None if it holds none."""
+    """The list of facts in ``value``: itself, the one object, or the list it wraps; else None."""
     if isinstance(value, list):
         return value
     if not isinstance(value, dict):
@@ -160,8 +149,7 @@ def _name(key: Any) -> str:
 
 
 def _fields(obj: dict[str, Any]) -> dict[str, Any]:
-    """``obj`` with the prompt's field names and value shapes; a field
-    already under its own name wins over an alias."""
+    """``obj`` with the prompt's field names and shapes; a field under its own name wins."""
     names = {_name(key): value for key, value in obj.items()}
     out = {name: value for name, value in names.items() if name in _CANONICAL}
     for name, value in names.items():

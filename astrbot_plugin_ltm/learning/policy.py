@@ -1,7 +1,5 @@
-"""The write policy applied: a candidate's confidence and the gate.
-
-The gate is a pure function of the policy, the candidate and a few counts
-the writer looks up, so every rule can be tested without a database.
+"""The write policy applied: a candidate's confidence and the gate, a pure function
+so every rule can be tested without a database.
 """
 
 from __future__ import annotations
@@ -62,8 +60,7 @@ def gate(policy: WritePolicy, c: GateInput) -> GateDecision:
         return GateDecision(False, reason=str(msg("gate.session_cap", max=policy.max_writes_per_session)))
     if c.is_new and c.writes_this_hour >= policy.max_writes_per_hour:
         return GateDecision(False, reason=str(msg("gate.hour_cap", max=policy.max_writes_per_hour)))
-    # Text that would steer the bot waits for a person in every mode, an
-    # explicit request included: stored, never injected unreviewed.
+    # Text that would steer the bot waits for a person in every mode: stored, never injected unreviewed.
     if c.instruction:
         return GateDecision(True, Status.SHADOW, True, reason=str(msg("held.for_review", why=c.instruction)))
 
@@ -75,8 +72,7 @@ def gate(policy: WritePolicy, c: GateInput) -> GateDecision:
     # mode auto
     if c.type in policy.require_approval_types:
         return GateDecision(True, Status.SHADOW, True, reason=str(msg("gate.type_approval", type=repr(c.type))))
-    # An explicit "remember this" is the user's own decision; thresholds that
-    # guard against noisy extraction do not apply to it.
+    # An explicit "remember this" is the user's decision: thresholds against noisy extraction do not apply.
     if not c.explicit and c.confidence < policy.min_confidence:
         return GateDecision(
             True, Status.SHADOW,

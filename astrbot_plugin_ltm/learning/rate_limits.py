@@ -13,15 +13,13 @@ from ..scope import Scope
 from ..storing.database import write_rows
 from ..storing.tables import NOT_SUPERSEDED, MemoryAudit, MemoryItem
 
-# A private chat on QQ or Telegram keeps one unified_msg_origin for ever:
-# counting its writes over a day keeps the per-session limit a limit on
-# bursts, not a lifetime cap on learning about a person (docs/decisions.md#d20).
+# A private chat keeps one unified_msg_origin for ever: a day's count keeps the limit
+# on bursts, not a lifetime cap (docs/decisions.md#d20).
 SESSION_WINDOW = timedelta(hours=24)
 
 
 class WriteCounts:
-    """Writes already made this session / hour, looked up once per batch
-    and counted on as the batch writes."""
+    """Writes made this session / hour, looked up once per batch and counted on."""
 
     def __init__(self, session: AsyncSession, scope: Scope, now: datetime) -> None:
         self._session = session
@@ -64,10 +62,8 @@ class WriteCounts:
         return self._hour
 
     async def in_force(self) -> int:
-        """The scope's memories that count towards max_items_per_scope (all
-        but the superseded): counted once per batch, then kept up to date
-        by :meth:`grew`; a count per candidate walked the whole scope
-        (docs/decisions.md#d94)."""
+        """The scope's memories counting towards max_items_per_scope, once per batch, then
+        kept by :meth:`grew`: a count per candidate walked the scope (docs/decisions.md#d94)."""
         if self._in_force is None:
             self._in_force = (await self._session.execute(
                 select(func.count()).select_from(MemoryItem).where(

@@ -1,14 +1,7 @@
-"""The write gate replayed: the logged candidates (learning/gate_log.py)
-through another write policy, without writing (a pure function).
-
-Each candidate is asked the same gate (learning/policy.py) with the inputs
-it had, except what depends on earlier answers: whether it makes a new
-memory, its evidence count and the rate limits' counts follow from what
-this replay let through before it. Candidates are chained by the memory
-they went to (or, refused, by their fact key), so a stricter policy that
-refuses a memory's first candidate makes its second one the new memory
-(docs/decisions.md#d53). Its confidence is the one logged: the mean over
-the evidence a stricter replay keeps is not recomputed.
+"""The write gate replayed: the logged candidates (learning/gate_log.py) through
+another write policy, without writing (a pure function). What depends on earlier
+answers follows this replay's: a stricter policy that refuses a memory's first
+candidate makes its second the new memory (docs/decisions.md#d53).
 """
 
 from __future__ import annotations
@@ -70,8 +63,7 @@ class _Memory:
 
 @dataclass
 class GateReplay:
-    """Per candidate its outcome under the policy; per chain (memory) the
-    status it ends with."""
+    """Per candidate its outcome under the policy; per chain (memory) its final status."""
 
     outcomes: dict[int, str] = field(default_factory=dict)
     reasons: dict[int, str] = field(default_factory=dict)
@@ -118,8 +110,7 @@ def replay_gate(candidates: Iterable[LoggedCandidate], switches: Switches) -> Ga
 
 
 def _next(before: str, decided: str) -> str:
-    """As the writer's _next_status: more evidence never demotes an active
-    memory, and one awaiting approval keeps waiting."""
+    """As the writer's _next_status: more evidence never demotes, and approval keeps waiting."""
     if before in (ACTIVE, AWAITING):
         return before
     return decided

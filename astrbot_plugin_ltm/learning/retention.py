@@ -1,14 +1,11 @@
-"""Retention: memories past their type's ``retention_days`` are marked
-expired (never deleted: the review page still shows them, audited); gate
-log rows older than ``GATE_LOG_KEEP_DAYS`` are deleted; with
-``retention_days.turns``, turns older than that which no memory cites are
-deleted (storing.archive), a batch at a time, one audit row a batch."""
+"""Retention: memories past their type's ``retention_days`` are marked expired
+(never deleted: still reviewable); old gate log rows and uncited turns are deleted."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
@@ -26,8 +23,7 @@ from ..storing.memory_rows import memory_changed
 from ..storing.tables import GateLogEntry, MemoryItem
 
 ACTOR = "system:retention"
-# The gate log (one row per candidate, with its fact) is what a policy replay
-# asks the gate again from: replays reach back this far (docs/decisions.md#d99).
+# How far back policy replays reach, asking the gate again from its log (docs/decisions.md#d99).
 GATE_LOG_KEEP_DAYS = 180
 PRUNE_BATCH = 5000  # rows per write: the write lock is never held long
 
@@ -56,10 +52,9 @@ async def sweep_expired(db: Database, clock: Clock) -> int:
         return 0
 
 
-async def prune_gate_log(db: Database, clock: Clock, keep_days: int = GATE_LOG_KEEP_DAYS,
-                         batch: int = PRUNE_BATCH) -> int:
-    """Delete gate log rows older than ``keep_days``; returns how many."""
-    cutoff = clock() - timedelta(days=keep_days)
+async def prune_gate_log(db: Database, clock: Clock, batch: int = PRUNE_BATCH) -> int:
+    """Delete gate log rows older than GATE_LOG_KEEP_DAYS; returns how many."""
+    cutoff = clock() - timedelta(days=GATE_LOG_KEEP_DAYS)
     total = 0
     try:
         while True:
@@ -103,13 +98,10 @@ class TurnSweep:
 
 
 async def sweep_turns(db: Database, cutoff: datetime, actor: str, reason: str, *, dry_run: bool = False,
-                      after: Position = START, progress: Callable[[TurnSweep], None] | None = None,
-                      sleep: Callable[[float], Awaitable[object]] = asyncio.sleep) -> tuple[TurnSweep, Position]:
-    """Delete the turns said before ``cutoff`` that no memory cites, in
-    batches, each one transaction holding the write lock about
-    BATCH_SECONDS, with one audit row (``actor``, ``reason``) a batch;
-    ``dry_run``: only count them. Walks from ``after`` to the cutoff;
-    returns what it did and where it ended. Stops quietly while read-only."""
+                      after: Position = START,
+                      progress: Callable[[TurnSweep], None] | None = None) -> tuple[TurnSweep, Position]:
+    """Delete the uncited turns said before ``cutoff``, one audited batch of about
+    BATCH_SECONDS at a time, from ``after``; what it did and where it ended."""
     done = TurnSweep()
     position, size = after, FIRST_BATCH
     while True:
@@ -142,7 +134,7 @@ async def sweep_turns(db: Database, cutoff: datetime, actor: str, reason: str, *
                 min(MAX_BATCH, size * 2) if seconds < BATCH_SECONDS / 2 else size
             if progress is not None:
                 progress(done)
-            await sleep(max(PAUSE_SECONDS, seconds))
+            await asyncio.sleep(max(PAUSE_SECONDS, seconds))
         position = walk.position
         if progress is not None:
             progress(done)
@@ -173,8 +165,7 @@ def _per_scope(batch: list[OldTurn]) -> dict[str, int]:
 
 
 class TurnRetention:
-    """``retention_days.turns`` in the worker's hourly sweep: from where the
-    last sweep ended, so each old turn is looked at once a day, not an hour."""
+    """Resumes where the last sweep ended, so each old turn is looked at once a day, not an hour."""
 
     def __init__(self, db: Database) -> None:
         self._db = db

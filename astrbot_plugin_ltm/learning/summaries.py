@@ -1,26 +1,11 @@
 """Session summaries and their roll-ups: memories of a conversation as a whole.
 
-A scope's events, in order, fall into **sessions**: a new one starts after
-``summaries.idle_minutes`` without a turn, and a session is cut every
-``summaries.max_events`` events. Consecutive sessions are joined into a
-**span** until it holds ``summaries.min_events`` events, and a span is
-summarised in one model call once its last session has ended (idle since)
-or is full: a chat of short sessions pays one call per ``min_events``
-turns, not one per session (docs/decisions.md#d113). A shorter tail waits
-for more turns. The summary is a memory of type
-``summary`` whose evidence links every event it covers, dated by its period
-(``valid_from``/``valid_to``), gated by the write policy like any memory.
-Later, when a day, an ISO week or a month (UTC) is over and holds two or
-more summaries no coarser one covers, they are rolled into one summary of
-that period (one call over their texts; evidence: the union of theirs, so
-down to the events). Raw events are never touched; the parts stay stored.
-
-Where it stands is read from the memories themselves: a scope is summarised
-up to the end of its newest session summary. A summary's fact key names its
-level and period (``summary_session_20261125t100000``), so an operator who
-deletes or rejects one leaves a tombstone on that key, and the same events
-are never summarised again. A failed call leaves the session pending; it is
-retried with the extraction settings' backoff, then skipped until a restart.
+Sessions (cut by ``idle_minutes`` and ``max_events``) are joined into a span of
+``min_events`` events and summarised in one call: one call per ``min_events`` turns,
+not per session (docs/decisions.md#d113). A day, week or month over with two or
+more uncovered summaries is rolled into one. Where a scope stands is read from the
+memories themselves; a fact key naming level and period leaves a tombstone when an
+operator deletes one, so the same events are never summarised again.
 
 Over 400 lines: sessions, roll-ups and their model calls share where a scope stands;
 the prompt and its check live in summary_prompt.py; where sessions and periods
@@ -75,15 +60,13 @@ from .summary_periods import (
 from .writer import MemoryWriter
 
 ACTOR = "system:summarizer"
-# Finer summaries rank first when the rest is equal (the block prefers the
-# finest that fits); all below an explicit request's 0.8.
+# Finer summaries rank first on a tie (the block prefers the finest that fits); all below explicit 0.8.
 IMPORTANCE = {SummaryLevel.SESSION: 0.6, SummaryLevel.DAY: 0.55, SummaryLevel.WEEK: 0.5, SummaryLevel.MONTH: 0.45}
 BASE_CONFIDENCE = 0.9  # × the model's source weight (policy.confidence): 0.72, above the default min_confidence
 LOOKBACK = timedelta(days=7)  # scopes with a turn this recent are looked at
 MAX_CALLS_PER_SCOPE = 4  # per pass: a backlog is worked off over several passes
-# Failed summaries remembered (for back-off and giving up), the least lately
-# failed out first: without a bound, given-up ones stayed until a restart
-# (docs/decisions.md#d149). One pushed out is only tried afresh.
+# Failed summaries remembered for back-off, bounded: given-up ones stayed until a
+# restart (docs/decisions.md#d149). One pushed out is only tried afresh.
 MAX_FAILURES_KEPT = 10_000
 SummarizerFor = Callable[[str | None], Awaitable[Summarizer | None]]
 
@@ -127,9 +110,8 @@ class SummaryWorker:
     # -- one pass ----------------------------------------------------------
 
     async def run_once(self, ignore_idle: bool = False) -> list[SummaryResult]:
-        """Summarise every ended session and roll up every finished period
-        of the scopes that spoke lately. ``ignore_idle``: the last session
-        of each scope counts as ended (tests, benchmarks)."""
+        """Summarise every ended session and roll up every finished period of the scopes
+        that spoke lately; ``ignore_idle``: the last session counts as ended."""
         cfg = self._config()
         if not (cfg.enable and cfg.summaries.enable) or self._db.is_read_only():
             return []
@@ -190,8 +172,7 @@ class SummaryWorker:
             results.append(await self._summarise_session(summarizer, scope, key, events))
             if not results[-1].ok:
                 return results  # in order: later sessions wait for this one's retry
-        # Roll-ups are looked for when a session was just summarised (a later
-        # session is what shows a period is over), or on a drain.
+        # A later session is what shows a period is over.
         if ignore_idle or any(r.ok and r.level == SummaryLevel.SESSION for r in results):
             results.extend(await self._rollups(scope, summarizer, MAX_CALLS_PER_SCOPE))
         return results
@@ -269,8 +250,7 @@ class SummaryWorker:
     # -- roll-ups --------------------------------------------------------------
 
     async def _rollups(self, scope: Scope, summarizer: Summarizer | None, budget: int) -> list[SummaryResult]:
-        """Each finished day, week and month whose summarised parts are two
-        or more becomes one summary, finest level first."""
+        """Each finished day, week and month with two or more parts becomes one summary, finest first."""
         stored = await self._stored(scope)
         sessions = [s for s in stored if s.level == SummaryLevel.SESSION]
         if not sessions:
@@ -314,12 +294,9 @@ class SummaryWorker:
         return results
 
     async def _retire(self, scope: Scope, now: datetime) -> int:
-        """Close, as superseded by the roll-up that covers it, each active
-        summary whose period ended ``keep_parts_days`` ago: the scope keeps
-        a bounded number of summaries in force (recent ones fine, older
-        ones coarse), and the closed ones stay as history with their
-        evidence. Their period (``valid_from``/``valid_to``) is left as it
-        is: the newest session summary's end is where summarising resumes."""
+        """Close as superseded each summary a roll-up covers once its period ended
+        ``keep_parts_days`` ago, so the summaries in force stay bounded. Their period
+        is left as it is: the newest session summary's end is where summarising resumes."""
         keep = self._config().summaries.keep_parts_days
         horizon = now - timedelta(days=keep)
         active = (MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id,
@@ -369,8 +346,7 @@ class SummaryWorker:
         cfg = self._config()
         now = self._clock()
         weighted = confidence(BASE_CONFIDENCE, CandidateSource.LLM_EXTRACT)
-        # Bounded by construction (one per session or period), so the write
-        # rate limits, made for facts, do not apply.
+        # Bounded by construction, so the write rate limits, made for facts, do not apply.
         verdict = gate(cfg.write_policy, GateInput(
             type=MemoryType.SUMMARY, confidence=weighted, evidence_count=len(event_ids), is_new=True,
             explicit=False, writes_this_session=0, writes_this_hour=0, instruction=instruction_reason(text)))

@@ -1,7 +1,5 @@
-"""Where summaries fall in time: a scope's turns cut into sessions and
-joined into spans, a summary's fact key and level, the UTC day, week or month
-a roll-up covers, its parts and the parts it retires (pure functions). Apart
-from summaries.py, which asks the model and writes.
+"""Where summaries fall in time (pure functions), apart from summaries.py, which asks
+the model and writes.
 """
 
 from __future__ import annotations
@@ -20,8 +18,7 @@ _KEY_FORMAT = {SummaryLevel.SESSION: "%Y%m%dt%H%M%S", SummaryLevel.DAY: "%Y%m%d"
 
 
 def summary_key(level: str, start: datetime) -> str:
-    """The fact key of the summary of ``level`` starting at ``start``: a
-    normalised key (text.normalize_fact_key leaves it as it is)."""
+    """The (already normalised) fact key of the summary of ``level`` starting at ``start``."""
     return f"summary_{level}_{as_utc(start).strftime(_KEY_FORMAT[SummaryLevel(level)])}"
 
 
@@ -47,9 +44,8 @@ def period_of(level: str, at: datetime) -> tuple[datetime, datetime]:
 
 
 def learnable(events: Sequence[MemoryEvent]) -> list[MemoryEvent]:
-    """Without what was said while learning was off (a user's pause, a
-    scope's writes off, a forgotten scope: recorded as skipped), nor the
-    bot's replies to it — a summary would learn it all the same."""
+    """Without what was said while learning was off, nor the bot's replies to it: a
+    summary would learn it all the same."""
     out: list[MemoryEvent] = []
     unlearned: set[str | None] = set()  # conversations whose last message is not to be learnt
     for event in events:
@@ -65,9 +61,7 @@ def learnable(events: Sequence[MemoryEvent]) -> list[MemoryEvent]:
 
 
 def join_sessions(sessions: Sequence[list[MemoryEvent]], min_events: int) -> list[list[MemoryEvent]]:
-    """Consecutive sessions joined into spans of at least ``min_events``
-    events each (a session is never split); the last span may hold fewer:
-    it waits for more turns."""
+    """Sessions joined into spans of at least ``min_events`` (the last may hold fewer)."""
     spans: list[list[MemoryEvent]] = []
     for events in sessions:
         if spans and len(spans[-1]) < min_events:
@@ -78,9 +72,8 @@ def join_sessions(sessions: Sequence[list[MemoryEvent]], min_events: int) -> lis
 
 
 def split_sessions(events: Sequence[MemoryEvent], idle: timedelta, max_events: int) -> list[list[MemoryEvent]]:
-    """Events in order -> sessions: a gap of ``idle`` starts a new one, and
-    one is cut at ``max_events`` (never between events of the same instant,
-    which a later read past the session's end would miss)."""
+    """Events cut into sessions by ``idle`` and ``max_events``, never between events of
+    the same instant, which a later read past the session's end would miss."""
     sessions: list[list[MemoryEvent]] = []
     for event in events:
         current = sessions[-1] if sessions else None
@@ -105,8 +98,7 @@ class StoredSummary:
 
 
 def retiring(rows: list[MemoryItem], horizon: datetime) -> list[tuple[MemoryItem, MemoryItem]]:
-    """The active summaries among ``rows`` whose period ended before
-    ``horizon`` and that a coarser one of ``rows`` covers, with that cover."""
+    """The active summaries ended before ``horizon`` that a coarser one covers, with that cover."""
     spans = [(row, LEVELS.index(level), as_utc(row.valid_from), as_utc(row.valid_to)) for row in rows
              if (level := level_of(row.fact_key)) is not None
              and row.valid_from is not None and row.valid_to is not None]
@@ -119,8 +111,7 @@ def retiring(rows: list[MemoryItem], horizon: datetime) -> list[tuple[MemoryItem
 
 def _coarser_cover(rank: int, start: datetime, end: datetime,
                    spans: list[tuple[MemoryItem, int, datetime, datetime]]) -> MemoryItem | None:
-    """The finest summary among ``spans`` (row, level rank, period) of a
-    coarser level than ``rank`` whose period holds ``start``–``end``."""
+    """The finest summary of a coarser level than ``rank`` whose period holds ``start``–``end``."""
     covers = [(r, row) for row, r, s, e in spans if r > rank and s <= start and end <= e]
     return min(covers, key=lambda c: c[0])[1] if covers else None
 

@@ -1,10 +1,5 @@
-"""The summary model's prompts and the check of its answers.
-
-A session summary is asked for in one call over the conversation's
-transcript (the bot's lines included, labelled as the bot's); a roll-up in
-one call over the summaries of the period's parts. The answer must be a
-JSON object ``{"summary": "..."}``; anything else is a failed call, which
-leaves the conversation pending (learning/summaries.py).
+"""The summary model's prompts and the check of its answers: anything but
+``{"summary": "..."}`` is a failed call, which leaves the conversation pending.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""Background extraction: pending events → candidates → the writer.
-
-Per scope, the worker waits until the conversation has been quiet for
-``extraction.idle_seconds`` (or a full batch is waiting), sends up to
-``batch_size`` events to the extractor, and then, in one transaction,
-writes the memories and marks the events done. A failed, timed-out or
-unreadable call changes nothing but the events' attempt count: they stay
-pending and are retried with exponential backoff, and after
-``max_attempts`` they are marked failed — still stored, and retryable.
+"""Background extraction: pending events → candidates → the writer, in one
+transaction per batch once a scope is quiet. A failed call changes only the events'
+attempt count: retried with backoff, then marked failed (kept, retryable).
 """
 
 from __future__ import annotations
@@ -39,8 +33,7 @@ from .write_lookups import Matches
 from .writer import MemoryWriter, WriteOutcome
 
 ACTOR = "system:extractor"
-# Resolves the extractor for a conversation (its unified_msg_origin); None
-# when no provider is available, in which case the events simply wait.
+# None when no provider is available: the events simply wait.
 ExtractorFor = Callable[[str | None], Awaitable[Extractor | None]]
 
 
@@ -84,8 +77,7 @@ class ExtractionWorker:
                                    every=lambda: self._config().extraction.poll_seconds)
         self._last_sweep: datetime | None = None
         self.turn_retention = TurnRetention(db)  # retention_days.turns (learning.retention)
-        # Scopes whose failure could not even be written (the disk is full,
-        # the database locked): when they may be tried again, in memory.
+        # Scopes whose failure could not even be written (a full disk): when to try again.
         self._held: dict[Scope, datetime] = {}
         self._then_drain = then_drain  # run by drain() after extracting (the engine's summaries)
 
@@ -130,9 +122,7 @@ class ExtractionWorker:
         return results
 
     async def drain(self, max_batches: int = 1000) -> list[BatchResult]:
-        """Extract everything pending now, ignoring the idle wait, then run
-        ``then_drain`` (the engine's summaries), then embed the new items
-        (tests, benchmarks, tools)."""
+        """Extract everything pending now, then ``then_drain``, then embed the new items."""
         results: list[BatchResult] = []
         while len(results) < max_batches:
             batch = await self.run_once(ignore_idle=True)
@@ -228,8 +218,7 @@ class ExtractionWorker:
         except ReadOnlyError:
             return BatchResult(scope, len(events), False, [], "emergency_read_only")
         except Exception as exc:
-            # Rolled back as a whole; back off like a failed call so one bad
-            # scope neither blocks the others nor calls the model every poll.
+            # Back off like a failed call, so one bad scope neither blocks the others nor calls the model every poll.
             log.exception("ltm: writing extracted memories failed")
             error = f"write failed: {type(exc).__name__}: {exc}"
             await self._failed(events, error)
@@ -239,10 +228,8 @@ class ExtractionWorker:
         return BatchResult(scope, len(events), True, outcomes)
 
     def _subject(self, scope: Scope, candidate: Candidate, events: Sequence[MemoryEvent]) -> Scope | None:
-        """The person a fact learnt in a group is about, whose own scope
-        keeps it (audience.py): the one person whose lines it cites. None:
-        kept in ``scope`` (a private chat; the group's own facts; what several
-        people said; the bot's own acts)."""
+        """The one person whose lines a group fact cites, whose scope keeps it (audience.py);
+        None: kept in ``scope``."""
         if scope.kind != ScopeKind.GROUP or self._people is None or candidate.about_group \
                 or candidate.source == CandidateSource.BOT_SIDE:
             return None
@@ -300,9 +287,7 @@ class ExtractionWorker:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            # Not even the failure could be written (the disk is full, the
-            # database locked): the events stay as they were, and the scope
-            # waits its backoff in memory, so no model is called every poll.
+            # Not even the failure could be written: back off in memory, so no model is called every poll.
             log.warning("ltm: the failed extraction could not be noted (%s); the scope waits until %s UTC",
                         exc, f"{retry_at:%H:%M:%S}")
             self._held[scope] = retry_at
@@ -316,8 +301,7 @@ class ExtractionWorker:
     # -- loop ------------------------------------------------------------
 
     async def _step(self) -> None:
-        """One look for work: extract what is ready, embed, and sweep the
-        expired memories once an hour."""
+        """One look for work: extract, embed, and sweep expired memories once an hour."""
         if self._config().enable:
             await self.run_once()
             await self.fill_vectors(max_rounds=20)

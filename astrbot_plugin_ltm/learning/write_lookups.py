@@ -1,6 +1,4 @@
-"""What the writer reads of memory before it decides: a batch's tombstones
-and event times, looked up at once, and the current memory under a key, a
-related key or an id. Apart from writer.py, which decides, gates and writes.
+"""What the writer reads of memory before it decides, apart from writer.py.
 """
 
 from __future__ import annotations
@@ -18,18 +16,14 @@ from ..storing.tables import NOT_SUPERSEDED, MemoryEvent, MemoryItem, MemoryTomb
 from ..text import normalize_fact_key, related_keys
 from .candidates import Candidate
 
-# (scope, fact) -> the row id of the memory the semantic matcher found
-# saying the same, or None.
+# (scope, fact) -> the row id of the memory the semantic matcher found saying the same, or None.
 Matches = dict[tuple[Scope, str], int | None]
 
 
 @dataclass
 class Looked:
-    """What every candidate of a batch needs looked up, in one statement
-    each for the batch rather than one per candidate: the tombstones under
-    the candidates' keys and when their events were recorded
-    (docs/decisions.md#d144). The writer only removes tombstones (a revive
-    pops it here too) and never changes an event's time."""
+    """The batch's tombstones and event times, one statement each for the batch rather
+    than per candidate (docs/decisions.md#d144); a revive pops its tombstone here too."""
 
     tombstones: dict[tuple[Scope, str], MemoryTombstone]
     recorded: dict[str, datetime]
@@ -74,8 +68,7 @@ def _chunks(values: list[str], size: int = 500) -> list[list[str]]:
     return [values[n:n + size] for n in range(0, len(values), size)]
 
 
-# The statements every candidate runs, built once: building a select and
-# its cache key each time was most of their cost (docs/decisions.md#d145).
+# Built once: building a select and its cache key each time was most of the cost (docs/decisions.md#d145).
 _IN_SCOPE = (MemoryItem.scope == bindparam("kind"), MemoryItem.scope_id == bindparam("scope_id"), NOT_SUPERSEDED)
 _CURRENT = select(MemoryItem).where(*_IN_SCOPE, MemoryItem.fact_key == bindparam("key"))
 _KEYS_FROM = select(MemoryItem.id, MemoryItem.fact_key).where(
@@ -89,8 +82,7 @@ async def current_memory(session: AsyncSession, scope: Scope, key: str) -> Memor
 
 
 async def related_memory(session: AsyncSession, scope: Scope, key: str) -> MemoryItem | None:
-    """The scope's one current memory under a key related to ``key``
-    (``text.related_keys``); None when there is none, or several."""
+    """The one current memory under a key related to ``key``; None for none or several."""
     prefix = key.split("_", 1)[0] + "_"
     keys = (await session.execute(_KEYS_FROM, {"kind": scope.kind, "scope_id": scope.id, "low": prefix,
                                                "high": prefix + "\U0010ffff"})).all()

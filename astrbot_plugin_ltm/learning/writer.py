@@ -1,15 +1,9 @@
-"""The write pipeline after extraction, one candidate at a time:
-**decide** what it would do to memory (dedup and merge with what is known,
-confidence), ask the write policy's **gate**, then **persist** it with its
-evidence and an audit row.
-
-:meth:`MemoryWriter.apply` works inside the caller's transaction, so a batch
-of candidates and the marking of its events as extracted commit together or
-not at all.
+"""The write pipeline after extraction, one candidate at a time: **decide** (dedup and
+merge with what is known), the policy's **gate**, then **persist** with evidence and
+audit, inside the caller's transaction so a batch commits whole or not at all.
 
 Over 400 lines: decide, gate and persist share one transaction and the candidate's
-state between them; split, each step would need the others' internals. What
-they look up first is write_lookups.py's.
+state between them; split, each step would need the others' internals.
 """
 
 from __future__ import annotations
@@ -75,8 +69,7 @@ class Plan:
     unsure: bool = False  # supersede: the words could not tell the values apart; flagged for review
 
 
-# Who goes first when a scope is full (max_items_per_scope): usage counts did
-# no better in a fair replay (docs/decisions.md#d47).
+# Who goes first when a scope is full: usage counts did no better in a fair replay (docs/decisions.md#d47).
 EVICTION_ORDER = (MemoryItem.importance.asc(), MemoryItem.updated_at.asc())
 EVICTION_RULE = "lowest importance, oldest"  # i18n/reasons.py: learn.eviction_rule
 
@@ -92,11 +85,8 @@ class MemoryWriter:
 
     async def apply(self, session: AsyncSession, scope: Scope, candidates: Sequence[Candidate], *,
                     method: Method, actor: str, matches: Matches | None = None) -> list[WriteOutcome]:
-        """Write ``candidates``, said in ``scope``. A fact about one person
-        is kept in that person's own scope (``Candidate.subject``), wherever
-        it was said; said in a group, the group is its context (audience.py).
-        ``matches``: what :meth:`semantic_matches` found, asked before a batch in the
-        batch thread; asked here otherwise (a write on the event loop)."""
+        """A fact about one person is kept in their scope wherever said (audience.py).
+        ``matches``: :meth:`semantic_matches`' answer for a batch; asked here otherwise."""
         counts: dict[Scope, WriteCounts] = {}
         outcomes: list[WriteOutcome] = []
         targets = _targets(scope, candidates)
@@ -111,11 +101,8 @@ class MemoryWriter:
         return outcomes
 
     async def semantic_matches(self, scope: Scope, candidates: Sequence[Candidate]) -> Matches:
-        """The matcher's memory close to each candidate's fact in the scope
-        it is kept in, asked on the bot's event loop, where its provider and
-        caches live, under the write lock: the vector index changes only
-        after a commit, so it answers as it would in the write
-        (docs/decisions.md#d171)."""
+        """Each candidate's semantically close memory, asked on the event loop (where the
+        provider lives) under the write lock, so as in the write (docs/decisions.md#d171)."""
         matches: Matches = {}
         if self.matcher is not None:
             for target, c in zip(_targets(scope, candidates), candidates, strict=True):
@@ -160,8 +147,7 @@ class MemoryWriter:
 
     async def _decide(self, session: AsyncSession, scope: Scope, c: Candidate, explicit: bool,
                       cfg: LTMConfig, looked_up: Looked) -> Plan | WriteOutcome | str:
-        """The plan for ``c``; a reason to drop it; or, when it only repeats
-        evidence already linked, the outcome."""
+        """The plan for ``c``; a reason to drop it; or, when it only repeats evidence, the outcome."""
         key = normalize_fact_key(c.fact_key or c.fact)
         if not key:
             return str(msg("learn.empty_key"))
@@ -200,19 +186,10 @@ class MemoryWriter:
 
     async def _relate(self, session: AsyncSession, scope: Scope, c: Candidate, key: str,
                       same_key: MemoryItem | None, looked_up: Looked) -> tuple[AuditAction, MemoryItem | None, bool]:
-        """What ``c`` is to what is known: a new value of a memory
-        (supersede), the same thing again (confirm: same key; merge:
-        another), or new (create); and whether a supersede is a guess. The
-        extraction model's word, when it named a known fact, comes first.
-        Otherwise a memory with the same key is the same attribute: the
-        newer statement supersedes it unless it states the same value
-        (``text.same_value``); when the words cannot tell (another language)
-        and no embedding says they mean the same, the newer is shown and the
-        pair flagged (docs/decisions.md#d74). A memory under a related key
-        (``text.related_keys``: ``alice_city`` / ``alice_home_city``) is
-        judged the same way, and its supersede is always flagged: the keys
-        are a guess (docs/decisions.md#d90). Last, a semantically close
-        memory is compared by ``text.contradicts`` (docs/decisions.md#d42)."""
+        """Supersede, confirm, merge or create, and whether a supersede is a guess: the
+        model's named fact first, then the same key (flagged when words cannot tell,
+        docs/decisions.md#d74), a related key (always flagged, docs/decisions.md#d90),
+        then a semantically close memory (docs/decisions.md#d42)."""
         named = await named_memory(session, scope, c.updates or c.restates)
         if named is not None:
             if c.updates and normalize_fact_key(named.fact) != normalize_fact_key(c.fact):
@@ -227,8 +204,7 @@ class MemoryWriter:
             action, known, unsure = await self._against(session, scope, c, related, AuditAction.MERGE, looked_up)
             return action, known, unsure or action == AuditAction.SUPERSEDE
         close = await looked_up.matched(session, scope, c.fact)
-        # A cosine alone over-merges (a person's different facts sit close
-        # under some models): the two must also share words (decisions.md#d46).
+        # A cosine alone over-merges under some models: the two must also share words (decisions.md#d46).
         if close is None or close.status == Status.SUPERSEDED \
                 or token_set_similarity(close.fact, c.fact) < SHARED_WORDS:
             return AuditAction.CREATE, None, False
@@ -238,9 +214,7 @@ class MemoryWriter:
 
     async def _against(self, session: AsyncSession, scope: Scope, c: Candidate, known: MemoryItem,
                        same: AuditAction, looked_up: Looked) -> tuple[AuditAction, MemoryItem | None, bool]:
-        """``c`` against a memory of the same attribute: ``same`` (confirm
-        or merge) if it states the same value, else a supersede, flagged
-        when the words could not tell."""
+        """``same`` if it states the same value, else a supersede, flagged when words could not tell."""
         judged = same_value(known.fact, c.fact)
         if judged is None and self.matcher is not None:
             judged = True if await looked_up.matched(session, scope, c.fact) is known else None
@@ -294,8 +268,7 @@ class MemoryWriter:
             item = plan.item
             if c.secret:
                 await keep_private(session, item, Visibility.SECRET)
-            # Said in a group it was not said in before: the group may recall
-            # it now, in the words said there (audience.py).
+            # Newly said in a group: it may recall it now, in the words said there (audience.py).
             newly_said = said_in is not None and await share(session, item, said_in, created=False)
             previous_fact = await self._update(session, item, c, plan, verdict, actor, now, cfg, newly_said)
         for link in plan.moved:
@@ -326,8 +299,7 @@ class MemoryWriter:
 
     @staticmethod
     def _close(session: AsyncSession, old: MemoryItem, actor: str, now: datetime, c: Candidate) -> str:
-        """A newer value replaces ``old``: it stays, closed, as history.
-        Returns its fact."""
+        """A newer value replaces ``old``, which stays closed as history; returns its fact."""
         before = old.status
         old.status, old.awaiting_approval, old.held_reason = Status.SUPERSEDED, False, None
         old.valid_to, old.updated_at = now, now
@@ -339,9 +311,7 @@ class MemoryWriter:
     async def _update(self, session: AsyncSession, item: MemoryItem, c: Candidate, plan: Plan,
                       verdict: GateDecision, actor: str, now: datetime, cfg: LTMConfig,
                       newly_said: bool = False) -> str:
-        """New evidence for an existing memory; returns its fact before.
-        ``newly_said``: it was just said in a group that may now recall it,
-        which is shown the words said there, never those of another chat."""
+        """New evidence for an existing memory; returns its fact before."""
         old_fact, old_status = item.fact, item.status
         better = plan.action == AuditAction.MERGE and confidence(c.confidence, c.source) > item.confidence
         if (better or newly_said) and not instruction_reason(c.fact):  # a hostile wording never replaces a memory's
@@ -366,12 +336,9 @@ class MemoryWriter:
 
     async def _make_room(self, session: AsyncSession, scope: Scope, cap: int, actor: str, now: datetime,
                          counts: WriteCounts | None = None) -> None:
-        """Evict the least important, least recently confirmed memories so
-        that one more fits under ``max_items_per_scope``. A superseded
-        memory is the history of one in force: it neither counts nor goes.
-        ``counts``: the batch's running count of the scope."""
-        # The conditions are built only when asked for: a candidate's usual
-        # case is the batch's running count, below the cap (docs/decisions.md#d145).
+        """Make room for one more under ``max_items_per_scope``; a superseded memory is
+        history of one in force: it neither counts nor goes."""
+        # Built only when asked for: usually the running count is below the cap (docs/decisions.md#d145).
         def counted() -> tuple[Any, ...]:
             return MemoryItem.scope == scope.kind, MemoryItem.scope_id == scope.id, NOT_SUPERSEDED
 
@@ -400,15 +367,13 @@ class MemoryWriter:
 
 
 def _targets(scope: Scope, candidates: Sequence[Candidate]) -> list[Scope]:
-    """Where each candidate is kept. Learnt under a persona: facts about the
-    person are shared by all (persona.py)."""
+    """Where each candidate is kept: under a persona, facts about the person are shared (persona.py)."""
     return [target_scope(scope if c.subject is None else as_persona_of(c.subject, scope), c.type) for c in candidates]
 
 
 def _next_status(item: MemoryItem, decision: GateDecision, action: AuditAction) -> tuple[str, bool]:
     """The status of an existing memory after new evidence."""
-    # An operator's "disabled" outranks anything extraction learns, and a
-    # memory in the approval queue stays there until someone decides.
+    # An operator's "disabled" outranks extraction, and a memory awaiting approval stays there.
     if item.status == Status.DISABLED:
         return item.status, item.awaiting_approval
     if item.awaiting_approval:
@@ -421,8 +386,7 @@ def _next_status(item: MemoryItem, decision: GateDecision, action: AuditAction) 
 
 def _merged_confidence(links: Sequence[MemoryEvidence], item: MemoryItem, weighted: float,
                        evidence_count: int) -> float:
-    """Mean of the weighted confidences of the memory's current evidence and
-    the new one, times the repetition bonus for ``evidence_count``."""
+    """Mean weighted confidence of the current and new evidence, times the repetition bonus."""
     values = [
         m["confidence"]["weighted"] for m in (link.extraction_meta for link in links)
         if isinstance(m, dict) and not m.get("superseded") and "confidence" in m
@@ -439,16 +403,14 @@ def _meta(c: Candidate, weighted: float) -> dict[str, object]:
     return {**c.meta, "confidence": {"base": c.confidence, "source": c.source, "weighted": weighted}}
 
 
-# The statements every candidate runs, built once: building a select and
-# its cache key each time was most of their cost (docs/decisions.md#d145).
+# Built once, as write_lookups' statements (docs/decisions.md#d145).
 _LINKS = select(MemoryEvidence).where(MemoryEvidence.memory_id == bindparam("memory_id"))
 _EVIDENCE = MemoryEvidence.metadata.tables[MemoryEvidence.__tablename__]
 
 
 async def _supersede_plan(session: AsyncSession, c: Candidate, old: MemoryItem, weighted: float,
                           tomb: MemoryTombstone | None) -> Plan:
-    """A new memory under ``old``'s key that closes ``old``; the lines
-    that state the new value move to it."""
+    """A new memory under ``old``'s key that closes ``old``; the lines stating the new value move."""
     await write_rows(session)  # the batch's links so far
     links = (await session.execute(select(MemoryEvidence).where(
         MemoryEvidence.memory_id == old.memory_id, MemoryEvidence.event_id.in_(c.event_ids)))).scalars().all()

@@ -1,15 +1,7 @@
-"""What a message asks for, beyond its words: pure functions the reader
-uses to choose what to search and what to lift.
-
-- A question that compares or orders events ("how many days between X and
-  Y", "which did I start first, X or Y", "…after starting to work with
-  Rachel", "我先去了北京还是上海") names each event in a part of its own:
-  the reader searches the parts, each on its own, instead of the whole,
-  whose best matches are the turns that share a few words with every event
-  rather than each event's own turns (docs/decisions.md#d84).
-- A request for suggestions ("can you suggest…", "any ideas?", "推荐几家…")
-  is answered from what the person said they like: their turns that state
-  a preference are lifted (preferences.py, ranking.py; docs/decisions.md#d85).
+"""What a message asks for, beyond its words (pure functions). A question that
+compares events names each in a part, searched on its own: the whole's best matches
+share a few words with every event (docs/decisions.md#d84). A request for
+suggestions lifts the turns stating a preference (docs/decisions.md#d85).
 """
 
 from __future__ import annotations
@@ -38,8 +30,7 @@ _JOINS = re.compile(
     r"|\s(?:did|do|was|were|have|had)(?=\s+(?:I|we)\b)"
     r"|还是|或者|以及|然后|之前|之后|以前|以后|和|跟|与|先|再",
     re.I)
-# At most this many parts are searched: a question names two or three events,
-# and what is asked of them ("which show did I start watching").
+# At most this many parts: a question names two or three events, and what is asked of them.
 MAX_PARTS = 4
 
 # A request for suggestions, not a question about one made before ("What
@@ -56,8 +47,7 @@ _SUGGESTS = re.compile(
 
 
 def event_parts(message: str) -> list[str]:
-    """The parts of a comparing question that each name an event (at most
-    MAX_PARTS); none for any other message, or when it names fewer than two."""
+    """The parts of a comparing question that each name an event (two to MAX_PARTS), else none."""
     if _COMPARES.search(message) is None:
         return []
     whole = set(query_tokens(message))

@@ -1,32 +1,21 @@
-"""The bot's own replies: how its lines are shown.
-
-A line of the bot's reads as the bot's (withholding.BOT_LABEL), never as
-something a person said. Its replies are candidates like anyone's (storing.turns:
-RECALLED_ROLES), but a model's replies run longer than what people type,
-so they are kept from crowding out what people said: each is cut shorter
-than a person's turn, and together they take at most a share of the token
-budget (docs/decisions.md#d57). Small talk and echoes are never shown
-(withholding.py).
+"""The bot's own replies: shown as the bot's, never as a person's. A model's replies
+run longer than people type, so each is cut shorter and together they take at most a
+share of the budget (docs/decisions.md#d57).
 """
 
 from __future__ import annotations
 
 import re
 
-# A line of the bot's is cut to this many characters (a person's to
-# block.EVENT_CHARS): what it recommended or promised comes early.
+# A line of the bot's is cut to this many characters: what it recommended or promised comes early.
 BOT_CHARS = 100
-# The bot's lines together take at most this share of read_policy.max_tokens
-# when the message asks what the bot said (asks_what_the_bot_said); for any other they
-# are context around what people said, and take at most CONTEXT_SHARE
-# (half as much: docs/decisions.md#d119).
+# The bot's lines' share of max_tokens when the message asks what the bot said; else
+# they are context, and take CONTEXT_SHARE (docs/decisions.md#d119).
 BOT_SHARE = 0.5
 CONTEXT_SHARE = 0.25
 
 
-# Whose words a message asks about: what the bot itself said ("you
-# recommended…", "remind me what you suggested", "你给我推荐过哪些…"): its
-# lines keep BOT_SHARE; for any other they take CONTEXT_SHARE (docs/decisions.md#d119).
+# A message asking what the bot said ("you recommended…", "你给我推荐过哪些…"; docs/decisions.md#d119).
 _EN = re.compile(
     r"\byou(?:\s+\w+){0,3}?\s+(?:said|mentioned|suggested|recommended|gave|told|listed|provided|shared|"
     r"wrote|explained|described|proposed|named|offered|pointed out|referred|talked about|came up with|advised)\b"

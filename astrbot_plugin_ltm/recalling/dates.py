@@ -1,16 +1,8 @@
-"""The time a message names: "5月3号", "昨天", "上周五", "last Friday",
-"two weeks ago", "on May 3", "第一次"…
+"""The time a message names: "5月3号", "昨天", "上周五", "last Friday", "第一次"…
 
-Pure functions. A date is read in the user's time zone, relative to the
-message's time, and becomes a half-open period [start, end) in UTC, which
-the reader lifts (recalling/reader.py, ranking.py). A date without a year is
-the latest such date not after the message ("5月3号" asked in January is
-last year's). "第一次" / "the first time" names the scope's earliest
-conversation, which only the database knows: it comes back as FIRST.
-Vague words ("最近", "recently", "几天前", "a few days ago") name no period:
-people say "我最近去了厦门" of a trip ten days back, and putting the last
-days first lost such answers (docs/decisions.md#d61); the recency weight
-already favours what is recent.
+Pure functions: read in the user's time zone, as a half-open UTC period. A date
+without a year is the latest not after the message. Vague words ("最近", "a few days
+ago") name no period: lifting the last days lost such answers (docs/decisions.md#d61).
 """
 
 from __future__ import annotations
@@ -256,8 +248,7 @@ def _iso(m: re.Match[str], today: date, tz: tzinfo) -> Period | None:
 
 
 def _en_weekday(m: re.Match[str], today: date, tz: tzinfo) -> Period | None:
-    """"last Friday" / "on Friday": the latest Friday before today;
-    "this Friday": this week's (if it has come)."""
+    """"last Friday" / "on Friday": the latest before today; "this Friday": this week's, if come."""
     weekday = _EN_WEEKDAYS[m["d"].lower()]
     if (m["w"] or "").lower() == "this":
         found = _week_start(today) + timedelta(days=weekday)
@@ -326,14 +317,12 @@ _ANY_RULE = re.compile("|".join(f"(?:{re.sub(r'[(][?]P<[a-z]+>', '(?:', pattern.
 
 
 def without_dates(message: str) -> str:
-    """``message`` with every time expression taken out (the period is
-    lifted on its own; asking.event_parts looks for events)."""
+    """``message`` with every time expression taken out."""
     return _ANY_RULE.sub(" ", message)
 
 
 def named_period(message: str, now: datetime, tz: tzinfo = UTC) -> Period | First | None:
-    """The period the message names, relative to ``now`` in ``tz``: the
-    expression that comes first in the message wins; None if it names none."""
+    """The period the message names, relative to ``now`` in ``tz``: the first expression wins."""
     if _ANY_RULE.search(message) is None:
         return None
     today = now.astimezone(tz).date()

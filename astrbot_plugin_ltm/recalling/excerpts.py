@@ -1,16 +1,7 @@
-"""A long turn in the block: the part of it the message is about.
-
-A model's reply runs to hundreds of characters, and what a later question
-asks about ("the restaurant you suggested for fish") sits anywhere in it;
-cut to its first characters, the detail never reaches the model. So a turn
-longer than its line's bound reads as its sentences sharing the message's
-rarest words (a shared word weighs 1 / the number of the turn's sentences
-it is in), best first while they fit the bound, then the sentence after
-each (an answer often follows the words that announce it), then the
-opening ones that still fit, in the turn's order (the room left: the start
-of the next sentence), "…" where text is left out
-(docs/decisions.md#d80). A sentence longer than the bound is cut around its
-first shared word. None shares a word: the turn's opening, as before.
+"""A long turn in the block: the part of it the message is about. Cut to its opening,
+the detail a later question asks about never reaches the model; so its sentences
+sharing the message's rarest words come first, then the one after each (an answer
+follows the words that announce it), in the turn's order (docs/decisions.md#d80).
 """
 
 from __future__ import annotations
@@ -26,8 +17,7 @@ from ..text import is_cjk, search_tokens
 
 MARK = "…"
 TAIL_MIN_CHARS = 16  # room left after the sentences chosen that is worth the start of the next one
-# Turns whose sentences and tokens are kept: a read excerpts a few dozen
-# turns, and the same ones come back read after read.
+# A read excerpts a few dozen turns, and the same ones come back read after read.
 EXCERPT_CACHE = 2048
 # A sentence ends at a line break, after a CJK full stop (or ；), or after
 # . ! ? … and a space; a list's "2." is no sentence of its own (joined below).
@@ -37,8 +27,7 @@ _LIST_MARK = re.compile(r"^(?:\d{1,3}|[a-zA-Z])[.)]$")
 
 @lru_cache(maxsize=EXCERPT_CACHE)
 def sentences(text: str) -> tuple[tuple[str, str], ...]:
-    """``text``'s sentences (whitespace collapsed), each with its form as
-    the tokenizer reads it (NFKC, lower case)."""
+    """``text``'s sentences, each with its form as the tokenizer reads it (NFKC, lower case)."""
     pieces: list[str] = []
     for raw in _BREAK.split(text):
         piece = " ".join(raw.split())
@@ -54,16 +43,13 @@ def sentences(text: str) -> tuple[tuple[str, str], ...]:
 
 
 def _probe(token: str) -> str:
-    """What a word holding ``token`` starts with: an English stem's letters
-    but the last (the stemmer changes only a word's end: "citi" ← "city"),
-    any other token itself (a number)."""
+    """A stem's letters but the last, as the stemmer changes only a word's end ("citi" ← "city")."""
     return token[:-1] if len(token) > 3 and token.isascii() and token.isalpha() else token
 
 
 @lru_cache(maxsize=256)
 def _finder(wanted: frozenset[str]) -> re.Pattern[str]:
-    """Where a text may hold one of ``wanted``: a CJK bigram (or character)
-    as it is, overlapping; a word starting with another token's probe."""
+    """Where a text may hold one of ``wanted``: a CJK bigram as is; a word by its probe."""
     # Bigrams before lone characters: at one place only the first that matches is seen.
     cjk = [re.escape(t) for t in sorted(wanted, key=len, reverse=True) if is_cjk(t[0])]
     words = [re.escape(_probe(t)) for t in wanted if not is_cjk(t[0])]
@@ -72,9 +58,8 @@ def _finder(wanted: frozenset[str]) -> re.Pattern[str]:
 
 
 def shared(said: tuple[tuple[str, str], ...], wanted: frozenset[str]) -> list[frozenset[str]]:
-    """The tokens of ``wanted`` each sentence holds. Only the words that
-    may be one of them are tokenised: stemming every word of a long reply
-    cost most of a read (docs/decisions.md#d82)."""
+    """The tokens of ``wanted`` each sentence holds; only candidate words are stemmed, as
+    stemming a long reply cost most of a read (docs/decisions.md#d82)."""
     if not wanted or not said:
         return [frozenset() for _ in said]
     held: list[set[str]] = [set() for _ in said]
@@ -94,10 +79,7 @@ def shared(said: tuple[tuple[str, str], ...], wanted: frozenset[str]) -> list[fr
 
 
 def excerpt(text: str, query: Iterable[str], max_chars: int, keep: int | None = None) -> str:
-    """``text`` (whitespace collapsed) when it is at most ``max_chars`` long
-    and has no more than ``keep`` sentences; else at most ``keep`` of its
-    sentences (all that fit when None), chosen as the module says, within
-    ``max_chars`` characters, "…" marks included."""
+    """``text`` if short enough, else at most ``keep`` of its sentences within ``max_chars``."""
     flat = " ".join(text.split())
     if len(flat) <= max_chars and (keep is None or len(_BREAK.findall(text)) < keep  # too few to choose from
                                     or len(sentences(text)) <= keep):
@@ -119,9 +101,7 @@ def excerpt(text: str, query: Iterable[str], max_chars: int, keep: int | None = 
         return _window(said, best, sorted(held[best]), max_chars)
     chosen: list[int] = []
     used = 0
-    # Each matching sentence with the one after it ("I can share some tips:"
-    # — the tips), then the opening ones, in order; with ``keep`` (a turn
-    # further down the block, docs/decisions.md#d71) the opening ones only.
+    # With ``keep``, no sentence after a match: a turn further down the block (docs/decisions.md#d71).
     paired = [m for n in order for m in (n, n + 1) if m < len(said)] if keep is None else order
     for n in paired + [n for n in range(len(said)) if weight[n] == 0]:
         if n in chosen:
@@ -145,9 +125,8 @@ def excerpt(text: str, query: Iterable[str], max_chars: int, keep: int | None = 
 
 
 def _render(said: tuple[tuple[str, str], ...], chosen: list[int]) -> str:
-    """The ``chosen`` sentences in order, "…" where sentences are left out
-    (at the end only when the last one ends mid-way: a turn has no id to
-    expand, so the mark would only cost a token, docs/decisions.md#d73)."""
+    """The ``chosen`` sentences in order, "…" where left out; none at the end unless cut
+    mid-way, as a turn has no id to expand (docs/decisions.md#d73)."""
     parts: list[str] = []
     last = -1
     for n in chosen:
@@ -182,8 +161,7 @@ def _opening(said: tuple[tuple[str, str], ...], max_chars: int, limit: int) -> s
 
 
 def _window(said: tuple[tuple[str, str], ...], n: int, shared: list[str], max_chars: int) -> str:
-    """Sentence ``n`` cut to ``max_chars`` around the first of its ``shared``
-    tokens found in it."""
+    """Sentence ``n`` cut to ``max_chars`` around the first of its ``shared`` tokens."""
     sentence, lower = said[n]
     found = [at for at in (lower.find(_probe(t)) for t in shared) if at >= 0]
     room = max_chars - 2  # the marks at both ends

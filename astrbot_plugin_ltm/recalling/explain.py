@@ -1,7 +1,5 @@
-"""Why a search hit never became a candidate (the injection preview): a
-memory that is not active, awaits approval, is below the policy's
-confidence or past its retention; a turn withheld, or one no reviewed
-memory backs. Read only when the reader is given a Trace."""
+"""Why a search hit never became a candidate (the injection preview); read only when
+the reader is given a Trace."""
 
 from __future__ import annotations
 
@@ -30,8 +28,7 @@ from .trace import (
 
 
 def explain_hits(conn: Connection, read: Read, memories: set[int], turns: set[int]) -> None:
-    """Note in ``read``'s trace each of the hits ``memories`` and ``turns``
-    (which the reader did not keep, or the block may not show) with why."""
+    """Note in the trace why each hit the reader did not keep, or may not show, was left."""
     scopes, policy, trace = read.scopes, read.policy, read.trace
     assert trace is not None
     rows = fetch_rows(conn, f"SELECT {ItemRow.COLUMNS}, {SAID_IN_HERE_SQL}, awaiting_approval FROM ltm_items "

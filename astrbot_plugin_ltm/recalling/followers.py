@@ -1,11 +1,5 @@
-"""A member's profile facts that follow them into a group.
-
-By default a group recalls only what was said in it (audience.py). An
-operator may let members' profile facts — their name, how to address
-them — follow them into chosen groups (``groups.profiles_follow_members``):
-then the speaker's own profile facts, wherever they said them, join the
-read's candidates, each marked in the block as private to them. A secret
-never follows, and nothing else of the person does.
+"""A member's profile facts that follow them into a group, when the operator allows
+(``groups.profiles_follow_members``): marked as private to them; a secret never follows.
 """
 
 from __future__ import annotations

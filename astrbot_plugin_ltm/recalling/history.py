@@ -1,18 +1,8 @@
-"""What the request already carries: the conversation history AstrBot
-sends with this message, so the block does not recall it a second time.
-
-"Already has" (docs/decisions.md#d76): a recorded turn — a person's message,
-the bot's reply or a tool's result, each one line of the block — is in the
-history when its text, whitespace collapsed (both are AstrBot's copy of one
-message; no case or Unicode folding, which cost more than the rest), is
-one of the history's messages (or text parts), one of their lines, or one
-with its first or last line taken off (AstrBot or another plugin may have
-put a sender line, a quote or a time above or below it); a record the
-recorder cut short matches a message it opens. A user message and the bot's
-reply are matched each on its own, so a turn whose reply AstrBot did not
-keep still shows the reply. Memories and summaries are never matched: they
-say what no single message says. Set and dict look-ups only: a check costs
-the length of the turn, not of the history.
+"""What the request already carries, so the block does not recall it again
+(docs/decisions.md#d76): a turn matches a history message, one of its lines, or it
+with its first or last line off (another plugin may add a sender or a time). No case
+or Unicode folding, which cost more than the rest; set look-ups only. Memories are
+never matched: they say what no single message says.
 """
 
 from __future__ import annotations
@@ -55,8 +45,7 @@ class History:
 
     @classmethod
     async def read(cls, texts: Sequence[str]) -> History | None:
-        """``of``, off the event loop for a long history (a few ms per 100k
-        characters)."""
+        """``of``, off the event loop for a long history (a few ms per 100k characters)."""
         if sum(len(t) for t in texts) < INLINE_CHARS:
             return cls.of(texts)
         return await asyncio.to_thread(cls.of, texts)
@@ -84,7 +73,6 @@ class History:
         return self._openings.get(key, [])
 
     def holds_turn(self, content: Mapping[str, Any]) -> bool:
-        """Whether a recorded event (its stored content: ``text``, or a
-        tool's ``result``) is in the history."""
+        """Whether a recorded event (its ``text``, or a tool's ``result``) is in the history."""
         said = content.get("result") if "tool" in content else content.get("text")
         return isinstance(said, str) and self.holds(said)

@@ -1,12 +1,6 @@
-"""""Last time we talked…": the first turn of a new conversation brings the
-person's most recent session summary into the block, inside its budget.
-
-A conversation is new when its scope has had no turn for
-``summaries.idle_minutes`` (the turn being answered is recorded after the
-reply, so it is not counted). The summary is a pinned candidate
-(read.Pinned) with a label in the language of the message: the reader
-places it right under the block's opening and fits the rest to what it
-leaves of ``max_tokens`` (docs/decisions.md#d107).
+""""Last time we talked…": the first turn of a new conversation pins the person's
+latest session summary under the block's opening, inside its budget
+(docs/decisions.md#d107).
 """
 
 from __future__ import annotations
@@ -33,9 +27,7 @@ from .summary_lines import focus
 from .trace import LAST_TIME
 
 LABELS = {"en": "Last time we talked ({day}):", "zh": "上次聊天（{day}）："}
-# The last session's summary reads as this many of its sentences: the one
-# the message is about, else its opening; the memory_expand tool shows the
-# rest (docs/decisions.md#d63).
+# The sentence the message is about, else the opening; memory_expand shows the rest (docs/decisions.md#d63).
 LAST_TIME_SENTENCES = 1
 
 
@@ -49,8 +41,7 @@ class LastSummary:
 
 
 def lines(last: LastSummary, language: str, query: Iterable[str] = ()) -> tuple[str, str]:
-    """The label and the summary, as they read in the block: the sentences
-    sharing ``query``'s words first, then the opening ones."""
+    """The label and the summary as they read: the sentences sharing ``query``'s words first."""
     label = LABELS.get(language, LABELS["en"]).format(day=f"{as_utc(last.ended):%Y-%m-%d}")
     return label, f"- {focus(neutralise(last.fact), query, LAST_TIME_SENTENCES, fill=True)}"
 
@@ -63,10 +54,8 @@ class LastTime:
         self._speaking = speaking  # a turn of the scope is queued, not yet written (the recorder)
 
     async def find(self, scopes: list[Scope], idle: timedelta, history: History | None = None) -> LastSummary | None:
-        """The newest active session summary of ``scopes`` when the first
-        (the conversation's own) has been quiet for ``idle``; else None.
-        Also None when the request's ``history`` holds the scope's last
-        turn: the model has the last conversation itself, not only its summary."""
+        """The newest session summary when the conversation has been quiet for ``idle``;
+        None when ``history`` holds its last turn, as the model has the conversation itself."""
         if not scopes:
             return None
         own = scopes[0]
@@ -101,9 +90,7 @@ class LastTime:
 
     async def pinned(self, scopes: list[Scope], query: str, config: LTMConfig,
                      history: History | None = None) -> Pinned | None:
-        """The last session's summary as the candidate the reader places
-        first, when this message starts a new conversation; ``history``:
-        the request's earlier messages (history.py)."""
+        """The last session's summary, pinned, when this message starts a new conversation."""
         if not config.summaries.enable:
             return None
         last = await self.find(scopes, timedelta(minutes=config.summaries.idle_minutes), history)

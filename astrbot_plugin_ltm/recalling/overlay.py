@@ -1,8 +1,5 @@
-"""A read as it would be if some memories had another status: the reader
-of a policy replay (operating/replay.py). Same retrievers, ranking and
-budget as the live reader; only the memories' statuses are looked up in an
-overlay first (a memory a candidate write policy would have made active,
-or never stored). Read-only, on the database's read threads."""
+"""A read as it would be if some memories had another status: a policy replay's
+reader, the live reader's retrievers, ranking and budget over an overlay of statuses."""
 
 from __future__ import annotations
 
@@ -34,8 +31,7 @@ class OverlayReader(MemoryReader):
 
 
 def _load(conn: Connection, scopes: list[Scope], rowids: set[int], overlaid: set[str]) -> list[ItemRow]:
-    """As rows.load_memories, whatever the status: the hits, and each
-    scope's most important memories among the active and the overlaid."""
+    """As rows.load_memories, whatever the status: the active and the overlaid."""
     pooled = "(status = :active OR memory_id IN (SELECT value FROM json_each(:overlaid)))"
     return recallable(conn, scopes, rowids, pooled, {"overlaid": json.dumps(sorted(overlaid)), "active": Status.ACTIVE},
                       BASELINE_POOL * 2)

@@ -1,11 +1,6 @@
-"""A question about a person who speaks in the scope: "What activities has
-Melanie done with her family?", asked in a group chat (or any scope that
-several people share), is answered by Melanie's own turns. By their words,
-the turns that match best are often the others' turns that address her
-("Thanks, Melanie! Your kind words…"): a name is said to a person more than
-by them, and the keyword index never sees who spoke. So the candidate turns
-said by a person the question names rank as one more retriever's hits
-would, the best match first (ranking.py, docs/decisions.md#d124).
+"""A question about a person who speaks in the scope is answered by their own turns:
+by words, the best matches are often others' turns addressing them, and the keyword
+index never sees who spoke (docs/decisions.md#d124).
 """
 
 from __future__ import annotations
@@ -25,19 +20,14 @@ def _name_tokens(name: str) -> frozenset[str]:
 
 
 def names_speaker(tokens: frozenset[str], speaker: str | None) -> bool:
-    """Whether a question's tokens name ``speaker``: every word of the name
-    as the keyword index sees it ("Melanie", "Jane Doe", "小明")."""
+    """Whether a question's tokens name every word of ``speaker``'s name, as the keyword index sees it."""
     name = _name_tokens(speaker) if speaker else frozenset()
     return bool(name) and name <= tokens
 
 
 def named_speakers(tokens: Collection[str], turns: dict[int, EventRow]) -> frozenset[str]:
-    """The people among those who said the candidate ``turns`` that the
-    question's ``tokens`` name. None when it names nobody who spoke, or
-    everyone who did: then the name tells no turn from another (a chat of
-    one person with the bot, "what did Caroline and Melanie both paint?").
-    The bot's replies are never a person's. One pass over the turns: most
-    questions name nobody, and cost no more."""
+    """The speakers of ``turns`` the question names; None for nobody or everyone, as the
+    name then tells no turn apart. One pass: most questions name nobody."""
     if not tokens or not turns:
         return frozenset()
     # speaker_of, for a person's turn.

@@ -1,18 +1,7 @@
-"""The memories and turns of the period a message names (recalling/dates.py),
-loaded on a read thread for the reader to lift (ranking.py).
-
-A turn is in the period when it was said in it; a memory when any of its
-evidence events was — so a summary, whose evidence links every event it
-covers, is in each period it spans. "第一次" / "the first time" is the day
-of the scope's earliest recorded event.
-
-A long history puts hundreds of turns in one day ("last Saturday"): the
-period's turns the message's keywords match come first, ranked by bm25
-within the period (the reader fuses that ranking with the retrievers'),
-then the period's other turns, oldest first (docs/decisions.md#d84). The
-ranking is the scope's keyword namespace's (indexes.keywords.TurnRanker)
-when the read has it loaded, else bm25 over the period's own turns, from
-their stored terms (docs/decisions.md#d158).
+"""The memories and turns of the period a message names, loaded on a read thread. A
+memory is in it when any evidence event is. Hundreds of turns in one day: those the
+keywords match come first, ranked by bm25 within the period (docs/decisions.md#d84),
+from the loaded namespace, else the stored terms (docs/decisions.md#d158).
 """
 
 from __future__ import annotations
@@ -35,15 +24,11 @@ from .dates import Period, day_period
 from .read import Read
 from .rows import EventRow, ItemRow, fetch_rows, load_evidence, usable
 
-# At most this many turns and memories of the period, each (the same bound
-# as the hits a read ranks, ranking.LOAD_LIMIT): a long period ("上个月")
-# costs what a day does; its turns are taken oldest first.
+# As ranking.LOAD_LIMIT: a long period ("上个月") costs what a day does.
 PERIOD_LIMIT = 60
-# A period's turns ranked by the message's words: at most this many are
-# read (the newest of a longer period), and the best RANKED_LIMIT of them
-# are checked for whether they may be shown.
+# Turns ranked by the message's words: at most this many read (the newest of a longer period).
 PERIOD_SCAN = 20_000
-RANKED_LIMIT = 10 * PERIOD_LIMIT
+RANKED_LIMIT = 10 * PERIOD_LIMIT  # the best, checked for whether they may be shown
 
 
 def _stored(at: datetime) -> str:
@@ -77,8 +62,7 @@ def first_day(conn: Connection, scopes: list[Scope], tz: tzinfo) -> Period | Non
 
 def matching_turns(conn: Connection, scope: Scope, start: str, end: str, tokens: Sequence[str],
                    ranker: TurnRanker | None) -> list[tuple[int, float]]:
-    """The scope's turns said in [start, end) that hold any of ``tokens``,
-    best first, (rowid, bm25), at most RANKED_LIMIT."""
+    """The scope's turns in [start, end) holding any of ``tokens``, (rowid, bm25) best first."""
     terms = list(dict.fromkeys(tokens))
     rows = period_turn_terms(conn, scope.kind, scope.id, start, end, PERIOD_SCAN, with_terms=ranker is None)
     ranked = None if ranker is None else ranker(scope, terms, [rowid for rowid, _ in rows], RANKED_LIMIT)
@@ -93,8 +77,7 @@ def matching_turns(conn: Connection, scope: Scope, start: str, end: str, tokens:
 
 def load_period(conn: Connection, read: Read, period: Period, unbacked: bool,
                 ranker: TurnRanker | None = None) -> PeriodRows:
-    """The period's showable turns and usable memories, of the read's
-    scopes; ``ranker``: the scopes' loaded keyword namespaces, if any."""
+    """The period's showable turns and usable memories; ``ranker``: loaded keyword namespaces."""
     rows, scopes, policy, tokens = PeriodRows(period), read.scopes, read.policy, read.query.tokens
     start, end = _stored(period.start), _stored(period.end)
     bounds = {"start": start, "end": end, "limit": PERIOD_LIMIT}
@@ -118,10 +101,8 @@ def load_period(conn: Connection, read: Read, period: Period, unbacked: bool,
                 rows.turns.setdefault(row[0], EventRow.of(row))
                 taken.add(row[0])
         if policy.max_items > 0:
-            # The memories said in the period here, wherever they are kept: a
-            # member's fact said in the group is kept with the member (audience.py).
-            # Ties go newest first, whatever index the plan takes. "+status":
-            # found through the period's turns, not among every active memory.
+            # A member's fact said in the group is kept with the member (audience.py).
+            # "+status": found through the period's turns, not among every active memory.
             for row in fetch_rows(conn, f"SELECT {ItemRow.COLUMNS} FROM ltm_items WHERE +status = :active "
                                     "AND (memory_id IN (SELECT v.memory_id "
                                     "FROM ltm_events x CROSS JOIN ltm_evidence v ON v.event_id = x.event_id "

@@ -1,9 +1,6 @@
-"""Whether a person's turn states a preference or a habit of theirs: "I
-prefer winding down by 9:30", "I'm really into jazz", "my favourite is…",
-"我更喜欢安静的地方", "我一般不吃辣". A request for suggestions is answered
-from these (asking.py, ranking.py; docs/decisions.md#d85). A pure function
-of the text, in English and Chinese; a wish for help ("I'd like to know…")
-is not a preference.
+"""Whether a person's turn states a preference or habit ("I'm really into jazz",
+"我一般不吃辣"), what suggestions are answered from (docs/decisions.md#d85); a wish
+for help ("I'd like to know…") is not one.
 """
 
 from __future__ import annotations
@@ -28,6 +25,5 @@ _ZH = re.compile(
 
 
 def states_preference(text: str) -> bool:
-    """Whether ``text`` (a person's turn) states what they like, dislike or
-    usually do."""
+    """Whether ``text`` states what the person likes, dislikes or usually does."""
     return _EN.search(text) is not None or _ZH.search(text) is not None

@@ -1,13 +1,6 @@
-"""Ranking the candidates of a read: memories and raw turns alike.
-
-Each retriever's rankings of memories and of turns are fused by reciprocal
-rank into one similarity (scaled so the read's best candidate has 1), to
-which each candidate adds a share of the best similarity of its day (or, when
-the message names a time, the whole share inside that period and none
-outside); then the score weighs similarity, importance and recency
-(ReadPolicy). A request for suggestions adds one ranking to fuse: the
-person's turns that state a preference, best match first; so does a
-question naming a person who spoke: that person's turns (people.py).
+"""Ranking the candidates of a read, memories and raw turns alike: rankings fused by
+reciprocal rank, plus a share of the best similarity of the candidate's day, weighed
+with importance and recency (ReadPolicy).
 """
 
 from __future__ import annotations
@@ -26,24 +19,18 @@ from .preferences import states_preference
 from .read import Read
 from .rows import EventRow, ItemView
 
-# Reciprocal-rank fusion: a candidate's similarity is the sum over the
-# rankings it is in of 1 / (RRF_K + rank); ranks need no calibration
-# between bm25 and cosine, nor between embedding models (docs/decisions.md#d02).
+# Reciprocal-rank fusion needs no calibration between bm25, cosine or models (docs/decisions.md#d02).
 RRF_K = 10
-# Of each corpus's hits, those the fused rankings put first are loaded and
-# ranked (docs/decisions.md#d06).
+# Of each corpus's hits, the fused rankings' first are loaded and ranked (docs/decisions.md#d06).
 LOAD_LIMIT = 60
 RECENCY_DAYS = 30.0  # recency decays as 1 / (1 + days / 30)
-# Each turn loses this much per better-ranked turn of its own day: the day
-# lift brings a match's neighbours, this keeps one day's turns from filling
-# the block when a question spans several sessions (docs/decisions.md#d63).
+# Keeps one day's turns from filling the block when a question spans sessions (docs/decisions.md#d63).
 DAY_SPREAD = 0.03
 
 
 @dataclass(slots=True)
 class Ranked:
-    """A scored candidate: a memory (with the event ids of its evidence) or
-    a raw turn."""
+    """A scored candidate: a memory (with its evidence's event ids) or a raw turn."""
 
     score: float
     memory: ItemView | None = None
@@ -61,17 +48,14 @@ def fuse(rankings: Sequence[Sequence[int]]) -> dict[int, float]:
 
 
 def leading(rankings: Sequence[Sequence[int]]) -> set[int]:
-    """The LOAD_LIMIT rows the rankings put first (fused): the rest could
-    only be reached if nearly all of these were left out."""
+    """The LOAD_LIMIT rows the fused rankings put first."""
     fused = fuse(rankings)
     return set(sorted(fused, key=lambda rowid: -fused[rowid])[:LOAD_LIMIT])
 
 
 def stated_preferences(rankings: Sequence[Sequence[int]], turns: dict[int, EventRow]) -> list[int]:
-    """The candidate turns in which the person states a preference or a
-    habit, in the order the rankings give them: for a request for
-    suggestions they rank as a retriever's hits would, since they are what
-    the answer should build on however they are worded (docs/decisions.md#d85)."""
+    """The turns stating a preference or habit, in the rankings' order: what suggestions
+    should build on however they are worded (docs/decisions.md#d85)."""
     fused = fuse(rankings)
     liked = [rowid for rowid, turn in turns.items()
              if turn.source_role == Role.USER and states_preference(str(turn.content.get("text", "")))]
@@ -84,13 +68,11 @@ def time_decay(updated_at: datetime, now: datetime) -> float:
 
 
 def rank(read: Read, spread_days: bool = True) -> list[Ranked]:
-    """Every usable memory and showable turn of ``read``, scored, best
-    first; ``spread_days`` False: not yet spread over the days (``spread``),
-    as a reranker reads them."""
+    """Every usable memory and showable turn, best first; ``spread_days`` False: not yet
+    spread (``spread``), as a reranker reads them."""
     policy, items, turns = read.policy, read.items, read.turns
     found = read.found if read.period is None else [*read.found, Found(turns=read.period_turns)]
-    # Ranked among what may be shown: a hit that is not active, or not to
-    # be shown, takes no rank from those that are.
+    # A hit that may not be shown takes no rank from those that may.
     memory_sims = fuse([[r for r in f.memories if r in items] for f in found])
     turn_rankings = [[r for r in f.turns if r in turns] for f in found]
     if asks_for_suggestions(read.question):
@@ -100,11 +82,8 @@ def rank(read: Read, spread_days: bool = True) -> list[Ranked]:
         turn_rankings.append(their_turns(named, fuse(turn_rankings), turns))
     turn_sims = fuse(turn_rankings)
     best = max([*memory_sims.values(), *turn_sims.values()], default=0.0) or 1.0
-    # (row, similarity, when, importance): a memory's day is that of its
-    # last change, a turn's the day it was said. A turn extraction read and
-    # kept nothing of (storing.turns._NOTHING_KEPT) has no importance: small talk
-    # ("Thanks, Mel!") makes way for what was worth remembering (docs/decisions.md#d73).
-    # (Times made aware once per candidate: a read ranks a hundred or more, docs/decisions.md#d133.)
+    # A turn extraction kept nothing of has no importance: small talk makes way (docs/decisions.md#d73).
+    # Times made aware once per candidate: a read ranks a hundred or more (docs/decisions.md#d133).
     candidates: list[tuple[ItemView | EventRow, float, datetime, float]] = [
         (item, memory_sims.get(rowid, 0.0) / best, as_utc(item.updated_at), item.importance)
         for rowid, item in items.items()
@@ -114,19 +93,14 @@ def rank(read: Read, spread_days: bool = True) -> list[Ranked]:
         for rowid, turn in turns.items()
     ]
     days = [when.date() for _, _, when, _ in candidates]
-    # What was said around the best match is read with it: an answer is
-    # often a few turns from the words that match ("Where did you go?" —
-    # "To the lake."). Each candidate gains day_weight × the best
-    # similarity of its day (docs/decisions.md#d05).
+    # An answer is often a few turns from the matching words: the day's best lifts all (docs/decisions.md#d05).
     day_best: dict[date, float] = {}
     for (_, sim, _, _), day in zip(candidates, days, strict=True):
         day_best[day] = max(day_best.get(day, 0.0), sim)
     ranked: list[Ranked] = []
     turn_days: dict[int, date] = {}  # a turn's day, for spread
     for (row, sim, when, importance), day in zip(candidates, days, strict=True):
-        # A message that names a time names the days to lift: the period's
-        # candidates gain the whole lift, as if the best match were theirs,
-        # and the best match's days outside it none (docs/decisions.md#d61).
+        # A named time lifts its period's candidates fully, and nothing outside it (docs/decisions.md#d61).
         if read.period is not None:
             inside = read.period.holds(row.created_at) if isinstance(row, EventRow) else row.id in read.in_period
             lift = 1.0 if inside else 0.0
@@ -145,11 +119,8 @@ def rank(read: Read, spread_days: bool = True) -> list[Ranked]:
 
 
 def behind_their_turns(ranked: list[Ranked]) -> list[Ranked]:
-    """``ranked`` with each summary scored at most as the best-scored of
-    its own turns among the candidates, and left out when none of them is
-    one: a word rare enough to tell a session apart brings its turns among
-    the hits too (docs/decisions.md#d114). With no candidate turn at all
-    (turns off, a search for summaries) nothing changes."""
+    """Each summary scored at most as its best own turn, and left out with none: a word
+    that tells a session apart brings its turns too (docs/decisions.md#d114)."""
     turn_score = {r.turn.event_id: r.score for r in ranked if r.turn is not None}
     if not turn_score:
         return ranked
@@ -165,9 +136,7 @@ def behind_their_turns(ranked: list[Ranked]) -> list[Ranked]:
 
 
 def spread(ranked: list[Ranked], days: dict[int, date] | None = None) -> list[Ranked]:
-    """``ranked`` (best first), each turn lowered by DAY_SPREAD × the turns
-    of its day ranked before it, in the new order. ``days``: each turn's
-    day by ``id()`` of its row, where the caller has it already."""
+    """Each turn lowered by DAY_SPREAD × the turns of its day ranked before it, re-sorted."""
     before: dict[date, int] = {}
     for r in ranked:
         if r.turn is not None:
@@ -180,8 +149,7 @@ def spread(ranked: list[Ranked], days: dict[int, date] | None = None) -> list[Ra
 
 
 def _order(r: Ranked) -> tuple[float, int, float, int]:
-    """Best score first; ties: memories before turns, then by confidence,
-    then by age (stable across reads)."""
+    """Ties: memories before turns, then by confidence, then by age (stable across reads)."""
     if r.memory is not None:
         return (-r.score, 0, -r.memory.confidence, r.memory.id or 0)
     assert r.turn is not None

@@ -23,9 +23,7 @@ from .trace import Trace
 
 @dataclass(frozen=True)
 class Only:
-    """What a read may bring, beyond the policy (the memory_search tool):
-    memories of these types (then no turns), said or confirmed in
-    [since, until)."""
+    """The memory_search tool's bounds beyond the policy; types mean no turns."""
 
     types: tuple[str, ...] = ()
     since: datetime | None = None
@@ -44,8 +42,7 @@ class Only:
 
 @dataclass(frozen=True)
 class Focus:
-    """What a read's summaries are shown for: the message's query tokens,
-    and the row ids of the summaries shown whole (in the period it names)."""
+    """The message's query tokens, and the summaries shown whole (in the period it names)."""
 
     tokens: frozenset[str]
     whole: frozenset[int] = frozenset()
@@ -63,11 +60,8 @@ class Selected:
 
 @dataclass(frozen=True)
 class Pinned:
-    """A candidate placed right under the block's opening, before the
-    ranked ones, when it fits ("last time we talked", last_time.py): its
-    lines, and what the block reports of it. The rest of the block is
-    fitted to what it leaves of the budget; a ranked line of the same
-    memory gives way to it (docs/decisions.md#d107)."""
+    """A candidate placed right under the block's opening when it fits (last_time.py); a
+    ranked line of the same memory gives way to it (docs/decisions.md#d107)."""
 
     lines: tuple[str, ...]
     selected: Selected
@@ -79,8 +73,7 @@ class Pinned:
 
 
 def language_of(text: str) -> str:
-    """zh when the message has at least as many CJK characters as Latin
-    letters, else en."""
+    """zh when the message has at least as many CJK characters as Latin letters, else en."""
     cjk = sum(1 for ch in text if is_cjk(ch))
     latin = sum(1 for ch in text if ch.isascii() and ch.isalpha())
     return "zh" if cjk and cjk >= latin else "en"

@@ -1,10 +1,5 @@
-"""The read path: the block to inject for one message.
-
-A read (read.py) goes through the reader's ``stages`` in turn, then one
-pass in a thread ranks its candidates (ranking.py) and fits the budget
-(block.py); a rerank provider's call comes between the two (reranking.py).
-Memories and raw turns are candidates alike: a memory is a compact,
-reviewed fact; a turn is what was said, for what no memory covers.
+"""The read path: the block to inject for one message. Memories (compact, reviewed)
+and raw turns (for what no memory covers) are candidates alike.
 """
 
 from __future__ import annotations
@@ -49,8 +44,7 @@ class MemoryReader:
         self.retrievers = list(retrievers)
         self.builder = BlockBuilder(counter)
         self._clock = clock
-        # Whether turns no memory cites may be shown (storing.turns): only
-        # where facts go live without review (the engine says: mode auto).
+        # Whether turns no memory cites may be shown: only where facts go live unreviewed (mode auto).
         self._unbacked_turns = unbacked_turns
         # The user's time zone (AstrBot's setting): what "昨天" means.
         self.tz = tz
@@ -63,8 +57,7 @@ class MemoryReader:
         return self.builder.counter
 
     async def read(self, read: Read) -> MemoryBlock:
-        """The block for ``read``; its trace, if any, filled with the lines
-        taken and the hits and candidates left out, and why."""
+        """The block for ``read``, with its trace (if any) filled."""
         started = time.monotonic()  # the read's share of READ_SECONDS, for a reranker's call
         if read.pinned is not None and not self.builder.fits_alone(read):
             if read.trace is not None:  # it does not fit at all
@@ -79,8 +72,7 @@ class MemoryReader:
             await stage(read)
         if self.reranking is None or not self.reranking.on:  # one trip to a thread
             return await asyncio.to_thread(lambda: self.builder.fit(rank(read), read))
-        # The reranker reads the candidates before they are spread over their days: the spread is the
-        # block's rule for sessions that share a day, not a judgement of what answers the message.
+        # The reranker reads candidates before the spread, the block's rule for sessions sharing a day.
         ranked, documents = await asyncio.to_thread(self._rank_for_reranker, read)
         ranked = await self.reranking.apply(read.question, ranked, documents,
                                             READ_SECONDS - (time.monotonic() - started))
@@ -89,16 +81,12 @@ class MemoryReader:
 
     @property
     def stages(self) -> tuple[Callable[[Read], Awaitable[None]], ...]:
-        """What a read goes through before its candidates are ranked, in
-        order: the retrievers side by side (keyword namespaces, the
-        embedding provider and FAISS), then the rows on the database's read
-        threads; a new heuristic is one more stage, not one more parameter."""
+        """What a read goes through before ranking: a new heuristic is one more stage, not
+        one more parameter."""
         return self._retrieve, self._load_rows, self._leave_out, self._explain, self._bots_share, self._focus
 
     async def _retrieve(self, read: Read) -> None:
-        # A question comparing events is searched as the events it names, each
-        # on its own: as a whole, the turns matching several of its words
-        # would outrank each event's own (asking.py, docs/decisions.md#d84).
+        # Searched as the events it names, each on its own (asking.py, docs/decisions.md#d84).
         queries = [Query.of(part) for part in event_parts(read.question)] or [read.query]
         read.found = list(await asyncio.gather(
             *(r.search(read.scopes, each, HITS_PER_SEARCH) for each in queries for r in self.retrievers)))
@@ -109,8 +97,7 @@ class MemoryReader:
         # Most messages name no time: then no third trip to a read thread.
         names = named_period(read.question, read.now, self.tz)
         ranker = None if names is None or self.turn_ranker is None else self.turn_ranker(read.scopes)
-        # The memories and the turns in one trip: two cost more in hops and
-        # connections than they gained side by side (docs/decisions.md#d133).
+        # Memories and turns in one trip: two cost more than they gained side by side (docs/decisions.md#d133).
         (read.items, read.evidence, read.turns), named = await asyncio.gather(
             self.db.run(lambda conn: self._candidates(conn, read, unbacked)),
             asyncio.sleep(0) if names is None else  # (None)
@@ -118,8 +105,7 @@ class MemoryReader:
         )
         if named is None:
             return
-        # The period's memories and turns join the candidates, lifted (ranking.rank); its keyword
-        # ranking counts as one more retriever's (periods.py, docs/decisions.md#d84).
+        # The period's candidates join, lifted; its keyword ranking is one more retriever's (docs/decisions.md#d84).
         read.period, read.in_period, read.period_turns = named.period, frozenset(named.memories), named.ranking
         read.items = {**named.memories, **read.items}
         read.evidence = {**named.evidence, **read.evidence}
@@ -167,10 +153,8 @@ class MemoryReader:
 
     def _candidates(self, conn: Connection, read: Read, unbacked: bool
                     ) -> tuple[dict[int, ItemView], dict[str, frozenset[str]], dict[int, EventRow]]:
-        """The memories with their evidence, and the turns: the turns first,
-        for a summary's evidence is only looked for among them. The
-        memories: the usable hits, each scope's most important ones, and
-        the profile facts that follow ``read.follower`` into the group."""
+        """The turns first, for a summary's evidence is only looked for among them; then the
+        memories with their evidence."""
         policy = read.policy
         turns: dict[int, EventRow] = {} if policy.max_events <= 0 else \
             load_turns(conn, read.scopes, list(leading([f.turns for f in read.found])), unbacked)

@@ -1,18 +1,7 @@
-"""A rerank provider's judgement of a read's best candidates.
-
-The retrievers find a candidate by its words (BM25) or by one vector of it
-(the embedding model): a turn that answers in other words than the
-question's ("my home country, Sweden" for "where did she move from")
-ranks below what the block holds. A reranker (a cross-encoder, AstrBot's
-rerank providers) reads the question and each candidate together. The
-best ``candidates`` of the ranking (memories and turns alike, as the block
-shows them), before it is spread over the days, go to it in one call; its
-order and the ranking's are fused by reciprocal rank (ranking.fuse), so a
-reranker that judges one candidate badly moves it, not the whole block.
-The call gets what is left of the read's time (config.READ_SECONDS), at most
-``rerank.timeout_seconds``. A reranker that fails or is slow leaves the
-ranking as it was, with one warning until it answers again
-(docs/decisions.md#d151).
+"""A rerank provider's judgement of a read's best candidates: it reads the question
+and each candidate together, finding answers in other words than the question's. Its
+order is fused with the ranking's, so one bad judgement moves one candidate, not the
+block; a failing or slow reranker leaves the ranking as it was (docs/decisions.md#d151).
 """
 
 from __future__ import annotations
@@ -36,9 +25,7 @@ MIN_CALL_SECONDS = 0.05  # less than this left: the ranking stands, uncalled
 
 
 def document(candidate: Ranked, about: Focus) -> str:
-    """What the reranker reads of a candidate, as the block would show it: a
-    memory's fact (a summary's sentences the message is about), or the part
-    of a turn about the message (who said it, and what)."""
+    """What the reranker reads of a candidate: what the block would show of it."""
     memory = candidate.memory
     if memory is not None:
         if memory.type == MemoryType.SUMMARY and memory.id not in about.whole:
@@ -49,9 +36,8 @@ def document(candidate: Ranked, about: Focus) -> str:
 
 
 def reorder(ranked: list[Ranked], scores: Sequence[float]) -> list[Ranked]:
-    """``ranked`` with its first ``len(scores)`` candidates in the order
-    fused from theirs and the reranker's ``scores``; each position keeps its
-    score, so what follows (the budget, the trace) reads the same scale."""
+    """The first ``len(scores)`` reordered by fusion with the reranker's; each position
+    keeps its score, so the budget and the trace read the same scale."""
     n = len(scores)
     mine = list(range(n))
     theirs = sorted(mine, key=lambda i: (-scores[i], i))
@@ -64,10 +50,8 @@ def reorder(ranked: list[Ranked], scores: Sequence[float]) -> list[Ranked]:
 
 
 class Reranking:
-    """The read path's call to the configured reranker: bounded by a
-    timeout, never raising. ``rerankers`` builds one for a provider id
-    (adapter.AstrBotReranker); ``config`` is read at each call, so a new
-    configuration takes effect at once."""
+    """The read path's call to the reranker: bounded, never raising; ``config`` is read at
+    each call, so a new configuration takes effect at once."""
 
     def __init__(self, rerankers: Callable[[str], Reranker], config: Callable[[], RerankConfig]) -> None:
         self._rerankers = rerankers
@@ -91,10 +75,7 @@ class Reranking:
 
     async def apply(self, query: str, ranked: list[Ranked], documents: list[str],
                     seconds_left: float) -> list[Ranked]:
-        """``ranked`` reordered by the reranker's reading of ``documents``
-        (its first candidates'); as it was when there are fewer than two,
-        the message has no words, too little of the read's time is left
-        (``seconds_left``), or the reranker fails, is slow or answers out of shape."""
+        """``ranked`` reordered by the reranker; as it was when it cannot help in time."""
         config = self._config()
         if len(documents) < 2 or not config.provider_id or not query.strip():
             return ranked

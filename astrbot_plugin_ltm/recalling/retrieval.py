@@ -14,8 +14,7 @@ from ..scope import Scope
 
 
 class KeywordRetriever:
-    """BM25 over the facts' and the turns' search tokens (CJK bigrams
-    included), per scope (indexes.keywords)."""
+    """BM25 over the facts' and turns' search tokens, per scope (indexes.keywords)."""
 
     name = "keyword"
 
@@ -33,9 +32,7 @@ class KeywordRetriever:
 
 
 class VectorRetriever:
-    """Cosine similarity in the scopes' vector namespaces of memories and of
-    turns, from one embedding of the query. Nothing when there is no
-    embedder, or when the query cannot be embedded within the timeout."""
+    """Cosine search of the scopes' namespaces; nothing without an embedding in time."""
 
     name = "vector"
 

@@ -22,9 +22,7 @@ from ..storing.evidence import evidence_of
 from ..storing.tables import MemoryItem
 from ..storing.turns import shown_turns_among
 
-# Memories with no keyword or vector hit that still compete on importance
-# and recency ("hi!" should still get the user's name); bounded so a large
-# scope costs the same as a small one (docs/decisions.md#d26).
+# Unhit memories still compete ("hi!" gets the name), bounded per scope (docs/decisions.md#d26).
 BASELINE_POOL = 20
 
 
@@ -91,17 +89,15 @@ class EventRow:
 
 
 def usable(item: ItemView, policy: ReadPolicy, now: datetime) -> bool:
-    """Active, confident enough, and within its retention (the sweep marks
-    expired memories in the background; until it has, reads skip them)."""
+    """Active, confident enough, and within retention (until the sweep marks it expired)."""
     if item.status != Status.ACTIVE or item.confidence < policy.min_confidence:
         return False
     return item.ttl_days is None or as_utc(item.updated_at) + timedelta(days=item.ttl_days) > now
 
 
 def load_memories(conn: Connection, scopes: list[Scope], rowids: set[int], policy: ReadPolicy) -> list[ItemRow]:
-    """The hits by primary key and each scope's most important memories, in
-    one statement. Who may recall each (audience.py) and its status are
-    checked here, so a hit can never bring in a memory this chat may not hear."""
+    """The hits and each scope's most important memories, in one statement, checked
+    here (audience.py) so a hit never brings a memory this chat may not hear."""
     return [item for item in recallable(conn, scopes, rowids, "status = :active AND +confidence >= :min_confidence",
                                         {"active": Status.ACTIVE, "min_confidence": policy.min_confidence},
                                         BASELINE_POOL)
@@ -110,19 +106,14 @@ def load_memories(conn: Connection, scopes: list[Scope], rowids: set[int], polic
 
 def recallable(conn: Connection, scopes: list[Scope], rowids: set[int], pooled: str, params: dict[str, object],
                pool: int) -> list[ItemRow]:
-    """The memories ``rowids`` and, per scope, the ``pool`` most important
-    for which ``pooled`` (SQL over ltm_items) holds, among those a chat
-    reading ``scopes`` may recall (audience.py)."""
+    """The memories ``rowids`` and per scope the ``pool`` most important that ``pooled``
+    holds for, among those a chat reading ``scopes`` may recall (audience.py)."""
     params = {**params, "ids": json.dumps(sorted(rowids)), "pool": pool, "reading": reading_param(scopes)}
     columns = f"{ItemRow.COLUMNS}, {SAID_IN_HERE_SQL}"
     parts = [f"SELECT {columns} FROM ltm_items WHERE id IN (SELECT value FROM json_each(:ids))"]
-    # A subquery per scope, each served by ix_ltm_items_scope_status in
-    # importance order (an OR over scopes scanned every active item);
-    # "+confidence" keeps SQLite from reading the whole scope through
-    # ix_ltm_items_scope_confidence and sorting it. A group's pool also
-    # holds what its members said in it, kept with them: those few rows by
-    # their ids ("NOT INDEXED": a status index would read every active
-    # memory of every scope, a read that grew with the store).
+    # A subquery per scope on ix_ltm_items_scope_status (an OR scanned every active item);
+    # "+confidence" keeps SQLite off ix_ltm_items_scope_confidence and a sort.
+    # Members' rows said in a group go by id: "NOT INDEXED", as a status index grew with the store.
     for n, scope in enumerate(scopes):
         parts.append(f"SELECT * FROM (SELECT {columns} FROM ltm_items WHERE scope = :kind{n} AND scope_id = :id{n} "
                      f"AND {pooled} ORDER BY importance DESC LIMIT :pool)")
@@ -139,8 +130,7 @@ def recallable(conn: Connection, scopes: list[Scope], rowids: set[int], pooled: 
 
 
 def load_turns(conn: Connection, scopes: list[Scope], rowids: list[int], unbacked: bool) -> dict[int, EventRow]:
-    """The turns among ``rowids`` that may be shown (storing.turns.shown_turns_among;
-    ``unbacked``: also those no memory cites), of the scopes."""
+    """The turns among ``rowids`` that may be shown (``unbacked``: also those no memory cites)."""
     if not rowids:
         return {}
     wanted = {(s.kind, s.id) for s in scopes}
@@ -149,6 +139,5 @@ def load_turns(conn: Connection, scopes: list[Scope], rowids: list[int], unbacke
 
 
 def load_evidence(conn: Connection, memory_ids: list[str], turns: Collection[int]) -> dict[str, frozenset[str]]:
-    """Memory id -> the event ids of its evidence (a fact's, or a summary's
-    among the candidate ``turns``: storing.evidence)."""
+    """Memory id -> its evidence's event ids (a summary's among the candidate ``turns``)."""
     return evidence_of(conn, memory_ids, turns)

@@ -1,13 +1,6 @@
-"""A summary in the block: its day and the sentences the message is about.
-
-A session summary runs to a hundred tokens or more; shown whole, two or
-three of them take half an 800-token block, pushing out the facts and turns
-of the other sessions a question spans (docs/decisions.md#d63). So a ranked
-summary reads as its day and the one of its sentences (FOCUS_SENTENCES)
-sharing the message's rarest words within the summary (a name in every
-sentence tells them apart less than a title in one). It stays one memory:
-the memory_expand tool shows the rest, and a message naming the summary's
-period (a date question) gets it whole.
+"""A summary in the block: its day and the sentence the message is about. Whole,
+two or three summaries take half a block, pushing out the other sessions a question
+spans (docs/decisions.md#d63); memory_expand shows the rest.
 """
 
 from __future__ import annotations
@@ -29,18 +22,13 @@ _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|(?<=[。！？])\s*|\s*\n\s*")
 
 @lru_cache(maxsize=SUMMARY_CACHE)
 def _sentences(text: str) -> tuple[tuple[str, frozenset[str]], ...]:
-    """``text``'s sentences with their search tokens (a summary never
-    changes but by an edit, which changes the text: the cache key)."""
+    """``text``'s sentences with their tokens; an edit changes the text, the cache key."""
     return tuple((s, frozenset(search_tokens(s))) for s in (p.strip() for p in _SENTENCE_END.split(text)) if s)
 
 
-def focus(text: str, query: Iterable[str], keep: int = FOCUS_SENTENCES, fill: bool = False,
-          tail: bool = True) -> str:
-    """The sentences of ``text`` sharing the most of ``query``'s tokens (at
-    most ``keep``; a shared token weighs 1 / the number of sentences it is
-    in), in their order, "…" where sentences were left out (``tail``: after
-    the last one too); none sharing any: the opening one (it sets the
-    scene). ``text`` whole when it has no more than ``keep`` sentences."""
+def focus(text: str, query: Iterable[str], keep: int = FOCUS_SENTENCES, fill: bool = False) -> str:
+    """At most ``keep`` sentences sharing the most of ``query``'s rarest tokens, in order,
+    "…" where left out; none sharing any: the opening one, which sets the scene."""
     if len(_SENTENCE_END.findall(text)) < keep:  # too few to cut: not tokenised (most turns)
         return text
     said = _sentences(text)
@@ -57,7 +45,7 @@ def focus(text: str, query: Iterable[str], keep: int = FOCUS_SENTENCES, fill: bo
         if n > (best[best.index(n) - 1] + 1 if parts else 0):
             parts.append(ELLIPSIS)
         parts.append(said[n][0])
-    if tail and best[-1] < len(said) - 1:
+    if best[-1] < len(said) - 1:
         parts.append(ELLIPSIS)
     return " ".join(parts)
 

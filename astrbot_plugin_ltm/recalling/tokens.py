@@ -1,12 +1,6 @@
-"""Token counting for the read budget.
-
-tiktoken's ``cl100k_base`` is used when its vocabulary can be had offline:
-tiktoken itself would try to download it on first use, which hangs or fails
-on a bot without internet, so the vocabulary is read from the copy the
-``bpe-openai`` package ships (checked against tiktoken's published hash).
-Without it, a conservative estimate is used that counts CJK characters one
-by one; the budget must hold for the real tokenizer too, so the estimate
-errs high.
+"""Token counting for the read budget. cl100k_base comes from ``bpe-openai``'s copy
+(hash-checked): tiktoken would download it, which hangs on a bot without internet.
+Without it, an estimate that errs high, as the budget must hold for the real tokenizer.
 """
 
 from __future__ import annotations
@@ -71,26 +65,17 @@ _SPLIT_ONLY = re.compile("[\x1c-\x1f]")
 
 
 def fewest_tokens(counter: TokenCounter, text: str) -> int:
-    """A lower bound of ``counter.count(text)``, far cheaper than counting:
-    its words (runs without whitespace). cl100k splits text into pieces
-    with at most one such run each, and encodes each piece in at least one
-    token; the estimate counts each run too. 0 for any other counter."""
+    """A cheap lower bound of ``counter.count(text)``: its words, as cl100k's pieces hold at
+    most one run without whitespace each; 0 for any other counter."""
     if not isinstance(counter, TiktokenCounter | EstimateCounter):
         return 0
     return max(0, len(text.split()) - len(_SPLIT_ONLY.findall(text)))
 
 
 def joined_count(counter: TokenCounter, parts: list[str], count: Callable[[str], int]) -> int:
-    """``counter.count("\\n".join(parts))`` from ``count`` (the counter's,
-    cached) of ``"\\n" + part`` for each part after the first, as the block's
-    walk counted its lines, with no new encoding of them (docs/decisions.md#d134).
-    cl100k splits text into pieces and encodes each on its own: a line
-    break before a part that starts with no whitespace ends a piece, so the
-    joined text counts as its parts each with its break after it; that
-    break is a piece of its own after a letter or a digit, and joins the
-    part's last piece (its trailing punctuation, with the space before it)
-    after anything else. Any other counter, or a part whose edges are not
-    of these kinds: counted whole."""
+    """``counter.count("\\n".join(parts))`` from the cached counts of ``"\\n" + part``, with no
+    new encoding (docs/decisions.md#d134): cl100k encodes pieces on their own, and a break
+    before a part ends one. Any other counter, or other edges: counted whole."""
     if not isinstance(counter, TiktokenCounter) or len(parts) < 2 \
             or any(not part or part[0].isspace() for part in parts[1:]):
         return count("\n".join(parts))
@@ -105,11 +90,8 @@ def joined_count(counter: TokenCounter, parts: list[str], count: Callable[[str],
 
 
 def _last_piece(part: str) -> str | None:
-    """"" when ``part`` ends with a letter or a digit (a break after it is a
-    piece of its own); else its trailing run of punctuation and symbols,
-    with the one space before it: cl100k's last piece of it, which takes
-    a break after it in. None for any other ending (whitespace, marks,
-    control characters), which the caller counts whole."""
+    """"" after a letter or digit (a break is then a piece of its own); else cl100k's last
+    piece, which takes a break in: trailing punctuation and the space before; else None."""
     if unicodedata.category(part[-1])[0] in "LN":
         return ""
     start = len(part)
@@ -123,11 +105,8 @@ def _last_piece(part: str) -> str | None:
 
 
 def _cl100k_file() -> bytes:
-    """bpe-openai's cl100k file, read where the package lies without importing
-    it when it can be: its import decodes all three of its vocabularies into
-    dicts it keeps, ~55 MB resident for the life of the process. Else (a
-    package that is not plain files, or stands in for one) through its import,
-    which also raises ImportError when it is not installed."""
+    """bpe-openai's cl100k file, read without importing the package when it can be: its
+    import keeps all three vocabularies, ~55 MB resident. ImportError when not installed."""
     try:
         spec = importlib.util.find_spec("bpe_openai")
     except ValueError:  # in sys.modules without a spec
@@ -156,16 +135,14 @@ def _load_offline_cl100k() -> Any:
         mergeable_ranks=ranks,
         special_tokens=_CL100K_SPECIAL,
     )
-    # Its encoder holds the ranks; the Python copy only pickles the encoding,
-    # which the counter never does: 18 MB resident (docs/decisions.md#d161).
+    # Only pickling needs the Python copy of the ranks, which the counter never does: 18 MB (docs/decisions.md#d161).
     encoding._mergeable_ranks = {}
     return encoding
 
 
 @lru_cache(maxsize=1)
 def default_counter() -> TokenCounter:
-    """cl100k, else the estimate; a plugin reload imports this module
-    afresh, so a package installed since is used then."""
+    """cl100k, else the estimate; a reload picks up a package installed since."""
     try:
         return TiktokenCounter(_load_offline_cl100k())
     except ImportError as exc:  # bpe-openai (or tiktoken) not installed: a failed install

@@ -1,7 +1,5 @@
-"""What a read did with its candidates, for the operators' injection
-preview: each line the block took (its source, id, score and tokens) and
-each candidate left out, with why. The reader fills a :class:`Trace` only
-when given one; the bot's own reads pass none and pay nothing for it."""
+"""What a read did with its candidates, for the injection preview; the bot's own
+reads pass no :class:`Trace` and pay nothing for it."""
 
 from __future__ import annotations
 
@@ -71,8 +69,7 @@ class Trace:
         self.cut.append(Cut(text, source, id_, round(score, 4), why_code, tuple(sorted(params.items()))))
 
     def pin(self, text: str, source: str, id_: str, tokens: int) -> None:
-        """A pinned candidate's line (read.Pinned), first, in place of a
-        line of the same id the block took."""
+        """A pinned candidate's line, first, in place of a line of the same id."""
         self.drop(id_)
         self.lines.insert(0, Line(text, source, id_, 1.0, tokens))
 

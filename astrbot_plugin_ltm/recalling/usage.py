@@ -1,12 +1,6 @@
-"""How often each memory is used: injected in a block, or returned by the
-memory search tool, and when last.
-
-Off the read path: :meth:`Usage.note` only adds to counts in memory; a
-background task adds them to ``ltm_items`` in one write every
-``FLUSH_SECONDS``, or sooner after ``FLUSH_AFTER`` notes. So a crash loses
-at most the counts of the last few seconds, and a read never waits for, or
-fails because of, a count. While ``emergency_read_only`` is on nothing is
-counted or written.
+"""How often each memory is used (in a block, or by the search tool), and when last.
+Counted in memory and written in the background, so a read never waits for or fails
+because of a count; a crash loses seconds of counts.
 """
 
 from __future__ import annotations
@@ -59,8 +53,7 @@ class Usage:
         return len(self._pending)
 
     def note(self, used: MemoryBlock | Iterable[Selected], via: Via = "block") -> None:
-        """Count the memories of a block (or the tool's answer) as used once
-        now. Raw turns are not memories and are not counted. Never raises."""
+        """Count a block's (or the tool's) memories as used once now; never raises."""
         try:
             if self._db.is_read_only():
                 return
@@ -89,8 +82,7 @@ class Usage:
     # -- writing ------------------------------------------------------------------
 
     async def flush(self) -> int:
-        """Add the counts noted so far to the store in one write; returns
-        how many memories' counts were written."""
+        """Add the counts noted so far in one write; how many memories' counts were written."""
         pending, self._pending, self._notes = self._pending, {}, 0
         if not pending:
             return 0

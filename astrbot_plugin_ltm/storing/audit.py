@@ -29,10 +29,8 @@ def audit(
     now: datetime | None = None,
     **detail: Any,
 ) -> None:
-    """Add an audit row to the caller's transaction. ``actor``:
-    ``system:<part>``, ``operator:<name>`` or ``user:<id>``; ``item``
-    gives the memory and its scope. In a write batch the row is written
-    with the batch's others at its end (database.add_row)."""
+    """Add an audit row to the caller's transaction. ``actor``: ``system:<part>``,
+    ``operator:<name>`` or ``user:<id>``."""
     if item is not None and scope is None:
         scope = Scope(item.scope, item.scope_id)
     add_row(session, _AUDIT, {

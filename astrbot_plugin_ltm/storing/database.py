@@ -1,15 +1,6 @@
-"""The database: sessions on AstrBot's SQLite file, the read-only switch,
-the single write point and its change channel, and threads for reads.
-
-Every write to the plugin's tables goes through :meth:`Database.write`, or
-:meth:`Database.write_batch` for a batch of dozens of statements. It
-refuses while ``emergency_read_only`` is on (one choke point: the switch
-takes effect on the next write, with no restart, and nothing slips past),
-and once a write has committed it hands the changes it noted
-(:mod:`.changes`) to the derived indexes that subscribed.
-
-Its batches' thread, connection and held rows (below) are its own: nothing
-else writes another way.
+"""The database: sessions on AstrBot's SQLite file, the read-only switch, the single
+write point and its change channel, and threads for reads. One choke point, so
+emergency_read_only takes effect on the next write and indexes see every commit.
 """
 
 from __future__ import annotations
@@ -38,17 +29,11 @@ from . import migrate as migrations
 from .changes import Change, DerivedIndex, taken
 
 T = TypeVar("T")
-# Threads for Database.run: the reads of a few turns at once (each read
-# runs its searches side by side), not so many that they crowd out
-# AstrBot's own use of the two or so cores a bot has.
+# A few turns' reads at once, without crowding AstrBot on a bot's two or so cores.
 READ_THREADS = 4
-# Threads for Database.load: building a cache (a scope's keyword or vector
-# namespace, seconds for a large scope) must not take the threads a read
-# needs for its own queries (docs/decisions.md#d15).
+# Cache builds (seconds for a large scope) must not take a read's threads (docs/decisions.md#d15).
 LOAD_THREADS = 4
-# How long a write waits for a write lock another connection holds (AstrBot's
-# own writer, a backup tool) before it gives up with a clear message; each
-# attempt itself waits the connection's busy timeout (docs/decisions.md#d91).
+# Wait for another connection's write lock before giving up with a clear message (docs/decisions.md#d91).
 WRITE_LOCK_WAIT = 120.0
 
 
@@ -57,8 +42,7 @@ class ReadOnlyError(RuntimeError):
 
 
 class DatabaseBusyError(RuntimeError):
-    """Raised when another connection kept the write lock for
-    WRITE_LOCK_WAIT seconds; nothing was written."""
+    """Another connection kept the write lock for WRITE_LOCK_WAIT seconds; nothing was written."""
 
 
 def is_busy(exc: BaseException) -> bool:
@@ -77,8 +61,7 @@ def is_full(exc: BaseException) -> bool:
 def _query_only(dbapi_connection: Any, _record: Any) -> None:
     # The read connections can never write, whatever a bug asks of them.
     dbapi_connection.execute("PRAGMA query_only = ON")
-    # Each keeps 1 MB of pages, not SQLite's 2: eight of them, over pages the
-    # system caches anyway (docs/decisions.md#d161).
+    # 1 MB of pages, not SQLite's 2: eight of them, over pages the OS caches anyway (docs/decisions.md#d161).
     dbapi_connection.execute("PRAGMA cache_size = -1024")
 
 
@@ -91,8 +74,7 @@ class Database:
         self.sql_engine = sql_engine
         self.is_read_only = read_only
         self._sessions = async_sessionmaker(sql_engine, class_=AsyncSession, expire_on_commit=False)
-        # SQLite has one writer; serialising our own writes avoids busy waits
-        # between the recorder's flusher and the extraction worker.
+        # SQLite has one writer: serialising ours avoids busy waits between the flusher and the worker.
         self._write_lock = asyncio.Lock()
         self.read_pool = self._read_pool(sql_engine)
         self._read_threads: ThreadPoolExecutor | None = None
@@ -128,8 +110,7 @@ class Database:
     # -- the change channel --------------------------------------------------
 
     def subscribe(self, index: DerivedIndex) -> None:
-        """``index`` follows every write committed from now on, after the
-        indexes that subscribed before it."""
+        """``index`` follows every write committed from now on, after earlier subscribers."""
         self._indexes.append(index)
 
     async def _hand_over(self, changes: Sequence[Change]) -> None:
@@ -143,11 +124,8 @@ class Database:
 
     @asynccontextmanager
     async def write(self, *, persons_choice: bool = False) -> AsyncIterator[AsyncSession]:
-        """A transaction: committed on success, rolled back on any error.
-
-        Raises :class:`ReadOnlyError` while emergency_read_only is on,
-        unless the write is ``persons_choice``: a person's own say over
-        their data (a pause), which read-only must not lose (docs/privacy.md)."""
+        """A transaction, committed on success. Refused while read-only unless
+        ``persons_choice`` (a pause), which read-only must not lose (docs/privacy.md)."""
         refuses = self.is_read_only if not persons_choice else (lambda: False)
         if refuses():
             raise ReadOnlyError(str(msg("api.read_only")))
@@ -158,25 +136,17 @@ class Database:
                 async with session.begin():
                     await self._take_write_lock(session)
                     yield session
-                # Committed. Handed over under the write lock, so indexes
-                # take the writes in the order SQLite did.
+                # Under the write lock, so indexes take the writes in SQLite's order.
                 changes = taken(session)
                 if changes:
                     await self._hand_over(changes)
 
     async def write_batch(self, work: Callable[[AsyncSession], Awaitable[T]],
                           first: Callable[[], Awaitable[object]] | None = None) -> T:
-        """``await work(session)`` in one transaction, as ``async with
-        write() as session`` would, but in the batch thread on a blocking
-        connection of the plugin's own: a batch of dozens of statements
-        costs one hop to a thread, not several per statement
-        (docs/decisions.md#d128). The same rules hold: refused while
-        read-only, our writes one at a time, SQLite's write lock taken as
-        the transaction begins and waited for, the changes handed to the
-        indexes after the commit, on this loop. ``work`` runs on the
-        thread's loop: what it needs of this one (the embedding provider,
-        the vector caches) ``first()`` asks, on this loop once the write
-        lock is held, where the indexes stand as the batch will see them."""
+        """:meth:`write`'s rules, but ``work`` runs in the batch thread on a blocking
+        connection: dozens of statements cost one hop, not several each
+        (docs/decisions.md#d128). ``first()`` runs on this loop under the write
+        lock, for what ``work`` needs of this loop (embeddings, vector caches)."""
         if self.is_read_only():
             raise ReadOnlyError(str(msg("api.read_only")))
         async with self._write_lock:
@@ -188,8 +158,7 @@ class Database:
             try:
                 result, changes = await asyncio.shield(done)
             except asyncio.CancelledError:
-                # The batch ends in its thread all the same, and the next
-                # write waits for it: what it committed reaches the indexes.
+                # The batch ends in its thread all the same: what it committed reaches the indexes.
                 try:
                     _, changes = await done
                 except Exception:
@@ -202,8 +171,7 @@ class Database:
             return result
 
     def _in_batch_thread[R](self, batch: Coroutine[Any, Any, R]) -> Future[R]:
-        """``batch`` on the batch thread's event loop, both started at the
-        first; one batch at a time (the write lock)."""
+        """``batch`` on the batch thread's loop, both started at the first."""
         if self._batch_loop is None:
             self._batch_loop = asyncio.new_event_loop()
             self._batch_thread = threading.Thread(target=self._batch_loop.run_forever, name="ltm-write",
@@ -212,7 +180,6 @@ class Database:
         return asyncio.run_coroutine_threadsafe(batch, self._batch_loop)
 
     async def _batch(self, work: Callable[[AsyncSession], Awaitable[T]]) -> tuple[T, list[Change]]:
-        """In the batch thread: the transaction, and the changes it noted."""
         async with self._batch_sessions() as session:
             session.info[_HELD] = {}  # rows held to the batch's end (below)
             async with session.begin():
@@ -222,10 +189,8 @@ class Database:
             return result, taken(session)
 
     async def _take_write_lock(self, session: AsyncSession) -> None:
-        """Take SQLite's write lock as the transaction begins (BEGIN
-        IMMEDIATE), waiting while another connection holds it. A deferred
-        transaction that reads before it writes could not wait: its upgrade
-        fails at once with "database is locked" (docs/decisions.md#d91)."""
+        """BEGIN IMMEDIATE, waiting while another connection holds the lock: a deferred
+        transaction's upgrade fails at once with "database is locked" (docs/decisions.md#d91)."""
         started = time.monotonic()
         pause = 0.05
         while True:
@@ -260,22 +225,15 @@ class Database:
             yield session
 
     async def run(self, fn: Callable[[Connection], T]) -> T:
-        """``fn(connection)`` on a read-only connection in a worker thread.
-
-        The read path is written against this: all of a step's statements
-        cost one hop to a thread, where through the async driver every
-        statement costs several hops, each waiting for the event loop
-        (docs/decisions.md#d16)."""
+        """``fn(connection)`` on a read-only connection in a worker thread: a step's
+        statements cost one hop, not several each via the async driver (docs/decisions.md#d16)."""
         if self._read_threads is None:
             self._read_threads = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="ltm-read")
         return await asyncio.get_running_loop().run_in_executor(self._read_threads, self._call, fn)
 
     async def run_session(self, fn: Callable[[Session], T]) -> T:
-        """``fn(session)``, an ORM session on a read-only connection, as
-        :meth:`run` does: the background's reads of whole rows (the
-        worker's pending events, the fill's rows without a vector) in one
-        hop, not several per statement (docs/decisions.md#d128). The
-        objects come back loaded and detached."""
+        """:meth:`run` with an ORM session, for whole-row reads in one hop
+        (docs/decisions.md#d128); objects come back loaded and detached."""
         def in_session(connection: Connection) -> T:
             with Session(connection, expire_on_commit=False) as session:
                 return fn(session)
@@ -283,8 +241,7 @@ class Database:
         return await self.run(in_session)
 
     async def load(self, fn: Callable[[Connection], T]) -> T:
-        """Like :meth:`run`, on threads of their own: for building caches
-        from SQLite, which may take seconds."""
+        """:meth:`run` on threads of their own, for cache builds that may take seconds."""
         if self._load_threads is None:
             self._load_threads = ThreadPoolExecutor(LOAD_THREADS, thread_name_prefix="ltm-load")
         return await asyncio.get_running_loop().run_in_executor(self._load_threads, self._call, fn)
@@ -299,8 +256,7 @@ class Database:
         return await asyncio.to_thread(migrations.migrate, self.path)
 
     async def close(self) -> None:
-        """Let running reads finish, then close the read connections, and
-        the batch thread's once no batch runs (a later batch starts another)."""
+        """Let reads finish, close the read connections, then the batch thread's once no batch runs."""
         for threads in (self._read_threads, self._load_threads):
             if threads is not None:
                 await asyncio.to_thread(threads.shutdown, wait=True)
@@ -316,18 +272,13 @@ class Database:
 
 
 # -- the batch thread's connection ------------------------------------------------
-# Through AstrBot's async driver (aiosqlite) every statement costs several
-# hops between the event loop and the driver's thread, each a thread switch
-# and a wake-up of the loop: an extraction batch's ~13 statements a
-# candidate spent more time hopping than in SQLite (docs/decisions.md#d94).
-# A batch runs as one coroutine on the batch thread's loop, against this
-# connection, whose statements run where they are called.
+# Through aiosqlite each statement costs several thread hops: a batch spent more
+# time hopping than in SQLite (docs/decisions.md#d94). This one runs in place.
 
 
 class _Cursor(sqlite3.Cursor):
     async def _async_soft_close(self) -> None:
-        """SQLAlchemy's async results close an async driver's cursor once
-        its rows are fetched; this cursor's rows are there to read as they are."""
+        """SQLAlchemy's async results call this; a sqlite3 cursor has nothing to close."""
 
 
 class _Connection(sqlite3.Connection):
@@ -336,9 +287,7 @@ class _Connection(sqlite3.Connection):
 
 
 class DirectDialect(SQLiteDialect_pysqlite):
-    """pysqlite, declared async so that an AsyncSession (the writer's code
-    is written against one) drives it: every statement runs at once, in
-    the thread that awaits it."""
+    """pysqlite declared async, so the writer's AsyncSession code drives it in place."""
 
     is_async = True
     supports_statement_cache = True
@@ -348,9 +297,7 @@ registry.register("sqlite.ltm_direct", __name__, "DirectDialect")
 
 
 def _batch_engine(url: Any) -> AsyncEngine:
-    """The batch thread's engine on the database file of ``url``, with
-    sqlite3's defaults (a 5 s busy timeout), as AstrBot's pooled
-    connections have them."""
+    """sqlite3's defaults (a 5 s busy timeout), as AstrBot's pooled connections have them."""
     return create_async_engine(
         url.set(drivername="sqlite+ltm_direct"),
         poolclass=AsyncAdaptedQueuePool,
@@ -361,26 +308,13 @@ def _batch_engine(url: Any) -> AsyncEngine:
 
 
 # -- rows held to the batch's end ------------------------------------------------
-# Rows a batch adds and seldom reads back (its audit, gate-log and evidence
-# rows), inserted together at its end.
-#
-# Added one ORM object at a time, each such row cost an object, its state
-# and a unit-of-work flush of its own (the writer's next query autoflushed
-# it): 3 of a candidate's ~10 statements, and the flushes a quarter of the
-# batch thread's profile at 10k (docs/decisions.md#d143). In a batch they
-# are kept as values and written by one executemany per table before the
-# commit, in the order they were added, so the rows, their ids and the
-# transaction are the same. A statement in the batch that reads or deletes
-# such rows is preceded by :func:`write_rows` (the write counts' audit
-# counts, a memory's evidence links, a removal). Elsewhere they are added
-# to the session as before.
+# ORM objects cost a flush each, a quarter of the batch at 10k (docs/decisions.md#d143): executemany instead.
 
 _HELD = "ltm_batch_rows"  # session.info key: {table: [values, ...]} while a batch holds rows
 
 
 def add_row(session: AsyncSession, table: Table, values: dict[str, Any], make: Callable[..., object]) -> None:
-    """A row of ``table`` with ``values`` (every column but the key): held
-    when the session holds rows, else ``make(**values)`` added to it."""
+    """Held when the session holds rows, else ``make(**values)`` added to it."""
     held: dict[Table, list[dict[str, Any]]] | None = session.info.get(_HELD)
     if held is None:
         session.add(make(**values))
@@ -389,8 +323,7 @@ def add_row(session: AsyncSession, table: Table, values: dict[str, Any], make: C
 
 
 async def write_rows(session: AsyncSession) -> None:
-    """Insert the rows held so far, one statement per table; called before
-    the batch commits and before a statement that reads those tables."""
+    """Insert the held rows; before the commit and before a statement that reads those tables."""
     held: dict[Table, list[dict[str, Any]]] | None = session.info.get(_HELD)
     if not held:
         return

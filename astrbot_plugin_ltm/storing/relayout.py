@@ -29,7 +29,7 @@ from .database import Database, ReadOnlyError
 from .keyword_rows import LEGACY_TURN_ROWS, record_build, recorded_build
 from .terms import encode
 from .turns import PASSAGE_BREAK, turn_tokens
-from .vector_rows import FLOAT32, LEGACY_TURN_VECTORS, TURN_BITS, decode, space_id
+from .vector_rows import FLOAT32, LEGACY_TURN_VECTORS, TURN_BITS, decode, has_table, space_id
 from .vector_rows import encode as encode_vectors
 
 TARGET_SECONDS = 0.04  # what a batch aims to hold the write lock for
@@ -152,10 +152,6 @@ class Relayout:
                  self.progress.batches, self.progress.longest_seconds * 1000)
 
 
-def _exists(conn: Connection, table: str) -> bool:
-    return conn.execute(text("SELECT 1 FROM sqlite_master WHERE name = :t"), {"t": table}).first() is not None
-
-
 def _cursor(conn: Connection, name: str) -> int:
     return int(conn.execute(text("SELECT built_with FROM ltm_index_builds WHERE name = :n"),
                             {"n": name}).scalar() or 0)
@@ -165,7 +161,7 @@ def _cursor(conn: Connection, name: str) -> int:
 
 
 def _read_turn_vectors(conn: Connection, size: int) -> tuple[int, Any]:
-    if not _exists(conn, LEGACY_TURN_VECTORS):
+    if not has_table(conn, LEGACY_TURN_VECTORS):
         return 0, None
     rows = conn.execute(text(f"SELECT event_rowid, model, dim, vector FROM {LEGACY_TURN_VECTORS} "
                              "ORDER BY event_rowid LIMIT :n"), {"n": size}).all()
@@ -195,7 +191,7 @@ async def _write_turn_vectors(session: AsyncSession, batch: Any) -> None:
 
 
 def _read_turn_rows(conn: Connection, size: int) -> tuple[int, Any]:
-    if not _exists(conn, LEGACY_TURN_ROWS):
+    if not has_table(conn, LEGACY_TURN_ROWS):
         return 0, None
     rows = conn.execute(text(f"SELECT f.rowid, e.content FROM {LEGACY_TURN_ROWS} f LEFT JOIN ltm_events e "
                              "ON e.id = f.rowid ORDER BY f.rowid LIMIT :n"), {"n": min(size, TOKENISED_ROWS)}).all()
@@ -209,11 +205,14 @@ def _read_turn_rows(conn: Connection, size: int) -> tuple[int, Any]:
     return len(rows), (rows[-1][0] if rows else 0, terms)
 
 
+# A turn whose terms were written since (a rebuild) keeps them.
+_INSERT_TERMS = "INSERT OR IGNORE INTO ltm_turn_terms (event_rowid, terms) VALUES (:r, :t)"
+
+
 async def _write_turn_rows(session: AsyncSession, batch: Any) -> None:
     last, terms = batch
-    if terms:  # a turn whose terms were written since (a rebuild) keeps them
-        await session.execute(text("INSERT OR IGNORE INTO ltm_turn_terms (event_rowid, terms) VALUES (:r, :t)"),
-                              terms)
+    if terms:
+        await session.execute(text(_INSERT_TERMS), terms)
     await session.execute(text(f"DELETE FROM {LEGACY_TURN_ROWS} WHERE rowid <= :last"), {"last": last})
 
 
@@ -236,8 +235,7 @@ def _read_withheld_turns(conn: Connection, size: int) -> tuple[int, Any]:
 async def _write_withheld_turns(session: AsyncSession, batch: Any) -> None:
     end, terms = batch
     if terms:
-        await session.execute(text("INSERT OR IGNORE INTO ltm_turn_terms (event_rowid, terms) VALUES (:r, :t)"),
-                              terms)
+        await session.execute(text(_INSERT_TERMS), terms)
     await record_build(session, WITHHELD_CURSOR, str(end))
 
 

@@ -1,10 +1,5 @@
-"""Removing a memory and withholding turns: what deleting, rejecting,
-evicting and forgetting have in common.
-
-A removed memory leaves no row behind (evidence links, keyword row and
-vector go with it). The turns behind it are *withheld*: kept in the archive,
-never shown to the model again, their vectors deleted. Each step notes its
-change for the derived indexes.
+"""Removing a memory and withholding turns: what deleting, rejecting, evicting and
+forgetting have in common. A withheld turn stays in the archive, never shown again.
 """
 
 from __future__ import annotations
@@ -28,13 +23,8 @@ from .vector_rows import delete_memory_vector, delete_scope_turn_vectors, delete
 
 
 async def remove_memory(session: AsyncSession, item: MemoryItem, *, withhold: bool) -> None:
-    """Delete ``item`` with its evidence links, keyword row and vector.
-
-    The turns behind it are withheld when ``withhold`` says so (an operator
-    or the user deleted or rejected it) or when the item was held back (not
-    active): without its evidence links a turn would count as one no memory
-    covers, and in mode auto be shown.
-    """
+    """Delete ``item`` with its evidence links, keyword row and vector. Its turns are
+    withheld when asked or when it was held back: unlinked, they would be shown."""
     assert item.id is not None, "a stored item"
     await write_rows(session)  # a batch's evidence links held so far are among those deleted
     if withhold or item.status != Status.ACTIVE:
@@ -71,9 +61,8 @@ async def withhold_evidence(session: AsyncSession, item: MemoryItem) -> None:
 
 
 async def forget_turns(session: AsyncSession, scope: Scope) -> None:
-    """Forgetting a person also means never quoting them nor learning from
-    what they said before: every turn of the scope is withheld and none
-    still pending is extracted (all stay recorded)."""
+    """Forgetting a person also means never quoting them nor learning from what they
+    said: every turn withheld, none extracted (all stay recorded)."""
     of_scope = and_(MemoryEvent.scope == scope.kind, MemoryEvent.scope_id == scope.id)
     await delete_scope_turn_vectors(session, scope)
     await session.execute(update(MemoryEvent).where(of_scope, MemoryEvent.withheld.is_(False)).values(withheld=True))
@@ -88,9 +77,7 @@ async def forget_turns(session: AsyncSession, scope: Scope) -> None:
 
 
 async def delete_turns(session: AsyncSession, rowids: list[int]) -> int:
-    """Delete the turns ``rowids`` (none cited) from the archive, with their
-    keyword terms and vectors, as retention does (a pause means forgotten,
-    operating/contexts.py). Returns how many were deleted."""
+    """Delete uncited turns with their terms and vectors, as retention does; how many."""
     if not rowids:
         return 0
     rows = (await session.execute(select(MemoryEvent.id, MemoryEvent.scope, MemoryEvent.scope_id,
@@ -100,9 +87,8 @@ async def delete_turns(session: AsyncSession, rowids: list[int]) -> int:
 
 
 async def withhold_lines(session: AsyncSession, accounts: Sequence[tuple[str, str]]) -> None:
-    """Withhold what these accounts (platform id, sender id: one person)
-    said in groups, and extract none of it: forgetting a person also means
-    never quoting them where others were listening."""
+    """Withhold and extract none of what these accounts said in groups: forgetting a
+    person means never quoting them where others were listening."""
     said = or_(*(and_(MemoryEvent.platform_id == platform_id, MemoryEvent.sender_id == sender_id)
                  for platform_id, sender_id in accounts))
     theirs = and_(MemoryEvent.scope == ScopeKind.GROUP, MemoryEvent.source_role == Role.USER, said)

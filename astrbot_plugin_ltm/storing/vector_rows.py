@@ -149,9 +149,15 @@ def spaces_of(model: str, dim: int | None = None) -> Any:
     return select(VectorSpace.id).where(*where)
 
 
+HAS_TABLE = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = :t"
+
+
+def has_table(conn: Connection, table: str) -> bool:
+    return conn.execute(text(HAS_TABLE), {"t": table}).first() is not None
+
+
 def has_legacy_turn_vectors(conn: Connection) -> bool:
-    return conn.execute(text("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = :t"),
-                        {"t": LEGACY_TURN_VECTORS}).first() is not None
+    return has_table(conn, LEGACY_TURN_VECTORS)
 
 
 # -- reading a scope's rows --------------------------------------------------------------
@@ -341,9 +347,7 @@ def _json(ids: Sequence[int]) -> str:
 
 
 async def _delete_legacy(session: AsyncSession, where: str, params: dict[str, Any]) -> int:
-    present = (await session.execute(text("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = :t"),
-                                     {"t": LEGACY_TURN_VECTORS})).first()
-    if present is None:
+    if (await session.execute(text(HAS_TABLE), {"t": LEGACY_TURN_VECTORS})).first() is None:
         return 0
     result = await session.execute(text(f"DELETE FROM {LEGACY_TURN_VECTORS} WHERE {where}"), params)
     return int(getattr(result, "rowcount", 0) or 0)
