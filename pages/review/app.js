@@ -150,8 +150,9 @@
     if (tab && tab.render && ["review", "memories", "stats"].includes(state.tab)) tab.render();
   }
 
-  // No bridge (or none that answers): no catalogue and no API to ask, so this sentence is all the page can say.
-  const NO_BRIDGE = "This page must be opened from the AstrBot dashboard (the plugin page bridge is missing).";
+  // No bridge (or none that answers): no catalogue and no API to ask, so the page says this in both languages.
+  const NO_BRIDGE = "请从 AstrBot 管理面板打开此页面（缺少插件页面桥接）。 · "
+    + "This page must be opened from the AstrBot dashboard (the plugin page bridge is missing).";
 
   async function start() {
     const app = $("#app");
@@ -161,6 +162,8 @@
     renderBanner();
     if (!bridge) {
       notice(NO_BRIDGE);
+      // Without texts or an API the rest is empty controls: show the notice alone.
+      for (const el of app.children) el.hidden = el.id !== "notice";
       app.setAttribute("aria-busy", "false");
       app.setAttribute("data-ready", "error");
       return;

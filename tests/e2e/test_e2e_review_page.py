@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from review_browser import (  # type: ignore[import-not-found]
     ARTIFACTS,
     PAGE_ENTRY,
     Tab,
+    chromium_binary,
     open_review_page,
     screenshot_on_failure,
 )
@@ -65,6 +67,18 @@ def page_scripts() -> list[str]:
     """The page's scripts in the order index.html loads them (the dashboard's bridge left out)."""
     html = (PAGE_DIR / "index.html").read_text(encoding="utf-8")
     return re.findall(r'<script src="([\w.-]+)"', html)
+
+
+def test_the_page_opened_without_the_dashboard_says_so_in_both_languages_and_shows_nothing_else():
+    # No bridge: no texts and no API, so the page's one notice is all it shows.
+    dom = subprocess.run(
+        [chromium_binary(), "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000",
+         "--dump-dom", (PAGE_DIR / "index.html").as_uri()],
+        capture_output=True, text=True, timeout=120, check=True).stdout
+    notice = re.search(r'<div id="notice"[^>]*>([^<]*)<', dom)
+    assert notice and "请从 AstrBot 管理面板打开此页面" in notice.group(1) and "AstrBot dashboard" in notice.group(1)
+    assert "hidden" not in re.search(r'<div id="notice"[^>]*>', dom).group(0)
+    assert re.search(r'<header class="topbar" hidden', dom) and re.search(r'<nav [^>]*id="tabs" hidden', dom)
 
 
 def test_the_page_never_writes_html_and_loads_only_its_own_scripts():
