@@ -19,7 +19,6 @@ import re
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -35,6 +34,7 @@ from review_browser import (  # type: ignore[import-not-found]
 from test_e2e_dashboard_api import ok  # type: ignore[import-not-found]  # a sibling test module
 
 from devtools.astrbot_home import LEGACY_DASHBOARD, Client
+from tests.test_page_texts import flatten
 
 pytestmark = pytest.mark.e2e
 
@@ -45,17 +45,6 @@ SCREENSHOT = ARTIFACTS / "review_page.png"
 
 
 # -- texts (no browser) ----------------------------------------------------------------
-
-
-def flatten(tree: dict, prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in tree.items():
-        path = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out.update(flatten(value, path + "."))
-        else:
-            out[path] = value
-    return out
 
 
 def en_texts() -> dict[str, str]:
