@@ -55,7 +55,6 @@ class Looked:
         """As :func:`stated_at`: the newest of the events' times."""
         return max((self.recorded[e] for e in event_ids if e in self.recorded), default=None)
 
-
     async def matched(self, session: AsyncSession, scope: Scope, fact: str) -> MemoryItem | None:
         """The memory of ``scope`` the matcher found close to ``fact``."""
         row_id = self.matches.get((scope, fact))

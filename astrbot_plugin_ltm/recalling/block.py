@@ -1,8 +1,6 @@
 """The memory block: how memories and turns read in it, and fitting the best of
-them under the caps and the token budget, a hard limit measured whole.
-
-Over 400 lines: the block's layout and its fitting are one contract (the budget is
-measured on the lines as laid out), so they stay in one file.
+them under the caps and the token budget, a hard limit measured whole. Layout and
+fitting are one contract (the budget is measured on the lines as laid out).
 """
 
 from __future__ import annotations
