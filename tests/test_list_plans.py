@@ -41,6 +41,9 @@ WORD = "violin"
 VOCABULARY = ("harbor", "violin", "tulip", "granite", "lantern", "meadow", "copper", "saffron", "glacier", "orchid",
               "falcon")
 
+WHOLE_STORE_SORT = "no index of every memory by confidence, importance or use (migration 0019)"
+AUDIT_FILTER = "no index of the audit rows by action or actor (migration 0019)"
+
 # request name -> {problem kind: why}: requests known to read a whole table
 # or sort rows. An entry needs its reason.
 KNOWN_PROBLEMS: dict[str, dict[str, str]] = {
@@ -48,6 +51,19 @@ KNOWN_PROBLEMS: dict[str, dict[str, str]] = {
     # reads every row.
     "events status=done": {"full_scans": "only unfinished turns are indexed by status: an index of every turn's "
                                          "status cost 110 B a turn (migration 0018, issue 39)"},
+    # Whole-store lists by a score sort every memory: one pass over ltm_items,
+    # as long as the store has memories (not turns): 74k memories of a
+    # 400k-turn store in 40-90 ms. Their three indexes cost 6 MB there, 15 B a
+    # turn (migration 0019, decisions.md#d172); one scope's or one status's
+    # lists still read an index (the requests below that are not listed).
+    **{f"items sort={sort}": {"full_scans": WHOLE_STORE_SORT, "temp_sorts": WHOLE_STORE_SORT}
+       for sort in ("confidence", "importance", "least_used", "most_used")},
+    "items min_confidence=0.9 sort=confidence": {"full_scans": WHOLE_STORE_SORT, "temp_sorts": WHOLE_STORE_SORT},
+    # An operator's filter by action or actor: the page walks the newest rows
+    # (FILTERED_WALKS), the count reads every audit row (126k rows of a
+    # 400k-turn store: ~35 ms). Their indexes cost 22 MB there, 56 B a turn.
+    **{name: {"full_scans": AUDIT_FILTER} for name in ("audit action=create", "audit action=status",
+                                                        "audit actor=operator:nobody")},
 }
 
 # Walks along an index in the requested order that test a filter row by row
@@ -58,6 +74,8 @@ KNOWN_PROBLEMS: dict[str, dict[str, str]] = {
 FILTERED_WALKS: dict[str, str] = {
     "items min_confidence=0.9": "ix_ltm_items_updated, testing confidence (a quarter of the items pass: 3 ms)",
     "events status=done": "ix_ltm_events_created, testing the status (nearly every turn is done)",
+    **{name: "ix_ltm_audit_created, testing the action or actor (a rare one reads them all: 85 ms at 126k rows)"
+       for name in ("audit action=create", "audit action=status", "audit actor=operator:nobody")},
 }
 
 
@@ -179,8 +197,9 @@ async def test_filtered_walks_are_the_known_ones(lists):
 async def test_paging_a_whole_list_walks_an_index_in_order(lists):
     _, _, result, _ = lists
     r = result["requests"]
-    for name in ("items", "items sort=confidence", "items sort=importance", "items sort=created",
-                 "items big scope sort=updated", "events", "events big scope", "events session_id", "audit",
+    for name in ("items", "items sort=created", "items big scope sort=updated", "items big scope sort=confidence",
+                 "items big scope sort=importance", "items big scope sort=least_used",
+                 "items status=active sort=confidence", "events", "events big scope", "events session_id", "audit",
                  "audit big scope", "audit session_id"):
         # the page's rows; the memories' contexts (where each was said, audience.py) are a look-up by id
         rows = [s for s in r[name]["statements"] if not s["count"] and "ltm_item_contexts" not in s["sql"]]

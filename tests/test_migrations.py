@@ -727,3 +727,66 @@ def test_0018_indexes_only_unfinished_turns_by_status_unless_the_store_is_big(tm
         assert any(("scope_unfinished" if turns <= 20_000 else "scope_status_created") in row[3] for row in plan), plan
     finally:
         conn.close()
+
+
+def _indexes(db, tables=("ltm_items", "ltm_audit")) -> dict[str, str]:
+    conn = connect(db)
+    try:
+        return {name: " ".join(sql.split()) for name, sql in conn.execute(
+            f"SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL "
+            f"AND tbl_name IN ({', '.join('?' * len(tables))})", tables)}
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("turns", [3, 20_001])
+def test_0019_keeps_only_the_indexes_plans_use_unless_the_store_is_big(tmp_path, turns):
+    """A small store ends with a new store's indexes of memories and audit
+    rows; a big one keeps its own (the drops hold the lock ~1 s at 400k
+    turns). Either way the approval queue and the successor links are found
+    through an index, and no row is lost; a small store finds a memory's
+    audit rows by its memory index (a big one still by its action index)."""
+    fresh = tmp_path / "fresh.db"
+    migrate(str(fresh))
+    db = tmp_path / f"{turns}.db"
+    migrate(str(db), target=18)
+    before = _indexes(db)
+    conn = connect(db)
+    try:
+        conn.executemany(
+            "INSERT INTO ltm_events (event_id, scope, scope_id, source_type, source_role, content, created_at, "
+            "extraction_status) VALUES (?, 'user', 'qq:a', 'message', 'user', '{}', '2026-12-01 10:00:00', 'done')",
+            [(f"e{n}",) for n in range(turns)])
+        conn.executemany(
+            "INSERT INTO ltm_items (memory_id, scope, scope_id, type, fact, fact_key, status, awaiting_approval, "
+            "superseded_by, confidence, importance, evidence_count, created_at, updated_at) "
+            "VALUES (?, 'user', 'qq:a', 'profile', ?, ?, ?, ?, ?, 0.8, 0.5, 1, '2026-12-01 10:00:00', "
+            "'2026-12-01 10:00:00')",
+            [(f"m{n}", f"fact {n}", f"k{n}", "superseded" if n % 2 else "shadow", n % 3 == 0,
+              f"m{n + 1}" if n % 2 else None) for n in range(30)])
+        conn.executemany(
+            "INSERT INTO ltm_audit (created_at, action, memory_id, scope, scope_id, actor, reason, detail) "
+            "VALUES ('2026-12-01 10:00:00', 'create', ?, 'user', 'qq:a', 'system:extractor', '', '{}')",
+            [(f"m{n}",) for n in range(30)])
+        conn.commit()
+    finally:
+        conn.close()
+    migrate(str(db))
+    after = _indexes(db)
+    assert after == (_indexes(fresh) if turns <= 20_000 else before)
+    assert before != _indexes(fresh)  # the migration changes something on a small store
+    conn = connect(db)
+    try:
+        counts = conn.execute("SELECT (SELECT count(*) FROM ltm_items WHERE awaiting_approval IS 1), "
+                              "(SELECT count(*) FROM ltm_audit WHERE memory_id = 'm3'), "
+                              "(SELECT count(*) FROM ltm_items WHERE superseded_by = 'm4')").fetchone()
+        assert counts == (10, 1, 1)
+        plans = {q: " ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + q)) for q in (
+            "SELECT id FROM ltm_items WHERE awaiting_approval IS 1 ORDER BY updated_at DESC, id DESC LIMIT 5",
+            "SELECT id FROM ltm_audit WHERE memory_id = 'm3' AND action = 'status' ORDER BY id DESC LIMIT 1",
+            "SELECT id FROM ltm_items WHERE superseded_by = 'm4'")}
+        assert [("ix_ltm_items_approval" in p, "ix_ltm_audit_memory" in p, "ix_ltm_items_superseded_by" in p)
+                for p in plans.values()] == [(True, False, False), (False, turns <= 20_000, False),
+                                             (False, False, True)], plans  # a big store: by its action index
+    finally:
+        conn.close()

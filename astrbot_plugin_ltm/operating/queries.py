@@ -312,7 +312,8 @@ class AdminQueries:
     async def stats(self, scopes: list[Scope] | None = None, kind: str | None = None) -> list[dict[str, Any]]:
         """Per scope: counts by status and type, approval queue, writes in
         the last hour, extraction backlog and failures."""
-        since = self._clock() - timedelta(hours=1)
+        now = self._clock()
+        since = now - timedelta(hours=1)
 
         def in_scopes(table: type[MemoryItem] | type[MemoryEvent] | type[MemoryAudit]) -> ColumnElement[bool]:
             if scopes is None:
@@ -358,7 +359,9 @@ class AdminQueries:
                 counts[ExtractionStatus.DONE] -= n
             for audited, audited_id, n in await session.execute(
                 select(MemoryAudit.scope, MemoryAudit.scope_id, func.count())
-                .where(in_scopes(MemoryAudit), MemoryAudit.action.in_(WRITE_ACTIONS), MemoryAudit.created_at >= since)
+                # Both ends of the hour: SQLite then reads it by time, not every row (decisions.md#d172).
+                .where(in_scopes(MemoryAudit), MemoryAudit.action.in_(WRITE_ACTIONS),
+                       MemoryAudit.created_at.between(since, now))
                 .group_by(MemoryAudit.scope, MemoryAudit.scope_id)
             ):
                 entry(audited or "", audited_id or "")["writes_last_hour"] = n
