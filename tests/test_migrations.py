@@ -790,3 +790,9 @@ def test_0019_keeps_only_the_indexes_plans_use_unless_the_store_is_big(tmp_path,
                                              (False, False, True)], plans  # a big store: by its action index
     finally:
         conn.close()
+
+
+def test_0019_statements_a_big_store_runs_by_hand_are_the_migrations_own():
+    statements = MIGRATIONS[18].load().STATEMENTS
+    guide = (MIGRATIONS_DIR.parent / "docs" / "operating.md").read_text(encoding="utf-8")
+    assert [s for s in statements if f"  {s};\n" not in guide] == []
