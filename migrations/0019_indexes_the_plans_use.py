@@ -11,12 +11,13 @@ On a 200,000-turn soak the memories' and audit rows' indexes held 122 MB
   only the memory id: a memory's few rows are sorted after the look-up.
 - ``ltm_items`` by confidence, importance and use over the whole store: a
   list of every memory by one of those sorts the memories (the list of one
-  scope or one status still reads its index).
+  scope or one status still reads its index). By key alone: every look-up
+  by key names the scope too, and reads ``uq_ltm_items_scope_key``.
 - the approval queue and the successor links become partial: only the
   memories awaiting approval, only the superseded ones.
 
 Dropping and building indexes holds the write lock for as long as it takes:
-about 0.5 s on a store of 400,000 turns (1 GB). As in migration 0018, a
+1 to 3 s on a store of 400,000 turns (1 GB). As in migration 0018, a
 store of more than SMALL_STORE turns keeps its indexes and
 docs/operating.md#storage gives the statements to run by hand when the bot
 is idle. Every query works with either set.
@@ -36,6 +37,7 @@ STATEMENTS = [
     "DROP INDEX IF EXISTS ix_ltm_items_confidence",
     "DROP INDEX IF EXISTS ix_ltm_items_importance",
     "DROP INDEX IF EXISTS ix_ltm_items_use",
+    "DROP INDEX IF EXISTS ix_ltm_items_fact_key",
     "DROP INDEX IF EXISTS ix_ltm_items_approval",
     f"CREATE INDEX ix_ltm_items_approval ON ltm_items (awaiting_approval, updated_at) WHERE {AWAITING}",
     "DROP INDEX IF EXISTS ix_ltm_items_superseded_by",

@@ -155,7 +155,6 @@ class MemoryItem(LTMBase, kw_only=True):
         Index("ix_ltm_items_superseded_by", "superseded_by", sqlite_where=text("superseded_by IS NOT NULL")),
         Index("ix_ltm_items_scope_status", "scope", "scope_id", "status", "importance"),
         Index("ix_ltm_items_scope_updated", "scope", "scope_id", "updated_at"),
-        Index("ix_ltm_items_fact_key", "fact_key"),
         Index("ix_ltm_items_status_updated", "status", "updated_at"),
         # The operators' lists (operating.queries.SORTS), whole store or one
         # scope. A whole-store list by confidence, importance or use sorts the
