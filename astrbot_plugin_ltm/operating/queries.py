@@ -1,6 +1,7 @@
 """What operators and users can read of stored memory: lists with filters,
 text search, one memory with its evidence, events, the audit log and
-statistics. Every list reads a page through an index (tests/test_list_plans.py)."""
+statistics. A list reads a page through an index, but those of the whole store
+by a score (sorted) and the audit by action or actor (walked): tests/test_list_plans.py."""
 
 from __future__ import annotations
 

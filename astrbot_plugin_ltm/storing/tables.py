@@ -158,7 +158,7 @@ class MemoryItem(LTMBase, kw_only=True):
         Index("ix_ltm_items_status_updated", "status", "updated_at"),
         # The operators' lists (operating.queries.SORTS), whole store or one
         # scope. A whole-store list by confidence, importance or use sorts the
-        # memories (one pass, ~40 ms at 74k): migration 0019, decisions.md#d172.
+        # memories (one pass, 40-90 ms at 74k): migration 0019, decisions.md#d172.
         Index("ix_ltm_items_updated", "updated_at"),
         Index("ix_ltm_items_created", "created_at"),
         Index("ix_ltm_items_approval", "awaiting_approval", "updated_at", sqlite_where=text(AWAITING)),
@@ -263,8 +263,8 @@ class MemoryAudit(LTMBase, kw_only=True):
 
     __tablename__ = "ltm_audit"
     __table_args__ = (
-        # What each serves: docs/decisions.md#d172. A filter by action or
-        # actor walks the newest rows (migration 0019).
+        # What each serves: bench/results/2026-12-07-storage.md#d172. A
+        # filter by action or actor walks the newest rows (migration 0019).
         Index("ix_ltm_audit_created", "created_at"),
         Index("ix_ltm_audit_memory", "memory_id"),
         Index("ix_ltm_audit_scope_created", "scope", "scope_id", "created_at"),
