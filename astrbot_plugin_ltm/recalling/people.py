@@ -1,6 +1,6 @@
-"""A question about a person who speaks in the scope is answered by their own turns:
-by words, the best matches are often others' turns addressing them, and the keyword
-index never sees who spoke (docs/decisions.md#d124).
+"""A read stage: a question about a person who speaks in the scope is answered by their
+own turns: by words, the best matches are often others' turns addressing them, and the
+keyword index never sees who spoke (docs/decisions.md#d124).
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from functools import lru_cache
 from ..enums import Role
 from ..text import search_tokens
 from ..withholding import speaker_of
+from .ranking import fuse, turn_rankings
+from .read import Read
 from .rows import EventRow
 
 
@@ -42,3 +44,9 @@ def their_turns(named: frozenset[str], fused: dict[int, float], turns: dict[int,
     theirs = [rowid for rowid, turn in turns.items()
               if turn.source_role == Role.USER and speaker_of(turn) in named]
     return sorted(theirs, key=lambda rowid: (-fused.get(rowid, 0.0), rowid))
+
+
+async def rank_their_turns(read: Read) -> None:
+    """A stage: a question naming a person who spoke ranks that person's own candidate turns."""
+    if named := named_speakers(read.query.tokens, read.turns):
+        read.added.append(their_turns(named, fuse(turn_rankings(read)), read.turns))

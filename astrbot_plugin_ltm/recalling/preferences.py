@@ -1,11 +1,16 @@
-"""Whether a person's turn states a preference or habit ("I'm really into jazz",
-"我一般不吃辣"), what suggestions are answered from (docs/decisions.md#d85); a wish
-for help ("I'd like to know…") is not one.
+"""A read stage: a message asking for suggestions ranks the person's turns that state a
+preference or habit ("I'm really into jazz", "我一般不吃辣"), what suggestions are answered
+from (docs/decisions.md#d85); a wish for help ("I'd like to know…") is not one.
 """
 
 from __future__ import annotations
 
 import re
+
+from ..enums import Role
+from .asking import asks_for_suggestions
+from .ranking import fuse, turn_rankings
+from .read import Read
 
 _EN = re.compile(
     # "I (really/also/…) prefer/love/like/enjoy/hate…", not "I'd like" / "I would like"
@@ -27,3 +32,14 @@ _ZH = re.compile(
 def states_preference(text: str) -> bool:
     """Whether ``text`` states what the person likes, dislikes or usually does."""
     return _EN.search(text) is not None or _ZH.search(text) is not None
+
+
+async def rank_stated_preferences(read: Read) -> None:
+    """A stage: a message asking for suggestions ranks the candidate turns that state a
+    preference or habit, in the other rankings' order, however the question is worded."""
+    if not asks_for_suggestions(read.question):
+        return
+    fused = fuse(turn_rankings(read))
+    liked = [rowid for rowid, turn in read.turns.items()
+             if turn.source_role == Role.USER and states_preference(str(turn.content.get("text", "")))]
+    read.added.append(sorted(liked, key=lambda rowid: (-fused.get(rowid, 0.0), rowid)))

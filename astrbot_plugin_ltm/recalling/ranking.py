@@ -11,11 +11,8 @@ from dataclasses import dataclass
 from datetime import date, datetime
 
 from ..clock import as_utc
-from ..enums import MemoryType, Role
+from ..enums import MemoryType
 from ..extension_points import Found
-from .asking import asks_for_suggestions
-from .people import named_speakers, their_turns
-from .preferences import states_preference
 from .read import Read
 from .rows import EventRow, ItemView
 
@@ -53,13 +50,11 @@ def leading(rankings: Sequence[Sequence[int]]) -> set[int]:
     return set(sorted(fused, key=lambda rowid: -fused[rowid])[:LOAD_LIMIT])
 
 
-def stated_preferences(rankings: Sequence[Sequence[int]], turns: dict[int, EventRow]) -> list[int]:
-    """The turns stating a preference or habit, in the rankings' order: what suggestions
-    should build on however they are worded (docs/decisions.md#d85)."""
-    fused = fuse(rankings)
-    liked = [rowid for rowid, turn in turns.items()
-             if turn.source_role == Role.USER and states_preference(str(turn.content.get("text", "")))]
-    return sorted(liked, key=lambda rowid: (-fused.get(rowid, 0.0), rowid))
+def turn_rankings(read: Read) -> list[list[int]]:
+    """The rankings of the read's candidate turns: the retrievers', the named period's,
+    then those the stages added (``Read.added``)."""
+    found = read.found if read.period is None else [*read.found, Found(turns=read.period_turns)]
+    return [[r for r in f.turns if r in read.turns] for f in found] + read.added
 
 
 def time_decay(updated_at: datetime, now: datetime) -> float:
@@ -71,16 +66,9 @@ def rank(read: Read, spread_days: bool = True) -> list[Ranked]:
     """Every usable memory and showable turn, best first; ``spread_days`` False: not yet
     spread (``spread``), as a reranker reads them."""
     policy, items, turns = read.policy, read.items, read.turns
-    found = read.found if read.period is None else [*read.found, Found(turns=read.period_turns)]
     # A hit that may not be shown takes no rank from those that may.
-    memory_sims = fuse([[r for r in f.memories if r in items] for f in found])
-    turn_rankings = [[r for r in f.turns if r in turns] for f in found]
-    if asks_for_suggestions(read.question):
-        turn_rankings.append(stated_preferences(turn_rankings, turns))
-    # A question naming a person who spoke ranks that person's own turns (people.py, docs/decisions.md#d124).
-    if named := named_speakers(read.query.tokens, turns):
-        turn_rankings.append(their_turns(named, fuse(turn_rankings), turns))
-    turn_sims = fuse(turn_rankings)
+    memory_sims = fuse([[r for r in f.memories if r in items] for f in read.found])
+    turn_sims = fuse(turn_rankings(read))
     best = max([*memory_sims.values(), *turn_sims.values()], default=0.0) or 1.0
     # A turn extraction kept nothing of has no importance: small talk makes way (docs/decisions.md#d73).
     # Times made aware once per candidate: a read ranks a hundred or more (docs/decisions.md#d133).

@@ -98,6 +98,7 @@ class Read:
     period: Period | None = None  # the time the message names (dates.py)
     in_period: frozenset[int] = frozenset()  # the memories whose evidence falls in it
     period_turns: list[int] = field(default_factory=list)  # its turns, best match first (periods.py)
+    added: list[list[int]] = field(default_factory=list)  # rankings of candidate turns stages added
     focus: Focus | None = None  # None: summaries read whole
     bot_share: float = BOT_SHARE  # of the budget, for the bot's lines
 

@@ -24,7 +24,9 @@ from .bot_lines import bot_share
 from .dates import First, Period, named_period
 from .explain import explain_hits
 from .followers import load_followers
+from .people import rank_their_turns
 from .periods import PeriodRows, first_day, load_period
+from .preferences import rank_stated_preferences
 from .ranking import Ranked, behind_their_turns, leading, rank, spread
 from .read import Focus, Read
 from .reranking import Reranking
@@ -83,7 +85,8 @@ class MemoryReader:
     def stages(self) -> tuple[Callable[[Read], Awaitable[None]], ...]:
         """What a read goes through before ranking: a new heuristic is one more stage, not
         one more parameter."""
-        return self._retrieve, self._load_rows, self._leave_out, self._explain, self._bots_share, self._focus
+        return (self._retrieve, self._load_rows, self._leave_out, rank_stated_preferences, rank_their_turns,
+                self._explain, self._bots_share, self._focus)
 
     async def _retrieve(self, read: Read) -> None:
         # Searched as the events it names, each on its own (asking.py, docs/decisions.md#d84).
