@@ -31,9 +31,10 @@ from ..storing.changes import (
     TurnsWithheld,
 )
 from ..storing.database import Database
-from ..storing.keyword_rows import has_legacy_turn_rows, scope_prefix
+from ..storing.keyword_rows import LEGACY_TURN_ROWS, scope_prefix
 from ..storing.terms import BREAK_KEY, KEY_BYTES, decode, encode, term_keys
 from ..storing.turns import CONTEXT_TOKENS, CONTEXT_WINDOW, PASSAGE_BREAK, held_since
+from ..storing.vector_rows import has_table
 from .bm25 import CHUNK, Chunk, KeywordNamespace, Terms
 from .namespaces import COLD_WAIT, Matches, MemoryBudget, NamespaceCache, Update
 
@@ -61,7 +62,7 @@ def turn_chunks(conn: Connection, scope: Scope) -> Iterator[Chunk]:
     """The scope's newest turns as the keyword index reads them, a chunk at a
     time. A chunk's blobs are decoded in whole arrays, not a turn at a time:
     a few thousand turns loaded in 80 ms, most of it per-turn numpy calls."""
-    moving = has_legacy_turn_rows(conn)
+    moving = has_table(conn, LEGACY_TURN_ROWS)
     statement = _TURN_ROWS.format(old=", f.scoped" if moving else "",
                                   join=" LEFT JOIN ltm_events_fts f ON f.rowid = e.id" if moving else "")
     since = held_since(conn, scope.kind, scope.id) or ""

@@ -63,8 +63,8 @@ class Looked:
         return found if found is not None and (found.scope, found.scope_id) == (scope.kind, scope.id) else None
 
 
-def _chunks(values: list[str], size: int = 500) -> list[list[str]]:
-    return [values[n:n + size] for n in range(0, len(values), size)]
+def _chunks(values: list[str]) -> list[list[str]]:
+    return [values[n:n + 500] for n in range(0, len(values), 500)]
 
 
 # Built once: building a select and its cache key each time was most of the cost (docs/decisions.md#d145).

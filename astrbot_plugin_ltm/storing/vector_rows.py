@@ -25,6 +25,7 @@ from ..audience import SAID_IN_SQL
 from ..enums import Corpus, Visibility
 from ..scope import Scope
 from .changes import VectorsStored, note
+from .driver_rows import touched
 from .tables import MemoryEvent, MemoryVector, TurnVector, VectorSpace
 
 Fingerprint = tuple[int, int, str]
@@ -350,7 +351,7 @@ async def _delete_legacy(session: AsyncSession, where: str, params: dict[str, An
     if (await session.execute(text(HAS_TABLE), {"t": LEGACY_TURN_VECTORS})).first() is None:
         return 0
     result = await session.execute(text(f"DELETE FROM {LEGACY_TURN_VECTORS} WHERE {where}"), params)
-    return int(getattr(result, "rowcount", 0) or 0)
+    return touched(result)
 
 
 async def delete_memory_vector(session: AsyncSession, item_id: int) -> None:
@@ -386,7 +387,7 @@ async def delete_long_turn_vectors(session: AsyncSession, most: int) -> int:
     long = select(TurnVector.event_rowid).join(VectorSpace, VectorSpace.id == TurnVector.space).where(
         VectorSpace.dim > 0, func.length(TurnVector.vector) // _SPACE_ROW_BYTES > most)
     result = await session.execute(delete(TurnVector).where(TurnVector.event_rowid.in_(long)))
-    gone = int(getattr(result, "rowcount", 0) or 0)
+    gone = touched(result)
     return gone + await _delete_legacy(session, "dim > 0 AND length(vector) / (4 * dim) > :most", {"most": most})
 
 
