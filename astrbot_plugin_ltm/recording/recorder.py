@@ -74,6 +74,7 @@ class EventRecorder:
         self._flushing = asyncio.Lock()  # a batch's segments are deleted only after *its* commit
         self.dropped_read_only = 0  # events refused while emergency_read_only was on
         self.journal_failures = 0  # hook calls whose events could not be journaled (queued all the same)
+        self.replayed = 0  # events a dead process had journaled and not written, written at start
 
     # -- hot path ---------------------------------------------------------
 
@@ -262,6 +263,7 @@ class EventRecorder:
         if written:
             log.info("ltm: %d recorded event(s) recovered from the journal of a process that stopped "
                      "before writing them", written)
+        self.replayed += written
         return written
 
     async def _replay(self, events: list[MemoryEvent]) -> int:
