@@ -349,14 +349,12 @@ class DerivedNamespaces[K: Hashable, N]:
         return sum(1 for _ in self._cache.loaded())
 
     def held(self) -> int:
-        """Bytes the loaded namespaces hold (roughly)."""
         return self._cache.held()
 
     async def loads_settled(self) -> None:
         await self._cache.settled()
 
     def clear(self) -> None:
-        """Forget every loaded namespace (as if evicted, or restarted)."""
         self._cache.clear()
 
 

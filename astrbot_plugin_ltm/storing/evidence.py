@@ -71,7 +71,6 @@ async def add_link(session: AsyncSession, item: MemoryItem, event_id: str, metho
 
 
 async def delete_links(session: AsyncSession, item: MemoryItem) -> None:
-    """Every link of ``item`` (a memory being removed)."""
     await session.execute(delete(MemoryEvidence).where(MemoryEvidence.memory_id == item.memory_id))
     if item.id is not None:
         await session.execute(delete(SummaryLink).where(SummaryLink.item_id == item.id))

@@ -39,7 +39,6 @@ async def remove_memory(session: AsyncSession, item: MemoryItem, *, withhold: bo
 
 
 async def withhold_evidence(session: AsyncSession, item: MemoryItem) -> None:
-    """Withhold the turns that evidence ``item``."""
     rows = (
         await session.execute(
             select(MemoryEvent.id, MemoryEvent.scope, MemoryEvent.scope_id).where(
@@ -52,7 +51,6 @@ async def withhold_evidence(session: AsyncSession, item: MemoryItem) -> None:
 
 
 async def _withhold(session: AsyncSession, rows: Sequence[Row[int | None, str, str]]) -> None:
-    """Withhold the turns of ``rows`` (row id, scope, scope id)."""
     ids = [rowid for rowid, _, _ in rows if rowid is not None]
     if not ids:
         return
