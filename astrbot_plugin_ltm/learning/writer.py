@@ -1,6 +1,9 @@
 """The write pipeline after extraction, one candidate at a time: **decide** (dedup and
 merge with what is known), the policy's **gate**, then **persist** with evidence and
 audit, inside the caller's transaction so a batch commits whole or not at all.
+
+Over 400 lines: decide, gate and persist share one transaction and the candidate's
+state between them; split, each step would need the others' internals.
 """
 
 from __future__ import annotations
