@@ -1,9 +1,6 @@
 """LTMEngine: the plugin's core, composed from its parts (docs/architecture.md).
 The AstrBot adapter (main.py) talks to this class only; tests and benchmarks
 drive it directly with an SQLite file of their own.
-
-Over 400 lines: the one place every part is built and wired, with the
-hooks' entry points; split, each half would need the other's parts.
 """
 
 from __future__ import annotations

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from astrbot_plugin_ltm.doors.commands import HELP, TARGET_SYNTAX, Commands, parse_target
+from astrbot_plugin_ltm.doors.commands import Commands, help_text
 from astrbot_plugin_ltm.errors import AdminError
+from astrbot_plugin_ltm.i18n import say
+from astrbot_plugin_ltm.operating import targets
 from astrbot_plugin_ltm.scope import Scope
 from astrbot_plugin_ltm.storing.tables import MemoryItem
 
@@ -182,6 +184,10 @@ async def test_pending_approve_reject(make_ltm, origin):
     assert "no memory" in await cmd.review(op, "ffffffff", "approve")
 
 
+HELP = help_text("en")
+TARGET_SYNTAX = say("cmd.target_syntax", "en")
+
+
 def test_help_lists_every_command():
     for name in ("status", "list", "remember", "forget", "forget-all", "pending", "approve", "reject", "pause",
                  "resume", "policy", "policy history", "policy rollback <version>", "writes off|on <target>"):
@@ -221,14 +227,14 @@ async def test_what_a_user_remembers_in_a_group_they_can_list_and_forget(ltm, cm
         ("alice", Scope("user", "alice")),
     ],
 )
-def test_parse_target(text, scope):
-    assert parse_target(text) == scope
+async def test_a_target_no_scope_is_known_by_is_read_as_typed(ltm, text, scope):
+    assert await targets.resolve(ltm.engine.db, text) == scope
 
 
 @pytest.mark.parametrize("text", ["user:", "group:", "group:   ", "   "])
-def test_parse_target_without_an_id_says_the_syntax(text):
+async def test_a_target_without_an_id_says_the_syntax(ltm, text):
     with pytest.raises(AdminError) as exc:
-        parse_target(text)
+        await targets.resolve(ltm.engine.db, text)
     assert str(exc.value) == f"No scope id given. Target: {TARGET_SYNTAX}."
 
 

@@ -32,9 +32,6 @@ from ..storing.database import DatabaseBusyError, ReadOnlyError, is_full
 from ..storing.tables import MemoryItem
 from .command_lines import item_line, on_off, scope_line, version_line, word
 
-TARGET_SYNTAX = say("cmd.target_syntax", "en")
-HELP = say("cmd.help", "en", target=TARGET_SYNTAX)
-
 CONFIRM_WINDOW = timedelta(seconds=120)
 LIST_LIMIT = 20
 # A command's keywords, as typed in either language.
@@ -58,16 +55,6 @@ class Heard:
 # Per task, so concurrent commands each see their own; every reply's
 # language reads it through Commands._lang.
 _heard: ContextVar[Heard | None] = ContextVar("ltm_command_heard", default=None)
-
-
-def parse_target(text: str) -> Scope:
-    """The scope an operator's text names, as written (targets.resolve finds
-    the one it means)."""
-    kind, scope_id = targets.parse(text)
-    kind = kind or ScopeKind.USER
-    if not scope_id.strip():
-        raise AdminError(msg("cmd.no_scope_id", target=msg("cmd.target_syntax")))
-    return Scope(kind, validators.scope_id(scope_id, "the target's id"))
 
 
 def _in_scope(scope: Scope, told_by: str | None = None) -> ItemFilter:

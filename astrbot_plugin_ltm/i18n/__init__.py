@@ -17,7 +17,6 @@ from importlib import import_module
 from typing import Any, Literal
 
 Lang = Literal["en", "zh"]
-LANGS: tuple[Lang, ...] = ("en", "zh")
 # Between the items of a list in a sentence: "a, b" and "甲、乙".
 SEPARATORS: dict[Lang, str] = {"en": ", ", "zh": "、"}
 # The area modules whose TEXTS make the catalogue: every module of this package.

@@ -31,11 +31,12 @@ from ..storing.changes import (
     TurnsWithheld,
 )
 from ..storing.database import Database
-from ..storing.keyword_rows import has_legacy_turn_rows, scope_prefix
+from ..storing.keyword_rows import LEGACY_TURN_ROWS, scope_prefix
 from ..storing.terms import BREAK_KEY, KEY_BYTES, decode, encode, term_keys
 from ..storing.turns import CONTEXT_TOKENS, CONTEXT_WINDOW, PASSAGE_BREAK, held_since
+from ..storing.vector_rows import has_table
 from .bm25 import CHUNK, Chunk, KeywordNamespace, Terms
-from .namespaces import COLD_WAIT, Matches, MemoryBudget, NamespaceCache, Update
+from .namespaces import COLD_WAIT, DerivedNamespaces, Matches, MemoryBudget, NamespaceCache, Update, exactly
 
 # Up to this many rows a search takes well under a millisecond and runs on
 # the event loop; larger namespaces are searched in a thread (docs/decisions.md#d21).
@@ -61,7 +62,7 @@ def turn_chunks(conn: Connection, scope: Scope) -> Iterator[Chunk]:
     """The scope's newest turns as the keyword index reads them, a chunk at a
     time. A chunk's blobs are decoded in whole arrays, not a turn at a time:
     a few thousand turns loaded in 80 ms, most of it per-turn numpy calls."""
-    moving = has_legacy_turn_rows(conn)
+    moving = has_table(conn, LEGACY_TURN_ROWS)
     statement = _TURN_ROWS.format(old=", f.scoped" if moving else "",
                                   join=" LEFT JOIN ltm_events_fts f ON f.rowid = e.id" if moving else "")
     since = held_since(conn, scope.kind, scope.id) or ""
@@ -132,7 +133,7 @@ def load_namespace(conn: Connection, scope: Scope, corpus: Corpus) -> KeywordNam
     return KeywordNamespace.from_chunks(turn_chunks(conn, scope))
 
 
-class KeywordIndex:
+class KeywordIndex(DerivedNamespaces[Key, KeywordNamespace]):
     """The loaded keyword namespaces (a DerivedIndex)."""
 
     def __init__(self, db: Database, max_loaded: int = MAX_LOADED, budget: MemoryBudget | None = None) -> None:
@@ -184,21 +185,6 @@ class KeywordIndex:
         async with self._load_slots:
             return await self._db.load(lambda conn: load_namespace(conn, scope, corpus))
 
-    async def loads_settled(self) -> None:
-        await self._cache.settled()
-
-    @property
-    def loaded_count(self) -> int:
-        return sum(1 for _ in self._cache.loaded())
-
-    def held(self) -> int:
-        """Bytes the loaded namespaces hold (roughly)."""
-        return self._cache.held()
-
-    def clear(self) -> None:
-        """Forget every loaded namespace (as if evicted, or restarted)."""
-        self._cache.clear()
-
     # -- following writes ---------------------------------------------------------
 
     async def follow(self, changes: Sequence[Change]) -> None:
@@ -208,28 +194,24 @@ class KeywordIndex:
                 case MemoryWritten(scope=scope, item_id=rowid, fact_tokens=tokens, shared_in=shared_in) \
                         if tokens is not None:
                     for each in (scope, *shared_in):
-                        updates.append((_key(each, Corpus.MEMORIES), _adding([(rowid, tokens)])))
+                        updates.append((exactly((each, Corpus.MEMORIES)), _adding([(rowid, tokens)])))
                 case MemoryShared(scope=scope, item_id=rowid, fact_tokens=tokens):
-                    updates.append((_key(scope, Corpus.MEMORIES), _adding([(rowid, tokens)])))
+                    updates.append((exactly((scope, Corpus.MEMORIES)), _adding([(rowid, tokens)])))
                 case MemoryRemoved(scope=scope, item_id=rowid, shared_in=shared_in):
                     for each in (scope, *shared_in):
-                        updates.append((_key(each, Corpus.MEMORIES), _removing([rowid])))
+                        updates.append((exactly((each, Corpus.MEMORIES)), _removing([rowid])))
                 case MemoryUnshared(scope=scope, item_id=rowid):
-                    updates.append((_key(scope, Corpus.MEMORIES), _removing([rowid])))
+                    updates.append((exactly((scope, Corpus.MEMORIES)), _removing([rowid])))
                 case TurnsRecorded(scope=scope, turns=turns):
                     documents = [turn_document(rowid, tokens) for rowid, tokens in turns]
-                    updates.append((_key(scope, Corpus.TURNS), _adding(documents, held=turns_module.TURNS_HELD)))
+                    updates.append((exactly((scope, Corpus.TURNS)), _adding(documents, held=turns_module.TURNS_HELD)))
                 case TurnsWithheld(scope=scope, rowids=rowids) | TurnsDeleted(scope=scope, rowids=rowids):
-                    updates.append((_key(scope, Corpus.TURNS), _removing(list(rowids))))
+                    updates.append((exactly((scope, Corpus.TURNS)), _removing(list(rowids))))
                 case ScopeForgotten(scope=scope):
-                    self._cache.invalidate(_key(scope, Corpus.TURNS))
+                    self._cache.invalidate(exactly((scope, Corpus.TURNS)))
                 case MemoriesReindexed():
                     self._cache.invalidate(lambda key: key[1] == Corpus.MEMORIES)
         await self._cache.update(updates)
-
-
-def _key(scope: Scope, corpus: Corpus) -> Matches[Key]:
-    return lambda key: key == (scope, corpus)
 
 
 def _adding(rows: Sequence[tuple[int, Terms]], held: int | None = None) -> Update[KeywordNamespace]:

@@ -339,6 +339,29 @@ class NamespaceCache[K: Hashable, N]:
         return not loading.stale
 
 
+class DerivedNamespaces[K: Hashable, N]:
+    """What the keyword and the vector index answer alike, of their cache."""
+
+    _cache: NamespaceCache[K, N]
+
+    @property
+    def loaded_count(self) -> int:
+        return sum(1 for _ in self._cache.loaded())
+
+    def held(self) -> int:
+        return self._cache.held()
+
+    async def loads_settled(self) -> None:
+        await self._cache.settled()
+
+    def clear(self) -> None:
+        self._cache.clear()
+
+
+def exactly[K](wanted: K) -> Matches[K]:
+    return lambda key: key == wanted
+
+
 def _replay[N](ns: N, updates: list[Update[N]]) -> list[bool]:
     """Updates committed while ``ns`` loaded, which it may already hold."""
     return [apply(ns, True) for apply in updates]

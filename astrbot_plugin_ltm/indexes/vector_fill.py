@@ -19,8 +19,9 @@ from ..storing.database import Database, ReadOnlyError
 from ..storing.tables import MemoryEvent, MemoryItem, MemoryVector
 from ..storing.turns import turn_passages
 from ..storing.vector_rows import (
+    LEGACY_TURN_VECTORS,
     delete_other_models,
-    has_legacy_turn_vectors,
+    has_table,
     legacy_turn_lacks_vector,
     store_vectors,
     turn_has_vector,
@@ -168,7 +169,7 @@ class VectorFill:
         def read(session: Session) -> tuple[int, list[MemoryEvent]]:
             last = session.execute(select(func.coalesce(func.max(MemoryEvent.id), 0))).scalar_one() or 0
             missing = [~turn_has_vector(model, dim)]
-            if has_legacy_turn_vectors(session.connection()):  # rows from before 0017, until moved
+            if has_table(session.connection(), LEGACY_TURN_VECTORS):  # rows from before 0017, until moved
                 missing.append(legacy_turn_lacks_vector(model, dim))
             return last, list(session.scalars(
                 select(MemoryEvent)

@@ -40,7 +40,7 @@ from .faiss_files import (
     new_index,
     one_omp_thread,
 )
-from .namespaces import Matches, MemoryBudget, NamespaceCache, Update
+from .namespaces import DerivedNamespaces, Matches, MemoryBudget, NamespaceCache, Update, exactly
 
 T = TypeVar("T")
 Key = tuple[Scope, str, Corpus]  # scope, model, corpus
@@ -52,7 +52,7 @@ EMPTY_RECHECK_SECONDS = 30.0
 SENTENCES_SEARCHED = 3
 
 
-class VectorIndex:
+class VectorIndex(DerivedNamespaces[Key, VectorNamespace]):
     """The loaded vector namespaces (a DerivedIndex)."""
 
     def __init__(self, db: Database, directory: Path | None, max_loaded: int = 256,
@@ -69,14 +69,6 @@ class VectorIndex:
         self._index_lock = threading.Lock()
         self._converting: dict[Key, asyncio.Task[None]] = {}
 
-    @property
-    def loaded_count(self) -> int:
-        return sum(1 for _ in self._cache.loaded())
-
-    def held(self) -> int:
-        """Bytes the loaded namespaces hold."""
-        return self._cache.held()
-
     # -- namespaces --------------------------------------------------------------
 
     async def namespace(self, scope: Scope, model: str, corpus: Corpus = Corpus.MEMORIES,
@@ -92,9 +84,6 @@ class VectorIndex:
         if ns.dirty:
             await asyncio.to_thread(self.files.write, ns, self._index_lock)
 
-    async def loads_settled(self) -> None:
-        await self._cache.settled()
-
     async def flush(self) -> None:
         """Write every changed namespace to its file (at shutdown) and let
         the search thread go (a later search starts another)."""
@@ -105,10 +94,6 @@ class VectorIndex:
         thread, self._search_thread = self._search_thread, None
         if thread is not None:
             await asyncio.to_thread(thread.shutdown, wait=True)
-
-    def clear(self) -> None:
-        """Forget every loaded namespace (as if evicted, or restarted)."""
-        self._cache.clear()
 
     # -- searching ---------------------------------------------------------------
 
@@ -222,7 +207,7 @@ class VectorIndex:
                     # from the rows added (turns never change): no statement over a large scope per write.
                     stored = await self._fingerprint(key) if corpus == Corpus.MEMORIES \
                         and self._cache.peek(key) is not None else None
-                    updates.append((_exactly(key), _storing(corpus, rowids, vectors, stored)))
+                    updates.append((exactly(key), _storing(corpus, rowids, vectors, stored)))
                 case MemoryWritten(scope=scope, item_id=rowid, fact_tokens=tokens, created=False,
                                    shared_in=shared_in) if tokens is not None:
                     for each in (scope, *shared_in):
@@ -241,10 +226,6 @@ class VectorIndex:
                 case ScopeForgotten(scope=scope):
                     self._cache.invalidate(_of(scope, Corpus.TURNS))
         await self._cache.update(updates)
-
-
-def _exactly(wanted: Key) -> Matches[Key]:
-    return lambda key: key == wanted
 
 
 def _of(scope: Scope, corpus: Corpus) -> Matches[Key]:

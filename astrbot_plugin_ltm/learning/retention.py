@@ -19,6 +19,7 @@ from ..scope import Scope
 from ..storing.archive import START, OldTurn, Position, delete_turns, old_turns
 from ..storing.audit import audit
 from ..storing.database import Database, ReadOnlyError
+from ..storing.driver_rows import touched
 from ..storing.memory_rows import memory_changed
 from ..storing.tables import GateLogEntry, MemoryItem
 
@@ -61,7 +62,7 @@ async def prune_gate_log(db: Database, clock: Clock, batch: int = PRUNE_BATCH) -
             async with db.write() as session:
                 old = select(GateLogEntry.id).where(GateLogEntry.created_at < cutoff).limit(batch)
                 result = await session.execute(delete(GateLogEntry).where(GateLogEntry.id.in_(old.scalar_subquery())))
-            gone = int(getattr(result, "rowcount", 0) or 0)
+            gone = touched(result)
             total += gone
             if gone < batch:
                 return total

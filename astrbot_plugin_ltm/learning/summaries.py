@@ -5,10 +5,8 @@ Sessions (cut by ``idle_minutes`` and ``max_events``) are joined into a span of
 not per session (docs/decisions.md#d113). A day, week or month over with two or
 more uncovered summaries is rolled into one. Where a scope stands is read from the
 memories themselves; a fact key naming level and period leaves a tombstone when an
-operator deletes one, so the same events are never summarised again.
-
-Over 400 lines: sessions, roll-ups and their model calls share where a scope stands;
-the prompt and its check live in summary_prompt.py; where sessions and periods
+operator deletes one, so the same events are never summarised again. The
+prompt and its check live in summary_prompt.py; where sessions and periods
 fall in time, in summary_periods.py.
 """
 

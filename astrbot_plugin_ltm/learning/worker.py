@@ -295,7 +295,6 @@ class ExtractionWorker:
         self._held.pop(scope, None)
 
     async def sweep_expired(self) -> int:
-        """Mark memories past their retention as expired (learning.retention)."""
         return await sweep_expired(self._db, self._clock)
 
     # -- loop ------------------------------------------------------------

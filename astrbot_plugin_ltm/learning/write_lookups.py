@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..enums import Status
@@ -52,7 +52,7 @@ class Looked:
         return cls(tombstones, recorded, matches)
 
     def stated_at(self, event_ids: Sequence[str]) -> datetime | None:
-        """As :func:`stated_at`: the newest of the events' times."""
+        """When the newest of the events was recorded: the value holds from then."""
         return max((self.recorded[e] for e in event_ids if e in self.recorded), default=None)
 
     async def matched(self, session: AsyncSession, scope: Scope, fact: str) -> MemoryItem | None:
@@ -63,8 +63,8 @@ class Looked:
         return found if found is not None and (found.scope, found.scope_id) == (scope.kind, scope.id) else None
 
 
-def _chunks(values: list[str], size: int = 500) -> list[list[str]]:
-    return [values[n:n + size] for n in range(0, len(values), size)]
+def _chunks(values: list[str]) -> list[list[str]]:
+    return [values[n:n + 500] for n in range(0, len(values), 500)]
 
 
 # Built once: building a select and its cache key each time was most of the cost (docs/decisions.md#d145).
@@ -97,10 +97,3 @@ async def named_memory(session: AsyncSession, scope: Scope, memory_id: str | Non
         return None
     return item
 
-
-async def stated_at(session: AsyncSession, event_ids: Sequence[str]) -> datetime | None:
-    """When the newest of the events was recorded: the value holds from then."""
-    if not event_ids:
-        return None
-    return (await session.execute(
-        select(func.max(MemoryEvent.created_at)).where(MemoryEvent.event_id.in_(event_ids)))).scalar_one_or_none()

@@ -35,7 +35,7 @@ from .candidates import Candidate
 from .gate_log import note_gate
 from .policy import GateDecision, GateInput, confidence, gate
 from .rate_limits import WriteCounts
-from .write_lookups import Looked, Matches, current_memory, named_memory, related_memory, stated_at
+from .write_lookups import Looked, Matches, current_memory, named_memory, related_memory
 
 SHARED_WORDS = 0.2  # token-set similarity a semantic match needs besides its cosine (docs/decisions.md#d46)
 
@@ -111,7 +111,7 @@ class MemoryWriter:
         return matches
 
     async def _apply_one(self, session: AsyncSession, scope: Scope, c: Candidate, method: Method, actor: str,
-                         counts: WriteCounts, looked_up: Looked, said_in: Scope | None = None) -> WriteOutcome:
+                         counts: WriteCounts, looked_up: Looked, said_in: Scope | None) -> WriteOutcome:
         cfg, now = self._config(), self._clock()
         explicit = method == Method.USER_EXPLICIT
         if cfg.write_policy.writes_off(scope):  # switched off by an operator
@@ -225,14 +225,12 @@ class MemoryWriter:
     # -- persist --------------------------------------------------------------------
 
     async def _persist(self, session: AsyncSession, scope: Scope, c: Candidate, plan: Plan, verdict: GateDecision,
-                       method: Method, actor: str, now: datetime, cfg: LTMConfig,
-                       counts: WriteCounts | None = None, looked_up: Looked | None = None,
-                       said_in: Scope | None = None) -> WriteOutcome:
+                       method: Method, actor: str, now: datetime, cfg: LTMConfig, counts: WriteCounts,
+                       looked_up: Looked, said_in: Scope | None) -> WriteOutcome:
         """``said_in``: the group it was said in, when it is kept elsewhere."""
         if plan.revive is not None:
             await session.delete(plan.revive)
-            if looked_up is not None:
-                looked_up.tombstones.pop((scope, plan.key), None)
+            looked_up.tombstones.pop((scope, plan.key), None)
             audit(session, AuditAction.REVIVE, actor, str(msg("learn.restated")),
                   scope=scope, session_id=c.session_id, now=now, fact_key=plan.key, fact=c.fact)
         previous_fact = None
@@ -242,16 +240,14 @@ class MemoryWriter:
                 await session.flush()  # the key is free for the new value
             else:
                 await self._make_room(session, scope, cfg.write_policy.max_items_per_scope, actor, now, counts)
-                if counts is not None:
-                    counts.grew(1)
+                counts.grew(1)
             item = MemoryItem(
                 scope=scope.kind, scope_id=scope.id, type=c.type, fact=c.fact, fact_key=plan.key,
                 confidence=plan.confidence, importance=c.importance, evidence_count=1,
                 ttl_days=cfg.ttl_days(c.type), status=verdict.status or Status.SHADOW,
                 awaiting_approval=verdict.awaiting_approval, created_at=now, updated_at=now,
                 held_reason=verdict.reason if verdict.awaiting_approval else None,
-                valid_from=(looked_up.stated_at(c.event_ids) if looked_up is not None
-                            else await stated_at(session, c.event_ids)) or now,
+                valid_from=looked_up.stated_at(c.event_ids) or now,
                 supersedes=plan.replaces.memory_id if plan.replaces is not None else None,
                 # A secret stays one, whatever value it takes next.
                 visibility=stricter(Visibility.SECRET if c.secret else Visibility.SHARED,
@@ -309,8 +305,7 @@ class MemoryWriter:
         return old.fact
 
     async def _update(self, session: AsyncSession, item: MemoryItem, c: Candidate, plan: Plan,
-                      verdict: GateDecision, actor: str, now: datetime, cfg: LTMConfig,
-                      newly_said: bool = False) -> str:
+                      verdict: GateDecision, actor: str, now: datetime, cfg: LTMConfig, newly_said: bool) -> str:
         """New evidence for an existing memory; returns its fact before."""
         old_fact, old_status = item.fact, item.status
         better = plan.action == AuditAction.MERGE and confidence(c.confidence, c.source) > item.confidence

@@ -17,7 +17,6 @@ the write lock long; a start cut short does the rest at the next one.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import delete, select, text, update
@@ -57,20 +56,12 @@ ACTOR = "system:startup"
 REPLY_WITHIN_SECONDS = 120
 
 
-@dataclass(frozen=True)
-class Adopted:
-    moved: int = 0  # memories kept with their person now
-    merged: int = 0  # of those, merged into the person's memory under the same key
-    private: int = 0  # memories no line places: recalled in no group
-    forgotten_turns: int = 0  # turns said while paused, deleted
-
-
 async def adopt_contexts(db: Database, person: Callable[[str | None, str | None], Scope],
-                         accounts: Callable[[Scope], list[tuple[str, str]]], clock: Clock) -> Adopted | None:
-    """Run the steps above unless done (then None)."""
+                         accounts: Callable[[Scope], list[tuple[str, str]]], clock: Clock) -> None:
+    """Run the steps above unless done."""
     async with db.read() as session:
         if await session.get(IndexBuild, BUILD) is not None:
-            return None
+            return
     moved = merged = private = 0
     after = 0
     while True:
@@ -91,11 +82,9 @@ async def adopt_contexts(db: Database, person: Callable[[str | None, str | None]
     async with db.write() as session:
         await session.execute(insert(IndexBuild).values(name=BUILD, built_with=VERSION, built_at=clock())
                               .on_conflict_do_nothing())
-    done = Adopted(moved, merged, private, forgotten)
     if moved or private or forgotten:
         log.info("ltm: memories placed by where they were said: %d moved to their person (%d merged), %d private; "
                  "%d turn(s) said while paused deleted", moved, merged, private, forgotten)
-    return done
 
 
 async def _place(session: AsyncSession, item_id: int, person: Callable[[str | None, str | None], Scope],

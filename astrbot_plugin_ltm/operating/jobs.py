@@ -103,7 +103,6 @@ class Jobs:
             del self._jobs[job.id]
 
     async def stop(self) -> None:
-        """Cancel what runs (the plugin is stopping)."""
         tasks = [j.task for j in self._jobs.values() if j.task is not None and not j.task.done()]
         for task in tasks:
             task.cancel()

@@ -24,6 +24,7 @@ from ..logs import log
 from ..scope import Scope
 from ..storing.audit import audit
 from ..storing.database import Database
+from ..storing.driver_rows import touched
 from ..storing.tables import PolicyVersion, UserPause
 from .policy_versions import PolicyVersions
 
@@ -44,11 +45,6 @@ class Pause:
 
     def as_dict(self) -> dict[str, Any]:
         return {"scope": self.scope, "since": self.since.isoformat(), "by": self.by, "reason": self.reason}
-
-
-def _count(result: Any) -> int:
-    """Rows an INSERT or DELETE touched (a CursorResult's rowcount)."""
-    return int(getattr(result, "rowcount", 0) or 0)
 
 
 def _person(scope: object) -> str:
@@ -95,10 +91,10 @@ class Pauses:
                 added = await session.execute(insert(UserPause).values(
                     scope=scope.kind, scope_id=scope.id, since=now, actor=actor, reason=reason,
                 ).on_conflict_do_nothing())
-                if _count(added):
+                if touched(added):
                     audit(session, AuditAction.PAUSE, actor, reason, scope=scope, now=now)
             pause = Pause(str(scope), now, actor, reason)
-            if _count(added):
+            if touched(added):
                 self._paused[str(scope)] = pause
                 return pause
             await self.load()
@@ -112,11 +108,11 @@ class Pauses:
             async with self._db.write(persons_choice=True) as session:
                 gone = await session.execute(delete(UserPause).where(UserPause.scope == scope.kind,
                                                                      UserPause.scope_id == scope.id))
-                if _count(gone):
+                if touched(gone):
                     audit(session, AuditAction.LIFT if lifted else AuditAction.RESUME, actor, reason, scope=scope,
                           now=now)
             self._paused.pop(str(scope), None)
-            return bool(_count(gone))
+            return bool(touched(gone))
 
     # -- pauses made before they had their own state -------------------------------
 
@@ -153,7 +149,7 @@ class Pauses:
                 added = await session.execute(insert(UserPause).values(
                     scope=kind, scope_id=scope_id, since=row.created_at, actor=row.actor, reason=reason,
                 ).on_conflict_do_nothing())
-                if _count(added):
+                if touched(added):
                     audit(session, AuditAction.PAUSE, row.actor, reason, scope=Scope(kind, scope_id),
                           now=self._clock(), policy_version=row.id)
         await self.load()

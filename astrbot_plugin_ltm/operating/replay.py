@@ -14,6 +14,7 @@ and scored together; the pure gate and the read overlay already live apart.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -392,19 +393,18 @@ def weights() -> dict[str, float]:
             "any_budget_violation": -W_BUDGET, "margin": MARGIN}
 
 
+def ticker(step: Callable[[int, int], None], total: int) -> Callable[[], None]:
+    """Each call one more of ``total`` done, told to ``step`` (told 0 now)."""
+    done = itertools.count(1)
+    step(0, total)
+    return lambda: step(n := next(done), max(total, n))
+
+
 async def compare(db_reader: MemoryReader, clock: Clock, data: ReplayData, current: LTMConfig,
                   candidate: LTMConfig, step: Callable[[int, int], None]) -> dict[str, Any]:
     """The replay report: ``current`` and ``candidate`` on the same history."""
     started = time.perf_counter()
-    total = 2 * (len(data.reads) + len(data.probes))
-    done = 0
-
-    def tick() -> None:
-        nonlocal done
-        done += 1
-        step(done, total)
-
-    step(0, total)
+    tick = ticker(step, 2 * (len(data.reads) + len(data.probes)))
     # Pure Python over every logged candidate: off the event loop.
     gate_now, gate_new = await asyncio.gather(asyncio.to_thread(replay_gate, data.candidates, switches(current)),
                                               asyncio.to_thread(replay_gate, data.candidates, switches(candidate)))

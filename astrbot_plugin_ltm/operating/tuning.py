@@ -20,7 +20,7 @@ from ..config import LTMConfig
 from ..i18n import msg
 from ..learning.replay_gate import GateReplay, replay_gate
 from ..recalling.reader import MemoryReader
-from .replay import MARGIN, ReadFigures, ReplayData, overlay, reads, side, switches
+from .replay import MARGIN, ReadFigures, ReplayData, overlay, reads, side, switches, ticker
 
 # The grid: 4 × 2 × 3 = 24 candidates (and the current policy).
 GRID: dict[str, tuple[float | int, ...]] = {
@@ -74,14 +74,7 @@ async def tune(live: MemoryReader, clock: Clock, fitting: ReplayData, holdout: R
     points = grid_points(grid)
     per_set = len(fitting.reads) + len(fitting.probes)
     total = per_set * (len(points) + 1) + 2 * (len(holdout.reads) + len(holdout.probes))
-    done = 0
-
-    def tick() -> None:
-        nonlocal done
-        done += 1
-        step(done, max(total, done))
-
-    step(0, total)
+    tick = ticker(step, total)
     fit = _Scorer(live, clock, fitting, current, tick)
     current_fit, _ = await fit.score(current)
     scored = []

@@ -104,7 +104,6 @@ class Orphan:
     are in SQLite."""
 
     events: list[MemoryEvent] = field(default_factory=list)
-    unreadable_lines: int = 0
     files: list[Path] = field(default_factory=list)
     # Segments with lines this version cannot read (a newer format, damage
     # beyond a last line cut short): renamed, never deleted.
@@ -266,7 +265,6 @@ class Journal:
             try:
                 orphan.events.append(decode(line))
             except (ValueError, KeyError, TypeError) as exc:
-                orphan.unreadable_lines += 1
                 # Only the last line, with no newline after it, can be a
                 # write the crash cut short; anything else is kept.
                 cut_short = n == len(lines) - 1 and not isinstance(exc, NewerFormat)

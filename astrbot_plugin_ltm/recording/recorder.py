@@ -73,7 +73,6 @@ class EventRecorder:
         self._journal = Journal(journal_dir) if journal_dir is not None else None
         self._flushing = asyncio.Lock()  # a batch's segments are deleted only after *its* commit
         self.dropped_read_only = 0  # events refused while emergency_read_only was on
-        self.dropped_paused = 0  # turns not recorded: their person paused
         self.journal_failures = 0  # hook calls whose events could not be journaled (queued all the same)
         self.replayed = 0  # events a dead process had journaled and not written, written at start
 
@@ -117,7 +116,6 @@ class EventRecorder:
         """A person's message and the bot's reply (``None``: not answered). A
         scheduled turn's message is the scheduler's: only the reply is recorded."""
         if self._paused_speaker(origin):
-            self.dropped_paused += 1
             return []
         limit = self._config().recording.max_message_chars
         scope = self._resolver().write_scope(origin)

@@ -21,7 +21,7 @@ from ..scope import Scope
 from .changes import TurnsDeleted, note
 from .driver_rows import fetch_rows
 from .keyword_rows import LEGACY_TURN_ROWS
-from .vector_rows import LEGACY_TURN_VECTORS
+from .vector_rows import HAS_TABLE, LEGACY_TURN_VECTORS
 
 # (created_at as stored, row id): where a walk of the old turns stands.
 Position = tuple[str, int]
@@ -95,7 +95,7 @@ async def delete_turns(session: AsyncSession, turns: Sequence[OldTurn]) -> int:
         await session.execute(text(f"DELETE FROM {table} WHERE {key} IN (SELECT value FROM json_each(:ids))"),
                               {"ids": gone})
     for table, key in ((LEGACY_TURN_VECTORS, "event_rowid"), (LEGACY_TURN_ROWS, "rowid")):  # a store still moving
-        if (await session.execute(text("SELECT 1 FROM sqlite_master WHERE name = :t"), {"t": table})).first():
+        if (await session.execute(text(HAS_TABLE), {"t": table})).first():
             await session.execute(text(f"DELETE FROM {table} WHERE {key} IN (SELECT value FROM json_each(:ids))"),
                                   {"ids": gone})
     await session.execute(text("DELETE FROM ltm_events WHERE id IN (SELECT value FROM json_each(:ids))"),

@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..enums import MemoryType, Method
 from ..scope import Scope
-from .driver_rows import fetch_rows
+from .driver_rows import fetch_rows, touched
 from .tables import MemoryEvent, MemoryEvidence, MemoryItem, SummaryLink
 
 
@@ -52,7 +52,7 @@ async def link_summary(session: AsyncSession, item: MemoryItem, event_ids: Itera
         "INSERT OR IGNORE INTO ltm_summary_links (item_id, event_rowid) "
         "SELECT :item, id FROM ltm_events WHERE event_id IN (SELECT value FROM json_each(:ids))"),
         {"item": item.id, "ids": ids})
-    return int(getattr(result, "rowcount", 0) or 0)
+    return touched(result)
 
 
 async def add_link(session: AsyncSession, item: MemoryItem, event_id: str, method: str,
@@ -71,7 +71,6 @@ async def add_link(session: AsyncSession, item: MemoryItem, event_id: str, metho
 
 
 async def delete_links(session: AsyncSession, item: MemoryItem) -> None:
-    """Every link of ``item`` (a memory being removed)."""
     await session.execute(delete(MemoryEvidence).where(MemoryEvidence.memory_id == item.memory_id))
     if item.id is not None:
         await session.execute(delete(SummaryLink).where(SummaryLink.item_id == item.id))

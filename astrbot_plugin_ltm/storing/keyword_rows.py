@@ -13,7 +13,7 @@ import hashlib
 from datetime import UTC, datetime
 
 import numpy as np
-from sqlalchemy import Connection, select, text
+from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from .. import text as tokenizing
@@ -26,17 +26,12 @@ from .changes import MemoriesReindexed, TurnsRecorded, note
 from .tables import MemoryEvent, MemoryItem
 from .terms import context_keys, decode, term_keys, with_context
 from .turns import CONTEXT_TOKENS, CONTEXT_WINDOW, MAX_PASSAGES, PASSAGE_BREAK, PASSAGE_LAYOUT, turn_tokens
-from .vector_rows import delete_long_turn_vectors
+from .vector_rows import delete_long_turn_vectors, has_table
 
 FACT_ROW_INSERT = "INSERT INTO ltm_items_fts (rowid, tokens, scoped) VALUES (:r, :t, :s)"
 TERMS_INSERT = "INSERT OR REPLACE INTO ltm_turn_terms (event_rowid, terms) VALUES (:r, :t)"
 # The turns' FTS5 table from before migration 0017, until storing.relayout has emptied it.
 LEGACY_TURN_ROWS = "ltm_events_fts"
-
-
-def has_legacy_turn_rows(conn: Connection) -> bool:
-    return conn.execute(text("SELECT 1 FROM sqlite_master WHERE name = :t"),
-                        {"t": LEGACY_TURN_ROWS}).first() is not None
 
 
 def scope_prefix(scope: str, scope_id: str) -> str:
@@ -154,7 +149,7 @@ async def rebuild_turn_rows(session: AsyncSession, batch: int = 1000) -> int:
     """Every turn's keyword terms again, tokenised in a thread: run at start,
     before any read. Returns how many turns were indexed."""
     await session.execute(text("DELETE FROM ltm_turn_terms"))
-    if (await session.run_sync(lambda s: has_legacy_turn_rows(s.connection()))):
+    if (await session.run_sync(lambda s: has_table(s.connection(), LEGACY_TURN_ROWS))):
         await session.execute(text(f"DELETE FROM {LEGACY_TURN_ROWS}"))
     return await index_turns_after(session, 0, batch)
 

@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from ..enums import ScopeKind, Visibility
 from ..scope import Scope
 from .changes import MemoryShared, MemoryUnshared, MemoryWritten, note
+from .driver_rows import touched
 from .keyword_rows import write_fact_row
 from .tables import MemoryContext, MemoryItem
 from .vector_rows import delete_memory_vector
@@ -51,7 +52,7 @@ async def share(session: AsyncSession, item: MemoryItem, group: Scope, *, create
     added = await session.execute(
         text("INSERT OR IGNORE INTO ltm_item_contexts (scope, scope_id, item_id) VALUES (:kind, :id, :item)"),
         {"kind": group.kind, "id": group.id, "item": item.id})
-    new = bool(getattr(added, "rowcount", 0))
+    new = touched(added) > 0
     if new and item.visibility == Visibility.SHARED:
         note(session, MemoryShared(group, item.id, await fact_tokens(session, item.id), created))
     return new

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import and_, delete, or_, select, update
+from sqlalchemy import Row, and_, delete, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..enums import ExtractionStatus, Role, ScopeKind, Status
@@ -39,7 +39,6 @@ async def remove_memory(session: AsyncSession, item: MemoryItem, *, withhold: bo
 
 
 async def withhold_evidence(session: AsyncSession, item: MemoryItem) -> None:
-    """Withhold the turns that evidence ``item``."""
     rows = (
         await session.execute(
             select(MemoryEvent.id, MemoryEvent.scope, MemoryEvent.scope_id).where(
@@ -48,9 +47,13 @@ async def withhold_evidence(session: AsyncSession, item: MemoryItem) -> None:
             )
         )
     ).all()
-    if not rows:
-        return
+    await _withhold(session, rows)
+
+
+async def _withhold(session: AsyncSession, rows: Sequence[Row[int | None, str, str]]) -> None:
     ids = [rowid for rowid, _, _ in rows if rowid is not None]
+    if not ids:
+        return
     await session.execute(update(MemoryEvent).where(MemoryEvent.id.in_(ids)).values(withheld=True))
     await delete_turn_vectors(session, ids)
     by_scope: dict[Scope, list[int]] = {}
@@ -94,14 +97,6 @@ async def withhold_lines(session: AsyncSession, accounts: Sequence[tuple[str, st
     theirs = and_(MemoryEvent.scope == ScopeKind.GROUP, MemoryEvent.source_role == Role.USER, said)
     rows = (await session.execute(select(MemoryEvent.id, MemoryEvent.scope, MemoryEvent.scope_id)
                                   .where(theirs, MemoryEvent.withheld.is_(False)))).all()
-    ids = [rowid for rowid, _, _ in rows if rowid is not None]
-    if ids:
-        await session.execute(update(MemoryEvent).where(MemoryEvent.id.in_(ids)).values(withheld=True))
-        await delete_turn_vectors(session, ids)
+    await _withhold(session, rows)
     await session.execute(update(MemoryEvent).where(theirs, MemoryEvent.extraction_status == ExtractionStatus.PENDING)
                           .values(extraction_status=ExtractionStatus.SKIPPED, next_attempt_at=None))
-    by_scope: dict[Scope, list[int]] = {}
-    for rowid, kind, scope_id in rows:
-        if rowid is not None:
-            by_scope.setdefault(Scope(kind, scope_id), []).append(rowid)
-    note(session, *(TurnsWithheld(scope, tuple(found)) for scope, found in by_scope.items()))

@@ -21,7 +21,6 @@ KEY_BYTES = _DTYPE.itemsize  # a key's bytes in a blob
 
 
 def term_key(term: str) -> int:
-    """A term as the keyword index knows it."""
     return zlib.crc32(term.encode("utf-8")) or 1
 
 

@@ -216,7 +216,6 @@ CONTEXT_WINDOW = timedelta(hours=1)
 
 
 def searched_text(content: dict[str, Any]) -> str:
-    """The words of an event, for its keyword row."""
     if "tool" in content:
         return f"{content.get('tool', '')} {content.get('result', '')}"
     return str(content.get("text", ""))

@@ -25,6 +25,7 @@ from ..audience import SAID_IN_SQL
 from ..enums import Corpus, Visibility
 from ..scope import Scope
 from .changes import VectorsStored, note
+from .driver_rows import touched
 from .tables import MemoryEvent, MemoryVector, TurnVector, VectorSpace
 
 Fingerprint = tuple[int, int, str]
@@ -156,10 +157,6 @@ def has_table(conn: Connection, table: str) -> bool:
     return conn.execute(text(HAS_TABLE), {"t": table}).first() is not None
 
 
-def has_legacy_turn_vectors(conn: Connection) -> bool:
-    return has_table(conn, LEGACY_TURN_VECTORS)
-
-
 # -- reading a scope's rows --------------------------------------------------------------
 
 
@@ -209,7 +206,7 @@ def scope_vectors(conn: Connection, scope: Scope, model: str, corpus: Corpus,
                 "GROUP BY s.dim"), params):
             count(int(dim), int(whole or 0), int(vectors or 0))
             broken += int(rows) - int(whole or 0)
-        if has_legacy_turn_vectors(conn):
+        if has_table(conn, LEGACY_TURN_VECTORS):
             for dim, rows, whole, vectors in conn.execute(text(
                     "SELECT v.dim, count(*), sum(v.dim > 0 AND length(v.vector) > 0 "
                     "AND length(v.vector) % (4 * v.dim) = 0), sum(CASE WHEN v.dim > 0 "
@@ -241,7 +238,7 @@ def scope_rows(conn: Connection, scope: Scope, model: str, corpus: Corpus, dim: 
                         "WHERE e.scope = :kind AND e.scope_id = :id AND e.created_at > :since "
                         "AND s.model = :model AND s.dim = :dim "
                         f"AND length(t.vector) > 0 AND length(t.vector) % {_ROW_BYTES} = 0")]
-        if has_legacy_turn_vectors(conn):
+        if has_table(conn, LEGACY_TURN_VECTORS):
             sources.append(text(f"SELECT v.event_rowid, v.vector, {FLOAT32} {_LEGACY_OF_SCOPE} AND v.dim = :dim "
                                 "AND length(v.vector) > 0 AND length(v.vector) % (4 * v.dim) = 0"))
     for statement in sources:
@@ -291,7 +288,7 @@ def fingerprint(conn: Connection, scope: Scope, model: str, corpus: Corpus, sinc
                whole_turn_vectors())).one()
     count, total = int(turns[0]), int(turns[1])
     last: int | None = None if turns[2] is None else int(turns[2])
-    if has_legacy_turn_vectors(conn):
+    if has_table(conn, LEGACY_TURN_VECTORS):
         old = conn.execute(text(
             "SELECT coalesce(sum(length(v.vector) / (4 * v.dim)), 0), coalesce(sum(v.event_rowid), 0), "
             f"max(v.event_rowid) {_LEGACY_OF_SCOPE} AND v.dim > 0 AND length(v.vector) % (4 * v.dim) = 0"),
@@ -350,7 +347,7 @@ async def _delete_legacy(session: AsyncSession, where: str, params: dict[str, An
     if (await session.execute(text(HAS_TABLE), {"t": LEGACY_TURN_VECTORS})).first() is None:
         return 0
     result = await session.execute(text(f"DELETE FROM {LEGACY_TURN_VECTORS} WHERE {where}"), params)
-    return int(getattr(result, "rowcount", 0) or 0)
+    return touched(result)
 
 
 async def delete_memory_vector(session: AsyncSession, item_id: int) -> None:
@@ -386,7 +383,7 @@ async def delete_long_turn_vectors(session: AsyncSession, most: int) -> int:
     long = select(TurnVector.event_rowid).join(VectorSpace, VectorSpace.id == TurnVector.space).where(
         VectorSpace.dim > 0, func.length(TurnVector.vector) // _SPACE_ROW_BYTES > most)
     result = await session.execute(delete(TurnVector).where(TurnVector.event_rowid.in_(long)))
-    gone = int(getattr(result, "rowcount", 0) or 0)
+    gone = touched(result)
     return gone + await _delete_legacy(session, "dim > 0 AND length(vector) / (4 * dim) > :most", {"most": most})
 
 
