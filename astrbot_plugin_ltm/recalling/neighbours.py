@@ -17,12 +17,16 @@ from .ranking import fuse
 from .read import Read
 from .rows import EventRow, load_turns
 
-# The events just before and after each of :ids in its chat and scope: by rowid, as
-# storing.turns finds the message a reply answers.
+# The events just before and after each of :ids in its chat (session_id) and scope, by time then id.
 _BESIDE = """
-SELECT h.id, n.id FROM ltm_events h CROSS JOIN ltm_events n
-  ON n.id IN (h.id - 1, h.id + 1) AND n.session_id IS h.session_id AND n.scope = h.scope AND n.scope_id = h.scope_id
-WHERE h.id IN (SELECT value FROM json_each(:ids))
+SELECT h.id,
+  (SELECT p.id FROM ltm_events p WHERE p.session_id = h.session_id AND p.scope = h.scope AND p.scope_id = h.scope_id
+     AND (p.created_at < h.created_at OR (p.created_at = h.created_at AND p.id < h.id))
+     ORDER BY p.created_at DESC, p.id DESC LIMIT 1),
+  (SELECT n.id FROM ltm_events n WHERE n.session_id = h.session_id AND n.scope = h.scope AND n.scope_id = h.scope_id
+     AND (n.created_at > h.created_at OR (n.created_at = h.created_at AND n.id > h.id))
+     ORDER BY n.created_at, n.id LIMIT 1)
+FROM ltm_events h WHERE h.id IN (SELECT value FROM json_each(:ids))
 """
 
 
@@ -33,16 +37,14 @@ def neighbours(conn: Connection, read: Read, unbacked: bool) -> tuple[Found, dic
     matched = sorted(fused, key=lambda rowid: (-fused[rowid], rowid))
     if not matched:
         return Found(), {}
-    beside: dict[int, list[int]] = {}
-    for rowid, n in fetch_rows(conn, _BESIDE, {"ids": json.dumps(matched)}):
-        beside.setdefault(rowid, []).append(n)
-    wanted = list(dict.fromkeys(n for rowid in matched for n in sorted(beside.get(rowid, ()))))
+    beside = {row[0]: (row[1], row[2]) for row in fetch_rows(conn, _BESIDE, {"ids": json.dumps(matched)})}
+    wanted = list(dict.fromkeys(n for rowid in matched for n in beside.get(rowid, ()) if n is not None))
     rows = {**load_turns(conn, read.scopes, [n for n in wanted if n not in read.turns], unbacked), **read.turns}
     ranking: list[int] = []
     for rowid in matched:
         day = as_utc(read.turns[rowid].created_at).date()
-        for n in sorted(beside.get(rowid, ())):  # the turn before, then the one after
+        for n in beside.get(rowid, ()):
             # Another day is another sitting: its first turn does not answer this one's last.
-            if n in rows and as_utc(rows[n].created_at).date() == day and n not in ranking:
+            if n is not None and n in rows and as_utc(rows[n].created_at).date() == day and n not in ranking:
                 ranking.append(n)
     return Found(turns=ranking), {n: rows[n] for n in ranking if n not in read.turns}
