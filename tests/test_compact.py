@@ -27,7 +27,8 @@ async def finished(ltm, job_id: str) -> dict:
 
 async def test_compact_shows_what_it_would_free_then_frees_it_in_batches_each_audited(
         make_ltm, origin, api_of, monkeypatch):
-    monkeypatch.setattr(retention, "FIRST_BATCH", 3)
+    monkeypatch.setattr(retention, "FIRST_BATCH", 3)  # batches of three, however long each takes
+    monkeypatch.setattr(retention, "MIN_BATCH", 3)
     monkeypatch.setattr(retention, "MAX_BATCH", 3)
     ltm, cited, chat, summarised, recent = await old_and_new(make_ltm, origin, keep=-1)  # nothing by itself
     api = api_of(ltm)
