@@ -24,7 +24,6 @@ from .bot_lines import bot_share
 from .dates import First, Period, named_period
 from .explain import explain_hits
 from .followers import load_followers
-from .neighbours import answered_turns
 from .periods import PeriodRows, first_day, load_period
 from .ranking import Ranked, behind_their_turns, leading, rank, spread
 from .read import Focus, Read
@@ -84,8 +83,7 @@ class MemoryReader:
     def stages(self) -> tuple[Callable[[Read], Awaitable[None]], ...]:
         """What a read goes through before ranking: a new heuristic is one more stage, not
         one more parameter."""
-        return (self._retrieve, self._load_rows, self._neighbours, self._leave_out, self._explain, self._bots_share,
-                self._focus)
+        return self._retrieve, self._load_rows, self._leave_out, self._explain, self._bots_share, self._focus
 
     async def _retrieve(self, read: Read) -> None:
         # Searched as the events it names, each on its own (asking.py, docs/decisions.md#d84).
@@ -117,12 +115,6 @@ class MemoryReader:
                      if i.type == MemoryType.SUMMARY and i.memory_id in read.evidence]
         if summaries:
             read.evidence.update(await self.db.run(lambda conn: load_evidence(conn, summaries, read.turns.keys())))
-
-    async def _neighbours(self, read: Read) -> None:
-        """The turn before each matched turn is one more ranking (neighbours.py)."""
-        if read.policy.max_events > 0 and read.turns:
-            unbacked = self._unbacked_turns()
-            read.found.append(await self.db.run(lambda conn: answered_turns(conn, read, unbacked)))
 
     @staticmethod
     async def _leave_out(read: Read) -> None:
